@@ -1,0 +1,385 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Group and slot tables: who may contribute, the window of slots with two
+ * shadow sets each, per-set contribution bitmaps, completion, duplicates,
+ * retained results, and the reproducible (rank-ordered) mode.
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "agg_priv.h"
+
+enum set_state { SET_IDLE = 0, SET_OPEN, SET_DONE };
+
+struct agg_set {
+	uint8_t state;
+	uint8_t dtype;
+	uint8_t op;
+	uint16_t count;
+	uint16_t nseen;
+	uint32_t coll_seq;     /* which use of the slot this set holds */
+	uint32_t pkt_idx;
+	uint64_t *bitmap;      /* members that contributed to this use */
+	void *acc;             /* E accumulator elements */
+	uint8_t *out;          /* wire-format result + pad, kept until reuse */
+	uint8_t *stage;        /* reproducible mode: one row per member */
+	struct agg_result res;
+};
+
+struct agg_group {
+	struct agg_group_config cfg;
+	struct agg_member *members;
+	uint32_t *member_psn;
+	uint16_t total_fanin;
+	uint16_t bitmap_words;
+	bool staged;           /* reproducible mode for float dtypes */
+	size_t row_bytes;      /* E * 8: room for any dtype */
+	struct agg_set *sets;  /* window * 2 */
+	void *mem;
+	struct agg_group_stats stats;
+};
+
+static const char *group_check(const struct agg_group_config *c)
+{
+	uint32_t fanin = 0;
+
+	if (c->nmembers == 0 || c->nmembers > AGG_MAX_MEMBERS)
+		return "members: need 1 to 1024 members";
+	if (!c->members)
+		return "members: missing";
+	if (c->window == 0 || c->window > AGG_MAX_WINDOW)
+		return "window: need 1 to 4096 slots";
+	if (c->elems_per_pkt == 0 || c->elems_per_pkt > AGG_MAX_ELEMS)
+		return "elems_per_pkt: need 1 to 2048 elements";
+	if (c->qpn > AGG_QPN_MASK || c->qpn < 2)
+		return "qpn: need 2 to 0xffffff (QP0 and QP1 are special)";
+	if (c->dtype_mask & ~((1u << AGG_DTYPE_COUNT) - 1))
+		return "dtypes: unknown dtype bit";
+	for (uint16_t m = 0; m < c->nmembers; m++) {
+		const struct agg_member *a = &c->members[m];
+
+		if (a->qpn > AGG_QPN_MASK || a->qpn < 2)
+			return "members[].qpn: need 2 to 0xffffff";
+		if (a->ip == 0)
+			return "members[].ip: missing";
+		if (a->fanin == 0)
+			return "members[].fanin: must be at least 1";
+		fanin += a->fanin;
+		for (uint16_t k = 0; k < m; k++)
+			if (c->members[k].ip == a->ip &&
+			    c->members[k].qpn == a->qpn)
+				return "members[]: two members share an address and QPN";
+	}
+	if (fanin > UINT16_MAX)
+		return "members[].fanin: total fan-in exceeds 65535";
+	return NULL;
+}
+
+struct agg_group *agg_group_create(const struct agg_group_config *cfg,
+				   const char **why)
+{
+	struct agg_group *g;
+	size_t nsets, row, per_set, bitmap_bytes;
+	uint8_t *p;
+	const char *err = cfg ? group_check(cfg) : "no configuration";
+
+	if (err) {
+		if (why)
+			*why = err;
+		errno = EINVAL;
+		return NULL;
+	}
+	g = calloc(1, sizeof(*g));
+	if (!g)
+		goto err_oom;
+	g->cfg = *cfg;
+	g->members = calloc(cfg->nmembers, sizeof(*g->members));
+	g->member_psn = calloc(cfg->nmembers, sizeof(*g->member_psn));
+	if (!g->members || !g->member_psn)
+		goto err_free_group;
+	memcpy(g->members, cfg->members, cfg->nmembers * sizeof(*g->members));
+	g->cfg.members = g->members;
+	for (uint16_t m = 0; m < cfg->nmembers; m++)
+		g->total_fanin += cfg->members[m].fanin;
+
+	/* Only float dtypes need staging: integer ops are exact and
+	 * order-independent already. */
+	g->staged = cfg->reproducible &&
+		    (cfg->dtype_mask == 0 ||
+		     (cfg->dtype_mask & (1u << AGG_DTYPE_FP32 | 1u << AGG_DTYPE_FP16 |
+					 1u << AGG_DTYPE_BF16 | 1u << AGG_DTYPE_FP64)));
+	g->bitmap_words = (uint16_t)((cfg->nmembers + 63) / 64);
+	row = (size_t)cfg->elems_per_pkt * 8;
+	g->row_bytes = row;
+	bitmap_bytes = (size_t)g->bitmap_words * 8;
+	/* acc + out (+4 pad) + bitmap (+ staging rows), 64-byte aligned */
+	per_set = row + ((row + 4 + 63) & ~(size_t)63) + ((bitmap_bytes + 63) & ~(size_t)63);
+	if (g->staged)
+		per_set += row * cfg->nmembers;
+	nsets = (size_t)cfg->window * 2;
+	g->sets = calloc(nsets, sizeof(*g->sets));
+	if (!g->sets)
+		goto err_free_group;
+	if (posix_memalign(&g->mem, 64, per_set * nsets))
+		goto err_free_sets;
+	memset(g->mem, 0, per_set * nsets);
+	p = g->mem;
+	for (size_t i = 0; i < nsets; i++) {
+		struct agg_set *s = &g->sets[i];
+
+		s->acc = p;
+		p += row;
+		s->out = p;
+		p += (row + 4 + 63) & ~(size_t)63;
+		s->bitmap = (uint64_t *)p;
+		p += (bitmap_bytes + 63) & ~(size_t)63;
+		if (g->staged) {
+			s->stage = p;
+			p += row * cfg->nmembers;
+		}
+	}
+	return g;
+
+err_free_sets:
+	free(g->sets);
+err_free_group:
+	free(g->member_psn);
+	free(g->members);
+	free(g);
+err_oom:
+	if (why)
+		*why = "out of memory for the group's slots";
+	errno = ENOMEM;
+	return NULL;
+}
+
+void agg_group_destroy(struct agg_group *g)
+{
+	if (!g)
+		return;
+	free(g->mem);
+	free(g->sets);
+	free(g->member_psn);
+	free(g->members);
+	free(g);
+}
+
+const struct agg_group_config *agg_group_config(const struct agg_group *g)
+{
+	return &g->cfg;
+}
+
+const struct agg_group_stats *agg_group_stats(const struct agg_group *g)
+{
+	return &g->stats;
+}
+
+void agg_group_reset(struct agg_group *g)
+{
+	for (size_t i = 0; i < (size_t)g->cfg.window * 2; i++)
+		g->sets[i].state = SET_IDLE;
+}
+
+/* Serial-number order (RFC 1982) of (coll_seq, pkt_idx) keys. */
+static inline int key_cmp(const struct agg_hdr *h, const struct agg_set *s)
+{
+	int32_t d = (int32_t)(h->coll_seq - s->coll_seq);
+
+	if (d == 0)
+		d = (int32_t)(h->pkt_idx - s->pkt_idx);
+	return (d > 0) - (d < 0);
+}
+
+static inline int drop(struct agg_group *g, int rc)
+{
+	g->stats.drops[-rc]++;
+	return rc;
+}
+
+static void set_complete(struct agg_group *g, struct agg_set *s)
+{
+	size_t esize = agg_dtype_size(s->dtype);
+	size_t len = (size_t)s->count * esize;
+	uint8_t pad = agg_pad_len(len);
+
+	if (g->staged && agg_dtype_is_float(s->dtype)) {
+		/* Rank order, whatever the arrival order. */
+		agg_acc_load(s->dtype, s->acc, s->stage, s->count);
+		for (uint16_t m = 1; m < g->cfg.nmembers; m++)
+			agg_acc_reduce(s->dtype, s->op, s->acc,
+				       s->stage + (size_t)m * g->row_bytes,
+				       s->count);
+	}
+	agg_acc_store(s->dtype, s->out, s->acc, s->count);
+	memset(s->out + len, 0, pad);
+
+	s->res.hdr = (struct agg_hdr){
+		.version = AGG_VERSION,
+		.type = AGG_TYPE_RESULT,
+		.dtype = s->dtype,
+		.op = s->op,
+		.flags = (uint8_t)((s - g->sets) & 1) |
+			 (g->cfg.reproducible ? AGG_FLAG_REPRODUCIBLE : 0),
+		.count = s->count,
+		.group_id = g->cfg.group_id,
+		.rank = 0,
+		.fanin = g->total_fanin,
+		.slot = (uint16_t)((s - g->sets) / 2),
+		.coll_seq = s->coll_seq,
+		.pkt_idx = s->pkt_idx,
+	};
+	s->res.payload = s->out;
+	s->res.payload_len = (uint32_t)len;
+	s->res.pad = pad;
+	s->res.payload_crc = agg_crc32(0, s->out, len + pad);
+	s->res.payload_shift = agg_crc32_shift_op(len + pad);
+	s->state = SET_DONE;
+	g->stats.completions++;
+}
+
+int agg_group_ingest(struct agg_group *g, const struct agg_pkt *pkt,
+		     struct agg_result *res, uint16_t *member_out)
+{
+	const struct agg_hdr *h = &pkt->hdr;
+	const struct agg_group_config *c = &g->cfg;
+	const struct agg_member *mb;
+	struct agg_set *s;
+	uint64_t bit, *word;
+	int cmp;
+
+	if (AGG_UNLIKELY(pkt->kind != AGG_PKT_INCA ||
+			 h->group_id != c->group_id || pkt->dest_qp != c->qpn))
+		return drop(g, -AGG_E_GROUP);
+	if (AGG_UNLIKELY(pkt->qkey != c->qkey))
+		return drop(g, -AGG_E_QKEY);
+	if (AGG_UNLIKELY(h->type != AGG_TYPE_CONTRIB))
+		return drop(g, -AGG_E_TYPE);
+	if (AGG_UNLIKELY(c->dtype_mask && !(c->dtype_mask & (1u << h->dtype))))
+		return drop(g, -AGG_E_DTYPE);
+	if (AGG_UNLIKELY(h->rank >= c->nmembers))
+		return drop(g, -AGG_E_NOT_MEMBER);
+	mb = &g->members[h->rank];
+	if (AGG_UNLIKELY(mb->ip != pkt->src_ip || mb->qpn != pkt->src_qp))
+		return drop(g, -AGG_E_NOT_MEMBER);
+	if (AGG_UNLIKELY(h->fanin != mb->fanin))
+		return drop(g, -AGG_E_FANIN);
+	if (AGG_UNLIKELY(h->slot >= c->window))
+		return drop(g, -AGG_E_SLOT);
+	if (AGG_UNLIKELY(h->count > c->elems_per_pkt))
+		return drop(g, -AGG_E_TOO_LONG);
+	if (member_out)
+		*member_out = h->rank;
+
+	s = &g->sets[(size_t)h->slot * 2 + (h->flags & AGG_FLAG_SHADOW_SET)];
+	cmp = s->state == SET_IDLE ? 1 : key_cmp(h, s);
+	if (cmp > 0) {
+		/* A newer use of this set. Hosts reuse a set only after every
+		 * member has the result of its previous use, so an open set
+		 * here means that use was abandoned (e.g. a job restarted). */
+		if (s->state == SET_OPEN)
+			g->stats.preempted++;
+		s->state = SET_OPEN;
+		s->dtype = h->dtype;
+		s->op = h->op;
+		s->count = h->count;
+		s->nseen = 0;
+		s->coll_seq = h->coll_seq;
+		s->pkt_idx = h->pkt_idx;
+		memset(s->bitmap, 0, (size_t)g->bitmap_words * 8);
+	} else if (cmp < 0) {
+		return drop(g, -AGG_E_STALE);
+	} else if (AGG_UNLIKELY(h->dtype != s->dtype || h->op != s->op ||
+				h->count != s->count)) {
+		return drop(g, -AGG_E_MISMATCH);
+	}
+
+	word = &s->bitmap[h->rank / 64];
+	bit = 1ull << (h->rank % 64);
+	if (*word & bit) {
+		if (s->state == SET_DONE) {
+			g->stats.retransmits++;
+			*res = s->res;
+			return AGG_V_RETRANSMIT;
+		}
+		g->stats.duplicates++;
+		return AGG_V_DUPLICATE;
+	}
+	*word |= bit;
+
+	if (g->staged && agg_dtype_is_float(h->dtype))
+		memcpy(s->stage + (size_t)h->rank * g->row_bytes, pkt->payload,
+		       pkt->payload_len);
+	else if (s->nseen == 0)
+		agg_acc_load(h->dtype, s->acc, pkt->payload, h->count);
+	else
+		agg_acc_reduce(h->dtype, h->op, s->acc, pkt->payload, h->count);
+	s->nseen++;
+	g->stats.contributions++;
+
+	if (s->nseen < c->nmembers)
+		return AGG_V_ACCEPTED;
+	set_complete(g, s);
+	*res = s->res;
+	return AGG_V_COMPLETE;
+}
+
+int agg_result_encode(struct agg_group *g, uint16_t member,
+		      const struct agg_result *res,
+		      const struct agg_result_l2 *l2, const uint8_t *dst_mac,
+		      void *buf, size_t cap)
+{
+	const struct agg_member *mb;
+	uint8_t *f = buf, *ip, *b;
+	size_t roce, off, total, body;
+	struct agg_hdr hdr;
+	uint32_t crc;
+
+	if (member >= g->cfg.nmembers)
+		return -AGG_E_INVAL;
+	mb = &g->members[member];
+	body = res->payload_len + res->pad;
+	roce = AGG_BTH_LEN + AGG_DETH_LEN + AGG_INCA_HLEN + body + AGG_ICRC_LEN;
+	total = AGG_ETH_HLEN + (l2->has_vlan ? AGG_VLAN_HLEN : 0) +
+		AGG_IPV4_HLEN + AGG_UDP_HLEN + roce;
+	if (total > cap)
+		return -AGG_E_NOSPACE;
+
+	memcpy(f, dst_mac ? dst_mac : mb->mac, 6);
+	memcpy(f + 6, l2->src_mac, 6);
+	off = 12;
+	if (l2->has_vlan) {
+		agg_wr16(f + off, AGG_ETHERTYPE_VLAN);
+		agg_wr16(f + off + 2, l2->vlan_tci);
+		off += 4;
+	}
+	agg_wr16(f + off, AGG_ETHERTYPE_IPV4);
+	off += 2;
+	ip = f + off;
+	/* UDP source port varies per member for ECMP entropy. */
+	off += agg_write_ipv4_udp(ip, l2->switch_ip, mb->ip, l2->dscp, 0, 64,
+				  (uint16_t)(0xc000 | ((g->cfg.group_id + member) & 0x3fff)),
+				  roce);
+	b = f + off;
+	b[0] = AGG_OP_UD_SEND_ONLY;
+	b[1] = (uint8_t)(res->pad << 4);
+	agg_wr16(b + 2, AGG_PKEY_DEFAULT);
+	b[4] = 0;
+	agg_wr24(b + 5, mb->qpn);
+	b[8] = 0;
+	agg_wr24(b + 9, g->member_psn[member]++ & AGG_PSN_MASK);
+	agg_wr32(b + 12, g->cfg.qkey);
+	b[16] = 0;
+	agg_wr24(b + 17, g->cfg.qpn);
+	hdr = res->hdr;
+	hdr.rank = member;   /* a result names the member it is for */
+	agg_hdr_write(b + AGG_BTH_LEN + AGG_DETH_LEN, &hdr);
+	off += AGG_BTH_LEN + AGG_DETH_LEN + AGG_INCA_HLEN;
+	memcpy(f + off, res->payload, body);
+
+	/* CRC-32 is linear: header CRC combined with the payload's, which
+	 * was computed once for all members. */
+	crc = agg_icrc_ipv4_prefix(ip, (size_t)(f + off - ip));
+	crc = agg_crc32_combine_op(crc, res->payload_crc, res->payload_shift);
+	agg_icrc_store(f + off + body, crc);
+	return (int)total;
+}

@@ -1,0 +1,479 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * INCA aggregation engine: wire format, ICRC, reduction kernels and the
+ * group/slot tables. Pure C, no I/O: the switch and the host library both
+ * build on it. docs/protocol.md is the normative description of the bytes.
+ *
+ * Conventions: functions return 0 (or a length) on success and a negative
+ * AGG_E* code on failure; agg_strerror() names every code. Multi-byte
+ * header fields are in network byte order on the wire and in host order in
+ * the structs below; element payloads are little-endian.
+ */
+#ifndef INCA_AGG_H
+#define INCA_AGG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------ */
+/* Constants of the wire format                                        */
+/* ------------------------------------------------------------------ */
+
+#define AGG_ROCEV2_UDP_PORT   4791
+#define AGG_ETHERTYPE_IPV4    0x0800
+#define AGG_ETHERTYPE_VLAN    0x8100
+
+#define AGG_ETH_HLEN          14
+#define AGG_VLAN_HLEN         4
+#define AGG_IPV4_HLEN         20
+#define AGG_UDP_HLEN          8
+#define AGG_BTH_LEN           12
+#define AGG_DETH_LEN          8
+#define AGG_IMM_LEN           4
+#define AGG_INCA_HLEN         32
+#define AGG_ICRC_LEN          4
+#define AGG_CNP_PAD_LEN       16
+
+/* BTH opcodes (InfiniBand Architecture Spec. vol. 1, 9.2; RoCEv2 annex). */
+#define AGG_OP_UD_SEND_ONLY       0x64
+#define AGG_OP_UD_SEND_ONLY_IMM   0x65
+#define AGG_OP_CNP                0x81
+
+#define AGG_PKEY_DEFAULT      0xffff
+#define AGG_QPN_MASK          0xffffffu
+#define AGG_PSN_MASK          0xffffffu
+
+#define AGG_VERSION           1
+
+/* Largest element count per packet: a 4096-byte IB MTU of 2-byte
+ * elements (fp16/bf16). */
+#define AGG_MAX_ELEMS         2048
+/* Largest element payload in bytes (IB MTU 4096). */
+#define AGG_MAX_PAYLOAD       4096
+#define AGG_MAX_MEMBERS       1024
+#define AGG_MAX_WINDOW        4096
+
+/* Bytes in front of the elements for an untagged UD SEND_ONLY frame. */
+#define AGG_FRAME_HDR_LEN (AGG_ETH_HLEN + AGG_IPV4_HLEN + AGG_UDP_HLEN + \
+			   AGG_BTH_LEN + AGG_DETH_LEN + AGG_INCA_HLEN)
+/* Largest frame the encoder produces (VLAN, immediate, 4096 B payload). */
+#define AGG_MAX_FRAME_LEN (AGG_FRAME_HDR_LEN + AGG_VLAN_HLEN + AGG_IMM_LEN + \
+			   AGG_MAX_PAYLOAD + AGG_ICRC_LEN)
+
+enum agg_msg_type {
+	AGG_TYPE_CONTRIB = 1,   /* host or child switch -> switch */
+	AGG_TYPE_RESULT  = 2,   /* switch -> host or child switch */
+	AGG_TYPE_CONTROL = 3,   /* reserved for in-band control; dropped today */
+};
+
+enum agg_dtype {
+	AGG_DTYPE_FP32  = 0,
+	AGG_DTYPE_FP16  = 1,
+	AGG_DTYPE_BF16  = 2,
+	AGG_DTYPE_INT32 = 3,
+	AGG_DTYPE_INT64 = 4,
+	AGG_DTYPE_FP64  = 5,
+	AGG_DTYPE_COUNT
+};
+
+enum agg_op {
+	AGG_OP_SUM  = 0,
+	AGG_OP_MIN  = 1,
+	AGG_OP_MAX  = 2,
+	AGG_OP_PROD = 3,
+	AGG_OP_BAND = 4,   /* integers only */
+	AGG_OP_BOR  = 5,   /* integers only */
+	AGG_OP_BXOR = 6,   /* integers only */
+	AGG_OP_COUNT
+};
+
+/* INCA header flags. */
+#define AGG_FLAG_SHADOW_SET   0x01  /* which of the slot's two sets */
+#define AGG_FLAG_RETRANSMIT   0x02  /* sender timed out and resent */
+#define AGG_FLAG_REPRODUCIBLE 0x04  /* result reduced in rank order */
+#define AGG_FLAGS_KNOWN       0x07
+
+/* ------------------------------------------------------------------ */
+/* Errors and outcomes                                                 */
+/* ------------------------------------------------------------------ */
+
+/*
+ * Every reason a packet is refused, as one X-macro list so that counters,
+ * names and messages are generated from it and never drift apart.
+ * X(name, "counter_name", "message")
+ */
+#define AGG_ERRORS(X) \
+	X(TRUNC_ETH,     "trunc_eth",      "frame shorter than its Ethernet/VLAN header") \
+	X(NOT_IPV4,      "not_ipv4",       "EtherType is not IPv4") \
+	X(TRUNC_IP,      "trunc_ip",       "frame shorter than an IPv4 header") \
+	X(IP_VERSION,    "ip_version",     "IP version field is not 4") \
+	X(IP_OPTIONS,    "ip_options",     "IPv4 header length is not 20 bytes (options are not accepted)") \
+	X(IP_LEN,        "ip_len",         "IPv4 total length disagrees with the frame length") \
+	X(IP_FRAG,       "ip_frag",        "IPv4 packet is a fragment") \
+	X(IP_CSUM,       "ip_csum",        "IPv4 header checksum is wrong") \
+	X(NOT_UDP,       "not_udp",        "IPv4 protocol is not UDP") \
+	X(UDP_LEN,       "udp_len",        "UDP length disagrees with the IPv4 total length") \
+	X(NOT_ROCE,      "not_roce",       "UDP destination port is not 4791 (RoCEv2)") \
+	X(TRUNC_BTH,     "trunc_bth",      "UDP payload shorter than BTH + ICRC") \
+	X(BTH_TVER,      "bth_tver",       "BTH transport header version is not 0") \
+	X(BTH_OPCODE,    "bth_opcode",     "BTH opcode is not UD SEND_ONLY[_WITH_IMM] or CNP") \
+	X(CNP_LEN,       "cnp_len",        "CNP is not BTH + 16 reserved bytes + ICRC") \
+	X(PAD,           "pad",            "BTH PadCnt disagrees with the element payload length") \
+	X(TRUNC_DETH,    "trunc_deth",     "packet shorter than BTH + DETH + ICRC") \
+	X(TRUNC_INCA,    "trunc_inca",     "packet shorter than the INCA header") \
+	X(ICRC,          "icrc",           "invariant CRC (ICRC) is wrong") \
+	X(VERSION,       "version",        "INCA header version is not supported") \
+	X(TYPE,          "type",           "INCA message type is unknown or not accepted here") \
+	X(DTYPE,         "dtype",          "INCA dtype is unknown") \
+	X(OP,            "op",             "INCA op is unknown") \
+	X(OP_DTYPE,      "op_dtype",       "bitwise op on a floating-point dtype") \
+	X(FLAGS,         "flags",          "INCA flags has unknown bits set") \
+	X(COUNT,         "count",          "element count disagrees with the payload length") \
+	X(FANIN,         "fanin",          "fan-in is zero or not what the member is configured for") \
+	X(GROUP,         "group",          "unknown group (id or QPN)") \
+	X(QKEY,          "qkey",           "Q_Key does not match the group's") \
+	X(NOT_MEMBER,    "not_member",     "sender rank, address or QPN is not a member of the group") \
+	X(SLOT,          "slot",           "slot index is outside the group's window") \
+	X(TOO_LONG,      "too_long",       "element count exceeds the group's elements per packet") \
+	X(MISMATCH,      "mismatch",       "dtype, op, count or flags differ from the slot's other contributions") \
+	X(STALE,         "stale",          "contribution for an older use of the slot") \
+	X(NOSPACE,       "nospace",        "buffer too small") \
+	X(INVAL,         "inval",          "invalid argument")
+
+enum agg_err {
+	AGG_OK = 0,
+#define AGG_X_ENUM(name, counter, msg) AGG_E_##name,
+	AGG_ERRORS(AGG_X_ENUM)
+#undef AGG_X_ENUM
+	AGG_E__COUNT
+};
+/* Functions return -AGG_E_xxx; the reasons are numbered from 1. */
+
+/* Human message for 0 or a negative AGG_E_* code. Never NULL. */
+const char *agg_strerror(int err);
+/* Short snake_case name for counters (e.g. "icrc"). Never NULL. */
+const char *agg_errname(int err);
+
+/* ------------------------------------------------------------------ */
+/* Element types                                                       */
+/* ------------------------------------------------------------------ */
+
+/* Bytes per element on the wire; 0 for an unknown dtype. */
+size_t agg_dtype_size(enum agg_dtype dtype);
+/* Bytes per element of the accumulator (fp32 for fp16/bf16). */
+size_t agg_dtype_acc_size(enum agg_dtype dtype);
+const char *agg_dtype_name(enum agg_dtype dtype);
+const char *agg_op_name(enum agg_op op);
+/* Parse "fp32", "float", "bf16", "int32", ... ; -1 if unknown. */
+int agg_dtype_parse(const char *s);
+int agg_op_parse(const char *s);
+/* 0 if op applies to dtype, else -AGG_E_OP_DTYPE (or DTYPE/OP). */
+int agg_op_check(enum agg_dtype dtype, enum agg_op op);
+bool agg_dtype_is_float(enum agg_dtype dtype);
+
+/* ------------------------------------------------------------------ */
+/* Packets                                                             */
+/* ------------------------------------------------------------------ */
+
+/* INCA header, host byte order. Offsets are given in docs/protocol.md. */
+struct agg_hdr {
+	uint8_t version;
+	uint8_t type;        /* enum agg_msg_type */
+	uint8_t dtype;       /* enum agg_dtype */
+	uint8_t op;          /* enum agg_op */
+	uint8_t flags;       /* AGG_FLAG_* */
+	uint16_t count;      /* elements in this packet */
+	uint32_t group_id;
+	uint16_t rank;       /* sender rank, or child index for a switch */
+	uint16_t fanin;      /* original contributions this packet holds */
+	uint16_t slot;
+	uint32_t coll_seq;   /* collective sequence number */
+	uint32_t pkt_idx;    /* packet index within the collective */
+};
+
+enum agg_pkt_kind {
+	AGG_PKT_INCA = 1,    /* UD SEND carrying an INCA header */
+	AGG_PKT_CNP  = 2,    /* RoCEv2 congestion notification */
+};
+
+/*
+ * A decoded frame. agg_decode() fills fields in order as it validates them,
+ * so after a failure the fields of the layers that passed are valid (the
+ * switch looks at dst_ip to decide between forwarding and aggregating).
+ */
+struct agg_pkt {
+	const uint8_t *frame;
+	uint32_t frame_len;
+	/* Ethernet */
+	uint8_t dst_mac[6];
+	uint8_t src_mac[6];
+	bool has_vlan;
+	uint16_t vlan_tci;
+	uint16_t l3_off;
+	/* IPv4 (addresses in host byte order) */
+	uint32_t src_ip;
+	uint32_t dst_ip;
+	uint8_t dscp;
+	uint8_t ecn;
+	uint8_t ttl;
+	uint16_t ip_len;     /* IPv4 total length */
+	/* UDP */
+	uint16_t udp_sport;
+	uint16_t udp_dport;
+	/* BTH */
+	uint16_t bth_off;
+	uint8_t opcode;
+	uint8_t pad;         /* PadCnt */
+	bool solicited;
+	bool fecn;
+	bool becn;
+	uint16_t pkey;
+	uint32_t dest_qp;
+	bool ackreq;
+	uint32_t psn;
+	/* DETH (and immediate data) */
+	uint32_t qkey;
+	uint32_t src_qp;
+	bool has_imm;
+	uint32_t imm;
+	/* INCA */
+	enum agg_pkt_kind kind;
+	struct agg_hdr hdr;
+	const uint8_t *payload;   /* elements, little-endian */
+	uint32_t payload_len;     /* count * dtype size */
+	uint32_t icrc;            /* as carried (host value of the LE bytes) */
+};
+
+/*
+ * Decode and validate one Ethernet frame (without FCS). Ethernet padding
+ * after the IPv4 datagram is allowed. With verify_icrc the ICRC is checked.
+ * Returns 0 or the negative code of the first check that failed; never
+ * reads outside [frame, frame + len).
+ */
+int agg_decode(const void *frame, size_t len, bool verify_icrc,
+	       struct agg_pkt *pkt);
+
+/*
+ * Decode a RoCEv2 packet starting at the BTH, as a UDP socket sees it.
+ * The IPv4 fields needed for the ICRC are not available, so the ICRC is
+ * not checked (the kernel has delivered a datagram whose UDP length fits).
+ */
+int agg_decode_bth(const void *bth, size_t len, struct agg_pkt *pkt);
+
+/* Everything needed to build one frame. Host byte order. */
+struct agg_frame_spec {
+	uint8_t dst_mac[6];
+	uint8_t src_mac[6];
+	bool has_vlan;
+	uint16_t vlan_tci;
+	uint32_t src_ip;
+	uint32_t dst_ip;
+	uint8_t dscp;
+	uint8_t ecn;
+	uint8_t ttl;         /* 0 means 64 */
+	uint16_t udp_sport;  /* 0 means 4791 */
+	uint8_t opcode;      /* 0 means UD SEND_ONLY */
+	uint16_t pkey;       /* 0 means 0xffff */
+	uint32_t dest_qp;
+	uint32_t psn;
+	bool solicited;
+	uint32_t qkey;
+	uint32_t src_qp;
+	uint32_t imm;        /* used with AGG_OP_UD_SEND_ONLY_IMM */
+	struct agg_hdr hdr;  /* hdr.count elements of hdr.dtype follow */
+};
+
+/*
+ * Build a complete frame (Ethernet .. ICRC) from spec and payload
+ * (hdr.count elements, little-endian). IPv4 ID 0, DF set, UDP checksum 0,
+ * IPv4 checksum and ICRC computed. Returns the frame length, or
+ * -AGG_E_NOSPACE / -AGG_E_DTYPE / -AGG_E_INVAL.
+ */
+int agg_encode(void *buf, size_t cap, const struct agg_frame_spec *spec,
+	       const void *payload);
+
+/*
+ * Build a RoCEv2 CNP (opcode 0x81, BECN set, 16 reserved bytes) to
+ * spec->dest_qp. Returns the frame length or a negative code.
+ */
+int agg_encode_cnp(void *buf, size_t cap, const struct agg_frame_spec *spec);
+
+/* Offset of the UDP payload (the BTH) in a frame built by agg_encode. */
+static inline size_t agg_spec_bth_offset(const struct agg_frame_spec *spec)
+{
+	return AGG_ETH_HLEN + (spec->has_vlan ? AGG_VLAN_HLEN : 0) +
+	       AGG_IPV4_HLEN + AGG_UDP_HLEN;
+}
+
+/* Write / read the 32-byte INCA header. */
+void agg_hdr_write(uint8_t *p, const struct agg_hdr *h);
+void agg_hdr_read(const uint8_t *p, struct agg_hdr *h);
+
+/* RFC 1071 checksum of an IPv4 header (len bytes, checksum field as is). */
+uint16_t agg_ipv4_csum(const uint8_t *ip, size_t len);
+
+/* ------------------------------------------------------------------ */
+/* CRC-32 and ICRC                                                     */
+/* ------------------------------------------------------------------ */
+
+/* CRC-32 (IEEE 802.3, reflected, as zlib's crc32): crc = agg_crc32(0,..). */
+uint32_t agg_crc32(uint32_t crc, const void *buf, size_t len);
+/* Operator that appends len zero bytes: x^(8*len) mod P. */
+uint32_t agg_crc32_shift_op(size_t len);
+/* crc(A || B) from crc(A), crc(B) and agg_crc32_shift_op(len(B)). */
+uint32_t agg_crc32_combine_op(uint32_t crc_a, uint32_t crc_b, uint32_t op);
+/* Same, computing the operator (O(log len)). */
+uint32_t agg_crc32_combine(uint32_t crc_a, uint32_t crc_b, size_t len_b);
+
+/*
+ * RoCEv2 ICRC of an IPv4 packet: ip points at the IPv4 header, ip_len is
+ * the IPv4 total length (which includes the 4 ICRC bytes at the end, not
+ * covered). Masks TOS, TTL, IPv4 checksum, UDP checksum and BTH byte 4.
+ */
+uint32_t agg_icrc_ipv4(const uint8_t *ip, size_t ip_len);
+/*
+ * The same in two parts: the CRC of everything up to (not including)
+ * hdr_len bytes from ip (masked headers), to combine with the CRC of the
+ * rest. agg_icrc_ipv4(ip, n) ==
+ *   agg_crc32_combine(agg_icrc_ipv4_prefix(ip, h), agg_crc32(0, ip+h, n-4-h), n-4-h)
+ */
+uint32_t agg_icrc_ipv4_prefix(const uint8_t *ip, size_t hdr_len);
+/* Store the ICRC little-endian at p / read it. */
+void agg_icrc_store(uint8_t *p, uint32_t icrc);
+uint32_t agg_icrc_load(const uint8_t *p);
+
+/* ------------------------------------------------------------------ */
+/* Reduction kernels                                                   */
+/* ------------------------------------------------------------------ */
+
+/*
+ * The accumulator holds agg_dtype_acc_size() bytes per element.
+ * acc_load:   acc[i] = in[i]                (first contribution)
+ * acc_reduce: acc[i] = acc[i] op in[i]      (in is wire format)
+ * acc_store:  out[i] = round(acc[i])        (to wire format)
+ * Semantics for NaN, Inf, signed zero and integer overflow are stated in
+ * docs/protocol.md ("Reduction semantics"). Return 0 or -AGG_E_DTYPE/OP/
+ * OP_DTYPE.
+ */
+int agg_acc_load(enum agg_dtype dtype, void *acc, const void *in, size_t n);
+int agg_acc_reduce(enum agg_dtype dtype, enum agg_op op, void *acc,
+		   const void *in, size_t n);
+int agg_acc_store(enum agg_dtype dtype, void *out, const void *acc, size_t n);
+
+/* Scalar conversions (IEEE 754 binary16 and bfloat16, round to nearest
+ * even; NaN stays NaN and is quieted). */
+float agg_fp16_to_fp32(uint16_t h);
+uint16_t agg_fp32_to_fp16(float f);
+float agg_bf16_to_fp32(uint16_t b);
+uint16_t agg_fp32_to_bf16(float f);
+
+/* ------------------------------------------------------------------ */
+/* Groups and slots                                                    */
+/* ------------------------------------------------------------------ */
+
+struct agg_member {
+	uint32_t ip;         /* host byte order */
+	uint32_t qpn;
+	uint8_t mac[6];      /* all zero: resolve at run time */
+	uint16_t fanin;      /* 1 for a host, k for a child switch */
+};
+
+struct agg_group_config {
+	uint32_t group_id;
+	uint32_t qpn;        /* the group's QPN on this switch */
+	uint32_t qkey;
+	uint16_t nmembers;
+	uint16_t window;     /* slots */
+	uint16_t elems_per_pkt;  /* E: largest count per packet */
+	uint32_t dtype_mask; /* allowed dtypes: bit (1 << dtype); 0 = all */
+	bool reproducible;
+	const struct agg_member *members;
+};
+
+/* Counters per group; every drop reason of agg_group_ingest is counted. */
+struct agg_group_stats {
+	uint64_t contributions;  /* accepted into a slot */
+	uint64_t completions;    /* sets completed (results to multicast) */
+	uint64_t duplicates;     /* contribution already counted: ignored */
+	uint64_t retransmits;    /* retained result answered to one member */
+	uint64_t preempted;      /* incomplete set overwritten by newer use */
+	uint64_t drops[AGG_E__COUNT];
+};
+
+/* Outcome of one accepted packet. */
+enum agg_verdict {
+	AGG_V_ACCEPTED = 0,   /* reduced; set not complete yet: send nothing */
+	AGG_V_COMPLETE,       /* set completed: send the result to all members */
+	AGG_V_DUPLICATE,      /* already counted, set open: send nothing */
+	AGG_V_RETRANSMIT,     /* set complete: send the result to this member */
+};
+
+struct agg_group;
+
+/*
+ * A completed set's result as the data path needs it to build packets:
+ * the wire-format payload (zero-padded to 4 bytes) and its CRC.
+ */
+struct agg_result {
+	struct agg_hdr hdr;       /* type RESULT, total fan-in, rank 0 */
+	const uint8_t *payload;
+	uint32_t payload_len;     /* count * dtype size */
+	uint8_t pad;              /* PadCnt: zero bytes after the payload */
+	uint32_t payload_crc;     /* agg_crc32 over payload + pad bytes */
+	uint32_t payload_shift;   /* agg_crc32_shift_op(payload_len + pad) */
+};
+
+/*
+ * Create a group: validates the config (-AGG_E_INVAL with errno-style
+ * detail in *why if non-NULL) and allocates all slot memory up front.
+ * Returns NULL on failure.
+ */
+struct agg_group *agg_group_create(const struct agg_group_config *cfg,
+				   const char **why);
+void agg_group_destroy(struct agg_group *g);
+const struct agg_group_config *agg_group_config(const struct agg_group *g);
+const struct agg_group_stats *agg_group_stats(const struct agg_group *g);
+/* Forget all slot state (e.g. the job restarted); counters are kept. */
+void agg_group_reset(struct agg_group *g);
+
+/*
+ * Ingest a decoded contribution. Checks group QPN, Q_Key, header type,
+ * dtype allowed, member (rank, source IPv4 and QPN), fan-in, slot and
+ * count, then reduces. Returns an agg_verdict (>= 0) or a negative AGG_E_*
+ * code; every negative return is counted in the group's drops[].
+ * On AGG_V_COMPLETE and AGG_V_RETRANSMIT, *res describes the result.
+ * *member_out receives the sender's member index.
+ */
+int agg_group_ingest(struct agg_group *g, const struct agg_pkt *pkt,
+		     struct agg_result *res, uint16_t *member_out);
+
+/*
+ * Build the result frame for one member: Ethernet from src_mac to the
+ * member's MAC (dst_mac overrides when non-NULL), IPv4 from switch_ip,
+ * BTH to the member's QPN with its next PSN, DETH with the group's Q_Key
+ * and QPN, INCA header from res; IPv4 checksum, and ICRC by combining the
+ * header CRC with res->payload_crc (the payload is not re-CRCed).
+ * Returns the frame length or a negative code.
+ */
+struct agg_result_l2 {
+	uint8_t src_mac[6];
+	uint32_t switch_ip;
+	uint8_t dscp;
+	bool has_vlan;
+	uint16_t vlan_tci;
+};
+int agg_result_encode(struct agg_group *g, uint16_t member,
+		      const struct agg_result *res,
+		      const struct agg_result_l2 *l2, const uint8_t *dst_mac,
+		      void *buf, size_t cap);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* INCA_AGG_H */

@@ -1,0 +1,190 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* CRC-32, CRC combination and the RoCEv2 ICRC, against known vectors. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "test_util.h"
+
+/* The RoCEv2 CNP captured from a ConnectX-4 Lx (scapy test/contrib/roce.uts),
+ * without FCS. */
+static const uint8_t cnp_frame[] = {
+	0xe4, 0x1d, 0x2d, 0xab, 0x2b, 0xc2, 0x7c, 0xfe, 0x90, 0x64, 0x3b, 0x32,
+	0x08, 0x00,
+	0x45, 0xc2, 0x00, 0x3c, 0x71, 0x8c, 0x40, 0x00, 0x40, 0x11, 0x91, 0x61,
+	0x0a, 0x00, 0x11, 0x01, 0x0a, 0x00, 0x12, 0x01,
+	0x00, 0x00, 0x12, 0xb7, 0x00, 0x28, 0x00, 0x00,
+	0x81, 0x00, 0xff, 0xff, 0x40, 0x00, 0x01, 0x18, 0x00, 0x00, 0x00, 0x00,
+	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+	0x82, 0xfd, 0x00, 0x2a,
+};
+
+/* Bit-at-a-time CRC-32: the definition, to check the table version. */
+static uint32_t crc32_bitwise(const uint8_t *p, size_t n)
+{
+	uint32_t c = 0xffffffffu;
+
+	while (n--) {
+		c ^= *p++;
+		for (int k = 0; k < 8; k++)
+			c = c & 1 ? (c >> 1) ^ 0xedb88320u : c >> 1;
+	}
+	return ~c;
+}
+
+static void test_crc32_check_value(void **state)
+{
+	(void)state;
+	assert_int_equal(agg_crc32(0, "123456789", 9), 0xcbf43926u);
+	assert_int_equal(agg_crc32(0, "", 0), 0);
+	/* incremental == one shot */
+	assert_int_equal(agg_crc32(agg_crc32(0, "1234", 4), "56789", 5),
+			 0xcbf43926u);
+}
+
+static void test_crc32_random_vs_bitwise(void **state)
+{
+	static uint8_t buf[4096 + 8];
+
+	(void)state;
+	test_seed_init("crc32_random_vs_bitwise");
+	for (int i = 0; i < 300; i++) {
+		size_t off = test_rand_below(8), len = test_rand_below(4096);
+
+		test_rand_bytes(buf, sizeof(buf));
+		assert_int_equal(agg_crc32(0, buf + off, len),
+				 crc32_bitwise(buf + off, len));
+	}
+}
+
+static void test_crc32_combine(void **state)
+{
+	static uint8_t buf[3000];
+
+	(void)state;
+	test_seed_init("crc32_combine");
+	test_rand_bytes(buf, sizeof(buf));
+	for (int i = 0; i < 300; i++) {
+		size_t len = test_rand_below(sizeof(buf) + 1);
+		size_t cut = test_rand_below((uint32_t)len + 1);
+		uint32_t a = agg_crc32(0, buf, cut);
+		uint32_t b = agg_crc32(0, buf + cut, len - cut);
+
+		assert_int_equal(agg_crc32_combine(a, b, len - cut),
+				 agg_crc32(0, buf, len));
+		assert_int_equal(agg_crc32_combine_op(a, b,
+						      agg_crc32_shift_op(len - cut)),
+				 agg_crc32(0, buf, len));
+	}
+	/* appending nothing is the identity */
+	assert_int_equal(agg_crc32_combine(0x12345678u, 0, 0), 0x12345678u);
+}
+
+static void test_icrc_cnp_vector(void **state)
+{
+	struct agg_pkt pkt;
+	const uint8_t *ip = cnp_frame + 14;
+
+	(void)state;
+	assert_int_equal(agg_icrc_ipv4(ip, sizeof(cnp_frame) - 14), 0x2a00fd82u);
+	assert_int_equal(agg_decode(cnp_frame, sizeof(cnp_frame), true, &pkt), 0);
+	assert_int_equal(pkt.kind, AGG_PKT_CNP);
+	assert_int_equal(pkt.opcode, AGG_OP_CNP);
+	assert_int_equal(pkt.dest_qp, 0x000118);
+	assert_true(pkt.becn);
+	assert_int_equal(pkt.icrc, 0x2a00fd82u);
+	assert_int_equal(pkt.src_ip, 0x0a001101);
+	assert_int_equal(pkt.dscp, 0xc2 >> 2);
+	assert_int_equal(pkt.ecn, 2);
+}
+
+static void test_icrc_masks_variant_fields(void **state)
+{
+	uint8_t f[sizeof(cnp_frame)];
+	struct agg_pkt pkt;
+
+	(void)state;
+	/* TOS (ECN CE as a switch would set), TTL, BTH byte 4 and the UDP
+	 * checksum are masked: the ICRC must still verify. */
+	memcpy(f, cnp_frame, sizeof(f));
+	f[15] = 0xc3;       /* CE */
+	f[22] = 0x07;       /* TTL */
+	f[40] = 0x12;       /* UDP checksum */
+	f[41] = 0x34;
+	f[46] = 0x80;       /* FECN instead of BECN */
+	f[24] = f[25] = 0;
+	uint16_t cs = agg_ipv4_csum(f + 14, 20);
+	f[24] = cs >> 8;
+	f[25] = cs & 0xff;
+	assert_int_equal(agg_decode(f, sizeof(f), true, &pkt), 0);
+
+	/* ... but the IP ID, addresses and every other byte are covered. */
+	for (size_t i = 14; i < sizeof(f) - 4; i++) {
+		if (i == 15 || i == 22 || i == 24 || i == 25 || i == 40 ||
+		    i == 41 || i == 46)
+			continue;
+		memcpy(f, cnp_frame, sizeof(f));
+		f[i] ^= 0x01;
+		assert_int_not_equal(agg_icrc_ipv4(f + 14, sizeof(f) - 14),
+				     0x2a00fd82u);
+	}
+}
+
+static void test_icrc_prefix_combine(void **state)
+{
+	uint8_t frame[AGG_MAX_FRAME_LEN], payload[1024];
+	struct agg_frame_spec s = test_spec(AGG_DTYPE_FP32, AGG_OP_SUM, 256);
+	int len;
+
+	(void)state;
+	test_seed_init("icrc_prefix_combine");
+	test_rand_bytes(payload, sizeof(payload));
+	len = agg_encode(frame, sizeof(frame), &s, payload);
+	assert_int_equal(len, AGG_FRAME_HDR_LEN + 1024 + 4);
+
+	const uint8_t *ip = frame + 14;
+	size_t ip_len = (size_t)len - 14, hdr = AGG_FRAME_HDR_LEN - 14;
+	uint32_t pre = agg_icrc_ipv4_prefix(ip, hdr);
+	uint32_t pay = agg_crc32(0, ip + hdr, ip_len - 4 - hdr);
+
+	assert_int_equal(agg_crc32_combine(pre, pay, ip_len - 4 - hdr),
+			 agg_icrc_ipv4(ip, ip_len));
+	assert_int_equal(agg_icrc_load(frame + len - 4), agg_icrc_ipv4(ip, ip_len));
+}
+
+static void test_icrc_encoded_cnp(void **state)
+{
+	uint8_t f[128];
+	struct agg_frame_spec s = test_spec(0, 0, 0);
+	struct agg_pkt pkt;
+	int len;
+
+	(void)state;
+	s.dest_qp = 0x118;
+	s.psn = 0;
+	s.dscp = 48;
+	len = agg_encode_cnp(f, sizeof(f), &s);
+	assert_int_equal(len, sizeof(cnp_frame));
+	assert_int_equal(agg_decode(f, (size_t)len, true, &pkt), 0);
+	assert_int_equal(pkt.kind, AGG_PKT_CNP);
+	assert_true(pkt.becn);
+	assert_int_equal(pkt.dest_qp, 0x118);
+	/* same BTH as the ConnectX-4 Lx's */
+	assert_memory_equal(f + 42, cnp_frame + 42, 12 + 16);
+	assert_int_equal(agg_encode_cnp(f, 10, &s), -AGG_E_NOSPACE);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_crc32_check_value),
+		cmocka_unit_test(test_crc32_random_vs_bitwise),
+		cmocka_unit_test(test_crc32_combine),
+		cmocka_unit_test(test_icrc_cnp_vector),
+		cmocka_unit_test(test_icrc_masks_variant_fields),
+		cmocka_unit_test(test_icrc_prefix_combine),
+		cmocka_unit_test(test_icrc_encoded_cnp),
+	};
+	return cmocka_run_group_tests_name("icrc", tests, NULL, NULL);
+}

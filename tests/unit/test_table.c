@@ -1,0 +1,791 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Group and slot tables: completion, duplicates, retained results, drop
+ * reasons, shadow sets, fan-in, reproducible mode, result frames, and a
+ * lossy, duplicating, reordering network simulated end to end.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "test_util.h"
+
+#define NM 8
+#define SWITCH_IP 0x0a0000feu
+#define GROUP_QPN 0x000abc
+#define QKEY 0x5eed1234u
+
+static struct agg_member members[NM];
+
+static struct agg_group_config base_cfg(void)
+{
+	for (int m = 0; m < NM; m++)
+		members[m] = (struct agg_member){
+			.ip = 0x0a000001u + (uint32_t)m,
+			.qpn = 0x100u + (uint32_t)m,
+			.mac = { 0x02, 0, 0, 0, 1, (uint8_t)m },
+			.fanin = 1,
+		};
+	return (struct agg_group_config){
+		.group_id = 42,
+		.qpn = GROUP_QPN,
+		.qkey = QKEY,
+		.nmembers = NM,
+		.window = 4,
+		.elems_per_pkt = 256,
+		.members = members,
+	};
+}
+
+static int setup(void **state)
+{
+	struct agg_group_config cfg = base_cfg();
+	const char *why = NULL;
+
+	*state = agg_group_create(&cfg, &why);
+	return *state ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	agg_group_destroy(*state);
+	return 0;
+}
+
+struct contrib {
+	uint8_t frame[AGG_MAX_FRAME_LEN];
+	struct agg_pkt pkt;
+};
+
+/* Build, encode and decode (ICRC verified) one contribution. */
+static void mk(struct contrib *c, uint16_t member, uint8_t dtype, uint8_t op,
+	       uint16_t count, uint16_t slot, bool set, uint32_t seq,
+	       uint32_t idx, const void *payload)
+{
+	struct agg_frame_spec s = {
+		.dst_mac = { 0x02, 0, 0, 0, 0, 0xfe },
+		.src_mac = { 0x02, 0, 0, 0, 1, (uint8_t)member },
+		.src_ip = members[member % NM].ip,
+		.dst_ip = SWITCH_IP,
+		.dscp = 26,
+		.dest_qp = GROUP_QPN,
+		.qkey = QKEY,
+		.src_qp = members[member % NM].qpn,
+		.hdr = {
+			.version = AGG_VERSION,
+			.type = AGG_TYPE_CONTRIB,
+			.dtype = dtype,
+			.op = op,
+			.flags = set ? AGG_FLAG_SHADOW_SET : 0,
+			.count = count,
+			.group_id = 42,
+			.rank = member,
+			.fanin = 1,
+			.slot = slot,
+			.coll_seq = seq,
+			.pkt_idx = idx,
+		},
+	};
+	int len = agg_encode(c->frame, sizeof(c->frame), &s, payload);
+	assert_true(len > 0);
+	assert_int_equal(agg_decode(c->frame, (size_t)len, true, &c->pkt), 0);
+}
+
+static int32_t ival(int m, int i) { return m * 1000 + i - 77; }
+
+static void contribute_all_int32(struct agg_group *g, uint16_t slot, bool set,
+				 uint32_t seq, uint32_t idx, uint16_t count,
+				 struct agg_result *res)
+{
+	int32_t v[256];
+	struct contrib c;
+	uint16_t who;
+
+	for (int m = 0; m < NM; m++) {
+		for (int i = 0; i < count; i++)
+			v[i] = ival(m, i);
+		mk(&c, (uint16_t)m, AGG_DTYPE_INT32, AGG_OP_SUM, count, slot, set,
+		   seq, idx, v);
+		int rc = agg_group_ingest(g, &c.pkt, res, &who);
+		assert_int_equal(rc, m == NM - 1 ? AGG_V_COMPLETE : AGG_V_ACCEPTED);
+		assert_int_equal(who, m);
+	}
+}
+
+static void check_int32_sum(const struct agg_result *res, uint16_t count)
+{
+	for (int i = 0; i < count; i++) {
+		int32_t want = 0, got;
+		for (int m = 0; m < NM; m++)
+			want += ival(m, i);
+		memcpy(&got, res->payload + 4 * i, 4);
+		assert_int_equal(got, want);
+	}
+}
+
+static void test_complete(void **state)
+{
+	struct agg_group *g = *state;
+	struct agg_result res;
+	const struct agg_group_stats *st = agg_group_stats(g);
+
+	contribute_all_int32(g, 2, false, 1, 2, 200, &res);
+	check_int32_sum(&res, 200);
+	assert_int_equal(res.payload_len, 800);
+	assert_int_equal(res.pad, 0);
+	assert_int_equal(res.hdr.type, AGG_TYPE_RESULT);
+	assert_int_equal(res.hdr.fanin, NM);
+	assert_int_equal(res.hdr.slot, 2);
+	assert_int_equal(res.hdr.coll_seq, 1);
+	assert_int_equal(res.hdr.pkt_idx, 2);
+	assert_int_equal(res.hdr.flags, 0);
+	assert_int_equal(res.payload_crc, agg_crc32(0, res.payload, 800));
+	assert_int_equal(st->contributions, NM);
+	assert_int_equal(st->completions, 1);
+	assert_int_equal(st->duplicates, 0);
+}
+
+static void test_duplicate_and_retransmit(void **state)
+{
+	struct agg_group *g = *state;
+	const struct agg_group_stats *st = agg_group_stats(g);
+	struct agg_result res, res2;
+	struct contrib c;
+	int32_t v[4] = { 1, 2, 3, 4 };
+
+	mk(&c, 3, AGG_DTYPE_INT32, AGG_OP_SUM, 4, 0, true, 5, 0, v);
+	assert_int_equal(agg_group_ingest(g, &c.pkt, &res, NULL), AGG_V_ACCEPTED);
+	/* the same contribution again, e.g. a retransmission that crossed
+	 * the original: counted once */
+	assert_int_equal(agg_group_ingest(g, &c.pkt, &res, NULL), AGG_V_DUPLICATE);
+	assert_int_equal(st->duplicates, 1);
+	for (uint16_t m = 0; m < NM; m++) {
+		if (m == 3)
+			continue;
+		mk(&c, m, AGG_DTYPE_INT32, AGG_OP_SUM, 4, 0, true, 5, 0, v);
+		agg_group_ingest(g, &c.pkt, &res, NULL);
+	}
+	int32_t got;
+	memcpy(&got, res.payload + 12, 4);
+	assert_int_equal(got, 4 * NM);          /* not 4 * (NM + 1) */
+	/* member 6 lost its result and resends: retained result, to it only */
+	mk(&c, 6, AGG_DTYPE_INT32, AGG_OP_SUM, 4, 0, true, 5, 0, v);
+	assert_int_equal(agg_group_ingest(g, &c.pkt, &res2, NULL), AGG_V_RETRANSMIT);
+	assert_int_equal(st->retransmits, 1);
+	assert_ptr_equal(res2.payload, res.payload);
+	assert_memory_equal(&res2.hdr, &res.hdr, sizeof(res.hdr));
+	assert_int_equal(st->completions, 1);
+}
+
+static void test_result_frames(void **state)
+{
+	struct agg_group *g = *state;
+	struct agg_result res;
+	struct agg_result_l2 l2 = {
+		.src_mac = { 0x02, 0, 0, 0, 0, 0xfe },
+		.switch_ip = SWITCH_IP,
+		.dscp = 26,
+	};
+	uint8_t f[AGG_MAX_FRAME_LEN];
+	struct agg_pkt pkt;
+
+	/* 37 fp16 elements: 74 bytes, PadCnt 2 */
+	uint16_t h[37];
+	struct contrib c;
+	for (int m = 0; m < NM; m++) {
+		for (int i = 0; i < 37; i++)
+			h[i] = agg_fp32_to_fp16((float)(m + i));
+		mk(&c, (uint16_t)m, AGG_DTYPE_FP16, AGG_OP_SUM, 37, 1, false, 9,
+		   33, h);
+		agg_group_ingest(g, &c.pkt, &res, NULL);
+	}
+	assert_int_equal(res.pad, 2);
+	for (int round = 0; round < 2; round++)
+		for (uint16_t m = 0; m < NM; m++) {
+			int len = agg_result_encode(g, m, &res, &l2, NULL, f, sizeof(f));
+			assert_int_equal(len, AGG_FRAME_HDR_LEN + 74 + 2 + 4);
+			/* the combined ICRC equals a full recomputation */
+			assert_int_equal(agg_decode(f, (size_t)len, true, &pkt), 0);
+			assert_int_equal(agg_icrc_load(f + len - 4),
+					 agg_icrc_ipv4(f + 14, (size_t)len - 14));
+			assert_memory_equal(f, members[m].mac, 6);
+			assert_memory_equal(f + 6, l2.src_mac, 6);
+			assert_int_equal(pkt.src_ip, SWITCH_IP);
+			assert_int_equal(pkt.dst_ip, members[m].ip);
+			assert_int_equal(pkt.dscp, 26);
+			assert_int_equal(pkt.opcode, AGG_OP_UD_SEND_ONLY);
+			assert_int_equal(pkt.dest_qp, members[m].qpn);
+			assert_int_equal(pkt.src_qp, GROUP_QPN);
+			assert_int_equal(pkt.qkey, QKEY);
+			assert_int_equal(pkt.psn, round);     /* per member */
+			assert_int_equal(pkt.hdr.type, AGG_TYPE_RESULT);
+			assert_int_equal(pkt.hdr.rank, m);
+			assert_int_equal(pkt.hdr.fanin, NM);
+			assert_int_equal(pkt.hdr.count, 37);
+			assert_int_equal(pkt.hdr.coll_seq, 9);
+			assert_int_equal(pkt.hdr.pkt_idx, 33);
+			assert_int_equal(pkt.hdr.slot, 1);
+			for (int i = 0; i < 37; i++) {
+				uint16_t v;
+				memcpy(&v, pkt.payload + 2 * i, 2);
+				/* sum over m of (m + i) = 28 + 8i */
+				assert_true(agg_fp16_to_fp32(v) == (float)(28 + 8 * i));
+			}
+		}
+	uint8_t mac[6] = { 0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff };
+	assert_true(agg_result_encode(g, 0, &res, &l2, mac, f, sizeof(f)) > 0);
+	assert_memory_equal(f, mac, 6);
+	assert_int_equal(agg_result_encode(g, 0, &res, &l2, NULL, f, 60),
+			 -AGG_E_NOSPACE);
+	assert_int_equal(agg_result_encode(g, NM, &res, &l2, NULL, f, sizeof(f)),
+			 -AGG_E_INVAL);
+}
+
+static void test_drop_reasons(void **state)
+{
+	struct agg_group *g = *state;
+	const struct agg_group_stats *st = agg_group_stats(g);
+	struct agg_result res;
+	struct contrib c;
+	int32_t v[300] = { 0 };
+
+	static const struct {
+		const char *what;
+		int expect;
+	} cases[] = {
+		{ "group id", -AGG_E_GROUP },
+		{ "group qpn", -AGG_E_GROUP },
+		{ "qkey", -AGG_E_QKEY },
+		{ "result type", -AGG_E_TYPE },
+		{ "rank out of range", -AGG_E_NOT_MEMBER },
+		{ "wrong source ip", -AGG_E_NOT_MEMBER },
+		{ "wrong source qpn", -AGG_E_NOT_MEMBER },
+		{ "fanin", -AGG_E_FANIN },
+		{ "slot", -AGG_E_SLOT },
+		{ "too long", -AGG_E_TOO_LONG },
+		{ "cnp", -AGG_E_GROUP },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		mk(&c, 1, AGG_DTYPE_INT32, AGG_OP_SUM, 4, 0, false, 1, 0, v);
+		switch (i) {
+		case 0: c.pkt.hdr.group_id = 43; break;
+		case 1: c.pkt.dest_qp = GROUP_QPN + 1; break;
+		case 2: c.pkt.qkey ^= 1; break;
+		case 3: c.pkt.hdr.type = AGG_TYPE_RESULT; break;
+		case 4: c.pkt.hdr.rank = NM; break;
+		case 5: c.pkt.src_ip = members[2].ip; break;
+		case 6: c.pkt.src_qp = members[2].qpn; break;
+		case 7: c.pkt.hdr.fanin = 2; break;
+		case 8: c.pkt.hdr.slot = 4; break;
+		case 9: mk(&c, 1, AGG_DTYPE_INT32, AGG_OP_SUM, 257, 0, false, 1, 0, v); break;
+		case 10: c.pkt.kind = AGG_PKT_CNP; break;
+		}
+		int rc = agg_group_ingest(g, &c.pkt, &res, NULL);
+		if (rc != cases[i].expect)
+			fail_msg("%s: got %s, want %s", cases[i].what,
+				 agg_errname(rc), agg_errname(cases[i].expect));
+	}
+	assert_int_equal(st->drops[AGG_E_GROUP], 3);
+	assert_int_equal(st->drops[AGG_E_QKEY], 1);
+	assert_int_equal(st->drops[AGG_E_TYPE], 1);
+	assert_int_equal(st->drops[AGG_E_NOT_MEMBER], 3);
+	assert_int_equal(st->drops[AGG_E_FANIN], 1);
+	assert_int_equal(st->drops[AGG_E_SLOT], 1);
+	assert_int_equal(st->drops[AGG_E_TOO_LONG], 1);
+	assert_int_equal(st->contributions, 0);
+
+	/* dtype, op or count differing inside one use of a set */
+	mk(&c, 1, AGG_DTYPE_INT32, AGG_OP_SUM, 4, 3, false, 1, 0, v);
+	assert_int_equal(agg_group_ingest(g, &c.pkt, &res, NULL), AGG_V_ACCEPTED);
+	mk(&c, 2, AGG_DTYPE_INT32, AGG_OP_MAX, 4, 3, false, 1, 0, v);
+	assert_int_equal(agg_group_ingest(g, &c.pkt, &res, NULL), -AGG_E_MISMATCH);
+	mk(&c, 2, AGG_DTYPE_FP32, AGG_OP_SUM, 4, 3, false, 1, 0, v);
+	assert_int_equal(agg_group_ingest(g, &c.pkt, &res, NULL), -AGG_E_MISMATCH);
+	mk(&c, 2, AGG_DTYPE_INT32, AGG_OP_SUM, 5, 3, false, 1, 0, v);
+	assert_int_equal(agg_group_ingest(g, &c.pkt, &res, NULL), -AGG_E_MISMATCH);
+	assert_int_equal(st->drops[AGG_E_MISMATCH], 3);
+	assert_int_equal(st->contributions, 1);
+}
+
+static void test_dtype_mask(void **state)
+{
+	struct agg_group_config cfg = base_cfg();
+	struct agg_group *g;
+	struct agg_result res;
+	struct contrib c;
+	float v[4] = { 0 };
+
+	(void)state;
+	cfg.dtype_mask = 1u << AGG_DTYPE_INT32;
+	g = agg_group_create(&cfg, NULL);
+	assert_non_null(g);
+	mk(&c, 0, AGG_DTYPE_FP32, AGG_OP_SUM, 4, 0, false, 1, 0, v);
+	assert_int_equal(agg_group_ingest(g, &c.pkt, &res, NULL), -AGG_E_DTYPE);
+	assert_int_equal(agg_group_stats(g)->drops[AGG_E_DTYPE], 1);
+	agg_group_destroy(g);
+}
+
+static void test_shadow_sets_and_stale(void **state)
+{
+	struct agg_group *g = *state;
+	const struct agg_group_stats *st = agg_group_stats(g);
+	struct agg_result res;
+	struct contrib c;
+	int32_t v[8] = { 0 };
+
+	/* packet 0 -> slot 0 set 0; packet 4 (window 4) -> slot 0 set 1 */
+	contribute_all_int32(g, 0, false, 1, 0, 8, &res);
+	contribute_all_int32(g, 0, true, 1, 4, 8, &res);
+	/* set 0 still holds packet 0's result for a late retransmission */
+	mk(&c, 5, AGG_DTYPE_INT32, AGG_OP_SUM, 8, 0, false, 1, 0, v);
+	assert_int_equal(agg_group_ingest(g, &c.pkt, &res, NULL), AGG_V_RETRANSMIT);
+	assert_int_equal(res.hdr.pkt_idx, 0);
+	check_int32_sum(&res, 8);
+	/* packet 8 reuses set 0 */
+	contribute_all_int32(g, 0, false, 1, 8, 8, &res);
+	assert_int_equal(res.hdr.pkt_idx, 8);
+	/* a delayed copy of packet 0 is now stale: dropped, counted */
+	assert_int_equal(agg_group_ingest(g, &c.pkt, &res, NULL), -AGG_E_STALE);
+	assert_int_equal(st->drops[AGG_E_STALE], 1);
+	/* the next collective (seq 2) starts again at index 0: newer */
+	contribute_all_int32(g, 0, true, 2, 0, 8, &res);
+	/* sequence numbers wrap (serial-number arithmetic): after a reset,
+	 * seq 0 is newer than 0xffffffff on the same set */
+	agg_group_reset(g);
+	contribute_all_int32(g, 0, false, 0xffffffffu, 0, 8, &res);
+	contribute_all_int32(g, 0, false, 0, 0, 8, &res);
+	mk(&c, 5, AGG_DTYPE_INT32, AGG_OP_SUM, 8, 0, false, 0xffffffffu, 0, v);
+	assert_int_equal(agg_group_ingest(g, &c.pkt, &res, NULL), -AGG_E_STALE);
+	assert_int_equal(st->drops[AGG_E_STALE], 2);
+	assert_int_equal(st->preempted, 0);
+	assert_int_equal(st->completions, 6);
+
+	/* an abandoned, open use is preempted by a newer one */
+	mk(&c, 1, AGG_DTYPE_INT32, AGG_OP_SUM, 8, 1, false, 7, 1, v);
+	assert_int_equal(agg_group_ingest(g, &c.pkt, &res, NULL), AGG_V_ACCEPTED);
+	contribute_all_int32(g, 1, false, 8, 1, 8, &res);
+	assert_int_equal(st->preempted, 1);
+	check_int32_sum(&res, 8);
+
+	/* reset forgets everything */
+	agg_group_reset(g);
+	contribute_all_int32(g, 0, false, 1, 0, 8, &res);
+}
+
+static void test_fanin_hierarchy(void **state)
+{
+	struct agg_member m2[3] = {
+		{ .ip = 0x0a000101, .qpn = 0x10, .fanin = 4 },   /* leaf switch */
+		{ .ip = 0x0a000102, .qpn = 0x11, .fanin = 1 },
+		{ .ip = 0x0a000103, .qpn = 0x11, .fanin = 3 },
+	};
+	struct agg_group_config cfg = base_cfg();
+	struct agg_group *g;
+	struct agg_result res;
+	struct agg_frame_spec s;
+	uint8_t f[256];
+	struct agg_pkt pkt;
+	int64_t v[2];
+
+	(void)state;
+	cfg.members = m2;
+	cfg.nmembers = 3;
+	g = agg_group_create(&cfg, NULL);
+	assert_non_null(g);
+	for (int m = 0; m < 3; m++) {
+		s = test_spec(AGG_DTYPE_INT64, AGG_OP_SUM, 2);
+		s.src_ip = m2[m].ip;
+		s.src_qp = m2[m].qpn;
+		s.dest_qp = GROUP_QPN;
+		s.qkey = QKEY;
+		s.hdr.rank = (uint16_t)m;
+		s.hdr.fanin = m2[m].fanin;
+		v[0] = (int64_t)m2[m].fanin * 10;
+		v[1] = -(int64_t)m2[m].fanin;
+		int len = agg_encode(f, sizeof(f), &s, v);
+		assert_int_equal(agg_decode(f, (size_t)len, true, &pkt), 0);
+		if (m == 1) {   /* a child claiming the wrong fan-in */
+			pkt.hdr.fanin = 4;
+			assert_int_equal(agg_group_ingest(g, &pkt, &res, NULL),
+					 -AGG_E_FANIN);
+			pkt.hdr.fanin = 1;
+		}
+		assert_int_equal(agg_group_ingest(g, &pkt, &res, NULL),
+				 m == 2 ? AGG_V_COMPLETE : AGG_V_ACCEPTED);
+	}
+	assert_int_equal(res.hdr.fanin, 8);
+	memcpy(v, res.payload, 16);
+	assert_true(v[0] == 80 && v[1] == -8);
+	agg_group_destroy(g);
+}
+
+static void test_config_validation(void **state)
+{
+	static const struct {
+		int field;
+		const char *why;
+	} cases[] = {
+		{ 0, "members: need 1 to 1024 members" },
+		{ 1, "window: need 1 to 4096 slots" },
+		{ 2, "elems_per_pkt: need 1 to 2048 elements" },
+		{ 3, "qpn: need 2 to 0xffffff (QP0 and QP1 are special)" },
+		{ 4, "members[].qpn: need 2 to 0xffffff" },
+		{ 5, "members[].ip: missing" },
+		{ 6, "members[].fanin: must be at least 1" },
+		{ 7, "members[]: two members share an address and QPN" },
+		{ 8, "dtypes: unknown dtype bit" },
+		{ 9, "members: missing" },
+		{ 10, "window: need 1 to 4096 slots" },
+	};
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct agg_group_config cfg = base_cfg();
+		const char *why = NULL;
+
+		switch (cases[i].field) {
+		case 0: cfg.nmembers = 0; break;
+		case 1: cfg.window = 0; break;
+		case 2: cfg.elems_per_pkt = 2049; break;
+		case 3: cfg.qpn = 1; break;
+		case 4: members[3].qpn = 0x1000000; break;
+		case 5: members[3].ip = 0; break;
+		case 6: members[3].fanin = 0; break;
+		case 7: members[3] = members[5]; break;
+		case 8: cfg.dtype_mask = 1u << 9; break;
+		case 9: cfg.members = NULL; break;
+		case 10: cfg.window = 4097; break;
+		}
+		errno = 0;
+		assert_null(agg_group_create(&cfg, &why));
+		assert_int_equal(errno, EINVAL);
+		assert_string_equal(why, cases[i].why);
+	}
+	const char *why = NULL;
+	assert_null(agg_group_create(NULL, &why));
+	assert_string_equal(why, "no configuration");
+}
+
+/* Reproducible mode: one bit pattern whatever the arrival order. */
+static void run_orders(uint8_t dtype, bool reproducible, int orders,
+		       uint64_t *distinct_out, double *max_rel_err)
+{
+	enum { N = 64 };
+	struct agg_group_config cfg = base_cfg();
+	struct agg_group *g;
+	struct agg_result res;
+	struct contrib c[NM];
+	uint8_t first[N * 4];
+	double vals[NM][N];
+	uint8_t raw[NM][N * 4];
+	uint64_t distinct = 1;
+	size_t es = agg_dtype_size(dtype);
+
+	cfg.reproducible = reproducible;
+	g = agg_group_create(&cfg, NULL);
+	assert_non_null(g);
+	/* magnitudes from 1e-3 to 1e6, both signs: float sums depend on order */
+	for (int m = 0; m < NM; m++)
+		for (int i = 0; i < N; i++) {
+			/* fp16: 6.25e-5 .. 62.5, normal and far from overflow */
+			double span = dtype == AGG_DTYPE_FP16 ? 6.0 : 9.0;
+			double mag = pow(10.0, -3.0 + span * (double)test_rand_below(1000) / 1000.0);
+			double x = (test_rand64() & 1) ? -mag : mag;
+			float f = (float)x;
+			uint16_t h;
+			if (dtype == AGG_DTYPE_FP32) {
+				memcpy(raw[m] + 4 * i, &f, 4);
+				vals[m][i] = f;
+			} else if (dtype == AGG_DTYPE_BF16) {
+				h = agg_fp32_to_bf16(f);
+				memcpy(raw[m] + 2 * i, &h, 2);
+				vals[m][i] = agg_bf16_to_fp32(h);
+			} else {   /* fp16: keep inside its range */
+				h = agg_fp32_to_fp16(f / 16.0f);
+				memcpy(raw[m] + 2 * i, &h, 2);
+				vals[m][i] = agg_fp16_to_fp32(h);
+			}
+		}
+	*max_rel_err = 0;
+	for (int o = 0; o < orders; o++) {
+		int perm[NM];
+		for (int m = 0; m < NM; m++)
+			perm[m] = m;
+		for (int m = NM - 1; m > 0; m--) {
+			int k = (int)test_rand_below((uint32_t)m + 1), t = perm[m];
+			perm[m] = perm[k];
+			perm[k] = t;
+		}
+		for (int k = 0; k < NM; k++) {
+			int m = perm[k];
+			mk(&c[k], (uint16_t)m, dtype, AGG_OP_SUM, N, 0, o & 1,
+			   (uint32_t)o, 0, raw[m]);
+			agg_group_ingest(g, &c[k].pkt, &res, NULL);
+		}
+		if (o == 0)
+			memcpy(first, res.payload, N * es);
+		else if (memcmp(first, res.payload, N * es))
+			distinct++;
+		/* error against a float64 reference */
+		for (int i = 0; i < N; i++) {
+			double exact = 0, absum = 0, got;
+			uint16_t h;
+			for (int m = 0; m < NM; m++) {
+				exact += vals[m][i];
+				absum += fabs(vals[m][i]);
+			}
+			if (dtype == AGG_DTYPE_FP32) {
+				float f;
+				memcpy(&f, res.payload + 4 * i, 4);
+				got = f;
+			} else {
+				memcpy(&h, res.payload + 2 * i, 2);
+				got = dtype == AGG_DTYPE_BF16 ? agg_bf16_to_fp32(h)
+							      : agg_fp16_to_fp32(h);
+			}
+			/* an absolute half-ulp at the bottom of the output's
+			 * range (subnormal spacing) is allowed on top */
+			double floor_abs = dtype == AGG_DTYPE_FP16 ? ldexp(1.0, -25)
+								   : ldexp(1.0, -150);
+			double err = fmax(fabs(got - exact) - floor_abs, 0) / absum;
+			if (err > *max_rel_err)
+				*max_rel_err = err;
+		}
+	}
+	assert_int_equal(agg_group_stats(g)->completions, orders);
+	*distinct_out = distinct;
+	agg_group_destroy(g);
+}
+
+static void test_reproducible_orders(void **state)
+{
+	uint64_t distinct;
+	double err;
+	/* documented bound (docs/protocol.md): |r - x| <= ((n-1) u32 + u_out)
+	 * * sum |x_i| + eta_out, u32 = 2^-24, u_out = 2^-11 (fp16), 2^-8
+	 * (bf16), 0 (fp32); eta_out half the output's smallest subnormal */
+	const double u32 = ldexp(1.0, -24);
+
+	(void)state;
+	test_seed_init("reproducible_orders");
+	run_orders(AGG_DTYPE_FP32, true, 1000, &distinct, &err);
+	assert_int_equal(distinct, 1);
+	assert_true(err <= (NM - 1) * u32);
+	run_orders(AGG_DTYPE_BF16, true, 1000, &distinct, &err);
+	assert_int_equal(distinct, 1);
+	assert_true(err <= (NM - 1) * u32 + ldexp(1.0, -8));
+	run_orders(AGG_DTYPE_FP16, true, 1000, &distinct, &err);
+	assert_int_equal(distinct, 1);
+	assert_true(err <= (NM - 1) * u32 + ldexp(1.0, -11));
+
+	/* default mode: order-dependent bits, but within the same bound */
+	run_orders(AGG_DTYPE_FP32, false, 1000, &distinct, &err);
+	printf("# default mode, fp32: %llu distinct results over 1000 orders, "
+	       "max relative error %.3g (bound %.3g)\n",
+	       (unsigned long long)distinct, err, (NM - 1) * u32);
+	assert_true(distinct > 1);
+	assert_true(err <= (NM - 1) * u32);
+}
+
+/* ---- a lossy network, simulated ---- */
+
+#define SIM_W 4
+#define SIM_E 16
+#define SIM_PKTS 60
+#define SIM_COLLS 3
+#define SIM_MSGS 4096
+
+struct sim_msg {
+	bool to_switch;
+	uint16_t host;
+	uint16_t len;
+	uint8_t frame[AGG_FRAME_HDR_LEN + SIM_E * 4 + 4];
+};
+
+struct sim {
+	struct sim_msg q[SIM_MSGS];
+	int nq;
+	uint64_t lost, duplicated;
+};
+
+static void sim_send(struct sim *n, bool to_switch, uint16_t host,
+		     const uint8_t *f, int len)
+{
+	int copies = 1;
+
+	if (test_rand_below(100) < 10) {
+		n->lost++;
+		return;
+	}
+	if (test_rand_below(100) < 5) {
+		n->duplicated++;
+		copies = 2;
+	}
+	while (copies-- && n->nq < SIM_MSGS) {
+		struct sim_msg *m = &n->q[n->nq++];
+		m->to_switch = to_switch;
+		m->host = host;
+		m->len = (uint16_t)len;
+		memcpy(m->frame, f, (size_t)len);
+	}
+}
+
+static float sim_val(int h, int coll, int idx, int j)
+{
+	return (float)(h * 7 + coll * 3 + idx + j);
+}
+
+static void host_send(struct sim *n, int h, int coll, uint32_t gpkt, int idx,
+		      bool retx)
+{
+	float v[SIM_E];
+	uint8_t f[sizeof(n->q[0].frame)];
+
+	for (int j = 0; j < SIM_E; j++)
+		v[j] = sim_val(h, coll, idx, j);
+	struct agg_frame_spec s = {
+		.src_ip = members[h].ip, .dst_ip = SWITCH_IP,
+		.dest_qp = GROUP_QPN, .qkey = QKEY, .src_qp = members[h].qpn,
+		.hdr = {
+			.version = AGG_VERSION, .type = AGG_TYPE_CONTRIB,
+			.dtype = AGG_DTYPE_FP32, .op = AGG_OP_SUM,
+			.flags = (uint8_t)(((gpkt / SIM_W) & 1) |
+					   (retx ? AGG_FLAG_RETRANSMIT : 0)),
+			.count = SIM_E, .group_id = 42, .rank = (uint16_t)h,
+			.fanin = 1, .slot = (uint16_t)(gpkt % SIM_W),
+			.coll_seq = (uint32_t)coll, .pkt_idx = (uint32_t)idx,
+		},
+	};
+	int len = agg_encode(f, sizeof(f), &s, v);
+	assert_true(len > 0);
+	sim_send(n, true, (uint16_t)h, f, len);
+}
+
+static void test_lossy_network(void **state)
+{
+	static struct sim net;
+	struct agg_group_config cfg = base_cfg();
+	struct agg_group *g;
+	struct agg_result_l2 l2 = { .switch_ip = SWITCH_IP };
+	struct agg_result res;
+	struct agg_pkt pkt;
+	/* per host: results received for each packet of the current collective */
+	bool got[NM][SIM_PKTS], sent[NM][SIM_PKTS];
+	uint32_t base_g = 0;
+	uint64_t steps = 0, timeouts = 0;
+
+	(void)state;
+	test_seed_init("lossy_network");
+	memset(&net, 0, sizeof(net));
+	cfg.nmembers = 4;
+	cfg.window = SIM_W;
+	cfg.elems_per_pkt = SIM_E;
+	g = agg_group_create(&cfg, NULL);
+	assert_non_null(g);
+
+	for (int coll = 1; coll <= SIM_COLLS; coll++) {
+		memset(got, 0, sizeof(got));
+		memset(sent, 0, sizeof(sent));
+		for (int h = 0; h < 4; h++)
+			for (int k = 0; k < SIM_W; k++) {
+				host_send(&net, h, coll, base_g + (uint32_t)k, k, false);
+				sent[h][k] = true;
+			}
+		for (;;) {
+			assert_true(++steps < 2000000);
+			if (net.nq == 0) {
+				/* nothing in flight: every host times out and
+				 * resends what it has not got back */
+				bool all = true;
+				timeouts++;
+				for (int h = 0; h < 4; h++)
+					for (int k = 0; k < SIM_PKTS; k++)
+						if (sent[h][k] && !got[h][k]) {
+							all = false;
+							host_send(&net, h, coll,
+								  base_g + (uint32_t)k,
+								  k, true);
+						}
+				if (all)
+					break;
+				continue;
+			}
+			/* deliver a random message: reordering */
+			int i = (int)test_rand_below((uint32_t)net.nq);
+			struct sim_msg m = net.q[i];
+			net.q[i] = net.q[--net.nq];
+			assert_int_equal(agg_decode(m.frame, m.len, true, &pkt), 0);
+			if (m.to_switch) {
+				int v = agg_group_ingest(g, &pkt, &res, NULL);
+				if (v == -AGG_E_STALE)
+					continue;
+				assert_true(v >= 0);
+				uint8_t f[sizeof(m.frame)];
+				for (uint16_t h = 0; h < 4; h++) {
+					if (v == AGG_V_RETRANSMIT ? h != m.host
+								  : v != AGG_V_COMPLETE)
+						continue;
+					int len = agg_result_encode(g, h, &res, &l2, NULL,
+								    f, sizeof(f));
+					assert_true(len > 0);
+					sim_send(&net, false, h, f, len);
+				}
+				continue;
+			}
+			/* a host receives a result */
+			int h = m.host, k = (int)pkt.hdr.pkt_idx;
+			assert_int_equal(pkt.hdr.rank, h);
+			if (pkt.hdr.coll_seq != (uint32_t)coll || got[h][k])
+				continue;        /* late or duplicate */
+			for (int j = 0; j < SIM_E; j++) {
+				float want = 0, v;
+				for (int hh = 0; hh < 4; hh++)
+					want += sim_val(hh, coll, k, j);
+				memcpy(&v, pkt.payload + 4 * j, 4);
+				assert_true(v == want);
+			}
+			got[h][k] = true;
+			/* self-clocking: the result of packet k frees its slot
+			 * for packet k + W */
+			if (k + SIM_W < SIM_PKTS) {
+				host_send(&net, h, coll, base_g + (uint32_t)(k + SIM_W),
+					  k + SIM_W, false);
+				sent[h][k + SIM_W] = true;
+			}
+		}
+		for (int h = 0; h < 4; h++)
+			for (int k = 0; k < SIM_PKTS; k++)
+				assert_true(got[h][k]);
+		base_g += SIM_PKTS;
+	}
+	const struct agg_group_stats *st = agg_group_stats(g);
+	printf("# lossy network: %llu lost, %llu duplicated, %llu timeouts; switch: "
+	       "%llu completions, %llu duplicates, %llu retransmit answers, %llu stale\n",
+	       (unsigned long long)net.lost, (unsigned long long)net.duplicated,
+	       (unsigned long long)timeouts, (unsigned long long)st->completions,
+	       (unsigned long long)st->duplicates, (unsigned long long)st->retransmits,
+	       (unsigned long long)st->drops[AGG_E_STALE]);
+	assert_int_equal(st->completions, SIM_PKTS * SIM_COLLS);
+	assert_int_equal(st->preempted, 0);
+	assert_true(net.lost > 0 && net.duplicated > 0);
+	agg_group_destroy(g);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_complete, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_duplicate_and_retransmit, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_result_frames, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_drop_reasons, setup, teardown),
+		cmocka_unit_test(test_dtype_mask),
+		cmocka_unit_test_setup_teardown(test_shadow_sets_and_stale, setup, teardown),
+		cmocka_unit_test(test_fanin_hierarchy),
+		cmocka_unit_test(test_config_validation),
+		cmocka_unit_test(test_reproducible_orders),
+		cmocka_unit_test(test_lossy_network),
+	};
+	return cmocka_run_group_tests_name("table", tests, NULL, NULL);
+}

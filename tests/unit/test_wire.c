@@ -1,0 +1,355 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Encoder/decoder: round trips and one crafted frame per error code. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "test_util.h"
+
+#define L3 14                      /* untagged frames */
+#define BTH (L3 + 20 + 8)
+#define DETH (BTH + 12)
+#define INCA (DETH + 8)
+
+static uint8_t payload[4096];
+
+static int build(uint8_t *f, size_t cap, uint8_t dtype, uint16_t count)
+{
+	struct agg_frame_spec s = test_spec(dtype, AGG_OP_SUM, count);
+
+	return agg_encode(f, cap, &s, payload);
+}
+
+static void test_roundtrip_all_dtypes(void **state)
+{
+	uint8_t f[AGG_MAX_FRAME_LEN];
+	struct agg_pkt pkt;
+
+	(void)state;
+	test_seed_init("roundtrip_all_dtypes");
+	test_rand_bytes(payload, sizeof(payload));
+	for (int dt = 0; dt < AGG_DTYPE_COUNT; dt++) {
+		size_t es = agg_dtype_size(dt);
+		uint16_t counts[] = { 1, 2, 3, 5, 255, 256, 257,
+				      (uint16_t)(AGG_MAX_PAYLOAD / es) };
+
+		for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
+			struct agg_frame_spec s = test_spec(dt, AGG_OP_MAX, counts[c]);
+			size_t elems = counts[c] * es, pad = (4 - elems % 4) % 4;
+
+			s.hdr.flags = AGG_FLAG_SHADOW_SET | AGG_FLAG_RETRANSMIT;
+			s.hdr.rank = 3;
+			s.hdr.fanin = 9;
+			s.hdr.slot = 17;
+			s.hdr.coll_seq = 0xfffffffe;
+			s.hdr.pkt_idx = 123456;
+			int len = agg_encode(f, sizeof(f), &s, payload);
+			assert_int_equal(len, AGG_FRAME_HDR_LEN + elems + pad + 4);
+			assert_int_equal(agg_decode(f, (size_t)len, true, &pkt), 0);
+			assert_int_equal(pkt.kind, AGG_PKT_INCA);
+			assert_int_equal(pkt.pad, pad);
+			assert_int_equal(pkt.payload_len, elems);
+			assert_ptr_equal(pkt.payload, f + AGG_FRAME_HDR_LEN);
+			assert_memory_equal(pkt.payload, payload, elems);
+			assert_int_equal(pkt.hdr.dtype, dt);
+			assert_int_equal(pkt.hdr.op, AGG_OP_MAX);
+			assert_int_equal(pkt.hdr.count, counts[c]);
+			assert_int_equal(pkt.hdr.flags, 3);
+			assert_int_equal(pkt.hdr.rank, 3);
+			assert_int_equal(pkt.hdr.fanin, 9);
+			assert_int_equal(pkt.hdr.slot, 17);
+			assert_int_equal(pkt.hdr.coll_seq, 0xfffffffe);
+			assert_int_equal(pkt.hdr.pkt_idx, 123456);
+			assert_int_equal(pkt.hdr.group_id, 42);
+			assert_int_equal(pkt.dest_qp, 0x123456);
+			assert_int_equal(pkt.src_qp, 0x100);
+			assert_int_equal(pkt.qkey, 0xdeadbeef);
+			assert_int_equal(pkt.psn, 7);
+			assert_int_equal(pkt.pkey, 0xffff);
+			assert_int_equal(pkt.src_ip, 0x0a000001);
+			assert_int_equal(pkt.dst_ip, 0x0a0000fe);
+			assert_int_equal(pkt.dscp, 26);
+			assert_int_equal(pkt.ecn, 2);
+			assert_int_equal(pkt.udp_dport, 4791);
+			/* fixed bytes the protocol promises */
+			assert_int_equal(f[L3 + 4], 0);        /* IP ID 0 */
+			assert_int_equal(f[L3 + 5], 0);
+			assert_int_equal(f[L3 + 6], 0x40);     /* DF */
+			assert_int_equal(f[BTH], 0x64);
+			assert_int_equal(f[BTH + 1], pad << 4);
+		}
+	}
+}
+
+static void test_vlan_and_immediate(void **state)
+{
+	uint8_t f[AGG_MAX_FRAME_LEN];
+	struct agg_frame_spec s = test_spec(AGG_DTYPE_INT32, AGG_OP_BXOR, 10);
+	struct agg_pkt pkt, pkt2;
+	int len;
+
+	(void)state;
+	s.has_vlan = true;
+	s.vlan_tci = (3 << 13) | 100;
+	s.opcode = AGG_OP_UD_SEND_ONLY_IMM;
+	s.imm = 0xcafef00d;
+	len = agg_encode(f, sizeof(f), &s, payload);
+	assert_int_equal(len, AGG_FRAME_HDR_LEN + 4 + 4 + 40 + 4);
+	assert_int_equal(agg_decode(f, (size_t)len, true, &pkt), 0);
+	assert_true(pkt.has_vlan);
+	assert_int_equal(pkt.vlan_tci, (3 << 13) | 100);
+	assert_int_equal(pkt.l3_off, 18);
+	assert_true(pkt.has_imm);
+	assert_int_equal(pkt.imm, 0xcafef00d);
+	assert_int_equal(pkt.hdr.count, 10);
+	assert_int_equal(pkt.hdr.op, AGG_OP_BXOR);
+
+	/* what a UDP socket sees: from the BTH on */
+	assert_int_equal(agg_decode_bth(f + pkt.bth_off, (size_t)len - pkt.bth_off,
+					&pkt2), 0);
+	assert_int_equal(pkt2.hdr.count, 10);
+	assert_int_equal(pkt2.imm, 0xcafef00d);
+	assert_int_equal(pkt2.payload_len, 40);
+	assert_int_equal(pkt2.icrc, pkt.icrc);
+}
+
+static void test_ethernet_padding_accepted(void **state)
+{
+	uint8_t f[AGG_MAX_FRAME_LEN] = { 0 };
+	struct agg_pkt pkt;
+	int len = build(f, sizeof(f), AGG_DTYPE_FP16, 1);
+
+	(void)state;
+	/* bytes after the IPv4 datagram are Ethernet padding */
+	assert_int_equal(agg_decode(f, (size_t)len + 6, true, &pkt), 0);
+	assert_int_equal(pkt.payload_len, 2);
+	assert_int_equal(pkt.pad, 2);
+}
+
+/* Every prefix of a valid frame is refused, and never read beyond: each
+ * length gets a buffer of exactly that size (ASan catches over-reads). */
+static void test_every_truncation_refused(void **state)
+{
+	uint8_t f[AGG_MAX_FRAME_LEN];
+	struct agg_pkt pkt;
+	int len = build(f, sizeof(f), AGG_DTYPE_FP32, 7);
+
+	(void)state;
+	for (int n = 0; n < len; n++) {
+		uint8_t *copy = malloc(n ? (size_t)n : 1);
+
+		memcpy(copy, f, (size_t)n);
+		assert_true(agg_decode(copy, (size_t)n, true, &pkt) < 0);
+		free(copy);
+	}
+}
+
+struct corruption {
+	const char *what;
+	size_t off;       /* byte to set */
+	uint8_t value;
+	bool refresh;     /* recompute IP checksum and ICRC afterwards */
+	int expect;
+};
+
+static void test_each_error_code(void **state)
+{
+	static const struct corruption cases[] = {
+		{ "arp ethertype", 12, 0x08, false, 0 }, /* placeholder, see below */
+		{ "ip version 6", L3, 0x65, true, -AGG_E_IP_VERSION },
+		{ "ip options", L3, 0x46, true, -AGG_E_IP_OPTIONS },
+		{ "ip total length", L3 + 2, 0x7f, true, -AGG_E_IP_LEN },
+		{ "fragment (MF)", L3 + 6, 0x20, true, -AGG_E_IP_FRAG },
+		{ "ip checksum", L3 + 10, 0x00, false, -AGG_E_IP_CSUM },
+		{ "tcp", L3 + 9, 6, true, -AGG_E_NOT_UDP },
+		{ "udp length", L3 + 20 + 5, 0x10, true, -AGG_E_UDP_LEN },
+		{ "udp port", L3 + 20 + 3, 0xb8, true, -AGG_E_NOT_ROCE },
+		{ "bth tver", BTH + 1, 0x01, true, -AGG_E_BTH_TVER },
+		{ "rc send", BTH, 0x04, true, -AGG_E_BTH_OPCODE },
+		{ "cnp with body", BTH, 0x81, true, -AGG_E_CNP_LEN },
+		{ "payload bit flip", INCA + 32 + 3, 0x99, false, -AGG_E_ICRC },
+		{ "qkey bit flip", DETH, 0x00, false, -AGG_E_ICRC },
+		{ "version 2", INCA, 2, true, -AGG_E_VERSION },
+		{ "type 9", INCA + 1, 9, true, -AGG_E_TYPE },
+		{ "type 0", INCA + 1, 0, true, -AGG_E_TYPE },
+		{ "dtype 6", INCA + 2, 6, true, -AGG_E_DTYPE },
+		{ "op 7", INCA + 3, 7, true, -AGG_E_OP },
+		{ "band on fp32", INCA + 3, AGG_OP_BAND, true, -AGG_E_OP_DTYPE },
+		{ "flags 0x80", INCA + 4, 0x80, true, -AGG_E_FLAGS },
+		{ "count 8 for 7", INCA + 7, 8, true, -AGG_E_COUNT },
+		{ "count 0", INCA + 7, 0, true, -AGG_E_COUNT },
+		{ "pad 1", BTH + 1, 0x10, true, -AGG_E_COUNT },
+		{ "fanin 0", INCA + 15, 0, true, -AGG_E_FANIN },
+	};
+	uint8_t f[AGG_MAX_FRAME_LEN];
+	struct agg_pkt pkt;
+
+	(void)state;
+	for (size_t i = 1; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const struct corruption *c = &cases[i];
+		int len = build(f, sizeof(f), AGG_DTYPE_FP32, 7);
+
+		f[c->off] = c->value;
+		if (c->refresh)
+			test_refresh(f, L3, sizeof(f));
+		int rc = agg_decode(f, (size_t)len, true, &pkt);
+		if (rc != c->expect)
+			fail_msg("%s: got %d (%s), want %d (%s)", c->what, rc,
+				 agg_errname(rc), c->expect, agg_errname(c->expect));
+	}
+}
+
+static void test_layer_errors(void **state)
+{
+	uint8_t f[AGG_MAX_FRAME_LEN] = { 0 };
+	struct agg_pkt pkt;
+	int len;
+
+	(void)state;
+	assert_int_equal(agg_decode(f, 13, true, &pkt), -AGG_E_TRUNC_ETH);
+	len = build(f, sizeof(f), AGG_DTYPE_FP32, 7);
+	f[12] = 0x08;
+	f[13] = 0x06;      /* ARP */
+	assert_int_equal(agg_decode(f, (size_t)len, true, &pkt), -AGG_E_NOT_IPV4);
+	assert_memory_equal(pkt.src_mac, f + 6, 6);  /* L2 fields are filled */
+	f[12] = 0x81;
+	f[13] = 0x00;      /* VLAN tag cut short */
+	assert_int_equal(agg_decode(f, 17, true, &pkt), -AGG_E_TRUNC_ETH);
+	len = build(f, sizeof(f), AGG_DTYPE_FP32, 7);
+	assert_int_equal(agg_decode(f, 14 + 19, true, &pkt), -AGG_E_TRUNC_IP);
+
+	/* shorten the datagram (IP and UDP lengths agree) at each layer */
+	static const struct { size_t roce; int expect; } cuts[] = {
+		{ 15, -AGG_E_TRUNC_BTH },
+		{ 23, -AGG_E_TRUNC_DETH },
+		{ 24 + 31, -AGG_E_TRUNC_INCA },
+	};
+	for (size_t i = 0; i < 3; i++) {
+		len = build(f, sizeof(f), AGG_DTYPE_FP32, 7);
+		size_t ip_len = 20 + 8 + cuts[i].roce;
+
+		f[L3 + 2] = (uint8_t)(ip_len >> 8);
+		f[L3 + 3] = (uint8_t)ip_len;
+		f[L3 + 24] = (uint8_t)((ip_len - 20) >> 8);
+		f[L3 + 25] = (uint8_t)(ip_len - 20);
+		test_refresh(f, L3, sizeof(f));
+		assert_int_equal(agg_decode(f, L3 + ip_len, true, &pkt),
+				 cuts[i].expect);
+	}
+
+	/* fp16, 3 elements: 6 bytes + PadCnt 2. PadCnt 0 with 2 bytes left
+	 * over is a count error; PadCnt 2 with 4 more bytes is a pad error. */
+	len = build(f, sizeof(f), AGG_DTYPE_FP16, 3);
+	assert_int_equal(agg_decode(f, (size_t)len, true, &pkt), 0);
+	f[BTH + 1] = 0;
+	test_refresh(f, L3, sizeof(f));
+	assert_int_equal(agg_decode(f, (size_t)len, true, &pkt), -AGG_E_COUNT);
+	len = build(f, sizeof(f), AGG_DTYPE_FP16, 4);   /* 8 bytes, pad 0 */
+	f[BTH + 1] = 0x20;
+	f[INCA + 7] = 3;                                  /* 6 + 2 = 8 */
+	test_refresh(f, L3, sizeof(f));
+	assert_int_equal(agg_decode(f, (size_t)len, true, &pkt), 0);
+	len = build(f, sizeof(f), AGG_DTYPE_FP32, 2);   /* 8 bytes, pad 0 */
+	f[BTH + 1] = 0x00;
+	f[INCA + 2] = AGG_DTYPE_FP16;                     /* 2 elements: 4 B */
+	f[INCA + 7] = 2;
+	f[BTH + 1] = 0x30;                                /* 4 + 3 != 8 */
+	test_refresh(f, L3, sizeof(f));
+	assert_int_equal(agg_decode(f, (size_t)len, true, &pkt), -AGG_E_COUNT);
+	len = build(f, sizeof(f), AGG_DTYPE_FP32, 2);   /* 8 bytes, pad 0 */
+	f[INCA + 2] = AGG_DTYPE_FP16;
+	f[INCA + 7] = 3;                                  /* 6 bytes */
+	f[BTH + 1] = 0x20;                                /* 6 + 2 = 8 */
+	test_refresh(f, L3, sizeof(f));
+	assert_int_equal(agg_decode(f, (size_t)len, true, &pkt), 0);
+	f[INCA + 2] = AGG_DTYPE_INT32;                    /* 12 B: too many */
+	test_refresh(f, L3, sizeof(f));
+	assert_int_equal(agg_decode(f, (size_t)len, true, &pkt), -AGG_E_COUNT);
+
+}
+
+static void test_pad_error(void **state)
+{
+	uint8_t f[AGG_MAX_FRAME_LEN];
+	struct agg_pkt pkt;
+	struct agg_frame_spec s = test_spec(AGG_DTYPE_FP16, AGG_OP_SUM, 2);
+	int len;
+
+	(void)state;
+	/* 2 fp16 = 4 bytes; claim PadCnt 3 and add 3 bytes: lengths agree,
+	 * but 4-byte alignment needs no padding */
+	len = agg_encode(f, sizeof(f), &s, payload);
+	memmove(f + len - 4 + 3, f + len - 4, 4);
+	memset(f + len - 4, 0, 3);
+	len += 3;
+	f[BTH + 1] = 0x30;
+	size_t ip_len = (size_t)len - L3;
+	f[L3 + 2] = (uint8_t)(ip_len >> 8);
+	f[L3 + 3] = (uint8_t)ip_len;
+	f[L3 + 24] = (uint8_t)((ip_len - 20) >> 8);
+	f[L3 + 25] = (uint8_t)(ip_len - 20);
+	test_refresh(f, L3, sizeof(f));
+	assert_int_equal(agg_decode(f, (size_t)len, true, &pkt), -AGG_E_PAD);
+}
+
+static void test_encode_refuses(void **state)
+{
+	uint8_t f[AGG_MAX_FRAME_LEN];
+	struct agg_frame_spec s = test_spec(AGG_DTYPE_FP32, AGG_OP_SUM, 16);
+
+	(void)state;
+	assert_int_equal(agg_encode(f, 100, &s, payload), -AGG_E_NOSPACE);
+	s.hdr.dtype = 77;
+	assert_int_equal(agg_encode(f, sizeof(f), &s, payload), -AGG_E_DTYPE);
+	s = test_spec(AGG_DTYPE_FP64, AGG_OP_SUM, 513);   /* 4104 bytes */
+	assert_int_equal(agg_encode(f, sizeof(f), &s, payload), -AGG_E_INVAL);
+	s = test_spec(AGG_DTYPE_FP64, AGG_OP_SUM, 1);
+	s.opcode = AGG_OP_CNP;
+	assert_int_equal(agg_encode(f, sizeof(f), &s, payload), -AGG_E_INVAL);
+}
+
+static void test_names(void **state)
+{
+	(void)state;
+	assert_string_equal(agg_strerror(0), "success");
+	assert_string_equal(agg_errname(-AGG_E_ICRC), "icrc");
+	assert_string_equal(agg_strerror(-AGG_E_QKEY),
+			    "Q_Key does not match the group's");
+	assert_string_equal(agg_strerror(-9999), "unknown INCA aggregation error");
+	assert_string_equal(agg_strerror(5), "unknown INCA aggregation error");
+	for (int e = 1; e < AGG_E__COUNT; e++) {
+		assert_true(strlen(agg_strerror(-e)) > 10);
+		for (int k = 1; k < e; k++)
+			assert_string_not_equal(agg_errname(-e), agg_errname(-k));
+	}
+	assert_int_equal(agg_dtype_parse("bf16"), AGG_DTYPE_BF16);
+	assert_int_equal(agg_dtype_parse("FLOAT"), AGG_DTYPE_FP32);
+	assert_int_equal(agg_dtype_parse("double"), AGG_DTYPE_FP64);
+	assert_int_equal(agg_dtype_parse("int8"), -1);
+	assert_int_equal(agg_op_parse("prod"), AGG_OP_PROD);
+	assert_int_equal(agg_op_parse("avg"), -1);
+	assert_string_equal(agg_dtype_name(AGG_DTYPE_INT64), "int64");
+	assert_string_equal(agg_op_name(AGG_OP_BXOR), "bxor");
+	assert_int_equal(agg_dtype_size(AGG_DTYPE_BF16), 2);
+	assert_int_equal(agg_dtype_acc_size(AGG_DTYPE_BF16), 4);
+	assert_int_equal(agg_dtype_size(99), 0);
+	assert_int_equal(agg_op_check(AGG_DTYPE_FP64, AGG_OP_BOR), -AGG_E_OP_DTYPE);
+	assert_int_equal(agg_op_check(AGG_DTYPE_INT64, AGG_OP_BOR), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_roundtrip_all_dtypes),
+		cmocka_unit_test(test_vlan_and_immediate),
+		cmocka_unit_test(test_ethernet_padding_accepted),
+		cmocka_unit_test(test_every_truncation_refused),
+		cmocka_unit_test(test_each_error_code),
+		cmocka_unit_test(test_layer_errors),
+		cmocka_unit_test(test_pad_error),
+		cmocka_unit_test(test_encode_refuses),
+		cmocka_unit_test(test_names),
+	};
+	return cmocka_run_group_tests_name("wire", tests, NULL, NULL);
+}
