@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* CRC-32 (slice-by-8), CRC combination, and the RoCEv2 invariant CRC. */
+#include <stdbool.h>
 #include <string.h>
 
 #include "agg_priv.h"
@@ -47,9 +48,112 @@ static uint32_t crc32_raw(uint32_t c, const uint8_t *p, size_t len)
 	return c;
 }
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+/*
+ * CRC folding with carry-less multiplication (Gopal, Ozturk et al., "Fast
+ * CRC Computation for Generic Polynomials Using PCLMULQDQ Instruction",
+ * Intel, 2009): four 128-bit lanes folded 64 bytes at a time, then one
+ * lane, then a Barrett reduction to 32 bits. The constants are
+ * x^(k) mod P for the reflected IEEE polynomial, from that paper.
+ * len >= 64 and a multiple of 16; c is the raw (uninverted) register.
+ */
+__attribute__((target("pclmul,sse4.1")))
+static uint32_t crc32_clmul(uint32_t c, const uint8_t *p, size_t len)
+{
+	const __m128i k1k2 = _mm_set_epi64x(0x01c6e41596, 0x0154442bd4);
+	const __m128i k3k4 = _mm_set_epi64x(0x00ccaa009e, 0x01751997d0);
+	const __m128i k5 = _mm_set_epi64x(0, 0x0163cd6124);
+	const __m128i poly = _mm_set_epi64x(0x01f7011641, 0x01db710641);
+	const __m128i mask32 = _mm_setr_epi32(-1, 0, -1, 0);
+	__m128i x1, x2, x3, x4, t1, t2, t3, t4;
+
+	x1 = _mm_loadu_si128((const __m128i *)p);
+	x2 = _mm_loadu_si128((const __m128i *)(p + 16));
+	x3 = _mm_loadu_si128((const __m128i *)(p + 32));
+	x4 = _mm_loadu_si128((const __m128i *)(p + 48));
+	x1 = _mm_xor_si128(x1, _mm_cvtsi32_si128((int)c));
+	p += 64;
+	len -= 64;
+
+	while (len >= 64) {
+		t1 = _mm_clmulepi64_si128(x1, k1k2, 0x00);
+		t2 = _mm_clmulepi64_si128(x2, k1k2, 0x00);
+		t3 = _mm_clmulepi64_si128(x3, k1k2, 0x00);
+		t4 = _mm_clmulepi64_si128(x4, k1k2, 0x00);
+		x1 = _mm_clmulepi64_si128(x1, k1k2, 0x11);
+		x2 = _mm_clmulepi64_si128(x2, k1k2, 0x11);
+		x3 = _mm_clmulepi64_si128(x3, k1k2, 0x11);
+		x4 = _mm_clmulepi64_si128(x4, k1k2, 0x11);
+		x1 = _mm_xor_si128(_mm_xor_si128(x1, t1),
+				   _mm_loadu_si128((const __m128i *)p));
+		x2 = _mm_xor_si128(_mm_xor_si128(x2, t2),
+				   _mm_loadu_si128((const __m128i *)(p + 16)));
+		x3 = _mm_xor_si128(_mm_xor_si128(x3, t3),
+				   _mm_loadu_si128((const __m128i *)(p + 32)));
+		x4 = _mm_xor_si128(_mm_xor_si128(x4, t4),
+				   _mm_loadu_si128((const __m128i *)(p + 48)));
+		p += 64;
+		len -= 64;
+	}
+
+	/* four lanes into one */
+#define FOLD_INTO(acc, next)                                               \
+	do {                                                               \
+		t1 = _mm_clmulepi64_si128(acc, k3k4, 0x00);                \
+		acc = _mm_clmulepi64_si128(acc, k3k4, 0x11);               \
+		acc = _mm_xor_si128(_mm_xor_si128(acc, t1), next);         \
+	} while (0)
+	FOLD_INTO(x1, x2);
+	FOLD_INTO(x1, x3);
+	FOLD_INTO(x1, x4);
+	while (len >= 16) {
+		FOLD_INTO(x1, _mm_loadu_si128((const __m128i *)p));
+		p += 16;
+		len -= 16;
+	}
+#undef FOLD_INTO
+
+	/* 128 -> 64 bits */
+	t1 = _mm_clmulepi64_si128(x1, k3k4, 0x10);
+	x1 = _mm_xor_si128(_mm_srli_si128(x1, 8), t1);
+	t1 = _mm_srli_si128(x1, 4);
+	x1 = _mm_clmulepi64_si128(_mm_and_si128(x1, mask32), k5, 0x00);
+	x1 = _mm_xor_si128(x1, t1);
+
+	/* Barrett reduction to 32 bits */
+	t1 = _mm_clmulepi64_si128(_mm_and_si128(x1, mask32), poly, 0x10);
+	t1 = _mm_clmulepi64_si128(_mm_and_si128(t1, mask32), poly, 0x00);
+	x1 = _mm_xor_si128(x1, t1);
+	return (uint32_t)_mm_extract_epi32(x1, 1);
+}
+
+static bool have_clmul;
+
+__attribute__((constructor)) static void crc_cpu_init(void)
+{
+	__builtin_cpu_init();
+	have_clmul = __builtin_cpu_supports("pclmul") &&
+		     __builtin_cpu_supports("sse4.1");
+}
+#endif
+
 uint32_t agg_crc32(uint32_t crc, const void *buf, size_t len)
 {
-	return ~crc32_raw(~crc, buf, len);
+	const uint8_t *p = buf;
+	uint32_t c = ~crc;
+
+#if defined(__x86_64__)
+	if (len >= 64 && have_clmul) {
+		size_t bulk = len & ~(size_t)15;
+
+		c = crc32_clmul(c, p, bulk);
+		p += bulk;
+		len -= bulk;
+	}
+#endif
+	return ~crc32_raw(c, p, len);
 }
 
 /* a * b modulo P, in the reflected representation (zlib's multmodp). */
@@ -132,11 +236,11 @@ uint32_t agg_icrc_ipv4_prefix(const uint8_t *ip, size_t hdr_len)
 	if (mlen > 32)
 		masked[32] = 0xff;                    /* BTH byte 4 */
 
-	c = crc32_raw(0xffffffffu, lrh, sizeof(lrh));
-	c = crc32_raw(c, masked, mlen);
+	c = ~crc32_raw(0xffffffffu, lrh, sizeof(lrh));
+	c = agg_crc32(c, masked, mlen);
 	if (hdr_len > mlen)
-		c = crc32_raw(c, ip + mlen, hdr_len - mlen);
-	return ~c;
+		c = agg_crc32(c, ip + mlen, hdr_len - mlen);
+	return c;
 }
 
 uint32_t agg_icrc_ipv4(const uint8_t *ip, size_t ip_len)

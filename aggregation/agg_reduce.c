@@ -221,6 +221,40 @@ static const reduce_fn reduce_fns[AGG_DTYPE_COUNT][AGG_OP_COUNT] = {
 	[AGG_DTYPE_INT64] = INT_ROW(int64),
 };
 
+#ifdef __F16C__
+#include <immintrin.h>
+
+/* fp16 -> fp32 with the F16C instruction (exact, as fp16_to_fp32), in
+ * chunks into a small buffer, then the fp32 kernel: the per-element bit
+ * manipulation does not vectorise. */
+#define HALF_CHUNK 256
+
+static void fp16_chunk_to_fp32(float *restrict out, const uint8_t *restrict in,
+			       size_t n)
+{
+	size_t i = 0;
+
+	for (; i + 8 <= n; i += 8)
+		_mm256_storeu_ps(out + i, _mm256_cvtph_ps(
+				 _mm_loadu_si128((const __m128i *)(in + 2 * i))));
+	for (; i < n; i++)
+		out[i] = ld_fp16(in + 2 * i);
+}
+
+static void reduce_fp16_f16c(enum agg_op op, float *acc, const uint8_t *in,
+			     size_t n)
+{
+	float tmp[HALF_CHUNK];
+
+	for (size_t done = 0; done < n; done += HALF_CHUNK) {
+		size_t k = n - done < HALF_CHUNK ? n - done : HALF_CHUNK;
+
+		fp16_chunk_to_fp32(tmp, in + 2 * done, k);
+		reduce_fns[AGG_DTYPE_FP32][op](acc + done, (const uint8_t *)tmp, k);
+	}
+}
+#endif
+
 int agg_acc_reduce(enum agg_dtype dtype, enum agg_op op, void *acc,
 		   const void *in, size_t n)
 {
@@ -228,6 +262,12 @@ int agg_acc_reduce(enum agg_dtype dtype, enum agg_op op, void *acc,
 
 	if (AGG_UNLIKELY(rc))
 		return rc;
+#ifdef __F16C__
+	if (dtype == AGG_DTYPE_FP16) {
+		reduce_fp16_f16c(op, acc, in, n);
+		return 0;
+	}
+#endif
 	reduce_fns[dtype][op](acc, in, n);
 	return 0;
 }
@@ -239,8 +279,12 @@ static void load_half(float *restrict acc, const uint8_t *restrict in,
 		for (size_t i = 0; i < n; i++)
 			acc[i] = ld_bf16(in + 2 * i);
 	else
+#ifdef __F16C__
+		fp16_chunk_to_fp32(acc, in, n);
+#else
 		for (size_t i = 0; i < n; i++)
 			acc[i] = ld_fp16(in + 2 * i);
+#endif
 }
 
 int agg_acc_load(enum agg_dtype dtype, void *acc, const void *in, size_t n)

@@ -58,7 +58,8 @@ static void bench_reduce(enum agg_dtype dtype, enum agg_op op, long iters)
 	       agg_dtype_name(dtype), agg_op_name(op), median(gbs, RUNS), RUNS);
 }
 
-/* Whole ingest path, 8 members, window W, fp32 sum of E elements. */
+/* Whole ingest path: W slots, nmembers contributions each, 1 KiB of
+ * elements; optionally also one result frame per member per completion. */
 static void bench_ingest(enum agg_dtype dtype, uint16_t nmembers, long rounds,
 			 bool with_results)
 {
@@ -107,17 +108,12 @@ static void bench_ingest(enum agg_dtype dtype, uint16_t nmembers, long rounds,
 		uint64_t n = 0;
 		double t0 = now();
 		for (long k = 0; k < rounds; k++) {
-			uint32_t gen = (uint32_t)(r * rounds + k);
-			int set = (int)(gen & 1);
+			int set = (int)(k & 1);
 			for (int s = 0; s < W; s++)
 				for (uint16_t m = 0; m < nmembers; m++) {
 					struct agg_pkt pkt;
 					struct agg_result res;
 					uint8_t *f = frames[m][set][s];
-					/* the key (coll_seq) advances each round: patch
-					 * it in place; the ICRC then fails unless we
-					 * leave it at zero... so keep keys constant and
-					 * reset the group each round instead */
 					if (agg_decode(f, (size_t)lens[m][set][s], true, &pkt))
 						abort();
 					int v = agg_group_ingest(g, &pkt, &res, NULL);
@@ -127,6 +123,8 @@ static void bench_ingest(enum agg_dtype dtype, uint16_t nmembers, long rounds,
 							bytes_out += (uint64_t)agg_result_encode(
 								g, d, &res, &l2, NULL, out, sizeof(out));
 				}
+			/* the frames keep their keys: forget the slots so the
+			 * next round is new uses, not retransmissions */
 			agg_group_reset(g);
 		}
 		ns[r] = (now() - t0) * 1e9 / (double)n;

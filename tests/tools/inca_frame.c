@@ -4,9 +4,11 @@
  * tools (scapy, tshark) can cross-check the aggregation library.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "inca/agg.h"
 
@@ -16,6 +18,8 @@ static void usage(FILE *out)
 		"Usage: inca-frame check          read hex frames (one per line) on stdin,\n"
 		"                                 print 'ok KIND ICRC' or 'err NAME ICRC'\n"
 		"       inca-frame build N SEED   print N random valid INCA frames as hex\n"
+		"       inca-frame corpus DIR N SEED  write N random valid frames (and a\n"
+		"                                 CNP) as files into DIR, for fuzzing\n"
 		"       inca-frame --help\n");
 }
 
@@ -86,7 +90,30 @@ static uint64_t rnd(void)
 	return rng;
 }
 
-static int build(unsigned long count, unsigned long long seed)
+/* Print each frame as hex, or write it as DIR/frame-K when dir is set. */
+static int emit(const char *dir, unsigned long k, const uint8_t *frame, int len)
+{
+	char path[4096];
+	FILE *f;
+
+	if (!dir) {
+		for (int i = 0; i < len; i++)
+			printf("%02x", frame[i]);
+		printf("\n");
+		return 0;
+	}
+	snprintf(path, sizeof(path), "%s/frame-%lu", dir, k);
+	f = fopen(path, "wb");
+	if (!f || fwrite(frame, 1, (size_t)len, f) != (size_t)len) {
+		fprintf(stderr, "inca-frame: %s: %s\n", path, strerror(errno));
+		if (f)
+			fclose(f);
+		return 1;
+	}
+	return fclose(f) ? 1 : 0;
+}
+
+static int build(unsigned long count, unsigned long long seed, const char *dir)
 {
 	static uint8_t frame[AGG_MAX_FRAME_LEN], payload[AGG_MAX_PAYLOAD];
 
@@ -139,9 +166,13 @@ static int build(unsigned long count, unsigned long long seed)
 			fprintf(stderr, "inca-frame: encode: %s\n", agg_strerror(len));
 			return 1;
 		}
-		for (int i = 0; i < len; i++)
-			printf("%02x", frame[i]);
-		printf("\n");
+		if (emit(dir, k, frame, len))
+			return 1;
+		if (dir && k == 0) {
+			len = agg_encode_cnp(frame, sizeof(frame), &s);
+			if (len < 0 || emit(dir, count, frame, len))
+				return 1;
+		}
 	}
 	return 0;
 }
@@ -154,20 +185,27 @@ int main(int argc, char **argv)
 	}
 	if (argc == 2 && !strcmp(argv[1], "check"))
 		return check();
-	if (argc == 4 && !strcmp(argv[1], "build")) {
+	bool corpus = argc == 5 && !strcmp(argv[1], "corpus");
+	if ((argc == 4 && !strcmp(argv[1], "build")) || corpus) {
+		const char *dir = corpus ? argv[2] : NULL;
+		char **nums = argv + (corpus ? 3 : 2);
 		char *end;
 		errno = 0;
-		unsigned long n = strtoul(argv[2], &end, 0);
+		unsigned long n = strtoul(nums[0], &end, 0);
 		if (errno || *end || n == 0 || n > 1000000) {
-			fprintf(stderr, "inca-frame: N must be 1..1000000, got '%s'\n", argv[2]);
+			fprintf(stderr, "inca-frame: N must be 1..1000000, got '%s'\n", nums[0]);
 			return 2;
 		}
-		unsigned long long seed = strtoull(argv[3], &end, 0);
+		unsigned long long seed = strtoull(nums[1], &end, 0);
 		if (*end) {
-			fprintf(stderr, "inca-frame: SEED must be a number, got '%s'\n", argv[3]);
+			fprintf(stderr, "inca-frame: SEED must be a number, got '%s'\n", nums[1]);
 			return 2;
 		}
-		return build(n, seed);
+		if (dir && mkdir(dir, 0755) && errno != EEXIST) {
+			fprintf(stderr, "inca-frame: %s: %s\n", dir, strerror(errno));
+			return 1;
+		}
+		return build(n, seed, dir);
 	}
 	usage(stderr);
 	return 2;
