@@ -11,8 +11,12 @@ import subprocess
 import sys
 import time
 
-from scapy.all import Ether, IP, UDP, Dot1Q, Raw, raw
-from scapy.contrib.roce import BTH, cnp
+try:
+    from scapy.all import Ether, IP, UDP, Dot1Q, Raw, raw
+    from scapy.contrib.roce import BTH, cnp
+except ImportError as e:
+    print("SKIP: scapy is not importable (%s); install python3-scapy" % e)
+    sys.exit(77)
 
 CNP_VECTOR = bytes.fromhex(
     "e41d2dab2bc27cfe90643b320800"
