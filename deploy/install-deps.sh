@@ -16,7 +16,7 @@ PKGS=(
 	libjansson-dev libmicrohttpd-dev libcurl4-openssl-dev libsqlite3-dev
 	libyaml-dev libcyaml-dev
 	# tests and tools
-	libcmocka-dev python3-scapy tshark iproute2 ethtool
+	libcmocka-dev python3-scapy tshark iproute2 ethtool iputils-ping
 	# baselines and Soft-RoCE VMs
 	openmpi-bin libopenmpi-dev
 	qemu-system-x86 busybox-static cpio

@@ -1,0 +1,439 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * inca-switch's JSON configuration: switch address, ports (shaping) and
+ * static groups. Every error names the file, the field and what was
+ * expected. docs/switch.md describes the format.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <jansson.h>
+
+#include "dp_priv.h"
+
+struct ctx {
+	const char *path;
+	char field[160];
+};
+
+static int bad(struct ctx *c, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "inca-switch: %s: %s: ", c->path, c->field);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	return -EINVAL;
+}
+
+static void at(struct ctx *c, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(c->field, sizeof(c->field), fmt, ap);
+	va_end(ap);
+}
+
+int dp_parse_rate(const char *s, uint64_t *bps)
+{
+	static const struct { const char *unit; double mult; } units[] = {
+		{ "tbit", 1e12 }, { "gbit", 1e9 }, { "mbit", 1e6 },
+		{ "kbit", 1e3 }, { "bit", 1 }, { "", 1 },
+	};
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || !(v > 0) || !isfinite(v))
+		return -EINVAL;
+	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+		if (!strcasecmp(end, units[i].unit)) {
+			double r = v * units[i].mult;
+			if (r < 1000 || r > 1e13)
+				return -ERANGE;
+			*bps = (uint64_t)r;
+			return 0;
+		}
+	return -EINVAL;
+}
+
+static int get_ipv4(struct ctx *c, json_t *v, uint32_t *out)
+{
+	struct in_addr a;
+
+	if (!json_is_string(v) || inet_pton(AF_INET, json_string_value(v), &a) != 1)
+		return bad(c, "expected an IPv4 address such as \"10.0.0.254\"");
+	*out = ntohl(a.s_addr);
+	if (*out == 0 || *out == 0xffffffffu)
+		return bad(c, "expected a unicast IPv4 address, got %s",
+			   json_string_value(v));
+	return 0;
+}
+
+static int get_uint(struct ctx *c, json_t *v, uint64_t min, uint64_t max,
+		    uint64_t *out)
+{
+	json_int_t i;
+
+	if (json_is_string(v)) {   /* "0x1234" is allowed for keys and QPNs */
+		char *end;
+		errno = 0;
+		unsigned long long u = strtoull(json_string_value(v), &end, 0);
+		if (errno || *end || end == json_string_value(v))
+			return bad(c, "expected an integer, got \"%s\"",
+				   json_string_value(v));
+		i = (json_int_t)u;
+		if (u > (unsigned long long)INT64_MAX)
+			return bad(c, "expected %llu..%llu, got %s",
+				   (unsigned long long)min,
+				   (unsigned long long)max, json_string_value(v));
+	} else if (json_is_integer(v)) {
+		i = json_integer_value(v);
+	} else {
+		return bad(c, "expected an integer");
+	}
+	if (i < 0 || (uint64_t)i < min || (uint64_t)i > max)
+		return bad(c, "expected %llu..%llu, got %lld",
+			   (unsigned long long)min, (unsigned long long)max,
+			   (long long)i);
+	*out = (uint64_t)i;
+	return 0;
+}
+
+static int get_mac(struct ctx *c, json_t *v, uint8_t mac[6])
+{
+	struct rte_ether_addr a;
+
+	if (!json_is_string(v) || rte_ether_unformat_addr(json_string_value(v), &a))
+		return bad(c, "expected a MAC address such as \"02:00:00:00:00:01\"");
+	if (rte_is_multicast_ether_addr(&a) || rte_is_zero_ether_addr(&a))
+		return bad(c, "expected a unicast MAC address");
+	memcpy(mac, a.addr_bytes, 6);
+	return 0;
+}
+
+/* Unknown keys are errors: a typo must not be silently ignored. */
+static int check_keys(struct ctx *c, json_t *obj, const char *const *known)
+{
+	const char *key;
+	json_t *v;
+
+	if (!json_is_object(obj))
+		return bad(c, "expected an object");
+	json_object_foreach(obj, key, v) {
+		bool ok = false;
+		for (size_t i = 0; known[i]; i++)
+			ok |= !strcmp(key, known[i]);
+		if (!ok) {
+			size_t n = strlen(c->field);
+			snprintf(c->field + n, sizeof(c->field) - n, ".%s", key);
+			return bad(c, "unknown field");
+		}
+	}
+	return 0;
+}
+
+static int parse_port(struct ctx *c, json_t *o, struct dp_port_cfg *p)
+{
+	static const char *const keys[] = { "port", "rate", "queue_kb", NULL };
+	char base[sizeof(c->field)];
+	json_t *v;
+	uint64_t u;
+	int rc;
+
+	if ((rc = check_keys(c, o, keys)))
+		return rc;
+	snprintf(base, sizeof(base), "%s", c->field);
+	if ((v = json_object_get(o, "rate"))) {
+		at(c, "%s.rate", base);
+		if (!json_is_string(v) || dp_parse_rate(json_string_value(v), &p->rate_bps))
+			return bad(c, "expected a rate such as \"1gbit\", \"100mbit\" "
+				   "(1 kbit/s .. 10 Tbit/s)");
+	}
+	if ((v = json_object_get(o, "queue_kb"))) {
+		at(c, "%s.queue_kb", base);
+		if ((rc = get_uint(c, v, 16, 1024 * 1024, &u)))
+			return rc;
+		p->queue_bytes = (uint32_t)(u * 1024);
+	}
+	p->set = true;
+	return 0;
+}
+
+static int parse_member(struct ctx *c, json_t *o, struct agg_member *m)
+{
+	static const char *const keys[] = { "ip", "qpn", "mac", "fanin", NULL };
+	char base[sizeof(c->field)];
+	json_t *v;
+	uint64_t u;
+	int rc;
+
+	if ((rc = check_keys(c, o, keys)))
+		return rc;
+	snprintf(base, sizeof(base), "%s", c->field);
+	at(c, "%s.ip", base);
+	if ((rc = get_ipv4(c, json_object_get(o, "ip"), &m->ip)))
+		return rc;
+	at(c, "%s.qpn", base);
+	if (!(v = json_object_get(o, "qpn")))
+		return bad(c, "missing (the member's UD QP number)");
+	if ((rc = get_uint(c, v, 2, AGG_QPN_MASK, &u)))
+		return rc;
+	m->qpn = (uint32_t)u;
+	if ((v = json_object_get(o, "mac"))) {
+		at(c, "%s.mac", base);
+		if ((rc = get_mac(c, v, m->mac)))
+			return rc;
+	}
+	m->fanin = 1;
+	if ((v = json_object_get(o, "fanin"))) {
+		at(c, "%s.fanin", base);
+		if ((rc = get_uint(c, v, 1, UINT16_MAX, &u)))
+			return rc;
+		m->fanin = (uint16_t)u;
+	}
+	return 0;
+}
+
+static int parse_group(struct ctx *c, json_t *o, struct dp_group_cfg *g)
+{
+	static const char *const keys[] = { "id", "qpn", "qkey", "window",
+		"elems_per_pkt", "dtypes", "reproducible", "members", NULL };
+	char base[sizeof(c->field)];
+	struct agg_group_config *a = &g->agg;
+	json_t *v, *e;
+	size_t i;
+	int rc;
+
+	if ((rc = check_keys(c, o, keys)))
+		return rc;
+	snprintf(base, sizeof(base), "%s", c->field);
+
+	static const struct { const char *key; uint64_t min, max, def; } nums[] = {
+		{ "id", 0, UINT32_MAX, UINT64_MAX },
+		{ "qpn", 2, AGG_QPN_MASK, UINT64_MAX },
+		{ "qkey", 0, UINT32_MAX, UINT64_MAX },
+		{ "window", 1, AGG_MAX_WINDOW, 64 },
+		{ "elems_per_pkt", 1, AGG_MAX_ELEMS, 256 },
+	};
+	uint64_t val[5];
+	for (i = 0; i < 5; i++) {
+		at(c, "%s.%s", base, nums[i].key);
+		v = json_object_get(o, nums[i].key);
+		if (!v) {
+			if (nums[i].def == UINT64_MAX)
+				return bad(c, "missing");
+			val[i] = nums[i].def;
+		} else if ((rc = get_uint(c, v, nums[i].min, nums[i].max, &val[i]))) {
+			return rc;
+		}
+	}
+	a->group_id = (uint32_t)val[0];
+	a->qpn = (uint32_t)val[1];
+	a->qkey = (uint32_t)val[2];
+	a->window = (uint16_t)val[3];
+	a->elems_per_pkt = (uint16_t)val[4];
+
+	if ((v = json_object_get(o, "dtypes"))) {
+		at(c, "%s.dtypes", base);
+		if (!json_is_array(v) || json_array_size(v) == 0)
+			return bad(c, "expected a non-empty list such as [\"fp32\", \"bf16\"]");
+		json_array_foreach(v, i, e) {
+			int d = json_is_string(e) ? agg_dtype_parse(json_string_value(e)) : -1;
+			at(c, "%s.dtypes[%zu]", base, i);
+			if (d < 0)
+				return bad(c, "expected one of fp32, fp16, bf16, int32, int64, fp64");
+			a->dtype_mask |= 1u << d;
+		}
+	}
+	if ((v = json_object_get(o, "reproducible"))) {
+		at(c, "%s.reproducible", base);
+		if (!json_is_boolean(v))
+			return bad(c, "expected true or false");
+		a->reproducible = json_is_true(v);
+	}
+	at(c, "%s.members", base);
+	v = json_object_get(o, "members");
+	if (!json_is_array(v) || json_array_size(v) == 0 ||
+	    json_array_size(v) > AGG_MAX_MEMBERS)
+		return bad(c, "expected a list of 1..%d members", AGG_MAX_MEMBERS);
+	a->nmembers = (uint16_t)json_array_size(v);
+	g->members = calloc(a->nmembers, sizeof(*g->members));
+	if (!g->members)
+		return bad(c, "out of memory");
+	json_array_foreach(v, i, e) {
+		at(c, "%s.members[%zu]", base, i);
+		if ((rc = parse_member(c, e, &g->members[i])))
+			return rc;
+	}
+	a->members = g->members;
+
+	/* let the engine say what else it does not accept */
+	const char *why = NULL;
+	struct agg_group *probe = agg_group_create(a, &why);
+	if (!probe) {
+		at(c, "%s", base);
+		return bad(c, "%s", why ? why : "rejected");
+	}
+	agg_group_destroy(probe);
+	return 0;
+}
+
+int dp_config_load(struct dp_config *cfg, const char *path)
+{
+	static const char *const top_keys[] = { "switch", "ports", "groups", NULL };
+	static const char *const sw_keys[] = { "ip", "result_dscp", "idle_sleep_us",
+		"mac_age_s", "rate", "queue_kb", NULL };
+	struct ctx c = { .path = path };
+	json_error_t jerr;
+	json_t *root, *sw, *v, *e;
+	uint64_t u;
+	size_t i;
+	int rc = -EINVAL;
+
+	snprintf(cfg->path, sizeof(cfg->path), "%s", path);
+	cfg->result_dscp = 26;
+	cfg->idle_sleep_us = 0;
+	cfg->mac_age_s = 300;
+	if (!cfg->port_default.queue_bytes)
+		cfg->port_default.queue_bytes = 512 * 1024;
+
+	root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+	if (!root) {
+		fprintf(stderr, "inca-switch: %s: line %d column %d: %s\n", path,
+			jerr.line, jerr.column, jerr.text);
+		return -EINVAL;
+	}
+	at(&c, "(top level)");
+	if ((rc = check_keys(&c, root, top_keys)))
+		goto out;
+
+	at(&c, "switch");
+	sw = json_object_get(root, "switch");
+	if (!sw) {
+		rc = bad(&c, "missing (needs at least \"ip\")");
+		goto out;
+	}
+	if ((rc = check_keys(&c, sw, sw_keys)))
+		goto out;
+	at(&c, "switch.ip");
+	if ((rc = get_ipv4(&c, json_object_get(sw, "ip"), &cfg->switch_ip)))
+		goto out;
+	if ((v = json_object_get(sw, "result_dscp"))) {
+		at(&c, "switch.result_dscp");
+		if ((rc = get_uint(&c, v, 0, 63, &u)))
+			goto out;
+		cfg->result_dscp = (uint8_t)u;
+	}
+	if ((v = json_object_get(sw, "idle_sleep_us"))) {
+		at(&c, "switch.idle_sleep_us");
+		if ((rc = get_uint(&c, v, 0, 1000000, &u)))
+			goto out;
+		cfg->idle_sleep_us = (uint32_t)u;
+	}
+	if ((v = json_object_get(sw, "mac_age_s"))) {
+		at(&c, "switch.mac_age_s");
+		if ((rc = get_uint(&c, v, 1, 86400, &u)))
+			goto out;
+		cfg->mac_age_s = (uint32_t)u;
+	}
+	at(&c, "switch");
+	{
+		/* switch.rate / switch.queue_kb: defaults for every port */
+		json_t *d = json_object();
+		if (json_object_get(sw, "rate"))
+			json_object_set(d, "rate", json_object_get(sw, "rate"));
+		if (json_object_get(sw, "queue_kb"))
+			json_object_set(d, "queue_kb", json_object_get(sw, "queue_kb"));
+		rc = parse_port(&c, d, &cfg->port_default);
+		json_decref(d);
+		if (rc)
+			goto out;
+		cfg->port_default.set = false;
+	}
+
+	if ((v = json_object_get(root, "ports"))) {
+		at(&c, "ports");
+		if (!json_is_array(v)) {
+			rc = bad(&c, "expected a list of {\"port\": N, \"rate\": ...}");
+			goto out;
+		}
+		json_array_foreach(v, i, e) {
+			at(&c, "ports[%zu].port", i);
+			if (!json_is_object(e) || !json_object_get(e, "port")) {
+				rc = bad(&c, "missing (the port's index, 0..%d)", DP_MAX_PORTS - 1);
+				goto out;
+			}
+			if ((rc = get_uint(&c, json_object_get(e, "port"), 0,
+					   DP_MAX_PORTS - 1, &u)))
+				goto out;
+			if (cfg->ports[u].set) {
+				rc = bad(&c, "port %llu is listed twice", (unsigned long long)u);
+				goto out;
+			}
+			cfg->ports[u] = cfg->port_default;
+			at(&c, "ports[%zu]", i);
+			if ((rc = parse_port(&c, e, &cfg->ports[u])))
+				goto out;
+		}
+	}
+
+	if ((v = json_object_get(root, "groups"))) {
+		at(&c, "groups");
+		if (!json_is_array(v) || json_array_size(v) > DP_MAX_GROUPS) {
+			rc = bad(&c, "expected a list of at most %d groups", DP_MAX_GROUPS);
+			goto out;
+		}
+		cfg->groups = calloc(json_array_size(v) + 1, sizeof(*cfg->groups));
+		if (!cfg->groups) {
+			rc = bad(&c, "out of memory");
+			goto out;
+		}
+		json_array_foreach(v, i, e) {
+			at(&c, "groups[%zu]", i);
+			cfg->ngroups = (uint16_t)(i + 1);
+			if ((rc = parse_group(&c, e, &cfg->groups[i])))
+				goto out;
+			for (size_t k = 0; k < i; k++) {
+				if (cfg->groups[k].agg.group_id == cfg->groups[i].agg.group_id) {
+					at(&c, "groups[%zu].id", i);
+					rc = bad(&c, "group %u is defined twice",
+						 cfg->groups[i].agg.group_id);
+					goto out;
+				}
+				if (cfg->groups[k].agg.qpn == cfg->groups[i].agg.qpn) {
+					at(&c, "groups[%zu].qpn", i);
+					rc = bad(&c, "QPN %u is already group %u's",
+						 cfg->groups[i].agg.qpn,
+						 cfg->groups[k].agg.group_id);
+					goto out;
+				}
+			}
+		}
+	}
+	rc = 0;
+out:
+	json_decref(root);
+	if (rc)
+		dp_config_free(cfg);
+	return rc;
+}
+
+void dp_config_free(struct dp_config *cfg)
+{
+	for (uint16_t i = 0; i < cfg->ngroups; i++)
+		free(cfg->groups[i].members);
+	free(cfg->groups);
+	cfg->groups = NULL;
+	cfg->ngroups = 0;
+}

@@ -1,0 +1,137 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Port set-up: one RX and one TX queue per worker on every port the EAL
+ * gives us (PCI NICs or af_packet/af_xdp/ring/memif vdevs), promiscuous. */
+#include <rte_ethdev.h>
+#include <rte_lcore.h>
+#include <rte_malloc.h>
+
+#include "dp_priv.h"
+
+#define RX_DESC 1024
+#define TX_DESC 1024
+
+static int port_setup(struct dp_switch *sw, uint16_t idx)
+{
+	uint16_t port = sw->port_ids[idx];
+	struct rte_eth_conf conf = { 0 };
+	struct rte_eth_dev_info info;
+	uint16_t rxd = RX_DESC, txd = TX_DESC;
+	int rc;
+
+	rc = rte_eth_dev_info_get(port, &info);
+	if (rc)
+		return rc;
+	if (info.max_rx_queues < sw->nworkers || info.max_tx_queues < sw->nworkers) {
+		DP_LOG(ERR, "port %u (%s) has %u rx / %u tx queues, %u workers need "
+		       "one each (use fewer worker lcores, or qpairs=N on the vdev)\n",
+		       port, info.driver_name, info.max_rx_queues, info.max_tx_queues,
+		       sw->nworkers);
+		return -EINVAL;
+	}
+	rc = rte_eth_dev_configure(port, (uint16_t)sw->nworkers,
+				   (uint16_t)sw->nworkers, &conf);
+	if (rc) {
+		DP_LOG(ERR, "port %u: configure: %s\n", port, rte_strerror(-rc));
+		return rc;
+	}
+	rc = rte_eth_dev_adjust_nb_rx_tx_desc(port, &rxd, &txd);
+	if (rc)
+		return rc;
+	for (unsigned w = 0; w < sw->nworkers; w++) {
+		rc = rte_eth_rx_queue_setup(port, (uint16_t)w, rxd,
+					    rte_eth_dev_socket_id(port), NULL,
+					    sw->workers[w]->pool);
+		if (rc) {
+			DP_LOG(ERR, "port %u: rx queue %u: %s\n", port, w, rte_strerror(-rc));
+			return rc;
+		}
+		rc = rte_eth_tx_queue_setup(port, (uint16_t)w, txd,
+					    rte_eth_dev_socket_id(port), NULL);
+		if (rc) {
+			DP_LOG(ERR, "port %u: tx queue %u: %s\n", port, w, rte_strerror(-rc));
+			return rc;
+		}
+	}
+	rc = rte_eth_dev_start(port);
+	if (rc) {
+		DP_LOG(ERR, "port %u: start: %s\n", port, rte_strerror(-rc));
+		return rc;
+	}
+	/* an L2 switch must see every frame; a PMD without promiscuous
+	 * mode (e.g. net_ring) already does */
+	rc = rte_eth_promiscuous_enable(port);
+	if (rc && rc != -ENOTSUP)
+		DP_LOG(WARNING, "port %u: promiscuous mode: %s\n", port, rte_strerror(-rc));
+	rte_eth_macaddr_get(port, &sw->port_mac[idx]);
+	return 0;
+}
+
+int dp_ports_init(struct dp_switch *sw)
+{
+	uint16_t port;
+	unsigned n = 0;
+	char name[RTE_MEMPOOL_NAMESIZE];
+	int rc;
+
+	RTE_ETH_FOREACH_DEV(port) {
+		if (n == DP_MAX_PORTS) {
+			DP_LOG(ERR, "more than %d ports\n", DP_MAX_PORTS);
+			return -E2BIG;
+		}
+		sw->port_index[port] = (uint16_t)n;
+		sw->port_ids[n++] = port;
+	}
+	if (n == 0) {
+		DP_LOG(ERR, "no ports: give the EAL NICs (-a PCI) or vdevs "
+		       "(--vdev net_af_packet0,iface=veth0)\n");
+		return -ENODEV;
+	}
+	sw->nports = (uint16_t)n;
+
+	unsigned nb_mbufs = RTE_MAX(8192u, n * (RX_DESC + TX_DESC + 512) + 2048);
+	for (unsigned w = 0; w < sw->nworkers; w++) {
+		struct dp_worker *wk = sw->workers[w];
+
+		snprintf(name, sizeof(name), "inca_pool_%u", w);
+		wk->pool = rte_pktmbuf_pool_create(name, nb_mbufs, 256, 0,
+						   RTE_MBUF_DEFAULT_BUF_SIZE,
+						   (int)rte_lcore_to_socket_id(wk->lcore));
+		if (!wk->pool) {
+			DP_LOG(ERR, "mbuf pool for worker %u (%u mbufs): %s\n", w,
+			       nb_mbufs, rte_strerror(rte_errno));
+			return -rte_errno;
+		}
+	}
+	for (uint16_t i = 0; i < n; i++) {
+		rc = port_setup(sw, i);
+		if (rc)
+			return rc;
+		const struct dp_port_cfg *pc = sw->cfg->ports[i].set ? &sw->cfg->ports[i]
+								    : &sw->cfg->port_default;
+		for (unsigned w = 0; w < sw->nworkers; w++)
+			/* each worker shapes its share of the port's rate */
+			dp_egress_init(&sw->workers[w]->egress[i],
+				       pc->rate_bps / sw->nworkers,
+				       pc->queue_bytes, sw->tsc_hz);
+		char mac[RTE_ETHER_ADDR_FMT_SIZE];
+		rte_ether_format_addr(mac, sizeof(mac), &sw->port_mac[i]);
+		DP_LOG(INFO, "port %u (dpdk port %u): %s, rate %s%.3g Mbit/s\n", i,
+		       sw->port_ids[i], mac, pc->rate_bps ? "" : "unshaped, ",
+		       (double)pc->rate_bps / 1e6);
+	}
+	for (unsigned i = 0; i < DP_MAX_PORTS; i++)
+		if (sw->cfg->ports[i].set && i >= n) {
+			DP_LOG(ERR, "%s: ports: port %u is configured but the EAL "
+			       "gave only %u ports\n", sw->cfg->path, i, n);
+			return -EINVAL;
+		}
+	return 0;
+}
+
+void dp_ports_close(struct dp_switch *sw)
+{
+	for (uint16_t i = 0; i < sw->nports; i++) {
+		rte_eth_dev_stop(sw->port_ids[i]);
+		rte_eth_dev_close(sw->port_ids[i]);
+	}
+}

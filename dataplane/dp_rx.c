@@ -1,0 +1,241 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The worker loop: receive bursts from every port's queue for this worker,
+ * classify (ARP/ICMP for the switch, RoCEv2 to the switch, L2 forwarding),
+ * run the aggregation path for owned groups, shape and send.
+ */
+#include <time.h>
+
+#include <rte_arp.h>
+#include <rte_cycles.h>
+#include <rte_ethdev.h>
+#include <rte_icmp.h>
+#include <rte_ip.h>
+#include <rte_prefetch.h>
+#include <rte_udp.h>
+
+#include "dp_priv.h"
+
+RTE_LOG_REGISTER_DEFAULT(dp_logtype, INFO);
+
+struct dp_switch dp_sw;
+
+void dp_tx(struct dp_switch *sw, struct dp_worker *w, uint16_t port_idx,
+	   struct rte_mbuf *m)
+{
+	(void)sw;
+	if (unlikely(!dp_egress_enqueue(&w->egress[port_idx], m))) {
+		w->drops[DP_DROP_EGRESS_FULL]++;
+		w->port[port_idx].egress_drops++;
+		rte_pktmbuf_free(m);
+	}
+}
+
+static void flood(struct dp_switch *sw, struct dp_worker *w, struct rte_mbuf *m,
+		  uint16_t in)
+{
+	uint16_t last = UINT16_MAX;
+
+	w->floods++;
+	for (uint16_t p = 0; p < sw->nports; p++) {
+		if (p == in)
+			continue;
+		if (last != UINT16_MAX) {
+			struct rte_mbuf *c = rte_pktmbuf_copy(m, w->pool, 0, UINT32_MAX);
+			if (c)
+				dp_tx(sw, w, last, c);
+			else
+				w->drops[DP_DROP_NO_MBUF]++;
+		}
+		last = p;
+	}
+	if (last == UINT16_MAX)
+		rte_pktmbuf_free(m);     /* a one-port switch */
+	else
+		dp_tx(sw, w, last, m);
+}
+
+/* ARP request for the switch's address: answer from the ingress port. */
+static bool arp_input(struct dp_switch *sw, struct dp_worker *w,
+		      struct rte_mbuf *m, uint16_t in, size_t off)
+{
+	struct rte_ether_hdr *eth = rte_pktmbuf_mtod(m, struct rte_ether_hdr *);
+	struct rte_arp_hdr *arp;
+
+	if (m->data_len < off + sizeof(*arp)) {
+		w->drops[DP_DROP_ARP_INVALID]++;
+		rte_pktmbuf_free(m);
+		return true;
+	}
+	arp = rte_pktmbuf_mtod_offset(m, struct rte_arp_hdr *, off);
+	if (arp->arp_hardware != RTE_BE16(RTE_ARP_HRD_ETHER) ||
+	    arp->arp_protocol != RTE_BE16(RTE_ETHER_TYPE_IPV4) ||
+	    arp->arp_hlen != 6 || arp->arp_plen != 4) {
+		w->drops[DP_DROP_ARP_INVALID]++;
+		rte_pktmbuf_free(m);
+		return true;
+	}
+	if (arp->arp_opcode != RTE_BE16(RTE_ARP_OP_REQUEST) ||
+	    arp->arp_data.arp_tip != rte_cpu_to_be_32(sw->cfg->switch_ip))
+		return false;        /* someone else's: forward */
+
+	arp->arp_opcode = RTE_BE16(RTE_ARP_OP_REPLY);
+	arp->arp_data.arp_tha = arp->arp_data.arp_sha;
+	arp->arp_data.arp_tip = arp->arp_data.arp_sip;
+	arp->arp_data.arp_sha = sw->port_mac[in];
+	arp->arp_data.arp_sip = rte_cpu_to_be_32(sw->cfg->switch_ip);
+	eth->dst_addr = eth->src_addr;
+	eth->src_addr = sw->port_mac[in];
+	w->arp_replies++;
+	dp_tx(sw, w, in, m);
+	return true;
+}
+
+/* Packets for the switch's own address other than RoCEv2: ping is
+ * answered (operators expect it), the rest is dropped and counted. */
+static void local_input(struct dp_switch *sw, struct dp_worker *w,
+			struct rte_mbuf *m, uint16_t in, size_t off)
+{
+	struct rte_ether_hdr *eth = rte_pktmbuf_mtod(m, struct rte_ether_hdr *);
+	struct rte_ipv4_hdr *ip = rte_pktmbuf_mtod_offset(m, struct rte_ipv4_hdr *, off);
+	size_t ihl = (size_t)(ip->version_ihl & 0xf) * 4;
+	size_t ip_len = rte_be_to_cpu_16(ip->total_length);
+
+	if (ip->next_proto_id == IPPROTO_ICMP && ihl >= 20 &&
+	    ip_len >= ihl + sizeof(struct rte_icmp_hdr) && off + ip_len <= m->data_len) {
+		struct rte_icmp_hdr *icmp = (struct rte_icmp_hdr *)((uint8_t *)ip + ihl);
+
+		if (icmp->icmp_type == RTE_IP_ICMP_ECHO_REQUEST && icmp->icmp_code == 0) {
+			rte_be32_t a = ip->src_addr;
+
+			icmp->icmp_type = RTE_IP_ICMP_ECHO_REPLY;
+			icmp->icmp_cksum = 0;
+			icmp->icmp_cksum = (uint16_t)~rte_raw_cksum(icmp, ip_len - ihl);
+			ip->src_addr = ip->dst_addr;
+			ip->dst_addr = a;
+			ip->time_to_live = 64;
+			ip->hdr_checksum = 0;
+			ip->hdr_checksum = rte_ipv4_cksum(ip);
+			eth->dst_addr = eth->src_addr;
+			eth->src_addr = sw->port_mac[in];
+			w->icmp_replies++;
+			dp_tx(sw, w, in, m);
+			return;
+		}
+	}
+	w->drops[DP_DROP_LOCAL_UNHANDLED]++;
+	rte_pktmbuf_free(m);
+}
+
+static void process(struct dp_switch *sw, struct dp_worker *w,
+		    struct rte_mbuf *m, uint16_t in, uint64_t now)
+{
+	struct rte_ether_hdr *eth;
+	uint16_t etype;
+	size_t off = sizeof(struct rte_ether_hdr);
+	int out;
+
+	if (unlikely(m->data_len < off)) {
+		w->drops[DP_DROP_RUNT]++;
+		rte_pktmbuf_free(m);
+		return;
+	}
+	eth = rte_pktmbuf_mtod(m, struct rte_ether_hdr *);
+	if (likely(!rte_is_multicast_ether_addr(&eth->src_addr)))
+		dp_l2_learn(sw->l2, &eth->src_addr, in, now);
+	etype = eth->ether_type;
+	if (etype == RTE_BE16(RTE_ETHER_TYPE_VLAN) && m->data_len >= off + 4) {
+		etype = *rte_pktmbuf_mtod_offset(m, uint16_t *, off + 2);
+		off += 4;
+	}
+
+	if (etype == RTE_BE16(RTE_ETHER_TYPE_ARP)) {
+		if (arp_input(sw, w, m, in, off))
+			return;
+	} else if (etype == RTE_BE16(RTE_ETHER_TYPE_IPV4) && !sw->cfg->forward_only &&
+		   m->data_len >= off + sizeof(struct rte_ipv4_hdr)) {
+		struct rte_ipv4_hdr *ip =
+			rte_pktmbuf_mtod_offset(m, struct rte_ipv4_hdr *, off);
+
+		if (ip->dst_addr == rte_cpu_to_be_32(sw->cfg->switch_ip)) {
+			struct rte_udp_hdr *udp = (struct rte_udp_hdr *)(ip + 1);
+
+			if (ip->next_proto_id == IPPROTO_UDP &&
+			    m->data_len >= off + sizeof(*ip) + sizeof(*udp) &&
+			    udp->dst_port == RTE_BE16(AGG_ROCEV2_UDP_PORT))
+				dp_agg_input(sw, w, m, false);
+			else
+				local_input(sw, w, m, in, off);
+			return;
+		}
+	}
+
+	if (rte_is_multicast_ether_addr(&eth->dst_addr)) {
+		flood(sw, w, m, in);
+		return;
+	}
+	out = dp_l2_lookup(sw->l2, &eth->dst_addr);
+	if (out < 0) {
+		flood(sw, w, m, in);
+	} else if (unlikely(out == in)) {
+		w->drops[DP_DROP_HAIRPIN]++;
+		rte_pktmbuf_free(m);
+	} else {
+		dp_tx(sw, w, (uint16_t)out, m);
+	}
+}
+
+int dp_worker_main(void *arg)
+{
+	struct dp_worker *w = arg;
+	struct dp_switch *sw = &dp_sw;
+	struct rte_mbuf *pkts[DP_BURST];
+	const uint32_t idle_us = sw->cfg->idle_sleep_us;
+
+	DP_LOG(INFO, "worker %u on lcore %u: %s\n", w->index, w->lcore,
+	       idle_us ? "idle back-off" : "busy polling");
+	while (!sw->quit) {
+		uint64_t start = rte_rdtsc();
+		uint32_t got = 0;
+		bool pending = false;
+
+		for (uint16_t p = 0; p < sw->nports; p++) {
+			uint16_t n = rte_eth_rx_burst(sw->port_ids[p], (uint16_t)w->index,
+						      pkts, DP_BURST);
+			got += n;
+			for (uint16_t i = 0; i < n; i++) {
+				if (i + 1 < n)
+					rte_prefetch0(rte_pktmbuf_mtod(pkts[i + 1], void *));
+				w->port[p].rx_pkts++;
+				w->port[p].rx_bytes += pkts[i]->pkt_len;
+				process(sw, w, pkts[i], p, start);
+			}
+		}
+		unsigned n = rte_ring_dequeue_burst(w->handoff, (void **)pkts, DP_BURST, NULL);
+		got += n;
+		for (unsigned i = 0; i < n; i++)
+			dp_agg_input(sw, w, pkts[i], true);
+
+		uint64_t now = rte_rdtsc();
+		for (uint16_t p = 0; p < sw->nports; p++) {
+			struct dp_egress *q = &w->egress[p];
+
+			w->port[p].tx_pkts += dp_egress_flush(q, sw->port_ids[p],
+							      (uint16_t)w->index, now,
+							      &w->port[p].tx_bytes);
+			pending |= q->head != q->tail;
+		}
+		w->loops++;
+		if (got) {
+			w->busy_tsc += rte_rdtsc() - start;
+		} else if (idle_us) {
+			/* share the machine: sleep when idle, briefly when a
+			 * shaped queue waits for tokens */
+			struct timespec ts = { 0, (long)(pending ? 5 : idle_us) * 1000 };
+			nanosleep(&ts, NULL);
+		}
+	}
+	for (uint16_t p = 0; p < sw->nports; p++)
+		dp_egress_drain(&w->egress[p]);
+	return 0;
+}

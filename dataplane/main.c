@@ -1,0 +1,255 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * inca-switch: a DPDK L2 switch that aggregates all-reduce contributions
+ * in the network. EAL arguments first, then ours after "--".
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <rte_cycles.h>
+#include <rte_eal.h>
+#include <rte_ethdev.h>
+#include <rte_lcore.h>
+#include <rte_malloc.h>
+
+#include "dp_priv.h"
+
+static void usage(FILE *out, const char *prog)
+{
+	fprintf(out,
+		"Usage: %s [EAL options] -- --config FILE [options]\n"
+		"\n"
+		"A DPDK switch that forwards Ethernet (L2 learning) and aggregates\n"
+		"INCA all-reduce contributions (RoCEv2 UD to its address).\n"
+		"Ports are whatever the EAL gives it: NICs, or vdevs such as\n"
+		"  --vdev net_af_packet0,iface=veth0  --vdev net_af_xdp0,iface=veth1\n"
+		"Every lcore but the main one is a worker.\n"
+		"\n"
+		"Options:\n"
+		"  -c, --config FILE     switch address, ports and groups (JSON; see\n"
+		"                        docs/switch.md). Required.\n"
+		"  -r, --rate RATE       shape ports the config does not name, e.g. 1gbit\n"
+		"  -i, --idle-sleep US   sleep US microseconds when idle instead of busy\n"
+		"                        polling (for labs sharing a few cores)\n"
+		"  -s, --stats SEC       print a one-line summary every SEC seconds\n"
+		"  -f, --forward-only    no aggregation path: L2 forwarding only\n"
+		"                        (benchmark baseline)\n"
+		"  -h, --help            this text\n"
+		"\n"
+		"Counters: dpdk-telemetry.py, commands /inca/info, /inca/ports,\n"
+		"/inca/drops, /inca/groups, /inca/group,<id>.\n", prog);
+}
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	dp_sw.quit = true;
+}
+
+struct opts {
+	const char *config;
+	const char *rate;
+	long idle_us;
+	double stats_s;
+	bool forward_only;
+};
+
+static int parse_args(int argc, char **argv, struct opts *o)
+{
+	static const struct option longopts[] = {
+		{ "config", required_argument, NULL, 'c' },
+		{ "rate", required_argument, NULL, 'r' },
+		{ "idle-sleep", required_argument, NULL, 'i' },
+		{ "stats", required_argument, NULL, 's' },
+		{ "forward-only", no_argument, NULL, 'f' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	char *end;
+	int c;
+
+	o->idle_us = -1;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "c:r:i:s:fh", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'c':
+			o->config = optarg;
+			break;
+		case 'r':
+			o->rate = optarg;
+			break;
+		case 'i':
+			o->idle_us = strtol(optarg, &end, 10);
+			if (*end || o->idle_us < 0 || o->idle_us > 1000000) {
+				fprintf(stderr, "inca-switch: --idle-sleep: expected 0..1000000 "
+					"microseconds, got '%s'\n", optarg);
+				return -1;
+			}
+			break;
+		case 's':
+			o->stats_s = strtod(optarg, &end);
+			if (*end || !(o->stats_s >= 0.1 && o->stats_s <= 3600)) {
+				fprintf(stderr, "inca-switch: --stats: expected 0.1..3600 "
+					"seconds, got '%s'\n", optarg);
+				return -1;
+			}
+			break;
+		case 'f':
+			o->forward_only = true;
+			break;
+		case 'h':
+			usage(stdout, argv[0]);
+			exit(0);
+		default:
+			usage(stderr, argv[0]);
+			return -1;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "inca-switch: unexpected argument '%s'\n", argv[optind]);
+		return -1;
+	}
+	if (!o->config) {
+		fprintf(stderr, "inca-switch: --config FILE is required (try --help)\n");
+		return -1;
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static struct dp_config cfg;
+	struct dp_switch *sw = &dp_sw;
+	struct opts o = { 0 };
+	unsigned lcore;
+	int rc, ret = 1;
+
+	/* --help must work without EAL privileges or devices */
+	for (int i = 1; i < argc; i++)
+		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			usage(stdout, argv[0]);
+			return 0;
+		}
+	rc = rte_eal_init(argc, argv);
+	if (rc < 0) {
+		fprintf(stderr, "inca-switch: EAL initialisation failed: %s\n",
+			rte_strerror(rte_errno));
+		return 1;
+	}
+	argc -= rc;
+	argv += rc;
+	argv[0] = "inca-switch";
+	if (parse_args(argc, argv, &o))
+		goto err_eal;
+	if (o.rate && dp_parse_rate(o.rate, &cfg.port_default.rate_bps)) {
+		fprintf(stderr, "inca-switch: --rate: expected a rate such as 1gbit, "
+			"got '%s'\n", o.rate);
+		goto err_eal;
+	}
+	if (dp_config_load(&cfg, o.config))
+		goto err_eal;
+	if (o.idle_us >= 0)
+		cfg.idle_sleep_us = (uint32_t)o.idle_us;
+	cfg.forward_only = o.forward_only;
+	/* precise short sleeps for the idle back-off */
+	prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+
+	sw->cfg = &cfg;
+	sw->tsc_hz = rte_get_tsc_hz();
+	sw->start_tsc = rte_rdtsc();
+	RTE_LCORE_FOREACH_WORKER(lcore) {
+		struct dp_worker *w;
+		char name[RTE_RING_NAMESIZE];
+
+		if (sw->nworkers == DP_MAX_WORKERS)
+			break;
+		w = rte_zmalloc_socket("inca_worker", sizeof(*w), RTE_CACHE_LINE_SIZE,
+				       (int)rte_lcore_to_socket_id(lcore));
+		if (!w) {
+			DP_LOG(ERR, "out of memory for worker state\n");
+			goto err_workers;
+		}
+		w->index = sw->nworkers;
+		w->lcore = lcore;
+		snprintf(name, sizeof(name), "inca_handoff_%u", w->index);
+		w->handoff = rte_ring_create(name, DP_HANDOFF_SIZE,
+					     (int)rte_lcore_to_socket_id(lcore),
+					     RING_F_SC_DEQ);
+		sw->workers[sw->nworkers++] = w;
+		if (!w->handoff) {
+			DP_LOG(ERR, "handoff ring: %s\n", rte_strerror(rte_errno));
+			goto err_workers;
+		}
+	}
+	if (sw->nworkers == 0) {
+		fprintf(stderr, "inca-switch: no worker lcore: give the EAL at least two "
+			"(e.g. -l 0,1); the main lcore only does housekeeping\n");
+		goto err_workers;
+	}
+	sw->l2 = dp_l2_create(65536);
+	if (!sw->l2) {
+		DP_LOG(ERR, "out of memory for the L2 table\n");
+		goto err_workers;
+	}
+	if (dp_ports_init(sw))
+		goto err_ports;
+	if (dp_groups_init(sw))
+		goto err_groups;
+	dp_telemetry_init(sw);
+
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	for (unsigned i = 0; i < sw->nworkers; i++)
+		rte_eal_remote_launch(dp_worker_main, sw->workers[i], sw->workers[i]->lcore);
+
+	{
+		uint32_t a = cfg.switch_ip;
+		printf("inca-switch: ready: %u ports, %u groups, %u workers, address "
+		       "%u.%u.%u.%u\n", sw->nports, sw->ngroups, sw->nworkers, a >> 24,
+		       (a >> 16) & 0xff, (a >> 8) & 0xff, a & 0xff);
+		fflush(stdout);
+	}
+
+	/* housekeeping: MAC ageing, the stats line */
+	uint64_t next_stats = rte_rdtsc() + (uint64_t)(o.stats_s * (double)sw->tsc_hz);
+	uint64_t next_age = rte_rdtsc() + sw->tsc_hz;
+	while (!sw->quit) {
+		uint64_t now = rte_rdtsc();
+
+		if (now >= next_age) {
+			dp_l2_age(sw->l2, now, (uint64_t)cfg.mac_age_s * sw->tsc_hz);
+			next_age = now + sw->tsc_hz;
+		}
+		if (o.stats_s > 0 && now >= next_stats) {
+			dp_stats_line(sw, o.stats_s);
+			next_stats = now + (uint64_t)(o.stats_s * (double)sw->tsc_hz);
+		}
+		usleep(50000);
+	}
+	printf("inca-switch: stopping\n");
+	rte_eal_mp_wait_lcore();
+	if (o.stats_s > 0)
+		dp_stats_line(sw, o.stats_s);
+	ret = 0;
+
+err_groups:
+	dp_groups_free(sw);
+	dp_ports_close(sw);
+err_ports:
+	dp_l2_free(sw->l2);
+err_workers:
+	for (unsigned i = 0; i < sw->nworkers; i++) {
+		rte_ring_free(sw->workers[i]->handoff);
+		rte_free(sw->workers[i]);
+	}
+	dp_config_free(&cfg);
+err_eal:
+	rte_eal_cleanup();
+	return ret;
+}
