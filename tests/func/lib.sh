@@ -1,0 +1,51 @@
+# Helpers for the functional tests (bash): TAP-like output, the testbed,
+# telemetry queries. Source it; set BUILD first.
+set -u
+SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+TB="$SRC/deploy/testbed"
+PKT="$BUILD/tests/tools/inca-pkt"
+export INCA_TESTBED=${INCA_TESTBED:-incaft}
+PASSED=0
+FAILED=0
+
+need_root() {
+	if [ "$(id -u)" -ne 0 ]; then
+		echo "SKIP: needs root (network namespaces, DPDK)"
+		exit 77
+	fi
+}
+
+ok() { PASSED=$((PASSED + 1)); echo "ok - $*"; }
+not_ok() { FAILED=$((FAILED + 1)); echo "FAIL - $*"; }
+
+# check "description" command...: the command's exit status decides
+check() {
+	local what=$1
+	shift
+	if "$@"; then ok "$what"; else not_ok "$what"; fi
+}
+
+# quiet command...: run it without its output
+quiet() { "$@" >/dev/null 2>&1; }
+
+# expect_eq "description" actual expected
+expect_eq() {
+	if [ "$2" = "$3" ]; then ok "$1 ($2)"; else not_ok "$1: got '$2', want '$3'"; fi
+}
+
+finish() {
+	echo "$PASSED passed, $FAILED failed"
+	[ "$FAILED" -eq 0 ]
+}
+
+# telemetry CMD KEY.PATH: one value from the switch's telemetry
+telemetry() {
+	echo "$1" | dpdk-telemetry.py -f "$INCA_TESTBED-tb" 2>/dev/null |
+		/usr/bin/python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+v = list(d.values())[0]
+for k in sys.argv[1].split("."):
+    v = v[k]
+print(v)' "$2"
+}

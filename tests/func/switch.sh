@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# Functional tests of inca-switch on a 4-host testbed: every dtype/op,
+# duplicates, lost results, bad packets dropped and counted, L2 (TCP, ARP,
+# ping), and result packets checked by scapy. Usage: switch.sh BUILD_DIR
+BUILD=$(cd "${1:?usage: switch.sh BUILD_DIR}" && pwd)
+source "$(dirname "$0")/lib.sh"
+need_root
+
+WORK=$(mktemp -d /tmp/inca-func.XXXXXX)
+cleanup() {
+	[ -n "${CAP_PID:-}" ] && kill "$CAP_PID" 2>/dev/null
+	"$TB" down
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+QKEY=0x1234abcd
+cat > "$WORK/switch.json" <<JSON
+{
+  "switch": { "ip": "10.0.0.254", "idle_sleep_us": 20 },
+  "groups": [
+    { "id": 1, "qpn": 256, "qkey": "$QKEY", "window": 8, "elems_per_pkt": 256,
+      "members": [ { "ip": "10.0.0.1", "qpn": 17 }, { "ip": "10.0.0.2", "qpn": 18 },
+                   { "ip": "10.0.0.3", "qpn": 19 }, { "ip": "10.0.0.4", "qpn": 20 } ] },
+    { "id": 2, "qpn": 257, "qkey": "$QKEY", "window": 4, "elems_per_pkt": 128,
+      "reproducible": true,
+      "members": [ { "ip": "10.0.0.1", "qpn": 17 }, { "ip": "10.0.0.2", "qpn": 18 },
+                   { "ip": "10.0.0.3", "qpn": 19 }, { "ip": "10.0.0.4", "qpn": 20 } ] }
+  ]
+}
+JSON
+"$TB" up --hosts 4 --config "$WORK/switch.json" --switch "$BUILD/dataplane/inca-switch" ||
+	{ not_ok "testbed up"; finish; exit 1; }
+
+# per group: the next collective sequence number and packet counter
+declare -A SEQ=([1]=1 [2]=1) GBASE=([1]=0 [2]=0)
+
+# allreduce GROUP COUNT ELEMS "per-rank extra args" common args...
+# per-rank extras: "0:--dup 2:--drop-results 3" (rank:args, comma-free)
+allreduce() {
+	local group=$1 count=$2 elems=$3 extras=$4
+	shift 4
+	local qpn=$((255 + group)) window=8 pids=() r rc=0 extra
+	[ "$group" = 2 ] && window=4
+	for r in 0 1 2 3; do
+		extra=$(echo "$extras" | tr ' ' '\n' | sed -n "s/^$r://p" | tr '|' ' ')
+		# shellcheck disable=SC2086
+		"$TB" exec $((r + 1)) "$PKT" --switch 10.0.0.254 --group "$group" \
+			--qpn "$qpn" --qkey $QKEY --rank $r --nranks 4 --src-qpn $((17 + r)) \
+			--count "$count" --elems "$elems" --window $window \
+			--seq "${SEQ[$group]}" --gbase "${GBASE[$group]}" --quiet \
+			--deadline-s 20 $extra "$@" &
+		pids+=($!)
+	done
+	for r in "${pids[@]}"; do wait "$r" || rc=1; done
+	SEQ[$group]=$((SEQ[$group] + 1))
+	GBASE[$group]=$((GBASE[$group] + (count + elems - 1) / elems))
+	return $rc
+}
+
+# 1. every dtype and op, a count that leaves a partial last packet
+for dt in fp32 fp16 bf16 int32 int64 fp64; do
+	case $dt in int32|int64) ops="sum min max prod band bor bxor" ;; *) ops="sum min max prod" ;; esac
+	elems=256
+	case $dt in int64|fp64) elems=128 ;; esac
+	for op in $ops; do
+		check "group 1: $dt $op, 1001 elements" allreduce 1 1001 $elems "" --dtype $dt --op $op
+	done
+done
+check "group 1: fp32 sum, 300007 elements (1172 packets)" allreduce 1 300007 256 "" --dtype fp32 --op sum
+check "group 1: fp16 sum, 3 elements (one packet with PadCnt 2)" allreduce 1 3 256 "" --dtype fp16 --op sum
+check "group 2 (reproducible): fp32 sum, 5000 elements" allreduce 2 5000 128 "" --dtype fp32 --op sum
+check "group 2 (reproducible): bf16 prod, 777 elements" allreduce 2 777 128 "" --dtype bf16 --op prod
+
+# 2. duplicates and lost results
+before_dup=$(telemetry /inca/group,1 duplicates)
+check "duplicated contributions from every rank" allreduce 1 4000 256 "0:--dup 1:--dup 2:--dup 3:--dup" --dtype int32 --op sum
+after_dup=$(telemetry /inca/group,1 duplicates)
+check "the switch counted duplicates ($before_dup -> $after_dup)" test "$after_dup" -gt "$before_dup"
+before_rt=$(telemetry /inca/group,1 retransmits)
+check "rank 2 loses its first 5 results and retransmits" allreduce 1 4000 256 "2:--drop-results|5|--timeout-ms|30" --dtype fp32 --op max
+after_rt=$(telemetry /inca/group,1 retransmits)
+check "retained results answered retransmissions ($before_rt -> $after_rt)" test "$after_rt" -ge $((before_rt + 5))
+
+# 3. bad packets are dropped and counted, and the group still completes
+for kind in qkey:qkey nonmember:not_member slot:slot fanin:fanin; do
+	name=${kind%%:*} counter=${kind#*:}
+	before=$(telemetry /inca/group,1 "drops.$counter")
+	check "bad packet ($name) from rank 1, group completes" allreduce 1 600 256 "1:--bad|$name" --dtype fp32 --op sum
+	after=$(telemetry /inca/group,1 "drops.$counter")
+	expect_eq "group 1 counted one '$counter' drop" $((after - before)) 1
+done
+for kind in icrc:icrc trunc:trunc_inca group:group; do
+	name=${kind%%:*} counter=${kind#*:}
+	before=$(telemetry /inca/drops "$counter")
+	check "bad packet ($name) from rank 3, group completes" allreduce 1 600 128 "3:--bad|$name" --dtype int64 --op bxor
+	after=$(telemetry /inca/drops "$counter")
+	expect_eq "switch counted one '$counter' drop" $((after - before)) 1
+done
+
+# 4. result packets as an independent checker sees them
+"$TB" exec 1 dumpcap -q -i eth0 -f "udp port 4791" -w "$WORK/h1.pcapng" >/dev/null 2>&1 &
+CAP_PID=$!
+sleep 1.5
+check "all-reduce while capturing on host 1" allreduce 1 1500 256 "" --dtype bf16 --op sum
+sleep 0.5
+kill "$CAP_PID" 2>/dev/null
+wait "$CAP_PID" 2>/dev/null
+CAP_PID=
+check "scapy: result packets have valid ICRC and headers" \
+	/usr/bin/python3 "$SRC/tests/func/check_results.py" "$WORK/h1.pcapng" 10.0.0.254 17 $QKEY 1
+malformed=$(tshark -r "$WORK/h1.pcapng" -Y "_ws.malformed || _ws.expert.severity >= error" 2>/dev/null | wc -l)
+expect_eq "tshark: malformed packets in the capture" "$malformed" 0
+ud=$(tshark -r "$WORK/h1.pcapng" -Y "ip.src == 10.0.0.254 && infiniband.bth.opcode == 100" 2>/dev/null | wc -l)
+check "tshark dissects results as UD SEND only ($ud)" test "$ud" -ge 6
+
+# 5. ordinary traffic crosses the switch
+check "ping the switch" quiet "$TB" exec 1 ping -c 2 -W 2 10.0.0.254
+check "ping host to host" quiet "$TB" exec 2 ping -c 2 -W 2 10.0.0.3
+"$TB" exec 4 /usr/bin/python3 -c '
+import socket
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("10.0.0.4", 5001)); s.listen(1); s.settimeout(20)
+c, _ = s.accept(); c.settimeout(20)
+n = 0
+while True:
+    b = c.recv(65536)
+    if not b: break
+    c.sendall(b); n += len(b)
+' &
+SRV=$!
+sleep 0.5
+check "TCP: 4 MiB echoed host 1 <-> host 4 through the switch" "$TB" exec 1 /usr/bin/python3 -c '
+import os, socket, sys, threading
+data = os.urandom(4 << 20)
+s = socket.create_connection(("10.0.0.4", 5001), timeout=20)
+got = bytearray()
+def reader():
+    while True:
+        b = s.recv(65536)
+        if not b: break
+        got.extend(b)
+t = threading.Thread(target=reader); t.start()
+s.sendall(data); s.shutdown(socket.SHUT_WR)
+t.join(30)
+sys.exit(0 if got == data else 1)'
+wait "$SRV" 2>/dev/null
+arp=$(telemetry /inca/info arp_replies)
+check "the switch answered ARP for its address ($arp)" test "$arp" -ge 4
+
+"$TB" exec 1 ip neigh flush all 2>/dev/null
+finish
