@@ -185,6 +185,22 @@ static void process(struct dp_switch *sw, struct dp_worker *w,
 	}
 }
 
+/* Untagged IPv4/UDP to the switch's address and port 4791? (Only a hint
+ * for prefetching; process() does the real classification.) */
+static inline bool is_contribution(const struct dp_switch *sw,
+				   const struct rte_mbuf *m)
+{
+	const struct rte_ether_hdr *eth = rte_pktmbuf_mtod(m, const struct rte_ether_hdr *);
+	const struct rte_ipv4_hdr *ip = (const struct rte_ipv4_hdr *)(eth + 1);
+	const struct rte_udp_hdr *udp = (const struct rte_udp_hdr *)(ip + 1);
+
+	return m->data_len >= 64 && !sw->cfg->forward_only &&
+	       eth->ether_type == RTE_BE16(RTE_ETHER_TYPE_IPV4) &&
+	       ip->dst_addr == rte_cpu_to_be_32(sw->cfg->switch_ip) &&
+	       ip->next_proto_id == IPPROTO_UDP &&
+	       udp->dst_port == RTE_BE16(AGG_ROCEV2_UDP_PORT);
+}
+
 int dp_worker_main(void *arg)
 {
 	struct dp_worker *w = arg;
@@ -203,11 +219,22 @@ int dp_worker_main(void *arg)
 			uint16_t n = rte_eth_rx_burst(sw->port_ids[p], (uint16_t)w->index,
 						      pkts, DP_BURST);
 			got += n;
+			/* The aggregation path reads every payload byte: pull
+			 * whole contributions in ahead of use, the rest only
+			 * needs its headers. */
+			for (uint16_t i = 0; i < n; i++)
+				rte_prefetch0(rte_pktmbuf_mtod(pkts[i], void *));
+			for (uint16_t i = 0; i < n; i++)
+				if (is_contribution(sw, pkts[i]))
+					for (uint32_t off = RTE_CACHE_LINE_SIZE;
+					     off < pkts[i]->data_len; off += RTE_CACHE_LINE_SIZE)
+						rte_prefetch0(rte_pktmbuf_mtod_offset(pkts[i], char *, off));
 			for (uint16_t i = 0; i < n; i++) {
-				if (i + 1 < n)
-					rte_prefetch0(rte_pktmbuf_mtod(pkts[i + 1], void *));
 				w->port[p].rx_pkts++;
 				w->port[p].rx_bytes += pkts[i]->pkt_len;
+				/* not every PMD sets it (net_ring does not); the
+				 * aggregation path and hand-offs rely on it */
+				pkts[i]->port = sw->port_ids[p];
 				process(sw, w, pkts[i], p, start);
 			}
 		}
