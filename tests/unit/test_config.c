@@ -1,0 +1,184 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* inca-switch's configuration: every error names file, field and what was
+ * expected; a valid file gives exactly the values it says. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "dp_priv.h"
+
+static char path[64];
+static char errbuf[4096];
+
+/* Load a config written from text; capture what it prints on stderr. */
+static int load(const char *json, struct dp_config *cfg)
+{
+	FILE *f;
+	int saved, rc;
+	char errpath[] = "/tmp/inca-cfg-err-XXXXXX";
+	int efd = mkstemp(errpath);
+
+	snprintf(path, sizeof(path), "/tmp/inca-cfg-%d.json", getpid());
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fputs(json, f);
+	fclose(f);
+	memset(cfg, 0, sizeof(*cfg));
+	fflush(stderr);
+	saved = dup(2);
+	dup2(efd, 2);
+	rc = dp_config_load(cfg, path);
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	memset(errbuf, 0, sizeof(errbuf));
+	lseek(efd, 0, SEEK_SET);
+	ssize_t n = read(efd, errbuf, sizeof(errbuf) - 1);
+	(void)n;
+	close(efd);
+	unlink(errpath);
+	unlink(path);
+	return rc;
+}
+
+#define MEMBERS "[{\"ip\":\"10.0.0.1\",\"qpn\":17},{\"ip\":\"10.0.0.2\",\"qpn\":18}]"
+
+static void test_errors_name_the_field(void **state)
+{
+	static const struct { const char *json, *msg; } cases[] = {
+		{ "{", "line 1 column 1: string or '}' expected near end of file" },
+		{ "{}", ": switch: missing (needs at least \"ip\")" },
+		{ "{\"switch\":{\"ip\":\"10.0.0\"}}",
+		  ": switch.ip: expected an IPv4 address such as \"10.0.0.254\"" },
+		{ "{\"switch\":{\"ip\":\"255.255.255.255\"}}",
+		  ": switch.ip: expected a unicast IPv4 address, got 255.255.255.255" },
+		{ "{\"switch\":{\"ip\":\"10.0.0.254\"},\"grups\":[]}",
+		  ": (top level).grups: unknown field" },
+		{ "{\"switch\":{\"ip\":\"10.0.0.254\",\"rate\":\"fast\"}}",
+		  ": switch.rate: expected a rate such as \"1gbit\"" },
+		{ "{\"switch\":{\"ip\":\"10.0.0.254\",\"idle_sleep_us\":-1}}",
+		  ": switch.idle_sleep_us: expected 0..1000000, got -1" },
+		{ "{\"switch\":{\"ip\":\"10.0.0.254\"},\"ports\":[{\"port\":40}]}",
+		  ": ports[0].port: expected 0..31, got 40" },
+		{ "{\"switch\":{\"ip\":\"10.0.0.254\"},\"ports\":[{\"port\":1},{\"port\":1}]}",
+		  ": ports[1].port: port 1 is listed twice" },
+		{ "{\"switch\":{\"ip\":\"10.0.0.254\"},\"groups\":[{\"id\":5,\"qpn\":256,\"qkey\":1,"
+		  "\"members\":[{\"ip\":\"10.0.0.1\",\"qpn\":1}]}]}",
+		  ": groups[0].members[0].qpn: expected 2..16777215, got 1" },
+		{ "{\"switch\":{\"ip\":\"10.0.0.254\"},\"groups\":[{\"id\":5,\"qpn\":256,"
+		  "\"members\":" MEMBERS "}]}",
+		  ": groups[0].qkey: missing" },
+		{ "{\"switch\":{\"ip\":\"10.0.0.254\"},\"groups\":[{\"id\":5,\"qpn\":256,\"qkey\":1,"
+		  "\"window\":0,\"members\":" MEMBERS "}]}",
+		  ": groups[0].window: expected 1..4096, got 0" },
+		{ "{\"switch\":{\"ip\":\"10.0.0.254\"},\"groups\":[{\"id\":5,\"qpn\":256,\"qkey\":1,"
+		  "\"dtypes\":[\"fp8\"],\"members\":" MEMBERS "}]}",
+		  ": groups[0].dtypes[0]: expected one of fp32, fp16, bf16, int32, int64, fp64" },
+		{ "{\"switch\":{\"ip\":\"10.0.0.254\"},\"groups\":[{\"id\":5,\"qpn\":256,\"qkey\":1,"
+		  "\"members\":[{\"ip\":\"10.0.0.1\",\"qpn\":17},{\"ip\":\"10.0.0.1\",\"qpn\":17}]}]}",
+		  ": groups[0]: members[]: two members share an address and QPN" },
+		{ "{\"switch\":{\"ip\":\"10.0.0.254\"},\"groups\":[{\"id\":5,\"qpn\":256,\"qkey\":1,"
+		  "\"members\":" MEMBERS "},{\"id\":5,\"qpn\":257,\"qkey\":1,\"members\":" MEMBERS "}]}",
+		  ": groups[1].id: group 5 is defined twice" },
+		{ "{\"switch\":{\"ip\":\"10.0.0.254\"},\"groups\":[{\"id\":5,\"qpn\":256,\"qkey\":1,"
+		  "\"members\":" MEMBERS "},{\"id\":6,\"qpn\":256,\"qkey\":1,\"members\":" MEMBERS "}]}",
+		  ": groups[1].qpn: QPN 256 is already group 5's" },
+		{ "{\"switch\":{\"ip\":\"10.0.0.254\"},\"groups\":[{\"id\":5,\"qpn\":256,\"qkey\":1,"
+		  "\"members\":[{\"ip\":\"10.0.0.1\",\"qpn\":17,\"mac\":\"ff:ff:ff:ff:ff:ff\"}]}]}",
+		  ": groups[0].members[0].mac: expected a unicast MAC address" },
+		{ "{\"switch\":{\"ip\":\"10.0.0.254\"},\"groups\":[{\"id\":5,\"qpn\":256,\"qkey\":1,"
+		  "\"membres\":[]}]}",
+		  ": groups[0].membres: unknown field" },
+		{ "{\"switch\":{\"ip\":\"10.0.0.254\",\"ip\":\"10.0.0.1\"}}",
+		  "duplicate object key" },
+		{ "{\"switch\":{\"ip\":\"10.0.0.254\"},\"groups\":[{\"id\":5,\"qpn\":256,\"qkey\":\"0xzz\","
+		  "\"members\":" MEMBERS "}]}",
+		  ": groups[0].qkey: expected an integer, got \"0xzz\"" },
+	};
+	struct dp_config cfg;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int rc = load(cases[i].json, &cfg);
+		if (rc != -EINVAL || !strstr(errbuf, cases[i].msg) || !strstr(errbuf, path))
+			fail_msg("case %zu: rc %d, stderr '%s', want '%s'", i, rc, errbuf,
+				 cases[i].msg);
+		assert_null(cfg.groups);
+	}
+	memset(&cfg, 0, sizeof(cfg));
+	assert_int_equal(dp_config_load(&cfg, "/nonexistent/inca.json"), -EINVAL);
+}
+
+static void test_valid_config(void **state)
+{
+	struct dp_config cfg;
+
+	(void)state;
+	assert_int_equal(load(
+		"{\"switch\":{\"ip\":\"10.1.2.3\",\"result_dscp\":46,\"idle_sleep_us\":20,"
+		"\"rate\":\"2.5gbit\",\"queue_kb\":64},"
+		"\"ports\":[{\"port\":2,\"rate\":\"100mbit\"}],"
+		"\"groups\":[{\"id\":7,\"qpn\":\"0x100\",\"qkey\":\"0xdeadbeef\",\"window\":16,"
+		"\"elems_per_pkt\":512,\"dtypes\":[\"bf16\",\"int32\"],\"reproducible\":true,"
+		"\"members\":[{\"ip\":\"10.1.2.4\",\"qpn\":17,\"mac\":\"02:00:00:00:00:04\"},"
+		"{\"ip\":\"10.1.2.5\",\"qpn\":18,\"fanin\":3}]}]}", &cfg), 0);
+	assert_int_equal(cfg.switch_ip, 0x0a010203);
+	assert_int_equal(cfg.result_dscp, 46);
+	assert_int_equal(cfg.idle_sleep_us, 20);
+	assert_true(cfg.port_default.rate_bps == 2500000000ull);
+	assert_int_equal(cfg.port_default.queue_bytes, 64 * 1024);
+	assert_true(cfg.ports[2].set);
+	assert_true(cfg.ports[2].rate_bps == 100000000ull);
+	assert_int_equal(cfg.ports[2].queue_bytes, 64 * 1024);   /* inherited */
+	assert_false(cfg.ports[0].set);
+	assert_int_equal(cfg.ngroups, 1);
+	const struct agg_group_config *g = &cfg.groups[0].agg;
+	assert_int_equal(g->group_id, 7);
+	assert_int_equal(g->qpn, 0x100);
+	assert_int_equal(g->qkey, 0xdeadbeef);
+	assert_int_equal(g->window, 16);
+	assert_int_equal(g->elems_per_pkt, 512);
+	assert_int_equal(g->dtype_mask, (1u << AGG_DTYPE_BF16) | (1u << AGG_DTYPE_INT32));
+	assert_true(g->reproducible);
+	assert_int_equal(g->nmembers, 2);
+	assert_int_equal(g->members[0].ip, 0x0a010204);
+	assert_int_equal(g->members[0].mac[5], 4);
+	assert_int_equal(g->members[0].fanin, 1);
+	assert_int_equal(g->members[1].qpn, 18);
+	assert_int_equal(g->members[1].fanin, 3);
+	dp_config_free(&cfg);
+	assert_null(cfg.groups);
+}
+
+static void test_rates(void **state)
+{
+	uint64_t r;
+
+	(void)state;
+	assert_int_equal(dp_parse_rate("1gbit", &r), 0);
+	assert_true(r == 1000000000ull);
+	assert_int_equal(dp_parse_rate("100Mbit", &r), 0);
+	assert_true(r == 100000000ull);
+	assert_int_equal(dp_parse_rate("1500000", &r), 0);
+	assert_true(r == 1500000ull);
+	assert_int_equal(dp_parse_rate("0.5kbit", &r), -ERANGE);
+	assert_int_equal(dp_parse_rate("1gbyte", &r), -EINVAL);
+	assert_int_equal(dp_parse_rate("-1gbit", &r), -EINVAL);
+	assert_int_equal(dp_parse_rate("", &r), -EINVAL);
+	assert_int_equal(dp_parse_rate("nan", &r), -EINVAL);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_errors_name_the_field),
+		cmocka_unit_test(test_valid_config),
+		cmocka_unit_test(test_rates),
+	};
+	return cmocka_run_group_tests_name("config", tests, NULL, NULL);
+}
