@@ -22,6 +22,7 @@ struct ctx {
 	char field[160];
 };
 
+__attribute__((format(printf, 2, 3)))
 static int bad(struct ctx *c, const char *fmt, ...)
 {
 	va_list ap;
@@ -34,6 +35,7 @@ static int bad(struct ctx *c, const char *fmt, ...)
 	return -EINVAL;
 }
 
+__attribute__((format(printf, 2, 3)))
 static void at(struct ctx *c, const char *fmt, ...)
 {
 	va_list ap;
