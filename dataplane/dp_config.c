@@ -69,6 +69,43 @@ int dp_parse_rate(const char *s, uint64_t *bps)
 	return -EINVAL;
 }
 
+int dp_parse_impair(const char *s, struct dp_impair *out, const char **bad)
+{
+	static const char *const words[] = { "loss", "duplicate", "reorder" };
+	uint32_t *fields[] = { &out->loss, &out->duplicate, &out->reorder };
+	char buf[256], *save = NULL, *tok;
+
+	memset(out, 0, sizeof(*out));
+	if (strlen(s) >= sizeof(buf)) {
+		*bad = s;
+		return -EINVAL;
+	}
+	strcpy(buf, s);
+	for (tok = strtok_r(buf, " \t", &save); tok; tok = strtok_r(NULL, " \t", &save)) {
+		size_t k;
+		for (k = 0; k < 3 && strcmp(tok, words[k]); k++)
+			;
+		if (k == 3) {
+			*bad = s + (tok - buf);
+			return -EINVAL;
+		}
+		char *val = strtok_r(NULL, " \t", &save), *end;
+		if (!val) {
+			*bad = s + (tok - buf);
+			return -EINVAL;
+		}
+		errno = 0;
+		double pct = strtod(val, &end);
+		if (errno || end == val || strcmp(end, "%") || !(pct >= 0 && pct <= 100)) {
+			*bad = s + (val - buf);
+			return -EINVAL;
+		}
+		*fields[k] = (uint32_t)(pct / 100.0 * 4294967295.0);
+		out->on = true;
+	}
+	return 0;
+}
+
 static int get_ipv4(struct ctx *c, json_t *v, uint32_t *out)
 {
 	struct in_addr a;
@@ -295,7 +332,7 @@ int dp_config_load(struct dp_config *cfg, const char *path)
 {
 	static const char *const top_keys[] = { "switch", "ports", "groups", NULL };
 	static const char *const sw_keys[] = { "ip", "result_dscp", "idle_sleep_us",
-		"mac_age_s", "rate", "queue_kb", NULL };
+		"mac_age_s", "rate", "queue_kb", "impair", NULL };
 	struct ctx c = { .path = path };
 	json_error_t jerr;
 	json_t *root, *sw, *v, *e;
@@ -348,6 +385,16 @@ int dp_config_load(struct dp_config *cfg, const char *path)
 		if ((rc = get_uint(&c, v, 1, 86400, &u)))
 			goto out;
 		cfg->mac_age_s = (uint32_t)u;
+	}
+	if ((v = json_object_get(sw, "impair"))) {
+		const char *where = NULL;
+		at(&c, "switch.impair");
+		if (!json_is_string(v) ||
+		    dp_parse_impair(json_string_value(v), &cfg->impair, &where)) {
+			rc = bad(&c, "expected netem-style \"loss 1%% duplicate 1%% reorder 5%%\"%s%s",
+				 where ? ", stuck at: " : "", where ? where : "");
+			goto out;
+		}
 	}
 	at(&c, "switch");
 	{

@@ -56,6 +56,15 @@ struct dp_port_cfg {
 	bool set;                /* named in the config file */
 };
 
+/* Link impairment emulated by the switch on every port, both directions
+ * (for kernels without tc netem): probabilities scaled to 2^32. */
+struct dp_impair {
+	uint32_t loss;
+	uint32_t duplicate;
+	uint32_t reorder;            /* egress: held back behind the next packet */
+	bool on;
+};
+
 struct dp_group_cfg {
 	struct agg_group_config agg;
 	struct agg_member *members;
@@ -72,6 +81,7 @@ struct dp_config {
 	uint16_t ngroups;
 	struct dp_group_cfg *groups;
 	bool forward_only;           /* benchmark: no aggregation path */
+	struct dp_impair impair;
 };
 
 /* Parse and validate; on error prints "FILE: FIELD: what was expected"
@@ -80,6 +90,9 @@ int dp_config_load(struct dp_config *cfg, const char *path);
 void dp_config_free(struct dp_config *cfg);
 /* "1gbit", "100mbit", "2.5gbit", "500kbit", "1000000" (bit/s) */
 int dp_parse_rate(const char *s, uint64_t *bps);
+/* netem-style "loss 1% duplicate 1% reorder 5%"; on error *bad points at
+ * the offending word. */
+int dp_parse_impair(const char *s, struct dp_impair *out, const char **bad);
 
 /* ---- L2 table (dp_l2.c): lock-free, shared by all workers ---- */
 
@@ -134,6 +147,11 @@ struct dp_worker {
 	uint64_t agg_drops[AGG_E__COUNT];    /* decode failures by reason */
 	uint64_t arp_replies, icmp_replies, floods, handoffs;
 	uint64_t busy_tsc, loops;
+	/* link impairment emulation */
+	uint64_t rng;
+	struct rte_mbuf *held[DP_MAX_PORTS];
+	uint64_t held_tsc[DP_MAX_PORTS];
+	uint64_t impair_lost, impair_duplicated, impair_reordered;
 } __rte_cache_aligned;
 
 /* A configured group and what the data path learns about its members. */

@@ -20,14 +20,71 @@ RTE_LOG_REGISTER_DEFAULT(dp_logtype, INFO);
 
 struct dp_switch dp_sw;
 
-void dp_tx(struct dp_switch *sw, struct dp_worker *w, uint16_t port_idx,
-	   struct rte_mbuf *m)
+static void egress(struct dp_worker *w, uint16_t port_idx, struct rte_mbuf *m)
 {
-	(void)sw;
 	if (unlikely(!dp_egress_enqueue(&w->egress[port_idx], m))) {
 		w->drops[DP_DROP_EGRESS_FULL]++;
 		w->port[port_idx].egress_drops++;
 		rte_pktmbuf_free(m);
+	}
+}
+
+/* xorshift64: the impairment emulation's coin */
+static inline uint32_t coin(struct dp_worker *w)
+{
+	w->rng ^= w->rng << 13;
+	w->rng ^= w->rng >> 7;
+	w->rng ^= w->rng << 17;
+	return (uint32_t)(w->rng >> 32);
+}
+
+/* Loss and duplication as a link would do them; true if m was consumed. */
+static bool impair_link(struct dp_switch *sw, struct dp_worker *w,
+			struct rte_mbuf *m, struct rte_mbuf **dup)
+{
+	const struct dp_impair *im = &sw->cfg->impair;
+
+	*dup = NULL;
+	if (im->loss && coin(w) < im->loss) {
+		w->impair_lost++;
+		rte_pktmbuf_free(m);
+		return true;
+	}
+	if (im->duplicate && coin(w) < im->duplicate) {
+		*dup = rte_pktmbuf_copy(m, w->pool, 0, UINT32_MAX);
+		if (*dup) {
+			(*dup)->port = m->port;
+			w->impair_duplicated++;
+		}
+	}
+	return false;
+}
+
+void dp_tx(struct dp_switch *sw, struct dp_worker *w, uint16_t port_idx,
+	   struct rte_mbuf *m)
+{
+	const struct dp_impair *im = &sw->cfg->impair;
+	struct rte_mbuf *dup;
+
+	if (likely(!im->on)) {
+		egress(w, port_idx, m);
+		return;
+	}
+	if (impair_link(sw, w, m, &dup))
+		return;
+	if (dup)
+		egress(w, port_idx, dup);
+	if (im->reorder && !w->held[port_idx] && coin(w) < im->reorder) {
+		/* overtaken by the next packet to this port (or sent after 1 ms) */
+		w->held[port_idx] = m;
+		w->held_tsc[port_idx] = rte_rdtsc();
+		w->impair_reordered++;
+		return;
+	}
+	egress(w, port_idx, m);
+	if (w->held[port_idx]) {
+		egress(w, port_idx, w->held[port_idx]);
+		w->held[port_idx] = NULL;
 	}
 }
 
@@ -208,8 +265,10 @@ int dp_worker_main(void *arg)
 	struct rte_mbuf *pkts[DP_BURST];
 	const uint32_t idle_us = sw->cfg->idle_sleep_us;
 
-	DP_LOG(INFO, "worker %u on lcore %u: %s\n", w->index, w->lcore,
-	       idle_us ? "idle back-off" : "busy polling");
+	w->rng = rte_rdtsc() ^ ((uint64_t)w->lcore << 32) ^ 0x9e3779b97f4a7c15ull;
+	DP_LOG(INFO, "worker %u on lcore %u: %s%s\n", w->index, w->lcore,
+	       idle_us ? "idle back-off" : "busy polling",
+	       sw->cfg->impair.on ? ", emulating link impairment" : "");
 	while (!sw->quit) {
 		uint64_t start = rte_rdtsc();
 		uint32_t got = 0;
@@ -235,6 +294,13 @@ int dp_worker_main(void *arg)
 				/* not every PMD sets it (net_ring does not); the
 				 * aggregation path and hand-offs rely on it */
 				pkts[i]->port = sw->port_ids[p];
+				if (unlikely(sw->cfg->impair.on)) {
+					struct rte_mbuf *dup;
+					if (impair_link(sw, w, pkts[i], &dup))
+						continue;
+					if (dup)
+						process(sw, w, dup, p, start);
+				}
 				process(sw, w, pkts[i], p, start);
 			}
 		}
@@ -246,6 +312,12 @@ int dp_worker_main(void *arg)
 		uint64_t now = rte_rdtsc();
 		for (uint16_t p = 0; p < sw->nports; p++) {
 			struct dp_egress *q = &w->egress[p];
+
+			if (unlikely(w->held[p] != NULL) &&
+			    now - w->held_tsc[p] > sw->tsc_hz / 1000) {
+				egress(w, p, w->held[p]);
+				w->held[p] = NULL;
+			}
 
 			w->port[p].tx_pkts += dp_egress_flush(q, sw->port_ids[p],
 							      (uint16_t)w->index, now,
@@ -262,7 +334,10 @@ int dp_worker_main(void *arg)
 			nanosleep(&ts, NULL);
 		}
 	}
-	for (uint16_t p = 0; p < sw->nports; p++)
+	for (uint16_t p = 0; p < sw->nports; p++) {
 		dp_egress_drain(&w->egress[p]);
+		rte_pktmbuf_free(w->held[p]);
+		w->held[p] = NULL;
+	}
 	return 0;
 }

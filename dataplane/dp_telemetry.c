@@ -23,6 +23,7 @@ struct totals {
 	uint64_t drops[DP_DROP_COUNT];
 	uint64_t agg_drops[AGG_E__COUNT];
 	uint64_t arp_replies, icmp_replies, floods, handoffs;
+	uint64_t impair_lost, impair_duplicated, impair_reordered;
 	uint64_t contributions, completions, duplicates, retransmits, preempted;
 	uint64_t busy_tsc;
 };
@@ -48,6 +49,9 @@ static void sum(struct dp_switch *sw, struct totals *t)
 		t->icmp_replies += w->icmp_replies;
 		t->floods += w->floods;
 		t->handoffs += w->handoffs;
+		t->impair_lost += w->impair_lost;
+		t->impair_duplicated += w->impair_duplicated;
+		t->impair_reordered += w->impair_reordered;
 		t->busy_tsc += w->busy_tsc;
 	}
 	for (uint16_t g = 0; g < sw->ngroups; g++) {
@@ -102,6 +106,9 @@ static int cmd_info(const char *cmd, const char *params, struct rte_tel_data *d)
 	rte_tel_data_add_dict_u64(d, "floods", t.floods);
 	rte_tel_data_add_dict_u64(d, "handoffs", t.handoffs);
 	rte_tel_data_add_dict_u64(d, "drops", total_drops(&t));
+	rte_tel_data_add_dict_u64(d, "impair_lost", t.impair_lost);
+	rte_tel_data_add_dict_u64(d, "impair_duplicated", t.impair_duplicated);
+	rte_tel_data_add_dict_u64(d, "impair_reordered", t.impair_reordered);
 	return 0;
 }
 

@@ -38,6 +38,9 @@ static void usage(FILE *out, const char *prog)
 		"  -i, --idle-sleep US   sleep US microseconds when idle instead of busy\n"
 		"                        polling (for labs sharing a few cores)\n"
 		"  -s, --stats SEC       print a one-line summary every SEC seconds\n"
+		"  -m, --impair SPEC     emulate link impairment on every port, both\n"
+		"                        directions, netem-style: \"loss 1%% duplicate 1%%\n"
+		"                        reorder 5%%\" (for kernels without tc netem)\n"
 		"  -f, --forward-only    no aggregation path: L2 forwarding only\n"
 		"                        (benchmark baseline)\n"
 		"  -h, --help            this text\n"
@@ -58,6 +61,7 @@ struct opts {
 	long idle_us;
 	double stats_s;
 	bool forward_only;
+	const char *impair;
 };
 
 static int parse_args(int argc, char **argv, struct opts *o)
@@ -68,6 +72,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{ "idle-sleep", required_argument, NULL, 'i' },
 		{ "stats", required_argument, NULL, 's' },
 		{ "forward-only", no_argument, NULL, 'f' },
+		{ "impair", required_argument, NULL, 'm' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -76,7 +81,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 
 	o->idle_us = -1;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "c:r:i:s:fh", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "c:r:i:s:fm:h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'c':
 			o->config = optarg;
@@ -102,6 +107,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			break;
 		case 'f':
 			o->forward_only = true;
+			break;
+		case 'm':
+			o->impair = optarg;
 			break;
 		case 'h':
 			usage(stdout, argv[0]);
@@ -156,6 +164,17 @@ int main(int argc, char **argv)
 		goto err_eal;
 	if (o.idle_us >= 0)
 		cfg.idle_sleep_us = (uint32_t)o.idle_us;
+	if (o.impair) {
+		const char *where = NULL;
+		if (dp_parse_impair(o.impair, &cfg.impair, &where)) {
+			fprintf(stderr, "inca-switch: --impair: expected \"loss 1%% duplicate 1%% "
+				"reorder 5%%\", stuck at '%s'\n", where ? where : o.impair);
+			goto err_config;
+		}
+	}
+	if (cfg.impair.on)
+		DP_LOG(WARNING, "emulating link impairment on every port: %s\n",
+		       o.impair ? o.impair : "from the config file");
 	cfg.forward_only = o.forward_only;
 	/* precise short sleeps for the idle back-off */
 	prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
@@ -248,6 +267,7 @@ err_workers:
 		rte_ring_free(sw->workers[i]->handoff);
 		rte_free(sw->workers[i]);
 	}
+err_config:
 	dp_config_free(&cfg);
 err_eal:
 	rte_eal_cleanup();

@@ -9,7 +9,10 @@
  * on bursts that carried packets), plus the ratio of the two modes.
  * Prints figures; asserts nothing about speed.
  */
+#define _GNU_SOURCE    /* nftw */
+#include <ftw.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -153,6 +156,14 @@ static int run_phase(struct dp_switch *sw, uint16_t members, uint16_t elems,
 	return 0;
 }
 
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	(void)sb;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
 int main(int argc, char **argv)
 {
 	static struct dp_config cfg;
@@ -273,6 +284,9 @@ int main(int argc, char **argv)
 	       (unsigned long long)st->drops[AGG_E_MISMATCH]);
 	dp_groups_free(sw);
 	dp_ports_close(sw);
+	char dir[PATH_MAX];
+	snprintf(dir, sizeof(dir), "%s", rte_eal_get_runtime_dir());
 	rte_eal_cleanup();
+	nftw(dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);   /* leave nothing behind */
 	return 0;
 }

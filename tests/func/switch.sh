@@ -158,4 +158,29 @@ check "2 workers: group 2 (worker 1), fp32 sum, 20000 elements" allreduce 2 2000
 expect_eq "2 workers: group 2 belongs to worker" "$(telemetry /inca/group,2 worker)" 1
 handoffs=$(telemetry /inca/info handoffs)
 check "2 workers: contributions were handed to the owning worker ($handoffs)" test "$handoffs" -gt 0
+
+# 7. a lossy, duplicating, reordering network on every host link (emulated
+# by the switch: these kernels have no sch_netem); the --stats line; a clean
+# stop on SIGTERM
+"$TB" up --hosts 4 --impair "loss 3% duplicate 3% reorder 10%" --stats 0.5 \
+	--config "$WORK/switch.json" --switch "$BUILD/dataplane/inca-switch" ||
+	{ not_ok "testbed up with impaired links"; finish; exit 1; }
+SEQ=([1]=1 [2]=1)
+GBASE=([1]=0 [2]=0)
+check "impaired links: fp32 sum, 60000 elements" allreduce 1 60000 256 "" --dtype fp32 --op sum --timeout-ms 20
+check "impaired links: reproducible bf16 sum, 20000 elements" allreduce 2 20000 128 "" --dtype bf16 --op sum --timeout-ms 20
+rt=$(telemetry /inca/info retransmits)
+check "impaired links: the switch answered retransmissions ($rt)" test "$rt" -gt 0
+for k in impair_lost impair_duplicated impair_reordered; do
+	n=$(telemetry /inca/info $k)
+	check "impaired links: $k > 0 ($n)" test "$n" -gt 0
+done
+log=/run/inca-testbed/$INCA_TESTBED/switch.log
+sleep 0.6
+check "--stats prints a summary line" grep -q "^inca-switch: rx .* pps, tx .* pps, contributions" "$log"
+pid=$(cat "/run/inca-testbed/$INCA_TESTBED/switch.pid")
+kill -TERM "$pid"
+for _ in $(seq 50); do [ -d "/proc/$pid" ] || break; sleep 0.1; done
+check "SIGTERM stops the switch" test ! -d "/proc/$pid"
+check "the switch said it was stopping" grep -q "^inca-switch: stopping" "$log"
 finish

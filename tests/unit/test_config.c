@@ -155,6 +155,34 @@ static void test_valid_config(void **state)
 	assert_null(cfg.groups);
 }
 
+static void test_impair(void **state)
+{
+	struct dp_impair im;
+	const char *bad = NULL;
+	const char *spec = "loss 1% duplicate 0.5% reorder 100%";
+
+	(void)state;
+	assert_int_equal(dp_parse_impair(spec, &im, &bad), 0);
+	assert_true(im.on);
+	assert_int_equal(im.loss, (uint32_t)(0.01 * 4294967295.0));
+	assert_int_equal(im.duplicate, (uint32_t)(0.005 * 4294967295.0));
+	assert_int_equal(im.reorder, 4294967295u);
+	assert_int_equal(dp_parse_impair("", &im, &bad), 0);
+	assert_false(im.on);
+	spec = "loss 1% delay 1ms";
+	assert_int_equal(dp_parse_impair(spec, &im, &bad), -EINVAL);
+	assert_string_equal(bad, "delay 1ms");
+	spec = "loss 101%";
+	assert_int_equal(dp_parse_impair(spec, &im, &bad), -EINVAL);
+	assert_string_equal(bad, "101%");
+	spec = "loss";
+	assert_int_equal(dp_parse_impair(spec, &im, &bad), -EINVAL);
+	assert_string_equal(bad, "loss");
+	spec = "loss 1";
+	assert_int_equal(dp_parse_impair(spec, &im, &bad), -EINVAL);
+	assert_string_equal(bad, "1");
+}
+
 static void test_rates(void **state)
 {
 	uint64_t r;
@@ -179,6 +207,7 @@ int main(void)
 		cmocka_unit_test(test_errors_name_the_field),
 		cmocka_unit_test(test_valid_config),
 		cmocka_unit_test(test_rates),
+		cmocka_unit_test(test_impair),
 	};
 	return cmocka_run_group_tests_name("config", tests, NULL, NULL);
 }
