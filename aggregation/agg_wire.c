@@ -80,6 +80,46 @@ uint16_t agg_ipv4_csum(const uint8_t *ip, size_t len)
 	return (uint16_t)~sum;
 }
 
+/* The INCA header's own fields, before any length is looked at. */
+static int hdr_check(const struct agg_hdr *hdr)
+{
+	if (hdr->version != AGG_VERSION)
+		return -AGG_E_VERSION;
+	if (hdr->type < AGG_TYPE_CONTRIB || hdr->type > AGG_TYPE_CONTROL)
+		return -AGG_E_TYPE;
+	if (hdr->dtype >= AGG_DTYPE_COUNT)
+		return -AGG_E_DTYPE;
+	if (hdr->op >= AGG_OP_COUNT)
+		return -AGG_E_OP;
+	if (agg_op_check(hdr->dtype, hdr->op))
+		return -AGG_E_OP_DTYPE;
+	if (hdr->flags & ~AGG_FLAGS_KNOWN)
+		return -AGG_E_FLAGS;
+	return 0;
+}
+
+int agg_decode_msg(const void *msg, size_t len, struct agg_hdr *hdr,
+		   const uint8_t **payload)
+{
+	size_t elems;
+	int rc;
+
+	if (len < AGG_INCA_HLEN)
+		return -AGG_E_TRUNC_INCA;
+	agg_hdr_read(msg, hdr);
+	rc = hdr_check(hdr);
+	if (rc)
+		return rc;
+	elems = (size_t)hdr->count * agg_dtype_size(hdr->dtype);
+	if ((hdr->count == 0 && hdr->type != AGG_TYPE_CONTROL) ||
+	    hdr->count > AGG_MAX_ELEMS || len - AGG_INCA_HLEN != elems)
+		return -AGG_E_COUNT;
+	if (hdr->fanin == 0 && hdr->type != AGG_TYPE_CONTROL)
+		return -AGG_E_FANIN;
+	*payload = (const uint8_t *)msg + AGG_INCA_HLEN;
+	return 0;
+}
+
 /*
  * Validate a RoCEv2 packet from the BTH on (rest bytes, ICRC included).
  * With ip non-NULL the ICRC is verified once the lengths are known to be
@@ -137,19 +177,9 @@ static int decode_roce(const uint8_t *b, size_t rest, const uint8_t *ip,
 	h = b + need;
 	agg_hdr_read(h, hdr);
 	pkt->kind = AGG_PKT_INCA;
-	if (hdr->version != AGG_VERSION)
-		return -AGG_E_VERSION;
-	if (hdr->type < AGG_TYPE_CONTRIB || hdr->type > AGG_TYPE_CONTROL)
-		return -AGG_E_TYPE;
-	if (hdr->dtype >= AGG_DTYPE_COUNT)
-		return -AGG_E_DTYPE;
-	if (hdr->op >= AGG_OP_COUNT)
-		return -AGG_E_OP;
-	rc = agg_op_check(hdr->dtype, hdr->op);
+	rc = hdr_check(hdr);
 	if (rc)
 		return rc;
-	if (hdr->flags & ~AGG_FLAGS_KNOWN)
-		return -AGG_E_FLAGS;
 
 	avail = rest - need - AGG_INCA_HLEN - AGG_ICRC_LEN;
 	elems = (size_t)hdr->count * agg_dtype_size(hdr->dtype);

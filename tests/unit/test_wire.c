@@ -309,6 +309,30 @@ static void test_encode_refuses(void **state)
 	assert_int_equal(agg_encode(f, sizeof(f), &s, payload), -AGG_E_INVAL);
 }
 
+static void test_decode_msg(void **state)
+{
+	uint8_t f[AGG_MAX_FRAME_LEN];
+	struct agg_hdr h;
+	const uint8_t *pl;
+	int len = build(f, sizeof(f), AGG_DTYPE_FP16, 3);   /* 6 B + 2 pad */
+	const uint8_t *msg = f + INCA;
+	size_t mlen = 32 + 6;
+
+	(void)state;
+	assert_int_equal(agg_decode_msg(msg, mlen, &h, &pl), 0);
+	assert_int_equal(h.count, 3);
+	assert_ptr_equal(pl, msg + 32);
+	assert_int_equal(agg_decode_msg(msg, mlen + 2, &h, &pl), -AGG_E_COUNT);
+	assert_int_equal(agg_decode_msg(msg, mlen - 1, &h, &pl), -AGG_E_COUNT);
+	assert_int_equal(agg_decode_msg(msg, 31, &h, &pl), -AGG_E_TRUNC_INCA);
+	f[INCA + 2] = 9;
+	assert_int_equal(agg_decode_msg(msg, mlen, &h, &pl), -AGG_E_DTYPE);
+	f[INCA + 2] = AGG_DTYPE_FP16;
+	f[INCA + 15] = 0;
+	assert_int_equal(agg_decode_msg(msg, mlen, &h, &pl), -AGG_E_FANIN);
+	(void)len;
+}
+
 static void test_names(void **state)
 {
 	(void)state;
@@ -349,6 +373,7 @@ int main(void)
 		cmocka_unit_test(test_layer_errors),
 		cmocka_unit_test(test_pad_error),
 		cmocka_unit_test(test_encode_refuses),
+		cmocka_unit_test(test_decode_msg),
 		cmocka_unit_test(test_names),
 	};
 	return cmocka_run_group_tests_name("wire", tests, NULL, NULL);

@@ -265,6 +265,14 @@ int agg_decode(const void *frame, size_t len, bool verify_icrc,
  */
 int agg_decode_bth(const void *bth, size_t len, struct agg_pkt *pkt);
 
+/*
+ * Validate an INCA message as an RDMA receive delivers it: the 32-byte
+ * header followed by exactly count elements (BTH padding already removed).
+ * On success *payload points at the elements.
+ */
+int agg_decode_msg(const void *msg, size_t len, struct agg_hdr *hdr,
+		   const uint8_t **payload);
+
 /* Everything needed to build one frame. Host byte order. */
 struct agg_frame_spec {
 	uint8_t dst_mac[6];

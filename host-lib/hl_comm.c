@@ -1,0 +1,531 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Communicators: where the group description comes from (a JSON file, the
+ * environment, later the manager), choosing the transport, and tear-down.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "hl_priv.h"
+
+static __thread char last_errmsg[256] = "no error";
+
+const char *inca_last_errmsg(void)
+{
+	return last_errmsg;
+}
+
+__attribute__((format(printf, 2, 3)))
+static int create_fail(int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(last_errmsg, sizeof(last_errmsg), fmt, ap);
+	va_end(ap);
+	HL_ERR("%s", last_errmsg);
+	return err;
+}
+
+double hl_clock_us(struct inca_comm *c)
+{
+	struct timespec ts;
+
+	(void)c;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+int inca_init(void)
+{
+	hl_log(INCA_LOG_DEBUG, "libinca %d.%d", INCA_VERSION_MAJOR, INCA_VERSION_MINOR);
+	return INCA_OK;
+}
+
+void inca_finalize(void)
+{
+}
+
+void hl_group_free(struct hl_group_desc *g)
+{
+	free(g->members);
+	g->members = NULL;
+	g->nmembers = 0;
+}
+
+static int parse_ip(const char *s, uint32_t *ip)
+{
+	struct in_addr a;
+
+	if (!s || inet_pton(AF_INET, s, &a) != 1)
+		return -1;
+	*ip = ntohl(a.s_addr);
+	return 0;
+}
+
+static int parse_num(const char *s, uint64_t max, uint64_t *out)
+{
+	char *end;
+
+	if (!s || !*s)
+		return -1;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 0);
+	if (errno || *end || v > max)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+/* A JSON number or a string holding one ("0x1234abcd"). */
+static int json_num(json_t *v, uint64_t max, uint64_t *out)
+{
+	if (json_is_integer(v) && json_integer_value(v) >= 0 &&
+	    (uint64_t)json_integer_value(v) <= max) {
+		*out = (uint64_t)json_integer_value(v);
+		return 0;
+	}
+	return json_is_string(v) ? parse_num(json_string_value(v), max, out) : -1;
+}
+
+static int group_check(struct hl_group_desc *g, char *err, size_t errlen)
+{
+	if (!g->window)
+		g->window = 64;
+	if (!g->elems_per_pkt)
+		g->elems_per_pkt = 256;
+	if (!g->ring_port)
+		g->ring_port = 18515;
+	if (g->window > AGG_MAX_WINDOW || g->elems_per_pkt > AGG_MAX_ELEMS) {
+		snprintf(err, errlen, "window must be 1..%d and elems_per_pkt 1..%d",
+			 AGG_MAX_WINDOW, AGG_MAX_ELEMS);
+		return -1;
+	}
+	if (g->group_qpn < 2 || g->group_qpn > AGG_QPN_MASK) {
+		snprintf(err, errlen, "group qpn must be 2..0xffffff");
+		return -1;
+	}
+	for (int i = 0; i < g->nmembers; i++) {
+		if (!g->members[i].ring_port)
+			g->members[i].ring_port = g->ring_port;
+		if (g->members[i].qpn < 2 || g->members[i].qpn > AGG_QPN_MASK) {
+			snprintf(err, errlen, "members[%d].qpn must be 2..0xffffff", i);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+int hl_group_from_json(const char *text, const char *origin, struct hl_group_desc *g,
+		       char *err, size_t errlen)
+{
+	static const struct { const char *key; uint64_t max; int idx; } nums[] = {
+		{ "group", UINT32_MAX, 0 }, { "qpn", AGG_QPN_MASK, 1 },
+		{ "qkey", UINT32_MAX, 2 }, { "window", AGG_MAX_WINDOW, 3 },
+		{ "elems_per_pkt", AGG_MAX_ELEMS, 4 }, { "ring_port", 65535, 5 },
+	};
+	json_error_t jerr;
+	json_t *root = json_loads(text, JSON_REJECT_DUPLICATES, &jerr), *v, *m;
+	uint64_t val[6] = { 0 };
+	size_t i;
+	int rc = -1;
+
+	memset(g, 0, sizeof(*g));
+	if (!root) {
+		snprintf(err, errlen, "%s: line %d column %d: %s", origin, jerr.line,
+			 jerr.column, jerr.text);
+		return -1;
+	}
+	if (!json_is_object(root)) {
+		snprintf(err, errlen, "%s: expected a JSON object", origin);
+		goto out;
+	}
+	if (parse_ip(json_string_value(json_object_get(root, "switch")), &g->switch_ip)) {
+		snprintf(err, errlen, "%s: switch: expected the switch's IPv4 address", origin);
+		goto out;
+	}
+	for (i = 0; i < 6; i++) {
+		v = json_object_get(root, nums[i].key);
+		if (!v) {
+			if (i < 3) {
+				snprintf(err, errlen, "%s: %s: missing", origin, nums[i].key);
+				goto out;
+			}
+			continue;
+		}
+		if (json_num(v, nums[i].max, &val[i]) || (i >= 3 && val[i] == 0)) {
+			snprintf(err, errlen, "%s: %s: expected %d..%llu", origin, nums[i].key,
+				 i >= 3 ? 1 : 0, (unsigned long long)nums[i].max);
+			goto out;
+		}
+	}
+	g->group_id = (uint32_t)val[0];
+	g->group_qpn = (uint32_t)val[1];
+	g->qkey = (uint32_t)val[2];
+	g->window = (uint16_t)val[3];
+	g->elems_per_pkt = (uint16_t)val[4];
+	g->ring_port = (uint16_t)val[5];
+	g->reproducible = json_is_true(json_object_get(root, "reproducible"));
+	v = json_object_get(root, "members");
+	if (!json_is_array(v) || json_array_size(v) == 0 ||
+	    json_array_size(v) > AGG_MAX_MEMBERS) {
+		snprintf(err, errlen, "%s: members: expected a list of 1..%d members", origin,
+			 AGG_MAX_MEMBERS);
+		goto out;
+	}
+	g->nmembers = (int)json_array_size(v);
+	g->members = calloc((size_t)g->nmembers, sizeof(*g->members));
+	if (!g->members) {
+		snprintf(err, errlen, "out of memory");
+		goto out;
+	}
+	json_array_foreach(v, i, m) {
+		uint64_t q, port = 0;
+		if (parse_ip(json_string_value(json_object_get(m, "ip")), &g->members[i].ip)) {
+			snprintf(err, errlen, "%s: members[%zu].ip: expected an IPv4 address",
+				 origin, i);
+			goto out;
+		}
+		if (json_num(json_object_get(m, "qpn"), AGG_QPN_MASK, &q)) {
+			snprintf(err, errlen, "%s: members[%zu].qpn: expected 2..16777215",
+				 origin, i);
+			goto out;
+		}
+		if (json_object_get(m, "ring_port") &&
+		    json_num(json_object_get(m, "ring_port"), 65535, &port)) {
+			snprintf(err, errlen, "%s: members[%zu].ring_port: expected 1..65535",
+				 origin, i);
+			goto out;
+		}
+		g->members[i].qpn = (uint32_t)q;
+		g->members[i].ring_port = (uint16_t)port;
+	}
+	char why[160];
+	if (group_check(g, why, sizeof(why))) {
+		snprintf(err, errlen, "%s: %s", origin, why);
+		goto out;
+	}
+	rc = 0;
+out:
+	json_decref(root);
+	if (rc)
+		hl_group_free(g);
+	return rc;
+}
+
+int hl_group_from_env(struct hl_group_desc *g, char *err, size_t errlen)
+{
+	static const struct { const char *name; uint64_t max; } nums[] = {
+		{ "INCA_GROUP", UINT32_MAX }, { "INCA_GROUP_QPN", AGG_QPN_MASK },
+		{ "INCA_QKEY", UINT32_MAX }, { "INCA_WINDOW", AGG_MAX_WINDOW },
+		{ "INCA_ELEMS", AGG_MAX_ELEMS }, { "INCA_RING_PORT", 65535 },
+	};
+	uint64_t val[6] = { 0 };
+	const char *s;
+	char *list, *tok, *save = NULL;
+
+	memset(g, 0, sizeof(*g));
+	if (parse_ip(getenv("INCA_SWITCH"), &g->switch_ip)) {
+		snprintf(err, errlen, "INCA_SWITCH: expected the switch's IPv4 address "
+			 "(or set INCA_CONFIG to a group file)");
+		return -1;
+	}
+	for (int i = 0; i < 6; i++) {
+		s = getenv(nums[i].name);
+		if (!s && i >= 3)
+			continue;
+		if (parse_num(s, nums[i].max, &val[i]) || (i >= 3 && val[i] == 0)) {
+			snprintf(err, errlen, "%s: expected a number up to %llu, got '%s'",
+				 nums[i].name, (unsigned long long)nums[i].max, s ? s : "(unset)");
+			return -1;
+		}
+	}
+	g->group_id = (uint32_t)val[0];
+	g->group_qpn = (uint32_t)val[1];
+	g->qkey = (uint32_t)val[2];
+	g->window = (uint16_t)val[3];
+	g->elems_per_pkt = (uint16_t)val[4];
+	g->ring_port = (uint16_t)val[5];
+	s = getenv("INCA_REPRODUCIBLE");
+	g->reproducible = s && (!strcmp(s, "1") || !strcasecmp(s, "true"));
+	s = getenv("INCA_MEMBERS");
+	if (!s || !*s) {
+		snprintf(err, errlen, "INCA_MEMBERS: expected \"ip:qpn,ip:qpn,...\" in rank order");
+		return -1;
+	}
+	list = strdup(s);
+	g->members = calloc(strlen(s) / 4 + 1, sizeof(*g->members));
+	if (!list || !g->members) {
+		free(list);
+		snprintf(err, errlen, "out of memory");
+		hl_group_free(g);
+		return -1;
+	}
+	for (tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		char *colon = strchr(tok, ':'), *port;
+		uint64_t q, p = 0;
+
+		if (!colon)
+			goto bad;
+		*colon = 0;
+		port = strchr(colon + 1, ':');
+		if (port)
+			*port++ = 0;
+		if (parse_ip(tok, &g->members[g->nmembers].ip) ||
+		    parse_num(colon + 1, AGG_QPN_MASK, &q) ||
+		    (port && parse_num(port, 65535, &p)))
+			goto bad;
+		g->members[g->nmembers].qpn = (uint32_t)q;
+		g->members[g->nmembers].ring_port = (uint16_t)p;
+		g->nmembers++;
+	}
+	free(list);
+	if (g->nmembers == 0 || g->nmembers > AGG_MAX_MEMBERS) {
+		snprintf(err, errlen, "INCA_MEMBERS: expected 1..%d members", AGG_MAX_MEMBERS);
+		hl_group_free(g);
+		return -1;
+	}
+	if (group_check(g, err, errlen)) {
+		hl_group_free(g);
+		return -1;
+	}
+	return 0;
+bad:
+	snprintf(err, errlen, "INCA_MEMBERS: member %d: expected ip:qpn[:ring_port]",
+		 g->nmembers);
+	free(list);
+	hl_group_free(g);
+	return -1;
+}
+
+static const char *env_or(const char *v, const char *name)
+{
+	return v ? v : getenv(name);
+}
+
+static unsigned env_uint(unsigned v, const char *name, unsigned def)
+{
+	uint64_t n;
+
+	if (v)
+		return v;
+	if (!parse_num(getenv(name), UINT32_MAX, &n) && n > 0)
+		return (unsigned)n;
+	return def;
+}
+
+int hl_comm_create(const struct inca_comm_attr *attr, const struct hl_group_desc *g,
+		   const struct hl_transport_ops *tp, inca_comm_t **out)
+{
+	struct inca_comm *c = calloc(1, sizeof(*c));
+	const char *s;
+	int rc;
+
+	if (!c)
+		return create_fail(INCA_ERR_NOMEM, "out of memory");
+	c->rank = attr->rank;
+	c->size = attr->size;
+	snprintf(c->job, sizeof(c->job), "%s", attr->job ? attr->job : "");
+	c->g = *g;
+	c->g.members = calloc((size_t)g->nmembers, sizeof(*g->members));
+	if (!c->g.members) {
+		free(c);
+		return create_fail(INCA_ERR_NOMEM, "out of memory");
+	}
+	memcpy(c->g.members, g->members, sizeof(*g->members) * (size_t)g->nmembers);
+	c->my_ip = g->members[c->rank].ip;
+	c->my_qpn = g->members[c->rank].qpn;
+	if (attr->local_ip && parse_ip(attr->local_ip, &c->my_ip)) {
+		hl_group_free(&c->g);
+		free(c);
+		return create_fail(INCA_ERR_INVAL, "local_ip: not an IPv4 address");
+	}
+	snprintf(c->ifname, sizeof(c->ifname), "%s", attr->ifname ? attr->ifname : "");
+	c->tp = tp;
+	c->fallback = attr->fallback;
+	c->timeout_ms = attr->timeout_ms ? attr->timeout_ms : 30000;
+	c->switch_timeout_ms = attr->switch_timeout_ms ? attr->switch_timeout_ms : 1000;
+	c->dcqcn_on = attr->dcqcn >= 0;
+	c->ring_listen_fd = c->ring_next_fd = c->ring_prev_fd = -1;
+	c->now_us = hl_clock_us;
+	c->next_seq = 1;
+	hl_rto_init(&c->rto, attr->rto_min_us ? attr->rto_min_us : 200,
+		    (double)c->switch_timeout_ms * 1000 / 4);
+	struct hl_dcqcn_params p;
+	hl_dcqcn_params_default(&p, attr->line_rate_gbps > 0 ? attr->line_rate_gbps : 10);
+	hl_dcqcn_init(&c->dcqcn, &p, c->now_us(c));
+
+	if (c->fallback != INCA_FALLBACK_FORCE) {
+		rc = tp->open(c);
+		if (rc) {
+			snprintf(last_errmsg, sizeof(last_errmsg), "%s transport: %.200s", tp->name,
+				 c->errmsg);
+			hl_group_free(&c->g);
+			free(c);
+			return rc;
+		}
+	}
+	s = c->fallback == INCA_FALLBACK_FORCE ? "ring only" :
+	    c->fallback == INCA_FALLBACK_OFF ? "no fallback" : "ring fallback";
+	HL_INFO("rank %d/%d: group %u via switch %u.%u.%u.%u, transport %s, window %u, "
+		"%u elements per packet, %s", c->rank, c->size, g->group_id,
+		g->switch_ip >> 24, (g->switch_ip >> 16) & 255, (g->switch_ip >> 8) & 255,
+		g->switch_ip & 255, tp->name, g->window, g->elems_per_pkt, s);
+	*out = c;
+	return INCA_OK;
+}
+
+int inca_comm_create(const struct inca_comm_attr *attr_in, inca_comm_t **out)
+{
+	struct inca_comm_attr attr = attr_in ? *attr_in : (struct inca_comm_attr){ 0 };
+	struct hl_group_desc g;
+	const struct hl_transport_ops *tp;
+	char err[256] = "";
+	uint64_t n;
+	const char *s;
+	int rc;
+
+	if (!out)
+		return create_fail(INCA_ERR_INVAL, "comm pointer is NULL");
+	*out = NULL;
+	inca_init();
+	if (!attr_in || (attr.rank == 0 && attr.size == 0)) {
+		if (parse_num(getenv("INCA_RANK"), AGG_MAX_MEMBERS, &n))
+			return create_fail(INCA_ERR_CONFIG, "INCA_RANK: expected the rank, got '%s'",
+					   getenv("INCA_RANK") ? getenv("INCA_RANK") : "(unset)");
+		attr.rank = (int)n;
+		if (parse_num(getenv("INCA_SIZE"), AGG_MAX_MEMBERS, &n))
+			return create_fail(INCA_ERR_CONFIG, "INCA_SIZE: expected the number of "
+					   "ranks, got '%s'",
+					   getenv("INCA_SIZE") ? getenv("INCA_SIZE") : "(unset)");
+		attr.size = (int)n;
+	}
+	if (attr.size < 1 || attr.rank < 0 || attr.rank >= attr.size)
+		return create_fail(INCA_ERR_INVAL, "rank %d and size %d: need 0 <= rank < size",
+				   attr.rank, attr.size);
+	attr.job = env_or(attr.job, "INCA_JOB");
+	attr.transport = env_or(attr.transport, "INCA_TRANSPORT");
+	attr.config_file = env_or(attr.config_file, "INCA_CONFIG");
+	attr.manager_url = env_or(attr.manager_url, "INCA_MANAGER");
+	attr.local_ip = env_or(attr.local_ip, "INCA_LOCAL_IP");
+	attr.ifname = env_or(attr.ifname, "INCA_IFNAME");
+	attr.timeout_ms = env_uint(attr.timeout_ms, "INCA_TIMEOUT_MS", 30000);
+	attr.switch_timeout_ms = env_uint(attr.switch_timeout_ms, "INCA_SWITCH_TIMEOUT_MS", 1000);
+	attr.rto_min_us = env_uint(attr.rto_min_us, "INCA_RTO_MIN_US", 200);
+	if (!attr.dcqcn && (s = getenv("INCA_DCQCN")))
+		attr.dcqcn = strcmp(s, "0") && strcasecmp(s, "off") ? 1 : -1;
+	if (attr.line_rate_gbps <= 0 && (s = getenv("INCA_LINE_RATE_GBPS")))
+		attr.line_rate_gbps = atof(s);
+	if (!attr.fallback && (s = getenv("INCA_FALLBACK"))) {
+		if (!strcasecmp(s, "off"))
+			attr.fallback = INCA_FALLBACK_OFF;
+		else if (!strcasecmp(s, "force"))
+			attr.fallback = INCA_FALLBACK_FORCE;
+		else if (strcasecmp(s, "auto"))
+			return create_fail(INCA_ERR_CONFIG, "INCA_FALLBACK: expected auto, off "
+					   "or force, got '%s'", s);
+	}
+	if (attr.fallback < INCA_FALLBACK_AUTO || attr.fallback > INCA_FALLBACK_FORCE)
+		return create_fail(INCA_ERR_INVAL, "fallback: unknown policy %d", attr.fallback);
+
+	s = attr.transport ? attr.transport : "udp";
+	if (!strcmp(s, "udp"))
+		tp = &hl_udp_ops;
+	else if (!strcmp(s, "xdp"))
+		tp = &hl_xdp_ops;
+	else if (!strcmp(s, "verbs"))
+		tp = &hl_verbs_ops;
+	else
+		return create_fail(INCA_ERR_INVAL, "transport '%s': expected udp, xdp or verbs", s);
+
+	if (attr.manager_url && *attr.manager_url)
+		return create_fail(INCA_ERR_UNSUPPORTED, "INCA_MANAGER=%s: this build of "
+				   "libinca has no manager client yet; use a static group "
+				   "(INCA_CONFIG or INCA_SWITCH...)", attr.manager_url);
+	if (attr.config_file) {
+		FILE *f = fopen(attr.config_file, "r");
+		char *text;
+		long len;
+
+		if (!f)
+			return create_fail(INCA_ERR_CONFIG, "%s: %s", attr.config_file,
+					   strerror(errno));
+		fseek(f, 0, SEEK_END);
+		len = ftell(f);
+		rewind(f);
+		text = len >= 0 && len < (1 << 24) ? calloc(1, (size_t)len + 1) : NULL;
+		if (!text || fread(text, 1, (size_t)len, f) != (size_t)len) {
+			fclose(f);
+			free(text);
+			return create_fail(INCA_ERR_CONFIG, "%s: cannot read", attr.config_file);
+		}
+		fclose(f);
+		rc = hl_group_from_json(text, attr.config_file, &g, err, sizeof(err));
+		free(text);
+	} else {
+		rc = hl_group_from_env(&g, err, sizeof(err));
+	}
+	if (rc)
+		return create_fail(INCA_ERR_CONFIG, "%s", err);
+	if (g.nmembers != attr.size) {
+		hl_group_free(&g);
+		return create_fail(INCA_ERR_CONFIG, "the group has %d members but size is %d",
+				   g.nmembers, attr.size);
+	}
+	rc = hl_comm_create(&attr, &g, tp, out);
+	hl_group_free(&g);
+	return rc;
+}
+
+void inca_comm_destroy(inca_comm_t *c)
+{
+	if (!c)
+		return;
+	if (c->active)
+		hl_coll_finish(c->active);
+	if (c->tp && c->fallback != INCA_FALLBACK_FORCE)
+		c->tp->close(c);
+	hl_ring_close(c);
+	hl_group_free(&c->g);
+	free(c);
+}
+
+int inca_comm_rank(const inca_comm_t *c)
+{
+	return c ? c->rank : INCA_ERR_INVAL;
+}
+
+int inca_comm_size(const inca_comm_t *c)
+{
+	return c ? c->size : INCA_ERR_INVAL;
+}
+
+const char *inca_comm_transport(const inca_comm_t *c)
+{
+	return c && c->tp ? c->tp->name : "none";
+}
+
+const char *inca_comm_errmsg(const inca_comm_t *c)
+{
+	return c && c->errmsg[0] ? c->errmsg : "no error";
+}
+
+int inca_comm_stats(const inca_comm_t *c, struct inca_stats *st)
+{
+	if (!c || !st)
+		return INCA_ERR_INVAL;
+	*st = c->stats;
+	st->cnps = c->dcqcn.cnps;
+	st->rate_gbps = hl_dcqcn_gbps(&c->dcqcn);
+	st->rto_us = c->rto.rto;
+	return INCA_OK;
+}

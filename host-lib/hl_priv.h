@@ -1,0 +1,194 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* libinca internals shared by its files; not installed. */
+#ifndef HL_PRIV_H
+#define HL_PRIV_H
+
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "inca.h"
+#include "inca/agg.h"
+
+/* ---- logging (hl_log.c) ---- */
+
+__attribute__((format(printf, 2, 3)))
+void hl_log(enum inca_log_level level, const char *fmt, ...);
+#define HL_ERR(...)   hl_log(INCA_LOG_ERROR, __VA_ARGS__)
+#define HL_WARN(...)  hl_log(INCA_LOG_WARN, __VA_ARGS__)
+#define HL_INFO(...)  hl_log(INCA_LOG_INFO, __VA_ARGS__)
+#define HL_DEBUG(...) hl_log(INCA_LOG_DEBUG, __VA_ARGS__)
+
+/* Set comm's error message and return err. */
+__attribute__((format(printf, 3, 4)))
+int hl_fail(struct inca_comm *c, int err, const char *fmt, ...);
+
+/* ---- DCQCN reaction point (hl_dcqcn.c) ---- */
+
+struct hl_dcqcn_params {
+	double line_rate;     /* bytes per µs (= Gbit/s / 8 * 1000) */
+	double min_rate;
+	double g;             /* alpha gain */
+	double alpha_period_us;
+	double timer_period_us;
+	uint64_t byte_counter;
+	unsigned fast_recovery_steps;   /* F */
+	double rate_ai;       /* additive increase, bytes per µs */
+	double rate_hai;      /* hyper increase */
+};
+
+struct hl_dcqcn {
+	struct hl_dcqcn_params p;
+	double rc, rt, alpha; /* current rate, target rate (bytes/µs) */
+	double last_alpha_us, last_timer_us;
+	uint64_t bytes;       /* since the last byte-counter event */
+	unsigned t_stage, b_stage;
+	uint64_t cnps;
+	/* pacing */
+	double tokens, bucket, last_pace_us;
+};
+
+void hl_dcqcn_params_default(struct hl_dcqcn_params *p, double line_gbps);
+void hl_dcqcn_init(struct hl_dcqcn *d, const struct hl_dcqcn_params *p, double now_us);
+/* A CNP arrived. */
+void hl_dcqcn_on_cnp(struct hl_dcqcn *d, double now_us);
+/* Let time pass and account bytes sent: alpha decay, rate increases. */
+void hl_dcqcn_advance(struct hl_dcqcn *d, double now_us, uint64_t bytes_sent);
+/* Pacing at the current rate: may len bytes go now? (consumes tokens) */
+bool hl_dcqcn_may_send(struct hl_dcqcn *d, double now_us, uint32_t len);
+static inline double hl_dcqcn_gbps(const struct hl_dcqcn *d)
+{
+	return d->rc * 8.0 / 1000.0;
+}
+
+/* ---- retransmission timeout (hl_coll.c), RFC 6298 ---- */
+
+struct hl_rto {
+	double srtt, rttvar, rto;   /* µs */
+	double min, max;
+	bool have_sample;
+};
+void hl_rto_init(struct hl_rto *r, double min_us, double max_us);
+void hl_rto_sample(struct hl_rto *r, double rtt_us);
+void hl_rto_backoff(struct hl_rto *r);
+
+/* ---- transports ---- */
+
+/* A frame as agg_encode built it; transports send what they must of it. */
+struct hl_frame {
+	uint8_t *data;
+	uint16_t len;
+	uint16_t bth_off;      /* offset of the BTH (UDP payload) */
+	uint16_t msg_off;      /* offset of the INCA header (SEND payload) */
+	uint16_t msg_len;      /* INCA header + elements, no padding */
+};
+
+enum hl_rx_kind { HL_RX_MSG = 1, HL_RX_CNP = 2 };
+
+/* A received message addressed to this communicator's QPN, valid until the
+ * next recv call. */
+struct hl_rx {
+	enum hl_rx_kind kind;
+	const uint8_t *msg;    /* INCA header + elements */
+	uint32_t len;
+	uint32_t src_qp;
+	uint32_t len_wire;     /* bytes on the wire, for counters */
+};
+
+struct hl_transport_ops {
+	const char *name;
+	int (*open)(struct inca_comm *c);
+	void (*close)(struct inca_comm *c);
+	/* Send n frames; returns how many were sent, or a negative INCA code. */
+	int (*send)(struct inca_comm *c, const struct hl_frame *f, unsigned n);
+	/* Receive up to max messages for us, waiting at most timeout_us;
+	 * returns the count (0: nothing), or a negative INCA code. Packets for
+	 * other QPNs or with a wrong Q_Key are dropped and counted. */
+	int (*recv)(struct inca_comm *c, struct hl_rx *rx, unsigned max, int timeout_us);
+};
+
+extern const struct hl_transport_ops hl_udp_ops;
+extern const struct hl_transport_ops hl_xdp_ops;
+extern const struct hl_transport_ops hl_verbs_ops;
+
+/* ---- the communicator ---- */
+
+struct hl_member {
+	uint32_t ip;           /* host byte order */
+	uint32_t qpn;
+	uint16_t ring_port;
+};
+
+struct hl_group_desc {
+	uint32_t switch_ip;
+	uint32_t group_id;
+	uint32_t group_qpn;
+	uint32_t qkey;
+	uint16_t window;
+	uint16_t elems_per_pkt;
+	bool reproducible;
+	uint16_t ring_port;    /* default TCP port of the fallback ring */
+	int nmembers;
+	struct hl_member *members;
+};
+
+struct hl_coll;
+
+struct inca_comm {
+	int rank, size;
+	char job[64];
+	struct hl_group_desc g;
+	uint32_t my_ip, my_qpn;
+	char ifname[32];
+
+	const struct hl_transport_ops *tp;
+	void *tp_state;
+	inca_fallback_t fallback;
+	bool switch_failed;       /* sticky: use the ring from now on */
+	bool warned_fallback;
+	unsigned timeout_ms, switch_timeout_ms;
+	bool dcqcn_on;
+
+	uint32_t next_seq;        /* collective sequence number */
+	uint32_t gcount;          /* packets sent before: slot/set base */
+	struct hl_rto rto;
+	double last_backoff_us;
+	struct hl_dcqcn dcqcn;
+	struct hl_coll *active;   /* operation in progress */
+
+	/* ring fallback (hl_ring.c) */
+	int ring_listen_fd, ring_next_fd, ring_prev_fd;
+
+	/* clock, replaceable by unit tests */
+	double (*now_us)(struct inca_comm *c);
+
+	struct inca_stats stats;
+	char errmsg[256];
+};
+
+double hl_clock_us(struct inca_comm *c);
+
+/* Create with explicit pieces (unit tests use a mock transport). */
+int hl_comm_create(const struct inca_comm_attr *attr, const struct hl_group_desc *g,
+		   const struct hl_transport_ops *tp, inca_comm_t **out);
+/* Parse a group description from JSON text (config file content). */
+int hl_group_from_json(const char *text, const char *origin, struct hl_group_desc *g,
+		       char *err, size_t errlen);
+/* From INCA_SWITCH, INCA_GROUP, ... */
+int hl_group_from_env(struct hl_group_desc *g, char *err, size_t errlen);
+void hl_group_free(struct hl_group_desc *g);
+
+/* hl_ring.c: the TCP ring all-reduce among the members. */
+int hl_ring_allreduce(struct inca_comm *c, const void *in, void *out, size_t count,
+		      enum agg_dtype dtype, enum agg_op op, double deadline_us);
+void hl_ring_close(struct inca_comm *c);
+
+/* hl_coll.c */
+int hl_allreduce_start(struct inca_comm *c, const void *sendbuf, void *recvbuf,
+		       size_t count, enum agg_dtype dtype, enum agg_op op,
+		       struct hl_coll **out);
+/* Progress for at most budget_us; 1 done, 0 not yet, < 0 error. */
+int hl_coll_progress(struct hl_coll *op, double budget_us);
+int hl_coll_finish(struct hl_coll *op);   /* result code; frees op */
+
+#endif /* HL_PRIV_H */

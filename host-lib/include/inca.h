@@ -1,0 +1,194 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * libinca: collective operations for training jobs, reduced in the network
+ * by INCA switches, with a host ring over TCP as fallback.
+ *
+ * Model (MPI-like): every rank of a job creates a communicator with the same
+ * group description, then calls the same collectives in the same order.
+ * Every call returns INCA_OK (0) or a negative INCA_ERR_* code;
+ * inca_strerror() names the code and inca_comm_errmsg() says what happened
+ * on that communicator. No call waits without a deadline.
+ *
+ * Threads: a communicator is used by one thread at a time. Different
+ * communicators are independent.
+ */
+#ifndef INCA_H
+#define INCA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define INCA_VERSION_MAJOR 0
+#define INCA_VERSION_MINOR 1
+
+/* Element types and reduction operators (the wire's numbering). */
+typedef enum {
+	INCA_FLOAT32 = 0,
+	INCA_FLOAT16 = 1,   /* IEEE binary16, accumulated in fp32 */
+	INCA_BFLOAT16 = 2,  /* accumulated in fp32 */
+	INCA_INT32 = 3,
+	INCA_INT64 = 4,
+	INCA_FLOAT64 = 5,
+} inca_dtype_t;
+
+typedef enum {
+	INCA_SUM = 0,
+	INCA_MIN = 1,
+	INCA_MAX = 2,
+	INCA_PROD = 3,
+	INCA_BAND = 4,      /* integer dtypes only */
+	INCA_BOR = 5,
+	INCA_BXOR = 6,
+} inca_op_t;
+
+/* Error codes: negative. */
+#define INCA_OK               0
+#define INCA_ERR_INVAL       -1   /* bad argument (NULL, count, dtype/op) */
+#define INCA_ERR_NOMEM       -2   /* out of memory */
+#define INCA_ERR_CONFIG      -3   /* missing or malformed group description */
+#define INCA_ERR_TRANSPORT   -4   /* the transport could not be opened or failed */
+#define INCA_ERR_TIMEOUT     -5   /* the deadline passed */
+#define INCA_ERR_SWITCH      -6   /* the switch did not answer and fallback is off */
+#define INCA_ERR_PEER        -7   /* a member was unreachable during fallback */
+#define INCA_ERR_UNSUPPORTED -8   /* transport or feature not built in */
+#define INCA_ERR_BUSY        -9   /* another operation is in progress */
+#define INCA_ERR_PROTOCOL    -10  /* a peer broke the protocol (wrong size, order) */
+#define INCA_ERR_MANAGER     -11  /* the manager refused or was unreachable */
+
+/* Name of an error code. Never NULL. */
+const char *inca_strerror(int err);
+
+/* Pass as sendbuf to reduce in place in recvbuf. */
+#define INCA_IN_PLACE ((const void *)1)
+
+/* Logging: quiet by default; INCA_LOG=error|warn|info|debug raises it. */
+enum inca_log_level {
+	INCA_LOG_ERROR = 0,
+	INCA_LOG_WARN = 1,
+	INCA_LOG_INFO = 2,
+	INCA_LOG_DEBUG = 3,
+};
+typedef void (*inca_log_fn)(enum inca_log_level level, const char *msg, void *arg);
+/* Replace the log sink (default: stderr, prefixed "libinca:") and level.
+ * fn NULL restores the default. */
+void inca_set_log(inca_log_fn fn, void *arg, enum inca_log_level level);
+
+/* Library set-up and tear-down. inca_init is optional (the first
+ * communicator calls it) and reads INCA_LOG. */
+int inca_init(void);
+void inca_finalize(void);
+
+typedef struct inca_comm inca_comm_t;
+
+/* Fallback policy when the switch path does not work. */
+typedef enum {
+	INCA_FALLBACK_AUTO = 0,   /* fall back to the TCP ring, warn once */
+	INCA_FALLBACK_OFF = 1,    /* return INCA_ERR_SWITCH instead */
+	INCA_FALLBACK_FORCE = 2,  /* always use the ring (baselines, tests) */
+} inca_fallback_t;
+
+/*
+ * Communicator attributes. Zero means "default" for every number; NULL
+ * strings fall back to the environment (INCA_*), then to defaults.
+ * Group description (static mode) comes from:
+ *   - config_file: JSON {"switch": "10.0.0.254", "group": 1, "qpn": 256,
+ *     "qkey": "0x...", "window": 64, "elems_per_pkt": 256,
+ *     "reproducible": false, "ring_port": 18515,
+ *     "members": [{"ip": "10.0.0.1", "qpn": 17}, ...]}   (INCA_CONFIG)
+ *   - or the environment: INCA_SWITCH, INCA_GROUP, INCA_GROUP_QPN,
+ *     INCA_QKEY, INCA_MEMBERS="ip:qpn,ip:qpn,...", INCA_WINDOW,
+ *     INCA_ELEMS, INCA_RING_PORT
+ *   - or a manager (manager_url / INCA_MANAGER), which creates the group.
+ */
+struct inca_comm_attr {
+	int rank;                 /* 0..size-1 (INCA_RANK) */
+	int size;                 /* ranks in the job (INCA_SIZE) */
+	const char *job;          /* job id (INCA_JOB), for the manager */
+	const char *transport;    /* "udp", "xdp" or "verbs" (INCA_TRANSPORT; udp) */
+	const char *config_file;  /* INCA_CONFIG */
+	const char *manager_url;  /* INCA_MANAGER */
+	const char *local_ip;     /* bind here (INCA_LOCAL_IP; the member's ip) */
+	const char *ifname;       /* xdp: the interface (INCA_IFNAME) */
+	inca_fallback_t fallback; /* INCA_FALLBACK=auto|off|force */
+	unsigned timeout_ms;      /* deadline of every call (INCA_TIMEOUT_MS; 30000) */
+	unsigned switch_timeout_ms; /* no answer for this long: switch unavailable
+				       (INCA_SWITCH_TIMEOUT_MS; 1000) */
+	unsigned rto_min_us;      /* retransmission timeout floor (INCA_RTO_MIN_US; 200) */
+	int dcqcn;                /* 1 on, -1 off, 0 default (INCA_DCQCN; on) */
+	double line_rate_gbps;    /* DCQCN's line rate (INCA_LINE_RATE_GBPS; 10) */
+};
+
+/* Create a communicator; collective: every rank calls it. Returns
+ * INCA_OK, INCA_ERR_INVAL, INCA_ERR_CONFIG, INCA_ERR_TRANSPORT,
+ * INCA_ERR_UNSUPPORTED, INCA_ERR_MANAGER or INCA_ERR_NOMEM; on failure
+ * *comm is NULL and inca_last_errmsg() says why. attr may be NULL (all
+ * from the environment). */
+int inca_comm_create(const struct inca_comm_attr *attr, inca_comm_t **comm);
+/* Free everything the communicator holds. NULL is allowed. */
+void inca_comm_destroy(inca_comm_t *comm);
+int inca_comm_rank(const inca_comm_t *comm);
+int inca_comm_size(const inca_comm_t *comm);
+/* The transport in use ("udp", "xdp", "verbs"). */
+const char *inca_comm_transport(const inca_comm_t *comm);
+/* What the last failing call on comm said (never NULL). */
+const char *inca_comm_errmsg(const inca_comm_t *comm);
+/* What the last failing inca_comm_create in this thread said. */
+const char *inca_last_errmsg(void);
+
+/*
+ * All-reduce count elements: recvbuf[i] = op over ranks of sendbuf[i].
+ * Any count (split into packets and windows). sendbuf may be
+ * INCA_IN_PLACE. Returns INCA_OK, INCA_ERR_INVAL, INCA_ERR_TIMEOUT,
+ * INCA_ERR_SWITCH (fallback off), INCA_ERR_PEER, INCA_ERR_BUSY,
+ * INCA_ERR_NOMEM.
+ */
+int inca_allreduce(inca_comm_t *comm, const void *sendbuf, void *recvbuf,
+		   size_t count, inca_dtype_t dtype, inca_op_t op);
+
+/* Non-blocking variant: starts the operation; progress happens in
+ * inca_test/inca_wait. One operation per communicator at a time
+ * (INCA_ERR_BUSY). */
+typedef struct inca_request inca_request_t;
+int inca_iallreduce(inca_comm_t *comm, const void *sendbuf, void *recvbuf,
+		    size_t count, inca_dtype_t dtype, inca_op_t op,
+		    inca_request_t **req);
+/* Progress; *done = 1 when finished (then the request is freed and the
+ * return value is the operation's result). */
+int inca_test(inca_request_t *req, int *done);
+/* Progress until finished; frees the request. */
+int inca_wait(inca_request_t *req);
+
+/* Every rank has entered the barrier. */
+int inca_barrier(inca_comm_t *comm);
+/* buf on every rank becomes root's buf (count elements of dtype). */
+int inca_bcast(inca_comm_t *comm, void *buf, size_t count, inca_dtype_t dtype,
+	       int root);
+
+/* Counters of a communicator since it was created. */
+struct inca_stats {
+	uint64_t collectives;       /* calls completed */
+	uint64_t packets_sent;      /* contributions (first sends) */
+	uint64_t retransmissions;
+	uint64_t results;           /* results accepted */
+	uint64_t duplicates;        /* results ignored: late or duplicate */
+	uint64_t rx_dropped;        /* packets refused: not for us, bad Q_Key, malformed */
+	uint64_t bytes_sent;        /* on the wire, headers included */
+	uint64_t bytes_received;
+	uint64_t cnps;              /* congestion notifications received */
+	uint64_t pause_waits;       /* sends deferred by rate limiting */
+	uint64_t fallbacks;         /* calls completed by the TCP ring */
+	uint64_t ring_bytes_sent;   /* bytes the ring fallback sent */
+	double rate_gbps;           /* DCQCN's current rate */
+	double rto_us;              /* current retransmission timeout */
+};
+int inca_comm_stats(const inca_comm_t *comm, struct inca_stats *stats);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* INCA_H */

@@ -1,0 +1,285 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * inca-allreduce-perf: all-reduce bandwidth and latency through libinca,
+ * printed like nccl-tests' all_reduce_perf. One process per rank; rank and
+ * size come from INCA_RANK/INCA_SIZE (or Open MPI's OMPI_COMM_WORLD_*), the
+ * group from INCA_CONFIG or INCA_SWITCH... (see inca.h).
+ */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "inca.h"
+#include "inca/agg.h"
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"Usage: inca-allreduce-perf [options]\n"
+		"  -b SIZE   smallest size in bytes (default 8; K, M, G suffixes)\n"
+		"  -e SIZE   largest size in bytes (default 64M)\n"
+		"  -f F      multiply the size by F each step (default 2)\n"
+		"  -d TYPE   float half bfloat16 int32 int64 double, or all (default float)\n"
+		"  -o OP     sum prod min max band bor bxor, or all (default sum)\n"
+		"  -n N      timed iterations per size (default 20)\n"
+		"  -w N      warm-up iterations per size (default 5)\n"
+		"  -c 0|1    check results against a locally computed reference (default 1)\n"
+		"  -F        fallback only: run the host ring over TCP (the baseline)\n"
+		"  -h        this text\n"
+		"Rank and size: INCA_RANK/INCA_SIZE or OMPI_COMM_WORLD_RANK/SIZE. The group:\n"
+		"INCA_CONFIG=file.json, or INCA_SWITCH, INCA_GROUP, INCA_GROUP_QPN, INCA_QKEY,\n"
+		"INCA_MEMBERS. Transport: INCA_TRANSPORT=udp|xdp|verbs.\n");
+}
+
+static int parse_size(const char *s, size_t *out)
+{
+	char *end;
+	double v = strtod(s, &end);
+	double mult = 1;
+
+	if (end == s || v < 0)
+		return -1;
+	switch (*end) {
+	case 'K': case 'k': mult = 1024; end++; break;
+	case 'M': case 'm': mult = 1024 * 1024; end++; break;
+	case 'G': case 'g': mult = 1024.0 * 1024 * 1024; end++; break;
+	}
+	if (*end)
+		return -1;
+	*out = (size_t)(v * mult);
+	return 0;
+}
+
+/* Exact inputs: small integers (or powers of two for prod) so every
+ * reduction order gives the same, checkable result. */
+static double fval(int op, int r, size_t i)
+{
+	if (op == INCA_PROD) {
+		static const double v[] = { 1, 2, 0.5, -1, 1, -2, 1, 0.25 };
+		return v[((size_t)r * 3 + i * 7) % 8];
+	}
+	return (double)((int)(((size_t)r * 131 + i * 17) % 41) - 20);
+}
+
+static int64_t ival(int op, int r, size_t i)
+{
+	uint64_t h = (uint64_t)(r + 1) * 0x9e3779b97f4a7c15ull ^ (uint64_t)(i + 1) * 0xc2b2ae3d27d4eb4full;
+	h ^= h >> 29;
+	if (op == INCA_PROD)
+		return (int64_t)(h % 7) - 3;
+	if (op >= INCA_BAND)
+		return (int64_t)h;
+	return (int64_t)(h % 2000001) - 1000000;
+}
+
+static void put(int dt, void *buf, size_t i, double f, int64_t v)
+{
+	uint8_t *p = buf;
+	float x = (float)f;
+	int32_t v32 = (int32_t)v;
+	uint16_t h;
+
+	switch (dt) {
+	case INCA_FLOAT32: memcpy(p + 4 * i, &x, 4); break;
+	case INCA_FLOAT64: memcpy(p + 8 * i, &f, 8); break;
+	case INCA_FLOAT16: h = agg_fp32_to_fp16(x); memcpy(p + 2 * i, &h, 2); break;
+	case INCA_BFLOAT16: h = agg_fp32_to_bf16(x); memcpy(p + 2 * i, &h, 2); break;
+	case INCA_INT32: memcpy(p + 4 * i, &v32, 4); break;
+	case INCA_INT64: memcpy(p + 8 * i, &v, 8); break;
+	}
+}
+
+static void fill(int dt, int op, int rank, void *buf, size_t count)
+{
+	for (size_t i = 0; i < count; i++)
+		put(dt, buf, i, fval(op, rank, i), ival(op, rank, i));
+}
+
+static void expected(int dt, int op, int size, void *buf, size_t count)
+{
+	for (size_t i = 0; i < count; i++) {
+		double f = fval(op, 0, i);
+		uint64_t v = (uint64_t)ival(op, 0, i);
+		int32_t v32 = (int32_t)v;
+
+		for (int r = 1; r < size; r++) {
+			double g = fval(op, r, i);
+			uint64_t w = (uint64_t)ival(op, r, i);
+			int32_t w32 = (int32_t)w;
+			switch (op) {
+			case INCA_SUM: f += g; v += w; v32 = (int32_t)((uint32_t)v32 + (uint32_t)w32); break;
+			case INCA_PROD: f *= g; v *= w; v32 = (int32_t)((uint32_t)v32 * (uint32_t)w32); break;
+			case INCA_MIN: f = g < f ? g : f; v = (int64_t)w < (int64_t)v ? w : v; v32 = w32 < v32 ? w32 : v32; break;
+			case INCA_MAX: f = g > f ? g : f; v = (int64_t)w > (int64_t)v ? w : v; v32 = w32 > v32 ? w32 : v32; break;
+			case INCA_BAND: v &= w; v32 &= w32; break;
+			case INCA_BOR: v |= w; v32 |= w32; break;
+			case INCA_BXOR: v ^= w; v32 ^= w32; break;
+			}
+		}
+		put(dt, buf, i, f, dt == INCA_INT32 ? v32 : (int64_t)v);
+	}
+}
+
+static const char *const type_names[] = { "float", "half", "bfloat16", "int32", "int64", "double" };
+static const char *const op_names[] = { "sum", "min", "max", "prod", "band", "bor", "bxor" };
+
+int main(int argc, char **argv)
+{
+	size_t minb = 8, maxb = 64 << 20;
+	double factor = 2;
+	int iters = 20, warmup = 5, check = 1, opt, dts[6] = { INCA_FLOAT32 }, ndt = 1;
+	int ops[7] = { INCA_SUM }, nop = 1;
+	bool ring_only = false;
+	struct inca_comm_attr attr = { 0 };
+
+	while ((opt = getopt(argc, argv, "b:e:f:d:o:n:w:c:Fh")) != -1) {
+		switch (opt) {
+		case 'b':
+		case 'e':
+			if (parse_size(optarg, opt == 'b' ? &minb : &maxb)) {
+				fprintf(stderr, "inca-allreduce-perf: -%c: bad size '%s'\n", opt, optarg);
+				return 2;
+			}
+			break;
+		case 'f':
+			factor = atof(optarg);
+			break;
+		case 'd':
+			ndt = 0;
+			for (int i = 0; i < 6; i++)
+				if (!strcmp(optarg, "all") || !strcmp(optarg, type_names[i]) ||
+				    agg_dtype_parse(optarg) == i)
+					dts[ndt++] = i;
+			if (!ndt) {
+				fprintf(stderr, "inca-allreduce-perf: -d: unknown type '%s'\n", optarg);
+				return 2;
+			}
+			break;
+		case 'o':
+			nop = 0;
+			for (int i = 0; i < 7; i++)
+				if (!strcmp(optarg, "all") || !strcmp(optarg, op_names[i]))
+					ops[nop++] = i;
+			if (!nop) {
+				fprintf(stderr, "inca-allreduce-perf: -o: unknown op '%s'\n", optarg);
+				return 2;
+			}
+			break;
+		case 'n': iters = atoi(optarg); break;
+		case 'w': warmup = atoi(optarg); break;
+		case 'c': check = atoi(optarg); break;
+		case 'F': ring_only = true; break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (minb < 1 || maxb < minb || factor <= 1 || iters < 1 || warmup < 0) {
+		fprintf(stderr, "inca-allreduce-perf: need 1 <= -b <= -e, -f > 1, -n >= 1\n");
+		return 2;
+	}
+	const char *r = getenv("INCA_RANK") ? getenv("INCA_RANK") : getenv("OMPI_COMM_WORLD_RANK");
+	const char *s = getenv("INCA_SIZE") ? getenv("INCA_SIZE") : getenv("OMPI_COMM_WORLD_SIZE");
+	if (!r || !s) {
+		fprintf(stderr, "inca-allreduce-perf: set INCA_RANK and INCA_SIZE (or run "
+			"under mpirun)\n");
+		return 2;
+	}
+	attr.rank = atoi(r);
+	attr.size = atoi(s);
+	if (ring_only)
+		attr.fallback = INCA_FALLBACK_FORCE;
+
+	inca_comm_t *comm;
+	int rc = inca_comm_create(&attr, &comm);
+	if (rc) {
+		fprintf(stderr, "inca-allreduce-perf: rank %d: %s: %s\n", attr.rank,
+			inca_strerror(rc), inca_last_errmsg());
+		return 1;
+	}
+	int rank = inca_comm_rank(comm), size = inca_comm_size(comm);
+	void *sendbuf = malloc(maxb + 8), *recvbuf = malloc(maxb + 8), *want = malloc(maxb + 8);
+	if (!sendbuf || !recvbuf || !want) {
+		fprintf(stderr, "inca-allreduce-perf: out of memory for %zu bytes\n", maxb);
+		return 1;
+	}
+	if (rank == 0) {
+		printf("# inca-allreduce-perf: %d ranks, transport %s%s, %d iterations, "
+		       "%d warm-up\n", size, ring_only ? "tcp ring (fallback only)" :
+		       inca_comm_transport(comm), "", iters, warmup);
+		printf("#%11s %12s %9s %6s %11s %9s %9s %7s %13s\n", "size", "count", "type",
+		       "redop", "time", "algbw", "busbw", "#wrong", "wire/rank");
+		printf("#%11s %12s %9s %6s %11s %9s %9s %7s %13s\n", "(B)", "(elements)", "",
+		       "", "(us)", "(GB/s)", "(GB/s)", "", "(B)");
+	}
+	long total_wrong = 0;
+	int status = 0;
+	for (int di = 0; di < ndt && !status; di++)
+		for (int oi = 0; oi < nop && !status; oi++) {
+			int dt = dts[di], op = ops[oi];
+			size_t es = agg_dtype_size((enum agg_dtype)dt);
+			if (agg_op_check((enum agg_dtype)dt, (enum agg_op)op))
+				continue;
+			for (size_t bytes = minb; bytes <= maxb && !status;
+			     bytes = (size_t)ceil((double)bytes * factor)) {
+				size_t count = bytes / es;
+				long wrong = 0;
+				if (count == 0)
+					continue;
+				fill(dt, op, rank, sendbuf, count);
+				for (int w = 0; w < warmup && !rc; w++)
+					rc = inca_allreduce(comm, sendbuf, recvbuf, count, dt, op);
+				struct inca_stats st0, st1;
+				inca_comm_stats(comm, &st0);
+				double t0 = now_s();
+				for (int it = 0; it < iters && !rc; it++)
+					rc = inca_allreduce(comm, sendbuf, recvbuf, count, dt, op);
+				double us = (now_s() - t0) * 1e6 / iters;
+				inca_comm_stats(comm, &st1);
+				if (rc) {
+					fprintf(stderr, "inca-allreduce-perf: rank %d: %s: %s\n", rank,
+						inca_strerror(rc), inca_comm_errmsg(comm));
+					status = 1;
+					break;
+				}
+				if (check) {
+					expected(dt, op, size, want, count);
+					for (size_t i = 0; i < count; i++)
+						wrong += memcmp((uint8_t *)recvbuf + i * es,
+								(uint8_t *)want + i * es, es) != 0;
+					total_wrong += wrong;
+				}
+				double algbw = (double)(count * es) / us / 1e3;
+				double busbw = algbw * 2.0 * (size - 1) / size;
+				uint64_t wire = (st1.bytes_sent + st1.ring_bytes_sent -
+						 st0.bytes_sent - st0.ring_bytes_sent) / (uint64_t)iters;
+				if (rank == 0)
+					printf("%12zu %12zu %9s %6s %11.1f %9.3f %9.3f %7ld %13llu\n",
+					       count * es, count, type_names[dt], op_names[op], us,
+					       algbw, busbw, check ? wrong : -1L,
+					       (unsigned long long)wire);
+				fflush(stdout);
+			}
+		}
+	struct inca_stats st;
+	inca_comm_stats(comm, &st);
+	if (rank == 0)
+		printf("# retransmissions %llu, duplicates ignored %llu, CNPs %llu, fallbacks %llu\n"
+		       "# out of bounds values : %ld %s\n", (unsigned long long)st.retransmissions,
+		       (unsigned long long)st.duplicates, (unsigned long long)st.cnps,
+		       (unsigned long long)st.fallbacks, total_wrong, total_wrong ? "FAILED" : "OK");
+	inca_comm_destroy(comm);
+	free(sendbuf);
+	free(recvbuf);
+	free(want);
+	return status ? status : total_wrong ? 1 : 0;
+}
