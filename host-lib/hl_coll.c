@@ -19,7 +19,8 @@
 
 struct hl_slot {
 	int64_t pkt;           /* outstanding packet index, -1: slot done */
-	double sent_us;        /* 0: not sent yet */
+	double sent_us;
+	bool sent;
 	unsigned retx;
 };
 
@@ -211,6 +212,7 @@ static int send_due(struct hl_coll *op, double now, double *next_due)
 			for (int i = 0; i < rc; i++) {
 				struct hl_slot *sl = &op->slots[(op->gbase + which[i]) % op->window];
 				sl->sent_us = now;
+				sl->sent = true;
 				if (retx[i]) {
 					sl->retx++;
 					c->stats.retransmissions++;
@@ -232,7 +234,7 @@ static int send_due(struct hl_coll *op, double now, double *next_due)
 		if (sl->pkt < 0)
 			continue;
 		/* exponential back-off per packet on repeated timeouts */
-		double due = sl->sent_us == 0 ? now :
+		double due = !sl->sent ? now :
 			     sl->sent_us + rto * (double)(1u << (sl->retx < 6 ? sl->retx : 6));
 		if (due > now) {
 			if (due < *next_due)
@@ -240,7 +242,7 @@ static int send_due(struct hl_coll *op, double now, double *next_due)
 			continue;
 		}
 		uint8_t *buf = op->frames + op->frame_cap * n;
-		rc = build_frame(op, (uint32_t)sl->pkt, sl->sent_us != 0, &frames[n], buf);
+		rc = build_frame(op, (uint32_t)sl->pkt, sl->sent, &frames[n], buf);
 		if (rc)
 			return rc;
 		if (c->dcqcn_on && !hl_dcqcn_may_send(&c->dcqcn, now, frames[n].len)) {
@@ -250,7 +252,7 @@ static int send_due(struct hl_coll *op, double now, double *next_due)
 			continue;
 		}
 		which[n] = (uint32_t)sl->pkt;
-		retx[n] = sl->sent_us != 0;
+		retx[n] = sl->sent;
 		/* one back-off per timeout event, not one per lost packet */
 		if (retx[n] && now - c->last_backoff_us > rto) {
 			hl_rto_backoff(&c->rto);
@@ -289,7 +291,7 @@ static void accept_result(struct hl_coll *op, const struct hl_rx *rx, double now
 	}
 	memcpy(op->out + (size_t)h.pkt_idx * op->elems * op->esize, pl,
 	       (size_t)h.count * op->esize);
-	if (sl->retx == 0 && sl->sent_us > 0)
+	if (sl->retx == 0 && sl->sent)
 		hl_rto_sample(&c->rto, now - sl->sent_us);   /* Karn: first sends only */
 	c->stats.results++;
 	c->stats.bytes_received += rx->len_wire;
@@ -297,7 +299,7 @@ static void accept_result(struct hl_coll *op, const struct hl_rx *rx, double now
 	op->last_progress_us = now;
 	uint64_t next = h.pkt_idx + (uint64_t)op->window;
 	sl->pkt = next < op->npkts ? (int64_t)next : -1;
-	sl->sent_us = 0;
+	sl->sent = false;
 	sl->retx = 0;
 }
 

@@ -477,9 +477,10 @@ int inca_comm_create(const struct inca_comm_attr *attr_in, inca_comm_t **out)
 	if (rc)
 		return create_fail(INCA_ERR_CONFIG, "%s", err);
 	if (g.nmembers != attr.size) {
+		int have = g.nmembers;
 		hl_group_free(&g);
 		return create_fail(INCA_ERR_CONFIG, "the group has %d members but size is %d",
-				   g.nmembers, attr.size);
+				   have, attr.size);
 	}
 	rc = hl_comm_create(&attr, &g, tp, out);
 	hl_group_free(&g);

@@ -52,7 +52,8 @@ static void rate_increase(struct hl_dcqcn *d)
 	if (d->rt > p->line_rate)
 		d->rt = p->line_rate;
 	d->rc = (d->rt + d->rc) / 2;
-	if (d->rc > p->line_rate)
+	/* halving the gap never closes it in floating point: snap */
+	if (d->rc > p->line_rate || p->line_rate - d->rc < 1e-6)
 		d->rc = p->line_rate;
 }
 

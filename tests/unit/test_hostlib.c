@@ -1,0 +1,538 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * libinca against a mocked transport: a switch made of the aggregation
+ * engine in the same process, with a virtual clock and scripted loss,
+ * duplication and reordering. Checks splitting, windowing, retransmission,
+ * errors, and the DCQCN and RTO arithmetic with exact values.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "hl_priv.h"
+
+#define NPKT_MAX 4096
+
+struct mock {
+	double now;
+	struct agg_group *sw;
+	/* results waiting to be received (full frames) */
+	uint8_t frames[8192][AGG_FRAME_HDR_LEN + 1024 + 8];
+	uint16_t lens[8192];
+	int nq;
+	/* scripted faults, applied to the first attempt of a packet index */
+	int drop_contrib_mod, drop_contrib_rem;
+	int drop_result_mod, drop_result_rem;
+	bool dup_results, reverse, dead;
+	uint8_t contrib_seen[NPKT_MAX], result_dropped[NPKT_MAX];
+	/* window check: per slot, the packet index whose result is pending */
+	int64_t slot_open[AGG_MAX_WINDOW];
+	int violations;
+	unsigned contributions, dropped;
+};
+
+static struct mock M;
+
+static double mock_now(struct inca_comm *c)
+{
+	(void)c;
+	return M.now;
+}
+
+static int mock_open(struct inca_comm *c)
+{
+	(void)c;
+	return 0;
+}
+
+static void mock_close(struct inca_comm *c)
+{
+	(void)c;
+}
+
+static int mock_send(struct inca_comm *c, const struct hl_frame *f, unsigned n)
+{
+	struct agg_result_l2 l2 = { .switch_ip = c->g.switch_ip };
+
+	for (unsigned i = 0; i < n; i++) {
+		struct agg_pkt p;
+		struct agg_result res;
+		uint16_t member;
+
+		/* what the transport was handed must be a valid frame */
+		assert_int_equal(agg_decode(f[i].data, f[i].len, true, &p), 0);
+		assert_int_equal(f[i].msg_len, AGG_INCA_HLEN + p.payload_len);
+		M.contributions++;
+		if (M.dead)
+			continue;
+		uint32_t k = p.hdr.pkt_idx;
+		int64_t *open = &M.slot_open[p.hdr.slot];
+		/* self-clocking: a slot carries a new packet only after the
+		 * previous one's result went out */
+		if (*open >= 0 && *open != (int64_t)k && (p.hdr.flags & AGG_FLAG_RETRANSMIT) == 0)
+			M.violations++;
+		*open = k;
+		if (M.drop_contrib_mod && k < NPKT_MAX && !M.contrib_seen[k] &&
+		    (int)(k % (uint32_t)M.drop_contrib_mod) == M.drop_contrib_rem) {
+			M.contrib_seen[k] = 1;
+			M.dropped++;
+			continue;
+		}
+		if (k < NPKT_MAX)
+			M.contrib_seen[k] = 1;
+		int v = agg_group_ingest(M.sw, &p, &res, &member);
+		if (v != AGG_V_COMPLETE && v != AGG_V_RETRANSMIT)
+			continue;
+		if (M.drop_result_mod && k < NPKT_MAX && !M.result_dropped[k] &&
+		    (int)(k % (uint32_t)M.drop_result_mod) == M.drop_result_rem) {
+			M.result_dropped[k] = 1;
+			M.dropped++;
+			continue;
+		}
+		for (int copy = 0; copy < (M.dup_results ? 2 : 1); copy++) {
+			assert_true(M.nq < 8192);
+			int len = agg_result_encode(M.sw, member, &res, &l2, NULL,
+						    M.frames[M.nq], sizeof(M.frames[0]));
+			assert_true(len > 0);
+			M.lens[M.nq++] = (uint16_t)len;
+		}
+		*open = -1;
+	}
+	return (int)n;
+}
+
+static int mock_recv(struct inca_comm *c, struct hl_rx *rx, unsigned max, int timeout_us)
+{
+	static uint8_t held[64][AGG_FRAME_HDR_LEN + 1024 + 8];
+	unsigned n = 0;
+
+	if (M.nq == 0) {
+		M.now += timeout_us > 0 ? timeout_us : 1;   /* time passes */
+		return 0;
+	}
+	M.now += 5;          /* a 5 µs round trip */
+	while (n < max && M.nq > 0) {
+		/* reverse: newest first */
+		int i = M.reverse ? M.nq - 1 : 0;
+		struct agg_pkt p;
+
+		memcpy(held[n], M.frames[i], M.lens[i]);
+		assert_int_equal(agg_decode(held[n], M.lens[i], true, &p), 0);
+		rx[n] = (struct hl_rx){ .kind = HL_RX_MSG, .msg = p.payload - AGG_INCA_HLEN,
+					.len = AGG_INCA_HLEN + p.payload_len,
+					.src_qp = p.src_qp, .len_wire = M.lens[i] };
+		if (!M.reverse)
+			memmove(&M.frames[0], &M.frames[1], sizeof(M.frames[0]) * (size_t)(M.nq - 1)),
+			memmove(&M.lens[0], &M.lens[1], sizeof(M.lens[0]) * (size_t)(M.nq - 1));
+		M.nq--;
+		n++;
+		if (n == 64)
+			break;
+	}
+	(void)c;
+	return (int)n;
+}
+
+static const struct hl_transport_ops mock_ops = {
+	.name = "mock", .open = mock_open, .close = mock_close,
+	.send = mock_send, .recv = mock_recv,
+};
+
+static struct hl_member one_member[1] = { { .ip = 0x0a000001, .qpn = 17 } };
+
+/* A one-rank group: the switch's result is the rank's own contribution,
+ * so the engine's splitting, windowing and recovery are what is tested. */
+static inca_comm_t *mk_comm(uint16_t window, uint16_t elems, inca_fallback_t fb, int dcqcn)
+{
+	struct hl_group_desc g = { .switch_ip = 0x0a0000fe, .group_id = 9,
+				   .group_qpn = 256, .qkey = 0xabc, .window = window,
+				   .elems_per_pkt = elems, .ring_port = 18515, .nmembers = 1,
+				   .members = one_member };
+	struct inca_comm_attr attr = { .rank = 0, .size = 1, .fallback = fb,
+				       .timeout_ms = 2000, .switch_timeout_ms = 200,
+				       .dcqcn = dcqcn };
+	struct agg_member am = { .ip = 0x0a000001, .qpn = 17, .fanin = 1 };
+	struct agg_group_config gc = { .group_id = 9, .qpn = 256, .qkey = 0xabc,
+				       .nmembers = 1, .window = window,
+				       .elems_per_pkt = elems, .members = &am };
+	inca_comm_t *c;
+
+	memset(&M, 0, sizeof(M));
+	for (int i = 0; i < AGG_MAX_WINDOW; i++)
+		M.slot_open[i] = -1;
+	M.sw = agg_group_create(&gc, NULL);
+	assert_non_null(M.sw);
+	assert_int_equal(hl_comm_create(&attr, &g, &mock_ops, &c), 0);
+	c->now_us = mock_now;
+	hl_dcqcn_init(&c->dcqcn, &c->dcqcn.p, 0);
+	return c;
+}
+
+static void done_comm(inca_comm_t *c)
+{
+	inca_comm_destroy(c);
+	agg_group_destroy(M.sw);
+	M.sw = NULL;
+}
+
+static void test_split_and_window(void **state)
+{
+	inca_comm_t *c = mk_comm(4, 64, INCA_FALLBACK_OFF, -1);
+	static float in[1000], out[1000];
+	struct inca_stats st;
+
+	(void)state;
+	for (int i = 0; i < 1000; i++)
+		in[i] = (float)i * 0.5f - 17;
+	assert_int_equal(inca_allreduce(c, in, out, 1000, INCA_FLOAT32, INCA_SUM), 0);
+	assert_memory_equal(in, out, sizeof(in));
+	inca_comm_stats(c, &st);
+	assert_int_equal(st.packets_sent, 16);          /* ceil(1000 / 64) */
+	assert_int_equal(st.retransmissions, 0);
+	assert_int_equal(st.results, 16);
+	assert_int_equal(st.collectives, 1);
+	assert_int_equal(M.violations, 0);
+	/* a second call continues the slot/set sequence: 16 more packets */
+	assert_int_equal(inca_allreduce(c, in, out, 1, INCA_FLOAT32, INCA_MAX), 0);
+	assert_true(out[0] == in[0]);
+	inca_comm_stats(c, &st);
+	assert_int_equal(st.packets_sent, 17);
+	assert_int_equal(c->gcount, 17);
+	assert_int_equal(c->next_seq, 3);
+	done_comm(c);
+}
+
+static void test_every_dtype_in_place(void **state)
+{
+	static uint8_t buf[8 * 777], orig[8 * 777];
+
+	(void)state;
+	for (int dt = 0; dt < AGG_DTYPE_COUNT; dt++) {
+		inca_comm_t *c = mk_comm(8, 100, INCA_FALLBACK_AUTO, 0);
+		size_t es = agg_dtype_size(dt);
+		for (size_t i = 0; i < sizeof(buf); i++)
+			buf[i] = (uint8_t)(i * 13 + 1) & 0x3f;   /* finite values */
+		memcpy(orig, buf, sizeof(buf));
+		assert_int_equal(inca_allreduce(c, INCA_IN_PLACE, buf, 777, dt, INCA_MIN), 0);
+		assert_memory_equal(buf, orig, 777 * es);
+		done_comm(c);
+	}
+}
+
+static void test_loss_is_retransmitted(void **state)
+{
+	inca_comm_t *c = mk_comm(8, 32, INCA_FALLBACK_OFF, -1);
+	static int32_t in[3200], out[3200];
+	struct inca_stats st;
+
+	(void)state;
+	for (int i = 0; i < 3200; i++)
+		in[i] = i * 7 - 1000;
+	M.drop_contrib_mod = 7;    /* packets 3, 10, 17, ... lose their first send */
+	M.drop_contrib_rem = 3;
+	M.drop_result_mod = 11;    /* packets 5, 16, 27, ... lose their first result */
+	M.drop_result_rem = 5;
+	assert_int_equal(inca_allreduce(c, in, out, 3200, INCA_INT32, INCA_SUM), 0);
+	assert_memory_equal(in, out, sizeof(in));
+	inca_comm_stats(c, &st);
+	/* 100 packets: 14 lose the contribution, 9 the result, one each */
+	assert_int_equal(M.dropped, 14 + 9);
+	assert_int_equal(st.packets_sent, 100);
+	assert_int_equal(st.retransmissions, 23);
+	assert_int_equal(st.results, 100);
+	assert_int_equal(M.violations, 0);
+	/* the switch answered the 9 lost results from its retained copies */
+	assert_int_equal(agg_group_stats(M.sw)->retransmits, 9);
+	assert_true(st.rto_us >= 200);
+	done_comm(c);
+}
+
+static void test_duplicates_and_reordering(void **state)
+{
+	inca_comm_t *c = mk_comm(16, 16, INCA_FALLBACK_OFF, -1);
+	static double in[1600], out[1600];
+	struct inca_stats st;
+
+	(void)state;
+	for (int i = 0; i < 1600; i++)
+		in[i] = 1.0 / (i + 1);
+	M.dup_results = true;
+	M.reverse = true;
+	assert_int_equal(inca_allreduce(c, in, out, 1600, INCA_FLOAT64, INCA_PROD), 0);
+	assert_memory_equal(in, out, sizeof(in));
+	inca_comm_stats(c, &st);
+	assert_int_equal(st.results, 100);
+	assert_int_equal(st.duplicates, 100);           /* every copy ignored */
+	assert_int_equal(st.retransmissions, 0);
+	done_comm(c);
+}
+
+static void test_switch_dead(void **state)
+{
+	float x[10] = { 0 };
+	inca_comm_t *c = mk_comm(4, 64, INCA_FALLBACK_OFF, -1);
+
+	(void)state;
+	M.dead = true;
+	assert_int_equal(inca_allreduce(c, x, x, 10, INCA_FLOAT32, INCA_SUM), INCA_ERR_SWITCH);
+	assert_non_null(strstr(inca_comm_errmsg(c), "no result from switch 10.0.0.254 for "
+					       "200 ms (0 of 1 packets done)"));
+	/* retransmitted with back-off, not a storm: RTO 5 ms doubling per
+	 * retry within 200 ms is a handful of sends */
+	assert_true(M.contributions >= 3 && M.contributions <= 8);
+	done_comm(c);
+	/* a one-rank group can always fall back: the ring is the identity */
+	c = mk_comm(4, 64, INCA_FALLBACK_AUTO, -1);
+	M.dead = true;
+	float y[3] = { 1, 2, 3 }, z[3];
+	assert_int_equal(inca_allreduce(c, y, z, 3, INCA_FLOAT32, INCA_SUM), 0);
+	assert_memory_equal(y, z, sizeof(y));
+	struct inca_stats st;
+	inca_comm_stats(c, &st);
+	assert_int_equal(st.fallbacks, 1);
+	/* sticky: the next call goes straight to the ring */
+	unsigned before = M.contributions;
+	assert_int_equal(inca_allreduce(c, y, z, 3, INCA_FLOAT32, INCA_SUM), 0);
+	assert_int_equal(M.contributions, before);
+	done_comm(c);
+}
+
+static void test_bad_calls(void **state)
+{
+	inca_comm_t *c = mk_comm(4, 64, INCA_FALLBACK_OFF, -1);
+	float x[4] = { 0 };
+	inca_request_t *req;
+	int done = 0;
+
+	(void)state;
+	assert_int_equal(inca_allreduce(c, x, x, 0, INCA_FLOAT32, INCA_SUM), INCA_ERR_INVAL);
+	assert_int_equal(inca_allreduce(c, x, x, 4, INCA_FLOAT32, INCA_BXOR), INCA_ERR_INVAL);
+	assert_non_null(strstr(inca_comm_errmsg(c), "fp32 bxor"));
+	assert_int_equal(inca_allreduce(c, NULL, x, 4, INCA_FLOAT32, INCA_SUM), INCA_ERR_INVAL);
+	assert_int_equal(inca_allreduce(NULL, x, x, 4, INCA_FLOAT32, INCA_SUM), INCA_ERR_INVAL);
+	assert_int_equal(inca_bcast(c, x, 4, INCA_FLOAT32, 3), INCA_ERR_INVAL);
+	/* one operation at a time */
+	assert_int_equal(inca_iallreduce(c, x, x, 4, INCA_FLOAT32, INCA_SUM, &req), 0);
+	assert_int_equal(inca_allreduce(c, x, x, 4, INCA_FLOAT32, INCA_SUM), INCA_ERR_BUSY);
+	while (!done)
+		assert_int_equal(inca_test(req, &done), 0);
+	assert_int_equal(inca_barrier(c), 0);
+	float b[3] = { -0.0f, 1.5f, -7.0f }, b0[3];
+	memcpy(b0, b, sizeof(b));
+	assert_int_equal(inca_bcast(c, b, 3, INCA_FLOAT32, 0), 0);
+	assert_memory_equal(b, b0, sizeof(b));        /* bit-exact, -0 kept */
+	assert_string_equal(inca_strerror(INCA_ERR_SWITCH),
+			    "switch unavailable and fallback disabled");
+	assert_string_equal(inca_strerror(-99), "unknown libinca error");
+	done_comm(c);
+}
+
+static void test_group_descriptions(void **state)
+{
+	struct hl_group_desc g;
+	char err[256];
+
+	(void)state;
+	assert_int_equal(hl_group_from_json(
+		"{\"switch\":\"10.0.0.254\",\"group\":3,\"qpn\":\"0x100\",\"qkey\":\"0xdeadbeef\","
+		"\"window\":16,\"members\":[{\"ip\":\"10.0.0.1\",\"qpn\":17},"
+		"{\"ip\":\"10.0.0.2\",\"qpn\":18,\"ring_port\":2000}]}", "g.json", &g, err,
+		sizeof(err)), 0);
+	assert_int_equal(g.switch_ip, 0x0a0000fe);
+	assert_int_equal(g.group_qpn, 256);
+	assert_int_equal(g.qkey, 0xdeadbeef);
+	assert_int_equal(g.window, 16);
+	assert_int_equal(g.elems_per_pkt, 256);       /* default */
+	assert_int_equal(g.nmembers, 2);
+	assert_int_equal(g.members[0].ring_port, 18515);
+	assert_int_equal(g.members[1].ring_port, 2000);
+	hl_group_free(&g);
+
+	static const struct { const char *json, *msg; } bad[] = {
+		{ "{", "g.json: line 1 column 1:" },
+		{ "{\"group\":1}", "g.json: switch: expected the switch's IPv4 address" },
+		{ "{\"switch\":\"10.0.0.254\",\"group\":1,\"qpn\":256}", "g.json: qkey: missing" },
+		{ "{\"switch\":\"10.0.0.254\",\"group\":1,\"qpn\":256,\"qkey\":1,\"window\":0,"
+		  "\"members\":[]}", "g.json: window: expected 1..4096" },
+		{ "{\"switch\":\"10.0.0.254\",\"group\":1,\"qpn\":256,\"qkey\":1,\"members\":[]}",
+		  "g.json: members: expected a list of 1..1024 members" },
+		{ "{\"switch\":\"10.0.0.254\",\"group\":1,\"qpn\":256,\"qkey\":1,"
+		  "\"members\":[{\"ip\":\"10.0.0.1\",\"qpn\":1}]}",
+		  "g.json: members[0].qpn must be 2..0xffffff" },
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(hl_group_from_json(bad[i].json, "g.json", &g, err, sizeof(err)), -1);
+		if (!strstr(err, bad[i].msg))
+			fail_msg("case %zu: '%s', want '%s'", i, err, bad[i].msg);
+	}
+
+	setenv("INCA_SWITCH", "10.0.0.254", 1);
+	setenv("INCA_GROUP", "1", 1);
+	setenv("INCA_GROUP_QPN", "256", 1);
+	setenv("INCA_QKEY", "0x1234abcd", 1);
+	setenv("INCA_MEMBERS", "10.0.0.1:17,10.0.0.2:18:4000", 1);
+	unsetenv("INCA_WINDOW");
+	assert_int_equal(hl_group_from_env(&g, err, sizeof(err)), 0);
+	assert_int_equal(g.nmembers, 2);
+	assert_int_equal(g.members[1].qpn, 18);
+	assert_int_equal(g.members[1].ring_port, 4000);
+	assert_int_equal(g.qkey, 0x1234abcd);
+	assert_int_equal(g.window, 64);
+	hl_group_free(&g);
+	setenv("INCA_MEMBERS", "10.0.0.1", 1);
+	assert_int_equal(hl_group_from_env(&g, err, sizeof(err)), -1);
+	assert_string_equal(err, "INCA_MEMBERS: member 0: expected ip:qpn[:ring_port]");
+	setenv("INCA_QKEY", "zz", 1);
+	assert_int_equal(hl_group_from_env(&g, err, sizeof(err)), -1);
+	assert_string_equal(err, "INCA_QKEY: expected a number up to 4294967295, got 'zz'");
+
+	/* inca_comm_create reports what is missing */
+	unsetenv("INCA_RANK");
+	inca_comm_t *c;
+	assert_int_equal(inca_comm_create(NULL, &c), INCA_ERR_CONFIG);
+	assert_null(c);
+	assert_string_equal(inca_last_errmsg(), "INCA_RANK: expected the rank, got '(unset)'");
+	struct inca_comm_attr a = { .rank = 0, .size = 2, .transport = "carrier-pigeon" };
+	assert_int_equal(inca_comm_create(&a, &c), INCA_ERR_INVAL);
+	assert_string_equal(inca_last_errmsg(),
+			    "transport 'carrier-pigeon': expected udp, xdp or verbs");
+	a.transport = "udp";
+	a.size = 3;
+	setenv("INCA_QKEY", "1", 1);
+	assert_int_equal(inca_comm_create(&a, &c), INCA_ERR_CONFIG);
+	assert_string_equal(inca_last_errmsg(), "INCA_MEMBERS: member 0: expected ip:qpn[:ring_port]");
+	setenv("INCA_MEMBERS", "10.0.0.1:17,10.0.0.2:18", 1);
+	assert_int_equal(inca_comm_create(&a, &c), INCA_ERR_CONFIG);
+	assert_string_equal(inca_last_errmsg(), "the group has 2 members but size is 3");
+}
+
+/* ---- DCQCN and RTO arithmetic ---- */
+
+static void test_dcqcn_rates(void **state)
+{
+	struct hl_dcqcn_params p;
+	struct hl_dcqcn d;
+
+	(void)state;
+	hl_dcqcn_params_default(&p, 10);               /* 1250 bytes/µs */
+	assert_true(p.line_rate == 1250.0);
+	assert_true(p.rate_ai == 5.0);                 /* 40 Mbit/s */
+	hl_dcqcn_init(&d, &p, 0);
+	/* no congestion: time passes, nothing changes */
+	hl_dcqcn_advance(&d, 1000, 1 << 20);
+	assert_true(d.rc == 1250.0 && d.rt == 1250.0);
+	assert_int_equal(d.t_stage, 0);
+
+	/* first CNP at t=1000: alpha = 1 (decayed 18 times since t=0 first) */
+	double a = 1.0;
+	for (int i = 0; i < 18; i++)
+		a *= 255.0 / 256;
+	assert_true(d.alpha == a);
+	hl_dcqcn_on_cnp(&d, 1000);
+	assert_true(d.rt == 1250.0);
+	assert_true(d.rc == 1250.0 * (1 - a / 2));
+	double rc1 = 1250.0 * (1 - a / 2);
+	double a1 = (255.0 / 256) * a + 1.0 / 256;
+	assert_true(d.alpha == a1);
+	/* second CNP at once: cut again from the new rate */
+	hl_dcqcn_on_cnp(&d, 1000);
+	double rc2 = rc1 * (1 - a1 / 2), a2 = (255.0 / 256) * a1 + 1.0 / 256;
+	assert_true(d.rt == rc1 && d.rc == rc2 && d.alpha == a2);
+	assert_int_equal(d.cnps, 2);
+
+	/* four timer periods: fast recovery halves the gap each time */
+	hl_dcqcn_advance(&d, 1000 + 4 * 55, 0);
+	double rc = rc2;
+	for (int i = 0; i < 4; i++)
+		rc = (rc1 + rc) / 2;
+	assert_int_equal(d.t_stage, 4);
+	assert_true(d.rc == rc && d.rt == rc1);
+	/* fifth: still fast recovery (stage 5 is not > F... max(5,0) = 5 is not
+	 * < F: additive increase of the target by R_AI) */
+	hl_dcqcn_advance(&d, 1000 + 5 * 55, 0);
+	assert_true(d.rt == rc1 + 5.0);
+	assert_true(d.rc == (rc1 + 5.0 + rc) / 2);
+	/* the byte counter counts too: 10 MB sent */
+	double before_rc = d.rc, before_rt = d.rt;
+	hl_dcqcn_advance(&d, 1000 + 5 * 55, 10u << 20);
+	assert_int_equal(d.b_stage, 1);
+	assert_true(d.rt == before_rt + 5.0);           /* max(5,1)=5: additive */
+	assert_true(d.rc == (before_rt + 5.0 + before_rc) / 2);
+	/* both counters past F: hyper increase by (min - F) * R_HAI */
+	d.t_stage = 6;
+	d.b_stage = 6;
+	before_rc = d.rc;
+	before_rt = d.rt;
+	hl_dcqcn_advance(&d, 1000 + 6 * 55, 0);         /* t_stage 7, b_stage 6 */
+	assert_true(d.rt == before_rt + 1 * p.rate_hai);
+	assert_true(d.rc == (d.rt + before_rc) / 2);
+	/* never above line rate, never below the floor */
+	hl_dcqcn_advance(&d, 1e9, 0);
+	assert_true(d.rc == 1250.0 && d.rt == 1250.0);
+	for (int i = 0; i < 100; i++)
+		hl_dcqcn_on_cnp(&d, 1e9);
+	assert_true(d.rc == p.min_rate);
+	assert_true(hl_dcqcn_gbps(&d) == 0.01);
+}
+
+static void test_dcqcn_pacing(void **state)
+{
+	struct hl_dcqcn_params p;
+	struct hl_dcqcn d;
+	int sent = 0;
+
+	(void)state;
+	hl_dcqcn_params_default(&p, 8);                 /* 1000 bytes/µs */
+	hl_dcqcn_init(&d, &p, 0);
+	while (hl_dcqcn_may_send(&d, 0, 1000))
+		sent++;
+	assert_int_equal(sent, 65);                     /* the 64 KiB bucket */
+	assert_true(d.tokens == 65536 - 65000);
+	assert_false(hl_dcqcn_may_send(&d, 0.4, 1000));  /* 536 + 400 < 1000 */
+	assert_true(hl_dcqcn_may_send(&d, 0.5, 1000));   /* 536 + 500 >= 1000 */
+}
+
+static void test_rto(void **state)
+{
+	struct hl_rto r;
+
+	(void)state;
+	hl_rto_init(&r, 200, 250000);
+	assert_true(r.rto == 5000);
+	hl_rto_sample(&r, 100);                       /* srtt 100, rttvar 50 */
+	assert_true(r.srtt == 100 && r.rttvar == 50);
+	assert_true(r.rto == 300);                    /* 100 + 4 * 50 */
+	hl_rto_sample(&r, 300);                       /* rttvar .75*50+.25*200 */
+	assert_true(r.rttvar == 87.5);
+	assert_true(r.srtt == 125);
+	assert_true(r.rto == 475);
+	hl_rto_sample(&r, 10);
+	assert_true(r.rto >= 200);
+	hl_rto_backoff(&r);
+	double x = r.rto;
+	hl_rto_backoff(&r);
+	assert_true(r.rto == 2 * x);
+	for (int i = 0; i < 30; i++)
+		hl_rto_backoff(&r);
+	assert_true(r.rto == 250000);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_split_and_window),
+		cmocka_unit_test(test_every_dtype_in_place),
+		cmocka_unit_test(test_loss_is_retransmitted),
+		cmocka_unit_test(test_duplicates_and_reordering),
+		cmocka_unit_test(test_switch_dead),
+		cmocka_unit_test(test_bad_calls),
+		cmocka_unit_test(test_group_descriptions),
+		cmocka_unit_test(test_dcqcn_rates),
+		cmocka_unit_test(test_dcqcn_pacing),
+		cmocka_unit_test(test_rto),
+	};
+	return cmocka_run_group_tests_name("hostlib", tests, NULL, NULL);
+}
