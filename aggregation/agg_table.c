@@ -20,6 +20,9 @@ struct agg_set {
 	uint32_t coll_seq;     /* which use of the slot this set holds */
 	uint32_t pkt_idx;
 	uint64_t *bitmap;      /* members that contributed to this use */
+	uint64_t *older;       /* members that sent older_key: a restarted job */
+	uint32_t older_seq, older_idx;
+	uint16_t older_seen;
 	void *acc;             /* E accumulator elements */
 	uint8_t *out;          /* wire-format result + pad, kept until reuse */
 	uint8_t *stage;        /* reproducible mode: one row per member */
@@ -113,7 +116,7 @@ struct agg_group *agg_group_create(const struct agg_group_config *cfg,
 	g->row_bytes = row;
 	bitmap_bytes = (size_t)g->bitmap_words * 8;
 	/* acc + out (+4 pad) + bitmap (+ staging rows), 64-byte aligned */
-	per_set = row + ((row + 4 + 63) & ~(size_t)63) + ((bitmap_bytes + 63) & ~(size_t)63);
+	per_set = row + ((row + 4 + 63) & ~(size_t)63) + 2 * ((bitmap_bytes + 63) & ~(size_t)63);
 	if (g->staged)
 		per_set += row * cfg->nmembers;
 	nsets = (size_t)cfg->window * 2;
@@ -132,6 +135,8 @@ struct agg_group *agg_group_create(const struct agg_group_config *cfg,
 		s->out = p;
 		p += (row + 4 + 63) & ~(size_t)63;
 		s->bitmap = (uint64_t *)p;
+		p += (bitmap_bytes + 63) & ~(size_t)63;
+		s->older = (uint64_t *)p;
 		p += (bitmap_bytes + 63) & ~(size_t)63;
 		if (g->staged) {
 			s->stage = p;
@@ -285,8 +290,29 @@ int agg_group_ingest(struct agg_group *g, const struct agg_pkt *pkt,
 		s->nseen = 0;
 		s->coll_seq = h->coll_seq;
 		s->pkt_idx = h->pkt_idx;
+		s->older_seen = 0;
 		memset(s->bitmap, 0, (size_t)g->bitmap_words * 8);
 	} else if (cmp < 0) {
+		/* Late copies of an old use come from some members; a job that
+		 * restarted its sequence numbers sends the same older key from
+		 * every member. When all have, the set is freed for it. */
+		if (s->older_seen == 0 || s->older_seq != h->coll_seq ||
+		    s->older_idx != h->pkt_idx) {
+			memset(s->older, 0, (size_t)g->bitmap_words * 8);
+			s->older_seq = h->coll_seq;
+			s->older_idx = h->pkt_idx;
+			s->older_seen = 0;
+		}
+		word = &s->older[h->rank / 64];
+		bit = 1ull << (h->rank % 64);
+		if (!(*word & bit)) {
+			*word |= bit;
+			if (++s->older_seen == c->nmembers) {
+				s->state = SET_IDLE;
+				s->older_seen = 0;
+				g->stats.restarts++;
+			}
+		}
 		return drop(g, -AGG_E_STALE);
 	} else if (AGG_UNLIKELY(h->dtype != s->dtype || h->op != s->op ||
 				h->count != s->count)) {

@@ -111,10 +111,11 @@ int hl_allreduce_start(struct inca_comm *c, const void *sendbuf, void *recvbuf,
 	op->esize = esize;
 	op->dtype = dtype;
 	op->op = op_code;
-	/* E elements, and never more than a 4096-byte IB MTU */
+	/* E elements, and the INCA header plus elements within the IB MTU: a
+	 * UD message never exceeds the path MTU (every rank computes the same) */
 	op->elems = c->g.elems_per_pkt;
-	if ((size_t)op->elems * esize > AGG_MAX_PAYLOAD)
-		op->elems = (uint32_t)(AGG_MAX_PAYLOAD / esize);
+	if (AGG_INCA_HLEN + (size_t)op->elems * esize > c->g.ib_mtu)
+		op->elems = (uint32_t)((c->g.ib_mtu - AGG_INCA_HLEN) / esize);
 	op->npkts = (uint32_t)((count + op->elems - 1) / op->elems);
 	op->window = c->g.window;
 	op->seq = c->next_seq++;
@@ -233,9 +234,12 @@ static int send_due(struct hl_coll *op, double now, double *next_due)
 		struct hl_slot *sl = &op->slots[s];
 		if (sl->pkt < 0)
 			continue;
-		/* exponential back-off per packet on repeated timeouts */
+		/* exponential back-off per packet on repeated timeouts, never
+		 * beyond the RTO ceiling (several tries fit in the switch
+		 * timeout) */
+		double backoff = rto * (double)(1u << (sl->retx < 6 ? sl->retx : 6));
 		double due = !sl->sent ? now :
-			     sl->sent_us + rto * (double)(1u << (sl->retx < 6 ? sl->retx : 6));
+			     sl->sent_us + (backoff < c->rto.max ? backoff : c->rto.max);
 		if (due > now) {
 			if (due < *next_due)
 				*next_due = due;

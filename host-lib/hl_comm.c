@@ -105,6 +105,13 @@ static int group_check(struct hl_group_desc *g, char *err, size_t errlen)
 		g->elems_per_pkt = 256;
 	if (!g->ring_port)
 		g->ring_port = 18515;
+	if (!g->ib_mtu)
+		g->ib_mtu = 1024;     /* what a 1500-byte Ethernet MTU carries */
+	if (g->ib_mtu != 256 && g->ib_mtu != 512 && g->ib_mtu != 1024 &&
+	    g->ib_mtu != 2048 && g->ib_mtu != 4096) {
+		snprintf(err, errlen, "mtu must be an IB MTU: 256, 512, 1024, 2048 or 4096");
+		return -1;
+	}
 	if (g->window > AGG_MAX_WINDOW || g->elems_per_pkt > AGG_MAX_ELEMS) {
 		snprintf(err, errlen, "window must be 1..%d and elems_per_pkt 1..%d",
 			 AGG_MAX_WINDOW, AGG_MAX_ELEMS);
@@ -132,10 +139,11 @@ int hl_group_from_json(const char *text, const char *origin, struct hl_group_des
 		{ "group", UINT32_MAX, 0 }, { "qpn", AGG_QPN_MASK, 1 },
 		{ "qkey", UINT32_MAX, 2 }, { "window", AGG_MAX_WINDOW, 3 },
 		{ "elems_per_pkt", AGG_MAX_ELEMS, 4 }, { "ring_port", 65535, 5 },
+		{ "mtu", 4096, 6 },
 	};
 	json_error_t jerr;
 	json_t *root = json_loads(text, JSON_REJECT_DUPLICATES, &jerr), *v, *m;
-	uint64_t val[6] = { 0 };
+	uint64_t val[7] = { 0 };
 	size_t i;
 	int rc = -1;
 
@@ -153,7 +161,7 @@ int hl_group_from_json(const char *text, const char *origin, struct hl_group_des
 		snprintf(err, errlen, "%s: switch: expected the switch's IPv4 address", origin);
 		goto out;
 	}
-	for (i = 0; i < 6; i++) {
+	for (i = 0; i < 7; i++) {
 		v = json_object_get(root, nums[i].key);
 		if (!v) {
 			if (i < 3) {
@@ -174,6 +182,7 @@ int hl_group_from_json(const char *text, const char *origin, struct hl_group_des
 	g->window = (uint16_t)val[3];
 	g->elems_per_pkt = (uint16_t)val[4];
 	g->ring_port = (uint16_t)val[5];
+	g->ib_mtu = (uint16_t)val[6];
 	g->reproducible = json_is_true(json_object_get(root, "reproducible"));
 	v = json_object_get(root, "members");
 	if (!json_is_array(v) || json_array_size(v) == 0 ||
@@ -228,8 +237,9 @@ int hl_group_from_env(struct hl_group_desc *g, char *err, size_t errlen)
 		{ "INCA_GROUP", UINT32_MAX }, { "INCA_GROUP_QPN", AGG_QPN_MASK },
 		{ "INCA_QKEY", UINT32_MAX }, { "INCA_WINDOW", AGG_MAX_WINDOW },
 		{ "INCA_ELEMS", AGG_MAX_ELEMS }, { "INCA_RING_PORT", 65535 },
+		{ "INCA_MTU", 4096 },
 	};
-	uint64_t val[6] = { 0 };
+	uint64_t val[7] = { 0 };
 	const char *s;
 	char *list, *tok, *save = NULL;
 
@@ -239,7 +249,7 @@ int hl_group_from_env(struct hl_group_desc *g, char *err, size_t errlen)
 			 "(or set INCA_CONFIG to a group file)");
 		return -1;
 	}
-	for (int i = 0; i < 6; i++) {
+	for (int i = 0; i < 7; i++) {
 		s = getenv(nums[i].name);
 		if (!s && i >= 3)
 			continue;
@@ -255,6 +265,7 @@ int hl_group_from_env(struct hl_group_desc *g, char *err, size_t errlen)
 	g->window = (uint16_t)val[3];
 	g->elems_per_pkt = (uint16_t)val[4];
 	g->ring_port = (uint16_t)val[5];
+	g->ib_mtu = (uint16_t)val[6];
 	s = getenv("INCA_REPRODUCIBLE");
 	g->reproducible = s && (!strcmp(s, "1") || !strcasecmp(s, "true"));
 	s = getenv("INCA_MEMBERS");
@@ -342,6 +353,8 @@ int hl_comm_create(const struct inca_comm_attr *attr, const struct hl_group_desc
 		return create_fail(INCA_ERR_NOMEM, "out of memory");
 	}
 	memcpy(c->g.members, g->members, sizeof(*g->members) * (size_t)g->nmembers);
+	if (!c->g.ib_mtu)
+		c->g.ib_mtu = 1024;
 	c->my_ip = g->members[c->rank].ip;
 	c->my_qpn = g->members[c->rank].qpn;
 	if (attr->local_ip && parse_ip(attr->local_ip, &c->my_ip)) {

@@ -126,6 +126,7 @@ struct hl_group_desc {
 	uint32_t qkey;
 	uint16_t window;
 	uint16_t elems_per_pkt;
+	uint16_t ib_mtu;       /* 256..4096: INCA header + elements fit in it */
 	bool reproducible;
 	uint16_t ring_port;    /* default TCP port of the fallback ring */
 	int nmembers;

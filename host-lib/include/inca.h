@@ -96,12 +96,15 @@ typedef enum {
  * strings fall back to the environment (INCA_*), then to defaults.
  * Group description (static mode) comes from:
  *   - config_file: JSON {"switch": "10.0.0.254", "group": 1, "qpn": 256,
- *     "qkey": "0x...", "window": 64, "elems_per_pkt": 256,
+ *     "qkey": "0x...", "window": 64, "elems_per_pkt": 256, "mtu": 1024,
  *     "reproducible": false, "ring_port": 18515,
  *     "members": [{"ip": "10.0.0.1", "qpn": 17}, ...]}   (INCA_CONFIG)
  *   - or the environment: INCA_SWITCH, INCA_GROUP, INCA_GROUP_QPN,
  *     INCA_QKEY, INCA_MEMBERS="ip:qpn,ip:qpn,...", INCA_WINDOW,
- *     INCA_ELEMS, INCA_RING_PORT
+ *     INCA_ELEMS, INCA_MTU, INCA_RING_PORT
+ *   A packet carries min(E, (mtu - 32) / element size) elements: the IB MTU
+ *   (1024 on 1500-byte Ethernet, 4096 with jumbo frames) bounds a UD
+ *   message, header included.
  *   - or a manager (manager_url / INCA_MANAGER), which creates the group.
  */
 struct inca_comm_attr {

@@ -373,6 +373,31 @@ static void test_shadow_sets_and_stale(void **state)
 	/* reset forgets everything */
 	agg_group_reset(g);
 	contribute_all_int32(g, 0, false, 1, 0, 8, &res);
+
+	/* a job that restarts sends seq 1 again while the set holds (5, 0):
+	 * stale from each member, until all of them have said so; the set is
+	 * then free and their retransmissions are a new use */
+	contribute_all_int32(g, 2, false, 5, 0, 8, &res);
+	uint64_t stale = st->drops[AGG_E_STALE];
+	for (uint16_t m = 0; m < NM; m++) {
+		mk(&c, m, AGG_DTYPE_INT32, AGG_OP_SUM, 8, 2, false, 1, 0, v);
+		assert_int_equal(agg_group_ingest(g, &c.pkt, &res, NULL), -AGG_E_STALE);
+		/* a late copy of another old key does not count towards it */
+		if (m == 3) {
+			mk(&c, 0, AGG_DTYPE_INT32, AGG_OP_SUM, 8, 2, false, 4, 0, v);
+			assert_int_equal(agg_group_ingest(g, &c.pkt, &res, NULL), -AGG_E_STALE);
+			for (uint16_t k = 0; k <= 3; k++) {
+				mk(&c, k, AGG_DTYPE_INT32, AGG_OP_SUM, 8, 2, false, 1, 0, v);
+				assert_int_equal(agg_group_ingest(g, &c.pkt, &res, NULL),
+						 -AGG_E_STALE);
+			}
+		}
+		assert_int_equal(st->restarts, m == NM - 1 ? 1 : 0);
+	}
+	assert_int_equal(st->drops[AGG_E_STALE], stale + NM + 5);
+	contribute_all_int32(g, 2, false, 1, 0, 8, &res);
+	check_int32_sum(&res, 8);
+	assert_int_equal(res.hdr.coll_seq, 1);
 }
 
 static void test_fanin_hierarchy(void **state)

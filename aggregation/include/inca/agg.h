@@ -410,6 +410,7 @@ struct agg_group_stats {
 	uint64_t duplicates;     /* contribution already counted: ignored */
 	uint64_t retransmits;    /* retained result answered to one member */
 	uint64_t preempted;      /* incomplete set overwritten by newer use */
+	uint64_t restarts;       /* set freed: every member sent the same older key */
 	uint64_t drops[AGG_E__COUNT];
 };
 

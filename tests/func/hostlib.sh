@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# Functional tests of libinca through the real switch on a 4-host testbed:
+# every dtype/op at counts from 1 element to 64 MiB, in place, barrier and
+# bcast, reproducible groups, impaired links (loss, duplication, reordering),
+# and the fallback to the TCP ring when the switch loses the group mid-run.
+# Usage: hostlib.sh BUILD_DIR [TRANSPORT...]   (default: udp xdp)
+BUILD=$(cd "${1:?usage: hostlib.sh BUILD_DIR [TRANSPORT...]}" && pwd)
+shift
+TRANSPORTS=${*:-udp xdp}
+source "$(dirname "$0")/lib.sh"
+need_root
+CHECK="$BUILD/host-lib/inca-check"
+
+WORK=$(mktemp -d /tmp/inca-hl.XXXXXX)
+cleanup() {
+	"$TB" down
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+QKEY=0x5eed0001
+MEMBERS='[ { "ip": "10.0.0.1", "qpn": 17 }, { "ip": "10.0.0.2", "qpn": 18 },
+           { "ip": "10.0.0.3", "qpn": 19 }, { "ip": "10.0.0.4", "qpn": 20 } ]'
+cat > "$WORK/switch.json" <<JSON
+{ "switch": { "ip": "10.0.0.254", "idle_sleep_us": 20 },
+  "groups": [
+    { "id": 1, "qpn": 256, "qkey": "$QKEY", "window": 16, "elems_per_pkt": 256,
+      "members": $MEMBERS },
+    { "id": 2, "qpn": 257, "qkey": "$QKEY", "window": 8, "elems_per_pkt": 128,
+      "reproducible": true, "members": $MEMBERS } ] }
+JSON
+printf '{ "switch": { "ip": "10.0.0.254", "idle_sleep_us": 20 } }\n' > "$WORK/nogroups.json"
+for g in 1 2; do
+	window=16 elems=256 repro=false
+	[ $g = 2 ] && window=8 elems=128 repro=true
+	cat > "$WORK/group$g.json" <<JSON
+{ "switch": "10.0.0.254", "group": $g, "qpn": $((255 + g)), "qkey": "$QKEY",
+  "window": $window, "elems_per_pkt": $elems, "reproducible": $repro,
+  "members": $MEMBERS }
+JSON
+done
+
+# ranks GROUP TRANSPORT TIMEOUT_S ENV... -- ARGS: inca-check on 4 hosts
+ranks() {
+	local group=$1 tp=$2 limit=$3 envs=() pids=() r rc=0
+	shift 3
+	while [ "$1" != -- ]; do envs+=("$1"); shift; done
+	shift
+	for r in 0 1 2 3; do
+		timeout "$limit" "$TB" exec $((r + 1)) env INCA_CONFIG="$WORK/group$group.json" \
+			INCA_RANK=$r INCA_SIZE=4 INCA_TRANSPORT="$tp" INCA_LOG=warn "${envs[@]}" \
+			"$CHECK" "$@" > "$WORK/rank$r.out" 2>&1 &
+		pids+=($!)
+	done
+	for r in "${pids[@]}"; do wait "$r" || rc=1; done
+	FALLBACKS=$(grep -ho "[0-9]* fallbacks" "$WORK"/rank*.out | awk '{s += $1} END {print s + 0}')
+	if [ $rc -ne 0 ]; then
+		for r in 0 1 2 3; do sed "s/^/    rank $r: /" "$WORK/rank$r.out" | tail -5; done
+	fi
+	return $rc
+}
+
+up() {
+	"$TB" up --hosts 4 --config "$WORK/switch.json" --switch "$BUILD/dataplane/inca-switch" "$@" >/dev/null ||
+		{ not_ok "testbed up $*"; finish; exit 1; }
+}
+
+for tp in $TRANSPORTS; do
+	up
+	check "$tp: every dtype and op, 1 to 4097 elements, barrier, bcast" \
+		ranks 1 "$tp" 300 -- -d all -o all -n 1,2,3,255,256,257,1000,4097 -b
+	expect_eq "$tp: ... through the switch (fallbacks)" "$FALLBACKS" 0
+	# a new job on the same group numbers its collectives from 1 again
+	check "$tp: in place, fp32/bf16 sum/max, odd counts (a second job)" \
+		ranks 1 "$tp" 120 -- -i -d fp32,bf16 -o sum,max -n 1,777,100001
+	expect_eq "$tp: ... through the switch (fallbacks)" "$FALLBACKS" 0
+	check "$tp: 64 MiB of fp32 (16777216 elements), sum" \
+		ranks 1 "$tp" 300 INCA_TIMEOUT_MS=240000 -- -d fp32 -o sum -n 16777216
+	expect_eq "$tp: ... through the switch (fallbacks)" "$FALLBACKS" 0
+	check "$tp: reproducible group, fp32/fp16/bf16 sum, 3 repeats" \
+		ranks 2 "$tp" 120 -- -d fp32,fp16,bf16 -o sum,prod -n 1,5000 -r 3
+	expect_eq "$tp: ... through the switch (fallbacks)" "$FALLBACKS" 0
+	restarts=$(telemetry /inca/group,1 restarts)
+	check "$tp: the switch saw the later jobs restart (restarts $restarts)" test "$restarts" -gt 0
+
+	up --impair "loss 1% duplicate 1% reorder 5%"
+	check "$tp, impaired links (loss 1%, duplicate 1%, reorder 5%): every dtype and op" \
+		ranks 1 "$tp" 300 INCA_SWITCH_TIMEOUT_MS=5000 -- -d all -o all -n 1,257,4097
+	expect_eq "$tp, impaired links: ... through the switch (fallbacks)" "$FALLBACKS" 0
+	check "$tp, impaired links: fp32 sum, 1000000 elements, 3 repeats" \
+		ranks 1 "$tp" 300 INCA_SWITCH_TIMEOUT_MS=5000 -- -d fp32 -o sum -n 1000000 -r 3
+	expect_eq "$tp, impaired links: ... through the switch (fallbacks)" "$FALLBACKS" 0
+	retx=$(grep -ho "[0-9]* retransmitted" "$WORK"/rank*.out | awk '{s += $1} END {print s + 0}')
+	check "$tp, impaired links: ranks retransmitted ($retx)" test "$retx" -gt 0
+
+	# the switch restarts without the group in the middle of a job
+	up
+	ranks 1 "$tp" 240 INCA_SWITCH_TIMEOUT_MS=500 INCA_TIMEOUT_MS=120000 -- \
+		-d fp32,int64 -o sum -n 2000000 -r 4 &
+	job=$!
+	sleep 2
+	"$TB" restart --config "$WORK/nogroups.json" >/dev/null
+	check "$tp: switch lost the group mid-job: the job completes, results right" wait $job
+	fallbacks=$(grep -ho "[0-9]* fallbacks" "$WORK"/rank*.out | awk '{s += $1} END {print s + 0}')
+	check "$tp: every rank fell back to the ring ($fallbacks calls)" test "$fallbacks" -ge 4
+	check "$tp: the fallback said so once per rank" \
+		test "$(grep -c 'falling back to the host ring' "$WORK"/rank*.out | awk -F: '{s += $2} END {print s}')" -eq 4
+
+	# fallback forbidden: a clear error, no hang
+	if ranks 1 "$tp" 60 INCA_FALLBACK=off INCA_SWITCH_TIMEOUT_MS=500 -- -d fp32 -o sum -n 1000 \
+		>/dev/null 2>&1; then
+		not_ok "$tp: fallback off and no switch group: the call must fail"
+	else
+		check "$tp: fallback off: the error says why" \
+			grep -q "fallback is off" "$WORK/rank0.out"
+	fi
+done
+finish
