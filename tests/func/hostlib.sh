@@ -115,4 +115,27 @@ for tp in $TRANSPORTS; do
 			grep -q "fallback is off" "$WORK/rank0.out"
 	fi
 done
+
+# the transports put the same bytes on the wire: host 1's first
+# contribution of a one-element all-reduce, captured once per transport
+if [[ " $TRANSPORTS " == *" udp "* && " $TRANSPORTS " == *" xdp "* ]]; then
+	up
+	for tp in udp xdp; do
+		# on the switch side of host 1's link: AF_XDP sends skip the
+		# host's own packet taps
+		dumpcap -q -i "$INCA_TESTBED-s1" -f "udp dst port 4791 and src host 10.0.0.1" \
+			-c 1 -a duration:30 -w "$WORK/first-$tp.pcapng" >/dev/null 2>&1 &
+		cap=$!
+		sleep 1.5
+		ranks 1 "$tp" 60 -- -d fp32 -o sum -n 1 >/dev/null
+		wait $cap
+		"$TB" restart >/dev/null    # a fresh switch: the same first key
+	done
+	check "udp and xdp send byte-identical frames" /usr/bin/python3 -c '
+import sys
+from scapy.all import rdpcap, raw
+a, b = (raw(rdpcap(f)[0]) for f in sys.argv[1:3])
+print("    udp:", a.hex()); print("    xdp:", b.hex())
+sys.exit(0 if a == b else 1)' "$WORK/first-udp.pcapng" "$WORK/first-xdp.pcapng"
+fi
 finish
