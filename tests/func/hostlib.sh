@@ -27,7 +27,18 @@ cat > "$WORK/switch.json" <<JSON
     { "id": 1, "qpn": 256, "qkey": "$QKEY", "window": 16, "elems_per_pkt": 256,
       "members": $MEMBERS },
     { "id": 2, "qpn": 257, "qkey": "$QKEY", "window": 8, "elems_per_pkt": 128,
-      "reproducible": true, "members": $MEMBERS } ] }
+      "reproducible": true, "members": $MEMBERS },
+    { "id": 3, "qpn": 258, "qkey": "$QKEY", "window": 8, "elems_per_pkt": 256,
+      "members": [ { "ip": "10.0.0.1", "qpn": 17 }, { "ip": "10.0.0.2", "qpn": 18 },
+                   { "ip": "10.0.0.3", "qpn": 19 }, { "ip": "10.0.0.4", "qpn": 20 },
+                   { "ip": "10.0.0.11", "qpn": 21 } ] } ] }
+JSON
+# group 3: a fifth rank on host 1, with its own address
+cat > "$WORK/group3.json" <<JSON
+{ "switch": "10.0.0.254", "group": 3, "qpn": 258, "qkey": "$QKEY", "window": 8,
+  "members": [ { "ip": "10.0.0.1", "qpn": 17 }, { "ip": "10.0.0.2", "qpn": 18 },
+               { "ip": "10.0.0.3", "qpn": 19 }, { "ip": "10.0.0.4", "qpn": 20 },
+               { "ip": "10.0.0.11", "qpn": 21, "ring_port": 18516 } ] }
 JSON
 printf '{ "switch": { "ip": "10.0.0.254", "idle_sleep_us": 20 } }\n' > "$WORK/nogroups.json"
 for g in 1 2; do
@@ -115,6 +126,36 @@ for tp in $TRANSPORTS; do
 			grep -q "fallback is off" "$WORK/rank0.out"
 	fi
 done
+
+# two workers on one host: with udp each binds its own address; with xdp the
+# second finds the interface queue taken and says so
+up
+"$TB" exec 1 ip addr add 10.0.0.11/24 dev eth0
+pids=()
+for r in 0 1 2 3 4; do
+	h=$((r + 1))
+	[ $r = 4 ] && h=1
+	timeout 120 "$TB" exec $h env INCA_CONFIG="$WORK/group3.json" INCA_RANK=$r INCA_SIZE=5 \
+		INCA_TRANSPORT=udp INCA_LOG=warn "$CHECK" -d fp32,int32 -o sum,max -n 1,1000,50000 \
+		> "$WORK/w$r.out" 2>&1 &
+	pids+=($!)
+done
+rc=0
+for p in "${pids[@]}"; do wait "$p" || rc=1; done
+check "udp: two workers on host 1 (10.0.0.1 and 10.0.0.11), 5 ranks" test $rc -eq 0
+check "udp: ... through the switch" grep -q " 0 fallbacks" "$WORK/w4.out"
+if [[ " $TRANSPORTS " == *" xdp "* ]]; then
+	"$TB" exec 1 env INCA_CONFIG="$WORK/group1.json" INCA_RANK=0 INCA_SIZE=4 \
+		INCA_TRANSPORT=xdp "$CHECK" -d fp32 -o sum -n 1 > "$WORK/x0.out" 2>&1 &
+	first=$!
+	sleep 1
+	"$TB" exec 1 env INCA_CONFIG="$WORK/group3.json" INCA_RANK=4 INCA_SIZE=5 \
+		INCA_TRANSPORT=xdp "$CHECK" -d fp32 -o sum -n 1 > "$WORK/x4.out" 2>&1
+	check "xdp: a second worker on the same interface queue is refused clearly" \
+		grep -q "another xdp communicator has this queue" "$WORK/x4.out"
+	kill "$first" 2>/dev/null
+	wait "$first" 2>/dev/null
+fi
 
 # the transports put the same bytes on the wire: host 1's first
 # contribution of a one-element all-reduce, captured once per transport
