@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# Interop with a RoCE stack nobody here wrote: Linux's Soft-RoCE (rdma_rxe)
+# in qemu VMs attached to inca-switch ports. (a) a group of two VM ranks on
+# the verbs transport and two namespace ranks on udp all-reduces correctly;
+# (b) rdma-core's ibv_ud_pingpong and perftest's ib_send_bw between the VMs
+# through the switch's forwarding path; (c) a contribution with a wrong
+# Q_Key is dropped and counted and rxe never gets a result; (d) tshark and
+# scapy check a capture of the VMs' traffic.
+# Usage: softroce.sh BUILD_DIR
+BUILD=$(cd "${1:?usage: softroce.sh BUILD_DIR}" && pwd)
+source "$(dirname "$0")/../func/lib.sh"
+need_root
+VM="$SRC/deploy/rxe-vm"
+CHECK="$BUILD/host-lib/inca-check"
+if ! command -v qemu-system-x86_64 >/dev/null; then
+	echo "SKIP: qemu-system-x86_64 is missing (deploy/install-deps.sh installs it)"
+	exit 77
+fi
+
+WORK=$(mktemp -d /tmp/inca-interop.XXXXXX)
+CAP_PID=
+cleanup() {
+	[ -n "$CAP_PID" ] && kill "$CAP_PID" 2>/dev/null
+	"$TB" down
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+echo "# building the VM image (cached)"
+"$VM" build >/dev/null || { not_ok "rxe-vm build"; finish; exit 1; }
+
+QKEY=0x1234abcd
+# rxe numbers the first user QP 17 in every VM
+MEMBERS='10.0.0.1:17,10.0.0.2:18,10.0.0.21:17,10.0.0.22:17'
+cat > "$WORK/switch.json" <<JSON
+{ "switch": { "ip": "10.0.0.254", "idle_sleep_us": 20 },
+  "groups": [ { "id": 1, "qpn": 256, "qkey": "$QKEY", "window": 8, "elems_per_pkt": 256,
+    "members": [ { "ip": "10.0.0.1", "qpn": 17 }, { "ip": "10.0.0.2", "qpn": 18 },
+                 { "ip": "10.0.0.21", "qpn": 17 }, { "ip": "10.0.0.22", "qpn": 17 } ] } ] }
+JSON
+"$TB" up --hosts 2 --vms 2 --config "$WORK/switch.json" --switch "$BUILD/dataplane/inca-switch" \
+	>/dev/null || { not_ok "testbed up with 2 VM ports"; finish; exit 1; }
+
+ENV="INCA_SWITCH=10.0.0.254 INCA_GROUP=1 INCA_GROUP_QPN=256 INCA_WINDOW=8 INCA_SIZE=4 \
+INCA_MEMBERS=$MEMBERS INCA_SWITCH_TIMEOUT_MS=20000 INCA_TIMEOUT_MS=120000 INCA_FALLBACK=off"
+
+# vm J CMD: run CMD in VM J (10.0.0.2J) on tap v J, output to $WORK/vmJ.out
+vm() {
+	local j=$1
+	shift
+	"$VM" run --tap "$INCA_TESTBED-v$j" --ip "10.0.0.2$j/24" --mac "52:54:00:00:00:2$j" \
+		--ping 10.0.0.254 --timeout 300 -- "$@" > "$WORK/vm$j.out" 2>&1
+}
+
+# (a) + (d): the mixed group, captured on the VMs' switch ports
+dumpcap -q -i "$INCA_TESTBED-v1" -i "$INCA_TESTBED-v2" -f "udp port 4791" -a duration:280 \
+	-w "$WORK/vms.pcapng" >/dev/null 2>&1 &
+CAP_PID=$!
+ARGS="-d all -o all -n 1,3,257,1000"
+for j in 1 2; do
+	vm $j "env $ENV INCA_QKEY=$QKEY INCA_RANK=$((j + 1)) INCA_TRANSPORT=verbs inca-check $ARGS" &
+	eval "vm${j}_pid=$!"
+done
+# the namespace ranks start once the VMs are (nearly) booted; the
+# switch timeout covers the difference
+sleep 6
+for r in 0 1; do
+	"$TB" exec $((r + 1)) env $ENV INCA_QKEY=$QKEY INCA_RANK=$r INCA_TRANSPORT=udp \
+		"$CHECK" $ARGS > "$WORK/h$r.out" 2>&1 &
+	eval "h${r}_pid=$!"
+done
+rc=0
+for p in $vm1_pid $vm2_pid $h0_pid $h1_pid; do wait "$p" || rc=1; done
+for f in vm1 vm2 h0 h1; do sed "s/^/    $f: /" "$WORK/$f.out" | grep -v "^    $f: $" | tail -3; done
+check "(a) 2 rxe VMs (verbs) + 2 hosts (udp): every dtype and op, 1..1000 elements" test $rc -eq 0
+check "(a) the VMs' ranks ran on verbs, through the switch" grep -q "0 fallbacks" "$WORK/vm1.out"
+sleep 1
+kill "$CAP_PID" 2>/dev/null
+wait "$CAP_PID" 2>/dev/null
+CAP_PID=
+malformed=$(tshark -r "$WORK/vms.pcapng" -Y "_ws.malformed || _ws.expert.severity >= error" 2>/dev/null | wc -l)
+expect_eq "(d) tshark: malformed packets in the VMs' capture" "$malformed" 0
+sends=$(tshark -r "$WORK/vms.pcapng" -Y "infiniband.bth.opcode == 100 && ip.src == 10.0.0.21" 2>/dev/null | wc -l)
+check "(d) tshark: rxe's contributions are UD SEND only ($sends)" test "$sends" -gt 0
+check "(d) scapy: results to the VM have valid ICRC and headers" \
+	/usr/bin/python3 "$SRC/tests/func/check_results.py" "$WORK/vms.pcapng" 10.0.0.254 17 $QKEY 1
+
+# (c) a wrong Q_Key: dropped and counted, rxe never receives a result
+before=$(telemetry /inca/group,1 drops.qkey)
+vm 1 "env $ENV INCA_QKEY=0x0badbadb INCA_RANK=2 INCA_TRANSPORT=verbs INCA_SWITCH_TIMEOUT_MS=3000 inca-check -d fp32 -o sum -n 1"
+after=$(telemetry /inca/group,1 drops.qkey)
+check "(c) wrong Q_Key from the VM: counted by the switch ($before -> $after)" test "$after" -gt "$before"
+check "(c) ... and the VM got no result" grep -q "(0 of 1 packets done)" "$WORK/vm1.out"
+
+# (b) rdma-core and perftest between the two VMs, through the switch
+vm 1 "ibv_ud_pingpong -d rxe0 -g 1 -n 200" &
+srv=$!
+sleep 8
+vm 2 "ibv_ud_pingpong -d rxe0 -g 1 -n 200 10.0.0.21"
+crc=$?
+wait $srv
+src=$?
+check "(b) ibv_ud_pingpong VM to VM through the switch" test $crc -eq 0 -a $src -eq 0
+grep -h "iters in" "$WORK"/vm*.out | sed 's/^/    /'
+vm 1 "ib_send_bw -d rxe0 -x 1 -c UD -n 500 -F" &
+srv=$!
+sleep 8
+vm 2 "ib_send_bw -d rxe0 -x 1 -c UD -n 500 -F 10.0.0.21"
+crc=$?
+wait $srv
+src=$?
+check "(b) ib_send_bw (UD) VM to VM through the switch" test $crc -eq 0 -a $src -eq 0
+grep -h -A1 "#bytes" "$WORK/vm2.out" | sed 's/^/    /'
+finish
