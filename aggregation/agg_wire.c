@@ -309,6 +309,18 @@ static size_t write_eth(uint8_t *f, const struct agg_frame_spec *s)
 	return AGG_ETH_HLEN;
 }
 
+/* Ethernet, IPv4 and UDP for a RoCEv2 payload of roce bytes; *ip points
+ * at the IPv4 header; returns the offset of the BTH. */
+static size_t write_l2_l4(uint8_t *f, const struct agg_frame_spec *s, size_t roce,
+			  uint8_t **ip)
+{
+	size_t off = write_eth(f, s);
+
+	*ip = f + off;
+	return off + agg_write_ipv4_udp(*ip, s->src_ip, s->dst_ip, s->dscp, s->ecn,
+					s->ttl, s->udp_sport, roce);
+}
+
 static void write_bth(uint8_t *b, const struct agg_frame_spec *s,
 		      uint8_t opcode, uint8_t pad, bool becn)
 {
@@ -345,10 +357,7 @@ int agg_encode(void *buf, size_t cap, const struct agg_frame_spec *s,
 	if (total > cap)
 		return -AGG_E_NOSPACE;
 
-	off = write_eth(f, s);
-	ip = f + off;
-	off += agg_write_ipv4_udp(ip, s->src_ip, s->dst_ip, s->dscp, s->ecn,
-				  s->ttl, s->udp_sport, roce);
+	off = write_l2_l4(f, s, roce, &ip);
 	b = f + off;
 	write_bth(b, s, opcode, (uint8_t)pad, false);
 	off += AGG_BTH_LEN;
@@ -379,10 +388,7 @@ int agg_encode_cnp(void *buf, size_t cap, const struct agg_frame_spec *s)
 
 	if (total > cap)
 		return -AGG_E_NOSPACE;
-	off = write_eth(f, s);
-	ip = f + off;
-	off += agg_write_ipv4_udp(ip, s->src_ip, s->dst_ip, s->dscp, s->ecn,
-				  s->ttl, s->udp_sport, roce);
+	off = write_l2_l4(f, s, roce, &ip);
 	write_bth(f + off, s, AGG_OP_CNP, 0, true);
 	off += AGG_BTH_LEN;
 	memset(f + off, 0, AGG_CNP_PAD_LEN);

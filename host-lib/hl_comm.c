@@ -97,6 +97,18 @@ static int json_num(json_t *v, uint64_t max, uint64_t *out)
 	return json_is_string(v) ? parse_num(json_string_value(v), max, out) : -1;
 }
 
+/* The seven numbers both sources list, in the same order. */
+static void group_set_numbers(struct hl_group_desc *g, const uint64_t val[7])
+{
+	g->group_id = (uint32_t)val[0];
+	g->group_qpn = (uint32_t)val[1];
+	g->qkey = (uint32_t)val[2];
+	g->window = (uint16_t)val[3];
+	g->elems_per_pkt = (uint16_t)val[4];
+	g->ring_port = (uint16_t)val[5];
+	g->ib_mtu = (uint16_t)val[6];
+}
+
 static int group_check(struct hl_group_desc *g, char *err, size_t errlen)
 {
 	if (!g->window)
@@ -176,13 +188,7 @@ int hl_group_from_json(const char *text, const char *origin, struct hl_group_des
 			goto out;
 		}
 	}
-	g->group_id = (uint32_t)val[0];
-	g->group_qpn = (uint32_t)val[1];
-	g->qkey = (uint32_t)val[2];
-	g->window = (uint16_t)val[3];
-	g->elems_per_pkt = (uint16_t)val[4];
-	g->ring_port = (uint16_t)val[5];
-	g->ib_mtu = (uint16_t)val[6];
+	group_set_numbers(g, val);
 	g->reproducible = json_is_true(json_object_get(root, "reproducible"));
 	v = json_object_get(root, "members");
 	if (!json_is_array(v) || json_array_size(v) == 0 ||
@@ -259,13 +265,7 @@ int hl_group_from_env(struct hl_group_desc *g, char *err, size_t errlen)
 			return -1;
 		}
 	}
-	g->group_id = (uint32_t)val[0];
-	g->group_qpn = (uint32_t)val[1];
-	g->qkey = (uint32_t)val[2];
-	g->window = (uint16_t)val[3];
-	g->elems_per_pkt = (uint16_t)val[4];
-	g->ring_port = (uint16_t)val[5];
-	g->ib_mtu = (uint16_t)val[6];
+	group_set_numbers(g, val);
 	s = getenv("INCA_REPRODUCIBLE");
 	g->reproducible = s && (!strcmp(s, "1") || !strcasecmp(s, "true"));
 	s = getenv("INCA_MEMBERS");
