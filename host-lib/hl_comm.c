@@ -371,7 +371,7 @@ int hl_comm_create(const struct inca_comm_attr *attr, const struct hl_group_desc
 	c->ring_listen_fd = c->ring_next_fd = c->ring_prev_fd = -1;
 	c->now_us = hl_clock_us;
 	c->next_seq = 1;
-	hl_rto_init(&c->rto, attr->rto_min_us ? attr->rto_min_us : 200,
+	hl_rto_init(&c->rto, attr->rto_min_us ? attr->rto_min_us : 1000,
 		    (double)c->switch_timeout_ms * 1000 / 4);
 	struct hl_dcqcn_params p;
 	hl_dcqcn_params_default(&p, attr->line_rate_gbps > 0 ? attr->line_rate_gbps : 10);
@@ -433,7 +433,7 @@ int inca_comm_create(const struct inca_comm_attr *attr_in, inca_comm_t **out)
 	attr.ifname = env_or(attr.ifname, "INCA_IFNAME");
 	attr.timeout_ms = env_uint(attr.timeout_ms, "INCA_TIMEOUT_MS", 30000);
 	attr.switch_timeout_ms = env_uint(attr.switch_timeout_ms, "INCA_SWITCH_TIMEOUT_MS", 1000);
-	attr.rto_min_us = env_uint(attr.rto_min_us, "INCA_RTO_MIN_US", 200);
+	attr.rto_min_us = env_uint(attr.rto_min_us, "INCA_RTO_MIN_US", 1000);
 	if (!attr.dcqcn && (s = getenv("INCA_DCQCN")))
 		attr.dcqcn = strcmp(s, "0") && strcasecmp(s, "off") ? 1 : -1;
 	if (attr.line_rate_gbps <= 0 && (s = getenv("INCA_LINE_RATE_GBPS")))

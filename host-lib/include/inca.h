@@ -120,7 +120,7 @@ struct inca_comm_attr {
 	unsigned timeout_ms;      /* deadline of every call (INCA_TIMEOUT_MS; 30000) */
 	unsigned switch_timeout_ms; /* no answer for this long: switch unavailable
 				       (INCA_SWITCH_TIMEOUT_MS; 1000) */
-	unsigned rto_min_us;      /* retransmission timeout floor (INCA_RTO_MIN_US; 200) */
+	unsigned rto_min_us;      /* retransmission timeout floor (INCA_RTO_MIN_US; 1000) */
 	int dcqcn;                /* 1 on, -1 off, 0 default (INCA_DCQCN; on) */
 	double line_rate_gbps;    /* DCQCN's line rate (INCA_LINE_RATE_GBPS; 10) */
 };
