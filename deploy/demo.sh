@@ -1,22 +1,106 @@
 #!/usr/bin/env bash
-# The README's main command. Today: installs, builds, and runs the
-# aggregation engine benchmark. (The testbed demo replaces this when the
-# switch, host library and manager land.)
+# The README's main command: installs what INCA needs, builds it, brings up a
+# lab testbed (inca-switch and 4 hosts on 1 Gbit/s links), runs the same
+# all-reduce job through the switch and as a host ring over TCP, prints them
+# side by side, and tears everything down (also on Ctrl-C).
+#
+# Usage: deploy/demo.sh [--hosts N] [--rate R] [--max-size BYTES] [--no-install]
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
-case "${1:-}" in
--h|--help) sed -n '2,4p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-"") ;;
-*) echo "demo.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
-esac
+hosts=4 rate=1gbit maxsize=16M install=1
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--hosts) hosts=${2:?}; shift 2 ;;
+	--rate) rate=${2:?}; shift 2 ;;
+	--max-size) maxsize=${2:?}; shift 2 ;;
+	--no-install) install=0; shift ;;
+	-h|--help) sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	*) echo "demo.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
+	esac
+done
+[[ "$hosts" =~ ^[0-9]+$ ]] && [ "$hosts" -ge 2 ] && [ "$hosts" -le 16 ] ||
+	{ echo "demo.sh: --hosts wants 2..16" >&2; exit 2; }
+[ "$(id -u)" -eq 0 ] || { echo "demo.sh: run as root (namespaces, DPDK)" >&2; exit 1; }
 
-echo "==== installing dependencies"
-"$here/deploy/install-deps.sh"
-echo "==== building (build/)"
+export INCA_TESTBED=incademo
+WORK=$(mktemp -d /tmp/inca-demo.XXXXXX)
+cleanup() {
+	trap - EXIT INT TERM
+	echo "==== tearing down"
+	"$here/deploy/testbed" down || true
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'echo; echo "demo.sh: interrupted"; exit 130' INT TERM
+
+step() { printf '\n==== %s\n' "$*"; }
+
+if [ "$install" = 1 ]; then
+	step "installing dependencies (deploy/install-deps.sh)"
+	"$here/deploy/install-deps.sh"
+fi
+step "building (build/)"
 if [ -f build/build.ninja ]; then meson setup --reconfigure build >/dev/null
 else meson setup build >/dev/null; fi
 ninja -C build
-echo "==== aggregation engine benchmark (one core, about 15 s)"
-build/tests/bench/inca-bench-agg
+
+step "bringing up the testbed: inca-switch + $hosts hosts, links shaped to $rate"
+members="" switch_members=""
+for i in $(seq "$hosts"); do
+	members+="${members:+,}10.0.0.$i:$((16 + i))"
+	switch_members+="${switch_members:+, }{ \"ip\": \"10.0.0.$i\", \"qpn\": $((16 + i)) }"
+done
+cat > "$WORK/switch.json" <<JSON
+{ "switch": { "ip": "10.0.0.254", "idle_sleep_us": 20 },
+  "groups": [ { "id": 1, "qpn": 256, "qkey": "0x1ca0d3e0", "window": 64,
+                "elems_per_pkt": 256, "members": [ $switch_members ] } ] }
+JSON
+"$here/deploy/testbed" up --hosts "$hosts" --rate "$rate" --config "$WORK/switch.json"
+
+export INCA_SWITCH=10.0.0.254 INCA_GROUP=1 INCA_GROUP_QPN=256 INCA_QKEY=0x1ca0d3e0 \
+	INCA_WINDOW=64 INCA_MEMBERS="$members" INCA_SIZE="$hosts" INCA_TRANSPORT=udp
+
+# run_job OUT [-F]: inca-allreduce-perf on every host, rank 0's table in OUT
+run_job() {
+	local out=$1 pids=() r rc=0
+	shift
+	for r in $(seq 0 $((hosts - 1))); do
+		INCA_RANK=$r timeout 600 "$here/deploy/testbed" exec $((r + 1)) \
+			"$here/build/host-lib/inca-allreduce-perf" -b 8 -e "$maxsize" -f 8 \
+			-n 5 -w 1 "$@" > "$WORK/rank$r.log" 2>&1 &
+		pids+=($!)
+	done
+	for r in "${pids[@]}"; do wait "$r" || rc=1; done
+	cp "$WORK/rank0.log" "$out"
+	if [ $rc -ne 0 ]; then
+		echo "demo.sh: the job failed; rank logs:" >&2
+		tail -n 5 "$WORK"/rank*.log >&2
+		return 1
+	fi
+}
+
+step "all-reduce through the switch (in-network), 8 B .. $maxsize, float sum"
+run_job "$WORK/switch.txt"
+cat "$WORK/switch.txt"
+step "the same job as a host ring all-reduce over TCP (libinca's fallback path)"
+run_job "$WORK/ring.txt" -F
+cat "$WORK/ring.txt"
+
+step "side by side (time in µs, algbw in GB/s; ring = 2(N-1)/N of the data in and out per host, in-network = once)"
+awk 'FNR == 1 { f++ } /^ *[0-9]/ { size[FNR] = $1; t[f, FNR] = $5; a[f, FNR] = $6; n = FNR > n ? FNR : n }
+     END {
+	printf "%12s %14s %14s %12s %12s %9s\n", "size (B)", "switch (us)", "ring (us)", "switch GB/s", "ring GB/s", "speed-up"
+	for (i = 1; i <= n; i++) if (i in size)
+		printf "%12s %14s %14s %12s %12s %8.2fx\n", size[i], t[1, i], t[2, i], a[1, i], a[2, i], t[2, i] / t[1, i]
+     }' "$WORK/switch.txt" "$WORK/ring.txt"
+
+cat <<EOF
+
+Where to look next:
+  switch counters   echo /inca/info | dpdk-telemetry.py -f $INCA_TESTBED-tb   (while it runs)
+  the testbed       deploy/testbed up --hosts 4; deploy/testbed exec 1 ping 10.0.0.254
+  the figures       build/tests/bench/inca-bench-agg, build/tests/bench/inca-bench-switch
+  the docs          docs/protocol.md, docs/switch.md, docs/hostlib.md
+EOF
