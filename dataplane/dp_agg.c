@@ -40,7 +40,8 @@ int dp_groups_init(struct dp_switch *sw)
 		g->owner = i % sw->nworkers;
 		g->member_port = rte_malloc(NULL, sizeof(uint16_t) * ac->nmembers, 0);
 		g->member_mac = rte_zmalloc(NULL, sizeof(*g->member_mac) * ac->nmembers, 0);
-		if (!g->member_port || !g->member_mac)
+		g->member_vlan = rte_zmalloc(NULL, sizeof(*g->member_vlan) * ac->nmembers, 0);
+		if (!g->member_port || !g->member_mac || !g->member_vlan)
 			return -ENOMEM;
 		for (uint16_t m = 0; m < ac->nmembers; m++) {
 			g->member_port[m] = UINT16_MAX;
@@ -65,6 +66,7 @@ void dp_groups_free(struct dp_switch *sw)
 		agg_group_destroy(sw->groups[i].agg);
 		rte_free(sw->groups[i].member_port);
 		rte_free(sw->groups[i].member_mac);
+		rte_free(sw->groups[i].member_vlan);
 	}
 	sw->ngroups = 0;
 	rte_hash_free(sw->group_by_qpn);
@@ -89,9 +91,13 @@ static void send_result(struct dp_switch *sw, struct dp_worker *w,
 		w->drops[DP_DROP_NO_MBUF]++;
 		return;
 	}
+	/* a member on a tagged link gets its results with its own VLAN and
+	 * priority (PCP = traffic class) */
 	struct agg_result_l2 l2 = {
 		.switch_ip = sw->cfg->switch_ip,
 		.dscp = sw->cfg->result_dscp,
+		.has_vlan = g->member_vlan[member] != 0,
+		.vlan_tci = (uint16_t)g->member_vlan[member],
 	};
 	memcpy(l2.src_mac, sw->port_mac[port].addr_bytes, 6);
 	len = agg_result_encode(g->agg, member, res, &l2,
@@ -153,6 +159,7 @@ void dp_agg_input(struct dp_switch *sw, struct dp_worker *w,
 		goto out;           /* counted in the group's drops */
 	/* results go back the way the member's contributions came */
 	g->member_port[member] = dp_port_index(sw, m->port);
+	g->member_vlan[member] = pkt.has_vlan ? (1u << 16 | pkt.vlan_tci) : 0;
 	const uint8_t *cfg_mac = agg_group_config(g->agg)->members[member].mac;
 	if (!(cfg_mac[0] | cfg_mac[1] | cfg_mac[2] | cfg_mac[3] | cfg_mac[4] | cfg_mac[5]))
 		memcpy(g->member_mac[member].addr_bytes, pkt.src_mac, 6);

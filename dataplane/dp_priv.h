@@ -160,6 +160,7 @@ struct dp_group {
 	unsigned owner;                      /* worker index */
 	uint16_t *member_port;               /* UINT16_MAX: not seen yet */
 	struct rte_ether_addr *member_mac;   /* configured or learnt */
+	uint32_t *member_vlan;               /* TCI of its contributions | 1 << 16, 0 untagged */
 	uint64_t results_sent;
 	uint64_t results_no_route;
 };

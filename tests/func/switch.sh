@@ -25,7 +25,9 @@ cat > "$WORK/switch.json" <<JSON
     { "id": 2, "qpn": 257, "qkey": "$QKEY", "window": 4, "elems_per_pkt": 128,
       "reproducible": true,
       "members": [ { "ip": "10.0.0.1", "qpn": 17 }, { "ip": "10.0.0.2", "qpn": 18 },
-                   { "ip": "10.0.0.3", "qpn": 19 }, { "ip": "10.0.0.4", "qpn": 20 } ] }
+                   { "ip": "10.0.0.3", "qpn": 19 }, { "ip": "10.0.0.4", "qpn": 20 } ] },
+    { "id": 3, "qpn": 259, "qkey": "$QKEY", "window": 4, "elems_per_pkt": 64,
+      "members": [ { "ip": "10.0.0.1", "qpn": 30 } ] }
   ]
 }
 JSON
@@ -113,6 +115,11 @@ malformed=$(tshark -r "$WORK/h1.pcapng" -Y "_ws.malformed || _ws.expert.severity
 expect_eq "tshark: malformed packets in the capture" "$malformed" 0
 ud=$(tshark -r "$WORK/h1.pcapng" -Y "ip.src == 10.0.0.254 && infiniband.bth.opcode == 100" 2>/dev/null | wc -l)
 check "tshark dissects results as UD SEND only ($ud)" test "$ud" -ge 6
+
+# a member on a tagged link gets its results tagged the same way
+check "VLAN 100 / priority 3 contribution: the result comes back tagged alike" \
+	"$TB" exec 1 /usr/bin/python3 "$SRC/tests/func/vlan_result.py" eth0 10.0.0.1 10.0.0.254 \
+	259 $QKEY 30 3
 
 # 5. ordinary traffic crosses the switch
 check "ping the switch" quiet "$TB" exec 1 ping -c 2 -W 2 10.0.0.254
