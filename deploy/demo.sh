@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The README's main command: installs what INCA needs, builds it, brings up a
 # lab testbed (inca-switch and 4 hosts on 1 Gbit/s links), runs the same
-# all-reduce job through the switch and as a host ring over TCP, prints them
-# side by side, and tears everything down (also on Ctrl-C).
+# all-reduce job through the switch and as Open MPI's ring all-reduce (or
+# libinca's TCP ring without Open MPI), prints them side by side, and tears
+# everything down (also on Ctrl-C).
 #
 # Usage: deploy/demo.sh [--hosts N] [--rate R] [--max-size BYTES] [--no-install]
 set -euo pipefail
@@ -84,16 +85,35 @@ run_job() {
 step "all-reduce through the switch (in-network), 8 B .. $maxsize, float sum"
 run_job "$WORK/switch.txt"
 cat "$WORK/switch.txt"
-step "the same job as a host ring all-reduce over TCP (libinca's fallback path)"
-run_job "$WORK/ring.txt" -F
+if command -v mpirun >/dev/null && [ -x build/tests/bench/mpi-allreduce-perf ]; then
+	step "the same job as Open MPI's ring all-reduce (MPI_Allreduce over TCP, ring algorithm)"
+	hostlist=$(seq -s, -f "10.0.0.%g" 1 "$hosts")
+	timeout 600 "$here/deploy/testbed" exec 1 env INCA_TESTBED=$INCA_TESTBED mpirun \
+		--allow-run-as-root --oversubscribe --host "$hostlist" -np "$hosts" \
+		--mca plm_rsh_agent "$here/tests/bench/ns-rsh" --mca btl tcp,self \
+		--mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 \
+		--mca mpi_yield_when_idle 1 --mca coll_tuned_use_dynamic_rules 1 \
+		--mca coll_tuned_allreduce_algorithm 4 \
+		"$here/build/tests/bench/mpi-allreduce-perf" -b 8 -e "$maxsize" -f 8 -n 5 -w 1 \
+		> "$WORK/ring.txt" 2>&1 || { tail -5 "$WORK/ring.txt" >&2; exit 1; }
+	ring_name="Open MPI ring"
+else
+	step "the same job as a host ring all-reduce over TCP (libinca's fallback path)"
+	run_job "$WORK/ring.txt" -F
+	ring_name="TCP ring"
+fi
 cat "$WORK/ring.txt"
 
-step "side by side (time in µs, algbw in GB/s; ring = 2(N-1)/N of the data in and out per host, in-network = once)"
-awk 'FNR == 1 { f++ } /^ *[0-9]/ { size[FNR] = $1; t[f, FNR] = $5; a[f, FNR] = $6; n = FNR > n ? FNR : n }
+step "side by side: switch vs $ring_name (time in µs, algbw in GB/s; a ring moves 2(N-1)/N of the data in and out of every host, in-network once)"
+awk 'FNR == 1 { f++ }
+     /^ *[0-9]/ { t[f, $1] = $5; a[f, $1] = $6; if (f == 1) order[++n] = $1 }
      END {
 	printf "%12s %14s %14s %12s %12s %9s\n", "size (B)", "switch (us)", "ring (us)", "switch GB/s", "ring GB/s", "speed-up"
-	for (i = 1; i <= n; i++) if (i in size)
-		printf "%12s %14s %14s %12s %12s %8.2fx\n", size[i], t[1, i], t[2, i], a[1, i], a[2, i], t[2, i] / t[1, i]
+	for (i = 1; i <= n; i++) {
+		s = order[i]
+		if (!((2, s) in t)) continue
+		printf "%12s %14s %14s %12s %12s %8.2fx\n", s, t[1, s], t[2, s], a[1, s], a[2, s], t[2, s] / t[1, s]
+	}
      }' "$WORK/switch.txt" "$WORK/ring.txt"
 
 cat <<EOF
