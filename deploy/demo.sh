@@ -48,58 +48,23 @@ else meson setup build >/dev/null; fi
 ninja -C build
 
 step "bringing up the testbed: inca-switch + $hosts hosts, links shaped to $rate"
-members="" switch_members=""
-for i in $(seq "$hosts"); do
-	members+="${members:+,}10.0.0.$i:$((16 + i))"
-	switch_members+="${switch_members:+, }{ \"ip\": \"10.0.0.$i\", \"qpn\": $((16 + i)) }"
-done
-cat > "$WORK/switch.json" <<JSON
-{ "switch": { "ip": "10.0.0.254", "idle_sleep_us": 20 },
-  "groups": [ { "id": 1, "qpn": 256, "qkey": "0x1ca0d3e0", "window": 64,
-                "elems_per_pkt": 256, "members": [ $switch_members ] } ] }
-JSON
+# shellcheck source=deploy/jobs.sh
+source "$here/deploy/jobs.sh"
+group_config "$hosts" "$WORK/switch.json"
 "$here/deploy/testbed" up --hosts "$hosts" --rate "$rate" --config "$WORK/switch.json"
-
-export INCA_SWITCH=10.0.0.254 INCA_GROUP=1 INCA_GROUP_QPN=256 INCA_QKEY=0x1ca0d3e0 \
-	INCA_WINDOW=64 INCA_MEMBERS="$members" INCA_SIZE="$hosts" INCA_TRANSPORT=udp
-
-# run_job OUT [-F]: inca-allreduce-perf on every host, rank 0's table in OUT
-run_job() {
-	local out=$1 pids=() r rc=0
-	shift
-	for r in $(seq 0 $((hosts - 1))); do
-		INCA_RANK=$r timeout 600 "$here/deploy/testbed" exec $((r + 1)) \
-			"$here/build/host-lib/inca-allreduce-perf" -b 8 -e "$maxsize" -f 8 \
-			-n 5 -w 1 "$@" > "$WORK/rank$r.log" 2>&1 &
-		pids+=($!)
-	done
-	for r in "${pids[@]}"; do wait "$r" || rc=1; done
-	cp "$WORK/rank0.log" "$out"
-	if [ $rc -ne 0 ]; then
-		echo "demo.sh: the job failed; rank logs:" >&2
-		tail -n 5 "$WORK"/rank*.log >&2
-		return 1
-	fi
-}
+export INCA_TRANSPORT=udp
+SIZES=(-b 8 -e "$maxsize" -f 8 -n 5 -w 1)
 
 step "all-reduce through the switch (in-network), 8 B .. $maxsize, float sum"
-run_job "$WORK/switch.txt"
+inca_job "$hosts" "$WORK/switch.txt" "${SIZES[@]}"
 cat "$WORK/switch.txt"
 if command -v mpirun >/dev/null && [ -x build/tests/bench/mpi-allreduce-perf ]; then
 	step "the same job as Open MPI's ring all-reduce (MPI_Allreduce over TCP, ring algorithm)"
-	hostlist=$(seq -s, -f "10.0.0.%g" 1 "$hosts")
-	timeout 600 "$here/deploy/testbed" exec 1 env INCA_TESTBED=$INCA_TESTBED mpirun \
-		--allow-run-as-root --oversubscribe --host "$hostlist" -np "$hosts" \
-		--mca plm_rsh_agent "$here/tests/bench/ns-rsh" --mca btl tcp,self \
-		--mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 \
-		--mca mpi_yield_when_idle 1 --mca coll_tuned_use_dynamic_rules 1 \
-		--mca coll_tuned_allreduce_algorithm 4 \
-		"$here/build/tests/bench/mpi-allreduce-perf" -b 8 -e "$maxsize" -f 8 -n 5 -w 1 \
-		> "$WORK/ring.txt" 2>&1 || { tail -5 "$WORK/ring.txt" >&2; exit 1; }
+	openmpi_job "$hosts" "$WORK/ring.txt" "${SIZES[@]}"
 	ring_name="Open MPI ring"
 else
 	step "the same job as a host ring all-reduce over TCP (libinca's fallback path)"
-	run_job "$WORK/ring.txt" -F
+	inca_job "$hosts" "$WORK/ring.txt" "${SIZES[@]}" -F
 	ring_name="TCP ring"
 fi
 cat "$WORK/ring.txt"

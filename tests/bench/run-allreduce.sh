@@ -37,43 +37,20 @@ rows() {
 	awk -v tool="$1" -v n="$2" '/^ *[0-9]/ { printf "%s,%s,%s,%s,%s,%s,%s\n", tool, n, $1, $5, $6, $7, $8 }' "$3" >> "$csv"
 }
 
+# shellcheck source=deploy/jobs.sh
+source "$here/deploy/jobs.sh"
 for n in $ranks; do
-	members="" sw=""
-	for i in $(seq "$n"); do
-		members+="${members:+,}10.0.0.$i:$((16 + i))"
-		sw+="${sw:+, }{ \"ip\": \"10.0.0.$i\", \"qpn\": $((16 + i)) }"
-	done
-	cat > "$WORK/switch.json" <<JSON
-{ "switch": { "ip": "10.0.0.254", "idle_sleep_us": 20 },
-  "groups": [ { "id": 1, "qpn": 256, "qkey": "0x1ca0d3e0", "window": 64,
-                "elems_per_pkt": 256, "members": [ $sw ] } ] }
-JSON
+	group_config "$n" "$WORK/switch.json"
 	for tp in udp xdp; do
 		echo "== $n ranks, in-network, $tp" >&2
 		"$TB" up --hosts "$n" --rate "$rate" --config "$WORK/switch.json" >/dev/null
-		pids=()
-		for r in $(seq 0 $((n - 1))); do
-			INCA_SWITCH=10.0.0.254 INCA_GROUP=1 INCA_GROUP_QPN=256 INCA_QKEY=0x1ca0d3e0 \
-			INCA_WINDOW=64 INCA_MEMBERS="$members" INCA_SIZE="$n" INCA_RANK=$r \
-			INCA_TRANSPORT=$tp INCA_LINE_RATE_GBPS=1 timeout 900 \
-				"$TB" exec $((r + 1)) "$B/host-lib/inca-allreduce-perf" "${SIZES[@]}" \
-				> "$WORK/inca-$tp-$n-$r.txt" 2>&1 &
-			pids+=($!)
-		done
-		for p in "${pids[@]}"; do wait "$p"; done
-		cat "$WORK/inca-$tp-$n-0.txt" >&2
-		rows "inca-$tp" "$n" "$WORK/inca-$tp-$n-0.txt"
+		INCA_TRANSPORT=$tp INCA_LINE_RATE_GBPS=1 inca_job "$n" "$WORK/inca-$tp-$n.txt" "${SIZES[@]}"
+		cat "$WORK/inca-$tp-$n.txt" >&2
+		rows "inca-$tp" "$n" "$WORK/inca-$tp-$n.txt"
 	done
 	echo "== $n ranks, Open MPI ring (coll_tuned allreduce algorithm 4)" >&2
 	"$TB" up --hosts "$n" --rate "$rate" --config "$WORK/switch.json" >/dev/null
-	hosts=$(seq -s, -f "10.0.0.%g" 1 "$n")
-	timeout 900 "$TB" exec 1 env INCA_TESTBED=$INCA_TESTBED mpirun --allow-run-as-root \
-		--oversubscribe --host "$hosts" -np "$n" \
-		--mca plm_rsh_agent "$here/tests/bench/ns-rsh" --mca btl tcp,self \
-		--mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 \
-		--mca mpi_yield_when_idle 1 --mca coll_tuned_use_dynamic_rules 1 \
-		--mca coll_tuned_allreduce_algorithm 4 \
-		"$B/tests/bench/mpi-allreduce-perf" "${SIZES[@]}" > "$WORK/mpi-$n.txt" 2>&1
+	openmpi_job "$n" "$WORK/mpi-$n.txt" "${SIZES[@]}"
 	cat "$WORK/mpi-$n.txt" >&2
 	rows "openmpi-ring" "$n" "$WORK/mpi-$n.txt"
 done

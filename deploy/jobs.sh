@@ -1,0 +1,58 @@
+# Sourced by deploy/demo.sh and tests/bench/run-allreduce.sh: the all-reduce
+# jobs they run on a testbed. Needs $here (the source tree) and
+# INCA_TESTBED; jobs write into $WORK.
+
+# group_config N FILE: a switch config with group 1 of hosts 1..N, and the
+# matching libinca environment (INCA_SWITCH, INCA_MEMBERS, ...) exported
+group_config() {
+	local n=$1 file=$2 i members="" sw=""
+	for i in $(seq "$n"); do
+		members+="${members:+,}10.0.0.$i:$((16 + i))"
+		sw+="${sw:+, }{ \"ip\": \"10.0.0.$i\", \"qpn\": $((16 + i)) }"
+	done
+	cat > "$file" <<JSON
+{ "switch": { "ip": "10.0.0.254", "idle_sleep_us": 20 },
+  "groups": [ { "id": 1, "qpn": 256, "qkey": "0x1ca0d3e0", "window": 64,
+                "elems_per_pkt": 256, "members": [ $sw ] } ] }
+JSON
+	export INCA_SWITCH=10.0.0.254 INCA_GROUP=1 INCA_GROUP_QPN=256 INCA_QKEY=0x1ca0d3e0 \
+		INCA_WINDOW=64 INCA_MEMBERS="$members" INCA_SIZE="$n"
+}
+
+# inca_job N OUT ARGS...: inca-allreduce-perf ARGS on hosts 1..N (transport
+# from INCA_TRANSPORT); rank 0's table in OUT; every rank must succeed
+inca_job() {
+	local n=$1 out=$2 pids=() r rc=0
+	shift 2
+	for r in $(seq 0 $((n - 1))); do
+		INCA_RANK=$r timeout 900 "$here/deploy/testbed" exec $((r + 1)) \
+			"$here/build/host-lib/inca-allreduce-perf" "$@" > "$WORK/rank$r.log" 2>&1 &
+		pids+=($!)
+	done
+	for r in "${pids[@]}"; do wait "$r" || rc=1; done
+	cp "$WORK/rank0.log" "$out"
+	if [ $rc -ne 0 ]; then
+		echo "the in-network job failed; rank logs:" >&2
+		tail -n 5 "$WORK"/rank*.log >&2
+	fi
+	return $rc
+}
+
+# openmpi_job N OUT ARGS...: Open MPI's ring MPI_Allreduce on hosts 1..N,
+# mpirun started in host 1 with tests/bench/ns-rsh as launcher agent
+openmpi_job() {
+	local n=$1 out=$2 hosts
+	shift 2
+	hosts=$(seq -s, -f "10.0.0.%g" 1 "$n")
+	if ! timeout 900 "$here/deploy/testbed" exec 1 env INCA_TESTBED="$INCA_TESTBED" \
+		mpirun --allow-run-as-root --oversubscribe --host "$hosts" -np "$n" \
+		--mca plm_rsh_agent "$here/tests/bench/ns-rsh" --mca btl tcp,self \
+		--mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 \
+		--mca mpi_yield_when_idle 1 --mca coll_tuned_use_dynamic_rules 1 \
+		--mca coll_tuned_allreduce_algorithm 4 \
+		"$here/build/tests/bench/mpi-allreduce-perf" "$@" > "$out" 2>&1; then
+		echo "the Open MPI job failed:" >&2
+		tail -n 5 "$out" >&2
+		return 1
+	fi
+}
