@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # In-network (inca-switch via libinca, udp and xdp) vs Open MPI's ring
 # all-reduce, over the same shaped testbed links, for N = 2, 4, 8 ranks and
-# 16 B .. 64 MiB of float sum. Writes CSV, Markdown and SVG plots.
+# 8 B .. 64 MiB (doubling) of float sum. Writes CSV, Markdown and SVG plots.
 # Usage: tests/bench/run-allreduce.sh [--out DIR] [--ranks "2 4 8"] [--rate 1gbit]
 #                                     [--max 64M] [--iters 3]
 set -euo pipefail
@@ -30,7 +30,7 @@ trap '"$TB" down >/dev/null 2>&1 || true; rm -rf "$WORK"' EXIT
 mkdir -p "$out"
 csv=$out/allreduce.csv
 echo "tool,ranks,bytes,time_us,algbw_GBps,busbw_GBps,wrong" > "$csv"
-SIZES=(-b 16 -e "$max" -f 4 -n "$iters" -w 1)
+SIZES=(-b 8 -e "$max" -f 2 -n "$iters" -w 1)
 
 # rows TOOL N FILE: the table lines of a perf output as CSV
 rows() {
