@@ -105,7 +105,8 @@ typedef enum {
  *   A packet carries min(E, (mtu - 32) / element size) elements: the IB MTU
  *   (1024 on 1500-byte Ethernet, 4096 with jumbo frames) bounds a UD
  *   message, header included.
- *   - or a manager (manager_url / INCA_MANAGER), which creates the group.
+ *   - or a manager (manager_url / INCA_MANAGER), which creates the group
+ *     (not in this build: inca_comm_create returns INCA_ERR_UNSUPPORTED).
  */
 struct inca_comm_attr {
 	int rank;                 /* 0..size-1 (INCA_RANK) */
