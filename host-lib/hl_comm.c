@@ -17,6 +17,8 @@
 
 #include "hl_priv.h"
 
+#define HL_MIN_U32(a, b) ((uint32_t)(a) < (uint32_t)(b) ? (uint32_t)(a) : (uint32_t)(b))
+
 static __thread char last_errmsg[256] = "no error";
 
 const char *inca_last_errmsg(void)
@@ -390,9 +392,12 @@ int hl_comm_create(const struct inca_comm_attr *attr, const struct hl_group_desc
 	s = c->fallback == INCA_FALLBACK_FORCE ? "ring only" :
 	    c->fallback == INCA_FALLBACK_OFF ? "no fallback" : "ring fallback";
 	HL_INFO("rank %d/%d: group %u via switch %u.%u.%u.%u, transport %s, window %u, "
-		"%u elements per packet, %s", c->rank, c->size, g->group_id,
-		g->switch_ip >> 24, (g->switch_ip >> 16) & 255, (g->switch_ip >> 8) & 255,
-		g->switch_ip & 255, tp->name, g->window, g->elems_per_pkt, s);
+		"up to %u elements per packet (%u fp32 within IB MTU %u), %s", c->rank,
+		c->size, g->group_id, g->switch_ip >> 24, (g->switch_ip >> 16) & 255,
+		(g->switch_ip >> 8) & 255, g->switch_ip & 255, tp->name, g->window,
+		g->elems_per_pkt,
+		(unsigned)HL_MIN_U32(g->elems_per_pkt, (c->g.ib_mtu - AGG_INCA_HLEN) / 4),
+		c->g.ib_mtu, s);
 	*out = c;
 	return INCA_OK;
 }

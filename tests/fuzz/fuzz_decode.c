@@ -27,6 +27,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	rc = agg_decode_bth(data, size, &pkt);
 	check(rc <= 0 && rc > -AGG_E__COUNT);
 
+	/* what an RDMA receive would hand it (verbs: header + elements) */
+	struct agg_hdr hdr;
+	const uint8_t *elems = NULL;
+	rc = agg_decode_msg(data, size, &hdr, &elems);
+	check(rc <= 0 && rc > -AGG_E__COUNT);
+	if (rc == 0)
+		check(elems == data + AGG_INCA_HLEN &&
+		      AGG_INCA_HLEN + (size_t)hdr.count * agg_dtype_size(hdr.dtype) == size);
+
 	rc = agg_decode(data, size, (size & 1) == 0, &pkt);
 	check(rc <= 0 && rc > -AGG_E__COUNT);
 	if (rc != 0 || pkt.kind != AGG_PKT_INCA)
