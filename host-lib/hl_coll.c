@@ -190,6 +190,31 @@ static int build_frame(struct hl_coll *op, uint32_t k, bool retx, struct hl_fram
 	return 0;
 }
 
+/* Hand n built frames to the transport and account for those it took.
+ * Returns how many it took, or a negative INCA code. */
+static int send_batch(struct hl_coll *op, const struct hl_frame *frames,
+		      const uint32_t *which, const bool *retx, unsigned n, double now)
+{
+	struct inca_comm *c = op->c;
+	int rc = n ? c->tp->send(c, frames, n) : 0;
+
+	for (int i = 0; i < rc; i++) {
+		struct hl_slot *sl = &op->slots[(op->gbase + which[i]) % op->window];
+
+		sl->sent_us = now;
+		sl->sent = true;
+		if (retx[i]) {
+			sl->retx++;
+			c->stats.retransmissions++;
+		} else {
+			c->stats.packets_sent++;
+		}
+		c->stats.bytes_sent += frames[i].len;
+		hl_dcqcn_advance(&c->dcqcn, now, frames[i].len);
+	}
+	return rc;
+}
+
 /* Send what is due: first sends and retransmissions, paced by DCQCN.
  * Returns 0 or a negative INCA code; *next_due is when to look again. */
 static int send_due(struct hl_coll *op, double now, double *next_due)
@@ -203,33 +228,16 @@ static int send_due(struct hl_coll *op, double now, double *next_due)
 	int rc;
 
 	*next_due = now + rto;
-	for (uint32_t s = 0; s <= op->window; s++) {
-		if (s == op->window || n == SEND_BATCH) {
-			if (n == 0)
-				break;
-			rc = c->tp->send(c, frames, n);
+	for (uint32_t s = 0; s < op->window; s++) {
+		if (n == SEND_BATCH) {
+			rc = send_batch(op, frames, which, retx, n, now);
 			if (rc < 0)
 				return rc;
-			for (int i = 0; i < rc; i++) {
-				struct hl_slot *sl = &op->slots[(op->gbase + which[i]) % op->window];
-				sl->sent_us = now;
-				sl->sent = true;
-				if (retx[i]) {
-					sl->retx++;
-					c->stats.retransmissions++;
-				} else {
-					c->stats.packets_sent++;
-				}
-				c->stats.bytes_sent += frames[i].len;
-				hl_dcqcn_advance(&c->dcqcn, now, frames[i].len);
-			}
 			if ((unsigned)rc < n) {   /* the transport is full: later */
 				*next_due = now;
 				return 0;
 			}
 			n = 0;
-			if (s == op->window)
-				break;
 		}
 		struct hl_slot *sl = &op->slots[s];
 		if (sl->pkt < 0)
@@ -250,10 +258,10 @@ static int send_due(struct hl_coll *op, double now, double *next_due)
 		if (rc)
 			return rc;
 		if (c->dcqcn_on && !hl_dcqcn_may_send(&c->dcqcn, now, frames[n].len)) {
+			/* the rate limiter says wait: send what we have, then stop */
 			c->stats.pause_waits++;
 			*next_due = now + (double)frames[n].len / c->dcqcn.rc;
-			s = op->window - 1;       /* send what we have, then stop */
-			continue;
+			break;
 		}
 		which[n] = (uint32_t)sl->pkt;
 		retx[n] = sl->sent;
@@ -264,6 +272,11 @@ static int send_due(struct hl_coll *op, double now, double *next_due)
 		}
 		n++;
 	}
+	rc = send_batch(op, frames, which, retx, n, now);
+	if (rc < 0)
+		return rc;
+	if ((unsigned)rc < n)
+		*next_due = now;
 	return 0;
 }
 
