@@ -146,7 +146,7 @@ struct dp_worker {
 	uint64_t drops[DP_DROP_COUNT];
 	uint64_t agg_drops[AGG_E__COUNT];    /* decode failures by reason */
 	uint64_t arp_replies, icmp_replies, floods, handoffs;
-	uint64_t busy_tsc, loops;
+	uint64_t busy_tsc;
 	/* link impairment emulation */
 	uint64_t rng;
 	struct rte_mbuf *held[DP_MAX_PORTS];

@@ -324,7 +324,6 @@ int dp_worker_main(void *arg)
 							      &w->port[p].tx_bytes);
 			pending |= q->head != q->tail;
 		}
-		w->loops++;
 		if (got) {
 			w->busy_tsc += rte_rdtsc() - start;
 		} else if (idle_us) {
