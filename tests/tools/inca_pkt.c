@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "inca/agg.h"
+#include "expect.h"      /* exact inputs and reference, shared with inca-check */
 
 struct opts {
 	uint32_t switch_ip, group, qpn, qkey, src_qpn;
@@ -55,96 +56,6 @@ static void usage(FILE *out)
 		"                    trunc, slot, fanin, group\n"
 		"  --quiet           only errors\n"
 		"Exit: 0 all elements right, 1 wrong results, 2 deadline or error.\n");
-}
-
-/* The value rank r contributes at element i: small exact numbers, so the
- * reference is exact whatever the reduction order. */
-static double fvalue(int op, uint32_t r, uint32_t i)
-{
-	switch (op) {
-	case AGG_OP_PROD: {
-		static const double v[] = { 1, 2, 0.5, -1, 1, -2, 1, 0.25 };
-		return v[(r * 3 + i * 7) % 8];
-	}
-	default:
-		return (double)((int)((r * 131 + i * 17) % 41) - 20);
-	}
-}
-
-static int64_t ivalue(int op, uint32_t r, uint32_t i)
-{
-	uint64_t h = (uint64_t)(r + 1) * 0x9e3779b97f4a7c15ull ^ (uint64_t)(i + 1) * 0xc2b2ae3d27d4eb4full;
-	h ^= h >> 29;
-	switch (op) {
-	case AGG_OP_PROD:
-		return (int64_t)(h % 7) - 3;
-	case AGG_OP_BAND:
-	case AGG_OP_BOR:
-	case AGG_OP_BXOR:
-		return (int64_t)h;
-	default:
-		return (int64_t)(h % 2000001) - 1000000 + (int64_t)i * 1000;
-	}
-}
-
-static void put(int dtype, uint8_t *p, uint32_t i, double f, int64_t v)
-{
-	uint16_t h;
-	float x = (float)f;
-	int32_t v32 = (int32_t)v;
-
-	switch (dtype) {
-	case AGG_DTYPE_FP32: memcpy(p + 4 * i, &x, 4); break;
-	case AGG_DTYPE_FP64: memcpy(p + 8 * i, &f, 8); break;
-	case AGG_DTYPE_FP16: h = agg_fp32_to_fp16(x); memcpy(p + 2 * i, &h, 2); break;
-	case AGG_DTYPE_BF16: h = agg_fp32_to_bf16(x); memcpy(p + 2 * i, &h, 2); break;
-	case AGG_DTYPE_INT32: memcpy(p + 4 * i, &v32, 4); break;
-	case AGG_DTYPE_INT64: memcpy(p + 8 * i, &v, 8); break;
-	}
-}
-
-static void fill_input(const struct opts *o, uint32_t rank, uint8_t *buf)
-{
-	for (uint32_t i = 0; i < o->count; i++)
-		put(o->dtype, buf, i, fvalue(o->op, rank, i), ivalue(o->op, rank, i));
-}
-
-/* Reference: reduce all ranks' values in double / wrapping integers. */
-static void fill_expected(const struct opts *o, uint8_t *buf)
-{
-	for (uint32_t i = 0; i < o->count; i++) {
-		double f = fvalue(o->op, 0, i);
-		uint64_t v = (uint64_t)ivalue(o->op, 0, i);
-
-		for (uint32_t r = 1; r < o->nranks; r++) {
-			double g = fvalue(o->op, r, i);
-			uint64_t w = (uint64_t)ivalue(o->op, r, i);
-			if (o->dtype == AGG_DTYPE_INT32) {
-				int32_t a = (int32_t)v, b = (int32_t)w;
-				switch (o->op) {
-				case AGG_OP_SUM: a = (int32_t)((uint32_t)a + (uint32_t)b); break;
-				case AGG_OP_PROD: a = (int32_t)((uint32_t)a * (uint32_t)b); break;
-				case AGG_OP_MIN: a = b < a ? b : a; break;
-				case AGG_OP_MAX: a = b > a ? b : a; break;
-				case AGG_OP_BAND: a &= b; break;
-				case AGG_OP_BOR: a |= b; break;
-				case AGG_OP_BXOR: a ^= b; break;
-				}
-				v = (uint64_t)(int64_t)a;
-				continue;
-			}
-			switch (o->op) {
-			case AGG_OP_SUM: f += g; v += w; break;
-			case AGG_OP_PROD: f *= g; v *= w; break;
-			case AGG_OP_MIN: f = g < f ? g : f; v = (int64_t)w < (int64_t)v ? w : v; break;
-			case AGG_OP_MAX: f = g > f ? g : f; v = (int64_t)w > (int64_t)v ? w : v; break;
-			case AGG_OP_BAND: v &= w; break;
-			case AGG_OP_BOR: v |= w; break;
-			case AGG_OP_BXOR: v ^= w; break;
-			}
-		}
-		put(o->dtype, buf, i, f, (int64_t)v);
-	}
 }
 
 static double now_s(void)
@@ -371,17 +282,17 @@ int main(int argc, char **argv)
 
 	struct run r = { .o = &o };
 	size_t esz = agg_dtype_size(o.dtype);
-	uint8_t *expected = malloc((size_t)o.count * esz);
+	uint8_t *want = malloc((size_t)o.count * esz);
 	uint8_t *result = calloc((size_t)o.count, esz);
 	r.npkts = (o.count + o.elems - 1) / o.elems;
 	bool *got = calloc(r.npkts, 1), *sent = calloc(r.npkts, 1);
 	r.input = malloc((size_t)o.count * esz);
-	if (!expected || !result || !got || !sent || !r.input) {
+	if (!want || !result || !got || !sent || !r.input) {
 		fprintf(stderr, "inca-pkt: out of memory for %u elements\n", o.count);
 		return 2;
 	}
-	fill_input(&o, o.rank, r.input);
-	fill_expected(&o, expected);
+	fill(o.dtype, o.op, o.rank, r.input, o.count);
+	expected(o.dtype, o.op, o.nranks, want, o.count);
 
 	r.my_ip = local_ip_towards(o.switch_ip);
 	r.fd = socket(AF_INET, SOCK_DGRAM, 0);
@@ -475,7 +386,7 @@ int main(int argc, char **argv)
 
 	uint32_t wrong = 0;
 	for (uint32_t i = 0; i < o.count; i++)
-		if (memcmp(result + (size_t)i * esz, expected + (size_t)i * esz, esz)) {
+		if (memcmp(result + (size_t)i * esz, want + (size_t)i * esz, esz)) {
 			if (wrong < 5)
 				fprintf(stderr, "inca-pkt: rank %u: element %u differs\n", o.rank, i);
 			wrong++;
@@ -492,7 +403,7 @@ int main(int argc, char **argv)
 		       (unsigned long long)r.sent, (unsigned long long)r.retransmitted,
 		       (unsigned long long)ignored);
 	close(r.fd);
-	free(expected);
+	free(want);
 	free(result);
 	free(got);
 	free(sent);
