@@ -92,23 +92,25 @@ after=$(telemetry /inca/group,1 drops.qkey)
 check "(c) wrong Q_Key from the VM: counted by the switch ($before -> $after)" test "$after" -gt "$before"
 check "(c) ... and the VM got no result" grep -q "(0 of 1 packets done)" "$WORK/vm1.out"
 
+# server_client CMD: CMD as a server in VM 1, then as its client in VM 2
+# (CMD 10.0.0.21); both must succeed
+server_client() {
+	local srv crc src
+	vm 1 "$1" &
+	srv=$!
+	sleep 8
+	vm 2 "$1 10.0.0.21"
+	crc=$?
+	wait $srv
+	src=$?
+	[ $crc -eq 0 ] && [ $src -eq 0 ]
+}
+
 # (b) rdma-core and perftest between the two VMs, through the switch
-vm 1 "ibv_ud_pingpong -d rxe0 -g 1 -n 200" &
-srv=$!
-sleep 8
-vm 2 "ibv_ud_pingpong -d rxe0 -g 1 -n 200 10.0.0.21"
-crc=$?
-wait $srv
-src=$?
-check "(b) ibv_ud_pingpong VM to VM through the switch" test $crc -eq 0 -a $src -eq 0
+check "(b) ibv_ud_pingpong VM to VM through the switch" \
+	server_client "ibv_ud_pingpong -d rxe0 -g 1 -n 200"
 grep -h "iters in" "$WORK"/vm*.out | sed 's/^/    /'
-vm 1 "ib_send_bw -d rxe0 -x 1 -c UD -n 500 -F" &
-srv=$!
-sleep 8
-vm 2 "ib_send_bw -d rxe0 -x 1 -c UD -n 500 -F 10.0.0.21"
-crc=$?
-wait $srv
-src=$?
-check "(b) ib_send_bw (UD) VM to VM through the switch" test $crc -eq 0 -a $src -eq 0
+check "(b) ib_send_bw (UD) VM to VM through the switch" \
+	server_client "ib_send_bw -d rxe0 -x 1 -c UD -n 500 -F"
 grep -h -A1 "#bytes" "$WORK/vm2.out" | sed 's/^/    /'
 finish
