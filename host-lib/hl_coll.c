@@ -16,6 +16,10 @@
 
 #define SEND_BATCH 32
 #define RECV_BATCH 64
+/* A transport that took less than offered (socket buffer or TX ring full)
+ * is retried after this long, not in a busy loop that would starve the
+ * switch and the other ranks on a shared machine. */
+#define TX_FULL_WAIT_US 50
 
 struct hl_slot {
 	int64_t pkt;           /* outstanding packet index, -1: slot done */
@@ -234,7 +238,7 @@ static int send_due(struct hl_coll *op, double now, double *next_due)
 			if (rc < 0)
 				return rc;
 			if ((unsigned)rc < n) {   /* the transport is full: later */
-				*next_due = now;
+				*next_due = now + TX_FULL_WAIT_US;
 				return 0;
 			}
 			n = 0;
@@ -276,7 +280,7 @@ static int send_due(struct hl_coll *op, double now, double *next_due)
 	if (rc < 0)
 		return rc;
 	if ((unsigned)rc < n)
-		*next_due = now;
+		*next_due = now + TX_FULL_WAIT_US;
 	return 0;
 }
 
