@@ -362,6 +362,64 @@ static void test_names(void **state)
 	assert_int_equal(agg_op_check(AGG_DTYPE_INT64, AGG_OP_BOR), 0);
 }
 
+/* 802.1Qbb frames: exact bytes, round trip, every refusal. */
+static void test_pfc(void **state)
+{
+	static const uint8_t src[6] = { 0x02, 0, 0, 0, 0, 0x09 };
+	static const uint8_t want[AGG_PFC_MIN_LEN] = {
+		0x01, 0x80, 0xc2, 0x00, 0x00, 0x01,  0x02, 0, 0, 0, 0, 0x09,
+		0x88, 0x08,  0x01, 0x01,  0x00, 0x48,
+		0, 0,  0, 0,  0, 0,  0xff, 0xff,  0, 0,  0, 0,  0x12, 0x34,  0, 0,
+	};
+	struct agg_pfc in = { .enable = 0x48, .quanta = { 7, 7, 7, 0xffff, 7, 7, 0x1234, 7 } };
+	struct agg_pfc out;
+	uint8_t f[AGG_PFC_FRAME_LEN + 8];
+
+	(void)state;
+	assert_int_equal(agg_pfc_encode(f, sizeof(f), src, &in), AGG_PFC_FRAME_LEN);
+	assert_memory_equal(f, want, sizeof(want));
+	for (size_t i = AGG_PFC_MIN_LEN; i < AGG_PFC_FRAME_LEN; i++)
+		assert_int_equal(f[i], 0);
+	assert_int_equal(agg_pfc_decode(f, AGG_PFC_FRAME_LEN, &out), 0);
+	assert_int_equal(out.enable, 0x48);
+	assert_int_equal(out.quanta[3], 0xffff);
+	assert_int_equal(out.quanta[6], 0x1234);
+	assert_int_equal(out.quanta[0], 0);     /* not enabled: 0 */
+	assert_int_equal(agg_pfc_decode(f, AGG_PFC_MIN_LEN, &out), 0);
+	assert_int_equal(agg_pfc_encode(f, AGG_PFC_FRAME_LEN - 1, src, &in), -AGG_E_NOSPACE);
+
+	/* every truncation is refused without reading past the end */
+	agg_pfc_encode(f, sizeof(f), src, &in);
+	for (size_t len = 0; len < AGG_PFC_MIN_LEN; len++) {
+		uint8_t *t = malloc(len ? len : 1);
+		memcpy(t, f, len);
+		assert_int_equal(agg_pfc_decode(t, len, &out), -AGG_PFC_E_SHORT);
+		free(t);
+	}
+	f[15] = 0x01; f[14] = 0x00;           /* 802.3x PAUSE */
+	assert_int_equal(agg_pfc_decode(f, 60, &out), -AGG_PFC_E_LINK_PAUSE);
+	f[15] = 0x02;
+	assert_int_equal(agg_pfc_decode(f, 60, &out), -AGG_PFC_E_BAD_OPCODE);
+	f[14] = 0x01; f[15] = 0x01;
+	f[17] = 0;
+	assert_int_equal(agg_pfc_decode(f, 60, &out), -AGG_PFC_E_ZERO_VECTOR);
+	f[17] = 0x08; f[16] = 0x01;
+	assert_int_equal(agg_pfc_decode(f, 60, &out), -AGG_PFC_E_RESERVED);
+	f[16] = 0;
+	f[5] = 0x02;
+	assert_int_equal(agg_pfc_decode(f, 60, &out), -AGG_PFC_E_BAD_DST);
+	f[5] = 0x01; f[13] = 0x00;
+	assert_int_equal(agg_pfc_decode(f, 60, &out), -AGG_PFC_E_NOT_CONTROL);
+	assert_string_equal(agg_pfc_error_name(-AGG_PFC_E_ZERO_VECTOR), "zero_vector");
+	assert_string_equal(agg_pfc_error_name(AGG_PFC_E__COUNT), "unknown");
+	assert_string_equal(agg_pfc_strerror(-AGG_PFC_E_BAD_OPCODE),
+			    "MAC control opcode is not PFC (0x0101)");
+	/* 65535 quanta at 100 Mbit/s: 65535 * 512 bits = 335.5392 ms */
+	assert_int_equal(agg_pfc_quanta_ns(0xffff, 100000000), 335539200);
+	assert_int_equal(agg_pfc_quanta_ns(1, 10000000000ull), 51);
+	assert_int_equal(agg_pfc_quanta_ns(5, 0), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -375,6 +433,7 @@ int main(void)
 		cmocka_unit_test(test_encode_refuses),
 		cmocka_unit_test(test_decode_msg),
 		cmocka_unit_test(test_names),
+		cmocka_unit_test(test_pfc),
 	};
 	return cmocka_run_group_tests_name("wire", tests, NULL, NULL);
 }

@@ -326,6 +326,61 @@ void agg_hdr_read(const uint8_t *p, struct agg_hdr *h);
 uint16_t agg_ipv4_csum(const uint8_t *ip, size_t len);
 
 /* ------------------------------------------------------------------ */
+/* Priority-based flow control (IEEE 802.1Qbb)                         */
+/* ------------------------------------------------------------------ */
+
+#define AGG_ETHERTYPE_MAC_CONTROL 0x8808
+#define AGG_PFC_OPCODE            0x0101
+#define AGG_PAUSE_OPCODE          0x0001   /* 802.3x link-level PAUSE */
+#define AGG_PFC_CLASSES           8
+#define AGG_PFC_MIN_LEN           34       /* Ethernet + opcode + vector + 8 times */
+#define AGG_PFC_FRAME_LEN         60       /* padded to the minimum frame, no FCS */
+#define AGG_PFC_QUANTUM_BITS      512      /* a quantum is 512 bit times */
+
+/* Destination of every MAC control frame: 01:80:C2:00:00:01. */
+extern const uint8_t agg_pfc_dst_mac[6];
+
+/* X(name, "counter_name", "message") */
+#define AGG_PFC_ERRORS(X) \
+	X(SHORT,       "short",        "shorter than a PFC frame (34 bytes)") \
+	X(NOT_CONTROL, "not_control",  "EtherType is not MAC control (0x8808)") \
+	X(BAD_DST,     "bad_dst",      "destination is not 01:80:C2:00:00:01") \
+	X(LINK_PAUSE,  "link_pause",   "802.3x link-level PAUSE (opcode 0x0001), not PFC") \
+	X(BAD_OPCODE,  "bad_opcode",   "MAC control opcode is not PFC (0x0101)") \
+	X(ZERO_VECTOR, "zero_vector",  "class-enable vector names no class") \
+	X(RESERVED,    "reserved_bits","reserved high byte of the class-enable vector is set")
+
+enum agg_pfc_error {
+	AGG_PFC_OK = 0,
+#define AGG_X_PFC_ENUM(n, c, m) AGG_PFC_E_##n,
+	AGG_PFC_ERRORS(AGG_X_PFC_ENUM)
+#undef AGG_X_PFC_ENUM
+	AGG_PFC_E__COUNT
+};
+
+/* A PFC frame's content: the classes it names and their pause times. */
+struct agg_pfc {
+	uint8_t enable;                       /* bit i: class i */
+	uint16_t quanta[AGG_PFC_CLASSES];     /* 0 resumes the class (XON) */
+};
+
+/* Build a PFC frame from src_mac (AGG_PFC_FRAME_LEN bytes). Returns the
+ * length or -AGG_E_NOSPACE. Times of classes not enabled are written 0. */
+int agg_pfc_encode(void *buf, size_t cap, const uint8_t src_mac[6],
+		   const struct agg_pfc *pfc);
+/* Parse a frame as PFC. Returns 0 or -AGG_PFC_E_*; never reads outside
+ * [frame, frame + len). */
+int agg_pfc_decode(const void *frame, size_t len, struct agg_pfc *out);
+/* Counter name ("short", ...) and message of a -AGG_PFC_E_* code. */
+const char *agg_pfc_error_name(int err);
+const char *agg_pfc_strerror(int err);
+/* How long quanta pause a link of rate_bps, in nanoseconds. */
+static inline uint64_t agg_pfc_quanta_ns(uint16_t quanta, uint64_t rate_bps)
+{
+	return rate_bps ? (uint64_t)quanta * AGG_PFC_QUANTUM_BITS * 1000000000ull / rate_bps : 0;
+}
+
+/* ------------------------------------------------------------------ */
 /* CRC-32 and ICRC                                                     */
 /* ------------------------------------------------------------------ */
 
