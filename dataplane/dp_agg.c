@@ -41,7 +41,9 @@ int dp_groups_init(struct dp_switch *sw)
 		g->member_port = rte_malloc(NULL, sizeof(uint16_t) * ac->nmembers, 0);
 		g->member_mac = rte_zmalloc(NULL, sizeof(*g->member_mac) * ac->nmembers, 0);
 		g->member_vlan = rte_zmalloc(NULL, sizeof(*g->member_vlan) * ac->nmembers, 0);
-		if (!g->member_port || !g->member_mac || !g->member_vlan)
+		g->member_cnp_tsc = rte_zmalloc(NULL, sizeof(uint64_t) * ac->nmembers, 0);
+		if (!g->member_port || !g->member_mac || !g->member_vlan ||
+		    !g->member_cnp_tsc)
 			return -ENOMEM;
 		for (uint16_t m = 0; m < ac->nmembers; m++) {
 			g->member_port[m] = UINT16_MAX;
@@ -67,6 +69,7 @@ void dp_groups_free(struct dp_switch *sw)
 		rte_free(sw->groups[i].member_port);
 		rte_free(sw->groups[i].member_mac);
 		rte_free(sw->groups[i].member_vlan);
+		rte_free(sw->groups[i].member_cnp_tsc);
 	}
 	sw->ngroups = 0;
 	rte_hash_free(sw->group_by_qpn);
@@ -110,8 +113,55 @@ static void send_result(struct dp_switch *sw, struct dp_worker *w,
 	}
 	m->data_len = (uint16_t)len;
 	m->pkt_len = (uint32_t)len;
+	dp_classify_local(sw, m, sw->cfg->result_dscp);
 	g->results_sent++;
 	dp_tx(sw, w, port, m);
+}
+
+/* The contribution came CE-marked: the switch is its notification point
+ * and tells the sender's QP, at most once per cnp_interval_us. */
+static void send_cnp(struct dp_switch *sw, struct dp_worker *w, struct dp_group *g,
+		     uint16_t member, const struct agg_pkt *pkt, uint16_t in)
+{
+	const struct dp_qos_cfg *q = &sw->cfg->qos;
+	uint64_t now = rte_rdtsc();
+	struct rte_mbuf *m;
+	int len;
+
+	if (g->member_cnp_tsc[member] &&
+	    now - g->member_cnp_tsc[member] < (uint64_t)q->cnp_interval_us * sw->tsc_hz / 1000000) {
+		g->cnp_limited++;
+		w->cnp_limited++;
+		return;
+	}
+	m = rte_pktmbuf_alloc(w->pool);
+	if (unlikely(!m)) {
+		w->drops[DP_DROP_NO_MBUF]++;
+		return;
+	}
+	struct agg_frame_spec spec = {
+		.has_vlan = pkt->has_vlan,
+		.vlan_tci = pkt->vlan_tci,
+		.src_ip = sw->cfg->switch_ip,
+		.dst_ip = pkt->src_ip,
+		.dscp = q->cnp_dscp,
+		.dest_qp = pkt->src_qp,
+	};
+	memcpy(spec.dst_mac, pkt->src_mac, 6);
+	memcpy(spec.src_mac, sw->port_mac[in].addr_bytes, 6);
+	len = agg_encode_cnp(rte_pktmbuf_mtod(m, void *), rte_pktmbuf_tailroom(m), &spec);
+	if (unlikely(len < 0)) {
+		rte_pktmbuf_free(m);
+		w->drops[DP_DROP_NO_MBUF]++;
+		return;
+	}
+	m->data_len = (uint16_t)len;
+	m->pkt_len = (uint32_t)len;
+	dp_classify_local(sw, m, q->cnp_dscp);
+	g->member_cnp_tsc[member] = now;
+	g->cnp_sent++;
+	w->cnp_sent++;
+	dp_tx(sw, w, in, m);
 }
 
 void dp_agg_input(struct dp_switch *sw, struct dp_worker *w,
@@ -160,6 +210,8 @@ void dp_agg_input(struct dp_switch *sw, struct dp_worker *w,
 	/* results go back the way the member's contributions came */
 	g->member_port[member] = dp_port_index(sw, m->port);
 	g->member_vlan[member] = pkt.has_vlan ? (1u << 16 | pkt.vlan_tci) : 0;
+	if (unlikely(pkt.ecn == 3) && sw->cfg->qos.cnp)
+		send_cnp(sw, w, g, member, &pkt, g->member_port[member]);
 	const uint8_t *cfg_mac = agg_group_config(g->agg)->members[member].mac;
 	if (!(cfg_mac[0] | cfg_mac[1] | cfg_mac[2] | cfg_mac[3] | cfg_mac[4] | cfg_mac[5]))
 		memcpy(g->member_mac[member].addr_bytes, pkt.src_mac, 6);

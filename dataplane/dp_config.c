@@ -328,9 +328,222 @@ static int parse_group(struct ctx *c, json_t *o, struct dp_group_cfg *g)
 	return 0;
 }
 
+/* a list of TC numbers -> bit mask */
+static int get_tc_mask(struct ctx *c, json_t *v, uint8_t *mask)
+{
+	size_t i;
+	json_t *e;
+
+	if (!json_is_array(v))
+		return bad(c, "expected a list of traffic classes 0..7, such as [3]");
+	*mask = 0;
+	json_array_foreach(v, i, e) {
+		if (!json_is_integer(e) || json_integer_value(e) < 0 ||
+		    json_integer_value(e) >= DP_NUM_TC)
+			return bad(c, "element %zu: expected a traffic class 0..7", i);
+		*mask |= (uint8_t)(1u << json_integer_value(e));
+	}
+	return 0;
+}
+
+static int get_bool(struct ctx *c, json_t *v, bool *out)
+{
+	if (!json_is_boolean(v))
+		return bad(c, "expected true or false");
+	*out = json_is_true(v);
+	return 0;
+}
+
+static int parse_qos(struct ctx *c, json_t *o, struct dp_qos_cfg *q)
+{
+	static const char *const keys[] = { "dscp_to_tc", "default_tc", "lossless_tcs",
+		"strict_tcs", "wrr_weights", "pfc", "xoff_bytes", "xon_bytes",
+		"headroom_bytes", "pause_quanta", "ecn", "cnp", "watchdog", NULL };
+	static const char *const ecn_keys[] = { "enabled", "kmin_bytes", "kmax_bytes",
+		"pmax", NULL };
+	static const char *const cnp_keys[] = { "enabled", "interval_us", "dscp", NULL };
+	static const char *const wd_keys[] = { "enabled", "detection_ms",
+		"restoration_ms", "action", NULL };
+	json_t *v, *e;
+	uint64_t u;
+	size_t i;
+	int rc;
+
+	at(c, "qos");
+	if ((rc = check_keys(c, o, keys)))
+		return rc;
+	if ((v = json_object_get(o, "default_tc"))) {
+		at(c, "qos.default_tc");
+		if ((rc = get_uint(c, v, 0, DP_NUM_TC - 1, &u)))
+			return rc;
+		for (i = 0; i < 64; i++)
+			if (i != 26 && i != 48)
+				q->dscp_tc[i] = (uint8_t)u;
+	}
+	if ((v = json_object_get(o, "dscp_to_tc"))) {
+		const char *key;
+		at(c, "qos.dscp_to_tc");
+		if (!json_is_object(v))
+			return bad(c, "expected an object such as {\"26\": 3, \"48\": 6}");
+		json_object_foreach(v, key, e) {
+			char *end;
+			long d = strtol(key, &end, 10);
+			at(c, "qos.dscp_to_tc.%s", key);
+			if (*end || end == key || d < 0 || d > 63)
+				return bad(c, "expected a DSCP 0..63 as the key");
+			if ((rc = get_uint(c, e, 0, DP_NUM_TC - 1, &u)))
+				return rc;
+			q->dscp_tc[d] = (uint8_t)u;
+		}
+	}
+	if ((v = json_object_get(o, "lossless_tcs"))) {
+		at(c, "qos.lossless_tcs");
+		if ((rc = get_tc_mask(c, v, &q->lossless_mask)))
+			return rc;
+	}
+	if ((v = json_object_get(o, "strict_tcs"))) {
+		at(c, "qos.strict_tcs");
+		if ((rc = get_tc_mask(c, v, &q->strict_mask)))
+			return rc;
+	}
+	if ((v = json_object_get(o, "wrr_weights"))) {
+		at(c, "qos.wrr_weights");
+		if (!json_is_array(v) || json_array_size(v) != DP_NUM_TC)
+			return bad(c, "expected 8 weights 1..100, one per traffic class");
+		json_array_foreach(v, i, e) {
+			at(c, "qos.wrr_weights[%zu]", i);
+			if ((rc = get_uint(c, e, 1, 100, &u)))
+				return rc;
+			q->wrr_weight[i] = (uint8_t)u;
+		}
+	}
+	if ((v = json_object_get(o, "pfc"))) {
+		at(c, "qos.pfc");
+		if ((rc = get_bool(c, v, &q->pfc)))
+			return rc;
+	}
+	static const struct { const char *key; uint64_t min, max; uint32_t *dst; } sizes[] = {
+		{ "xoff_bytes", 1024, 1u << 30, NULL },
+		{ "xon_bytes", 0, 1u << 30, NULL },
+		{ "headroom_bytes", 2 * 9216, 1u << 30, NULL },
+	};
+	uint32_t *dsts[] = { &q->xoff_bytes, &q->xon_bytes, &q->headroom_bytes };
+	for (i = 0; i < 3; i++)
+		if ((v = json_object_get(o, sizes[i].key))) {
+			at(c, "qos.%s", sizes[i].key);
+			if ((rc = get_uint(c, v, sizes[i].min, sizes[i].max, &u)))
+				return rc;
+			*dsts[i] = (uint32_t)u;
+		}
+	if (q->xon_bytes >= q->xoff_bytes) {
+		at(c, "qos.xon_bytes");
+		return bad(c, "must be below xoff_bytes (%u), got %u", q->xoff_bytes,
+			   q->xon_bytes);
+	}
+	if ((v = json_object_get(o, "pause_quanta"))) {
+		at(c, "qos.pause_quanta");
+		if ((rc = get_uint(c, v, 1, 0xffff, &u)))
+			return rc;
+		q->pause_quanta = (uint16_t)u;
+	}
+	if ((v = json_object_get(o, "ecn"))) {
+		at(c, "qos.ecn");
+		if ((rc = check_keys(c, v, ecn_keys)))
+			return rc;
+		if ((e = json_object_get(v, "enabled"))) {
+			at(c, "qos.ecn.enabled");
+			if ((rc = get_bool(c, e, &q->ecn)))
+				return rc;
+		}
+		if ((e = json_object_get(v, "kmin_bytes"))) {
+			at(c, "qos.ecn.kmin_bytes");
+			if ((rc = get_uint(c, e, 0, 1u << 30, &u)))
+				return rc;
+			q->kmin_bytes = (uint32_t)u;
+		}
+		if ((e = json_object_get(v, "kmax_bytes"))) {
+			at(c, "qos.ecn.kmax_bytes");
+			if ((rc = get_uint(c, e, 1, 1u << 30, &u)))
+				return rc;
+			q->kmax_bytes = (uint32_t)u;
+		}
+		if (q->kmax_bytes <= q->kmin_bytes) {
+			at(c, "qos.ecn.kmax_bytes");
+			return bad(c, "must be above kmin_bytes (%u), got %u", q->kmin_bytes,
+				   q->kmax_bytes);
+		}
+		if ((e = json_object_get(v, "pmax"))) {
+			at(c, "qos.ecn.pmax");
+			if (!json_is_number(e) || !(json_number_value(e) >= 0 &&
+						    json_number_value(e) <= 1))
+				return bad(c, "expected a probability 0..1, such as 0.2");
+			q->pmax = json_number_value(e);
+		}
+	}
+	if ((v = json_object_get(o, "cnp"))) {
+		at(c, "qos.cnp");
+		if ((rc = check_keys(c, v, cnp_keys)))
+			return rc;
+		if ((e = json_object_get(v, "enabled"))) {
+			at(c, "qos.cnp.enabled");
+			if ((rc = get_bool(c, e, &q->cnp)))
+				return rc;
+		}
+		if ((e = json_object_get(v, "interval_us"))) {
+			at(c, "qos.cnp.interval_us");
+			if ((rc = get_uint(c, e, 0, 1000000, &u)))
+				return rc;
+			q->cnp_interval_us = (uint32_t)u;
+		}
+		if ((e = json_object_get(v, "dscp"))) {
+			at(c, "qos.cnp.dscp");
+			if ((rc = get_uint(c, e, 0, 63, &u)))
+				return rc;
+			q->cnp_dscp = (uint8_t)u;
+		}
+	}
+	if ((v = json_object_get(o, "watchdog"))) {
+		at(c, "qos.watchdog");
+		if ((rc = check_keys(c, v, wd_keys)))
+			return rc;
+		if ((e = json_object_get(v, "enabled"))) {
+			at(c, "qos.watchdog.enabled");
+			if ((rc = get_bool(c, e, &q->watchdog)))
+				return rc;
+		}
+		if ((e = json_object_get(v, "detection_ms"))) {
+			at(c, "qos.watchdog.detection_ms");
+			if ((rc = get_uint(c, e, 10, 60000, &u)))
+				return rc;
+			q->wd_detect_ms = (uint32_t)u;
+		}
+		if ((e = json_object_get(v, "restoration_ms"))) {
+			at(c, "qos.watchdog.restoration_ms");
+			if ((rc = get_uint(c, e, 10, 60000, &u)))
+				return rc;
+			q->wd_restore_ms = (uint32_t)u;
+		}
+		if ((e = json_object_get(v, "action"))) {
+			static const char *const names[] = { "drop", "forward", "alert" };
+			at(c, "qos.watchdog.action");
+			for (i = 0; i < 3; i++)
+				if (json_is_string(e) && !strcmp(json_string_value(e), names[i]))
+					break;
+			if (i == 3)
+				return bad(c, "expected \"drop\", \"forward\" or \"alert\"");
+			q->wd_action = (enum dp_wd_action)i;
+		}
+	}
+	if (q->lossless_mask & q->strict_mask) {
+		at(c, "qos.strict_tcs");
+		return bad(c, "a traffic class cannot be both lossless and strict priority");
+	}
+	return 0;
+}
+
 int dp_config_load(struct dp_config *cfg, const char *path)
 {
-	static const char *const top_keys[] = { "switch", "ports", "groups", NULL };
+	static const char *const top_keys[] = { "switch", "ports", "groups", "qos", NULL };
 	static const char *const sw_keys[] = { "ip", "result_dscp", "idle_sleep_us",
 		"mac_age_s", "rate", "queue_kb", "impair", NULL };
 	struct ctx c = { .path = path };
@@ -346,6 +559,7 @@ int dp_config_load(struct dp_config *cfg, const char *path)
 	cfg->mac_age_s = 300;
 	if (!cfg->port_default.queue_bytes)
 		cfg->port_default.queue_bytes = 512 * 1024;
+	dp_qos_cfg_default(&cfg->qos);
 
 	root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
 	if (!root) {
@@ -436,6 +650,9 @@ int dp_config_load(struct dp_config *cfg, const char *path)
 				goto out;
 		}
 	}
+
+	if ((v = json_object_get(root, "qos")) && (rc = parse_qos(&c, v, &cfg->qos)))
+		goto out;
 
 	if ((v = json_object_get(root, "groups"))) {
 		at(&c, "groups");

@@ -112,7 +112,18 @@ int dp_ports_init(struct dp_switch *sw)
 			/* each worker shapes its share of the port's rate */
 			dp_egress_init(&sw->workers[w]->egress[i],
 				       pc->rate_bps / sw->nworkers,
-				       pc->queue_bytes, sw->tsc_hz);
+				       pc->queue_bytes, sw->tsc_hz, sw->qos, i,
+				       sw->port_ids[i], (uint16_t)w,
+				       sw->workers[w]->tc[i]);
+		/* PFC quanta are bit times at the port's rate: the shaped
+		 * rate, else what the link reports */
+		struct rte_eth_link link = { 0 };
+		sw->qos->port_bps[i] = pc->rate_bps;
+		if (!sw->qos->port_bps[i] && !rte_eth_link_get_nowait(sw->port_ids[i], &link) &&
+		    link.link_speed && link.link_speed != RTE_ETH_SPEED_NUM_UNKNOWN)
+			sw->qos->port_bps[i] = (uint64_t)link.link_speed * 1000000ull;
+		if (!sw->qos->port_bps[i])
+			sw->qos->port_bps[i] = 10000000000ull;
 		char mac[RTE_ETHER_ADDR_FMT_SIZE];
 		rte_ether_format_addr(mac, sizeof(mac), &sw->port_mac[i]);
 		DP_LOG(INFO, "port %u (dpdk port %u): %s, rate %s%.3g Mbit/s\n", i,

@@ -12,6 +12,7 @@
 #include <rte_log.h>
 #include <rte_mbuf.h>
 #include <rte_ring.h>
+#include <rte_spinlock.h>
 
 #include "inca/agg.h"
 
@@ -23,7 +24,9 @@ extern int dp_logtype;
 #define DP_MAX_WORKERS  16
 #define DP_MAX_GROUPS   1024
 #define DP_BURST        32
-#define DP_EGRESS_SLOTS 4096     /* packets per software egress queue */
+#define DP_NUM_TC       8
+#define DP_TC_SLOTS     2048     /* packets per (worker, port, TC) egress queue */
+#define DP_NO_PORT      0xffffu  /* mbuf ingress index of packets the switch made */
 #define DP_HANDOFF_SIZE 4096     /* packets queued to another worker */
 
 /* Drop reasons of the switch itself (the aggregation engine's reasons come
@@ -38,7 +41,28 @@ extern int dp_logtype;
 	X(LOCAL_UNHANDLED,"local_unhandled") \
 	X(ARP_INVALID,    "arp_invalid") \
 	X(NO_ROUTE,       "result_no_route") \
-	X(NOT_CONTRIB,    "not_contribution")
+	X(NOT_CONTRIB,    "not_contribution") \
+	X(LINK_LOCAL,     "link_local") \
+	X(PFC_MALFORMED,  "pfc_malformed") \
+	X(PFC_WATCHDOG,   "pfc_watchdog_ingress")
+
+/* Why an egress queue refused or discarded a packet, counted per
+ * (port, TC). X(name, "counter") */
+#define DP_QDROPS(X) \
+	X(LOSSY_FULL,     "lossy_queue_full") \
+	X(RING_FULL,      "queue_slots_full") \
+	X(HEADROOM,       "lossless_headroom_exceeded") \
+	X(WATCHDOG,       "pfc_watchdog")
+
+enum dp_qdrop {
+	DP_Q_OK = 0,
+#define DP_X_QENUM(n, c) DP_QDROP_##n,
+	DP_QDROPS(DP_X_QENUM)
+#undef DP_X_QENUM
+	DP_QDROP_END
+};
+#define DP_QDROP_COUNT (DP_QDROP_END - 1)
+extern const char *const dp_qdrop_names[DP_QDROP_END];
 
 enum dp_drop {
 #define DP_X_ENUM(n, c) DP_DROP_##n,
@@ -65,6 +89,29 @@ struct dp_impair {
 	bool on;
 };
 
+enum dp_wd_action { DP_WD_DROP, DP_WD_FORWARD, DP_WD_ALERT };
+
+/* Lossless fabric: classification, queues, PFC, ECN, CNP, watchdog. */
+struct dp_qos_cfg {
+	uint8_t dscp_tc[64];
+	uint8_t lossless_mask;       /* bit t: TC t is lossless */
+	uint8_t strict_mask;         /* bit t: TC t is served by strict priority */
+	uint8_t wrr_weight[DP_NUM_TC];
+	bool pfc;                    /* send and honour PFC on lossless TCs */
+	uint32_t xoff_bytes, xon_bytes, headroom_bytes;
+	uint16_t pause_quanta;       /* in the XOFF frames the switch sends */
+	bool ecn;
+	uint32_t kmin_bytes, kmax_bytes;
+	double pmax;
+	bool cnp;
+	uint32_t cnp_interval_us;
+	uint8_t cnp_dscp;
+	bool watchdog;
+	uint32_t wd_detect_ms, wd_restore_ms;
+	enum dp_wd_action wd_action;
+};
+void dp_qos_cfg_default(struct dp_qos_cfg *q);
+
 struct dp_group_cfg {
 	struct agg_group_config agg;
 	struct agg_member *members;
@@ -80,6 +127,7 @@ struct dp_config {
 	struct dp_port_cfg ports[DP_MAX_PORTS];
 	uint16_t ngroups;
 	struct dp_group_cfg *groups;
+	struct dp_qos_cfg qos;
 	bool forward_only;           /* benchmark: no aggregation path */
 	struct dp_impair impair;
 };
@@ -107,33 +155,133 @@ int dp_l2_lookup(struct dp_l2_table *t, const struct rte_ether_addr *mac);
 uint32_t dp_l2_age(struct dp_l2_table *t, uint64_t now, uint64_t max_age);
 uint32_t dp_l2_count(struct dp_l2_table *t);
 
-/* ---- egress (dp_qos.c): software queue + token bucket per port ---- */
+/* ---- egress (dp_qos.c): per (worker, port) TC queues, scheduler, shaping ---- */
+
+/* State of one (port, TC) shared by every worker: plain fields used with
+ * __atomic builtins, except those only worker 0 touches. */
+struct dp_pq {
+	uint32_t ingress_bytes;      /* buffer held by packets that came in here */
+	uint32_t ingress_peak;
+	uint64_t paused_until;       /* TSC: the peer paused this egress TC */
+	uint64_t last_xoff_rx;       /* TSC of the last XOFF received */
+	uint8_t wd_stormed;
+	/* counters */
+	uint64_t pfc_rx, pfc_rx_xon, pfc_rx_lossy, paused_tsc;
+	uint64_t xoff_tx, xon_tx;
+	uint64_t wd_storms, wd_restores;
+	/* worker 0's bookkeeping (PFC generation, watchdog) */
+	bool xoff_on;
+	uint64_t xoff_refresh;
+	uint64_t pause_since;
+	uint64_t pfc_rx_at_since;
+} __rte_cache_aligned;
+
+#define DP_WD_EVENTS 64
+struct dp_wd_event {
+	double t_s;                  /* seconds since start */
+	uint16_t port;
+	uint8_t tc;
+	bool storm;                  /* false: restored */
+};
+
+struct dp_qos {
+	const struct dp_qos_cfg *cfg;
+	struct dp_pq pq[DP_MAX_PORTS][DP_NUM_TC];
+	uint64_t port_bps[DP_MAX_PORTS];     /* for pause quanta */
+	uint64_t tsc_hz;
+	rte_spinlock_t ev_lock;
+	struct dp_wd_event events[DP_WD_EVENTS];
+	uint64_t nevents;
+};
+
+static inline bool dp_tc_lossless(const struct dp_qos_cfg *c, unsigned tc)
+{
+	return c->lossless_mask >> tc & 1;
+}
+
+struct dp_tc_stats {
+	uint64_t enq_pkts, tx_pkts, tx_bytes, ecn_marked;
+	uint64_t drops[DP_QDROP_END];    /* refused at enqueue, or discarded */
+	uint64_t discarded;              /* of those, discarded from the queue */
+};
+
+struct dp_tcq {
+	struct rte_mbuf *slots[DP_TC_SLOTS];
+	uint32_t head, tail;         /* tail - head packets queued */
+	uint32_t bytes;
+};
 
 struct dp_egress {
-	struct rte_mbuf *slots[DP_EGRESS_SLOTS];
-	uint32_t head, tail;         /* tail - head packets queued */
-	uint32_t bytes;              /* bytes queued */
-	uint32_t limit_bytes;
+	struct dp_tcq q[DP_NUM_TC];
+	uint32_t bytes;              /* all TCs */
+	uint8_t nonempty;            /* bit t: TC t has packets */
+	struct rte_mbuf *pending[DP_BURST];  /* dequeued, refused by the NIC */
+	uint32_t npending;
+	uint32_t limit_bytes;        /* per lossy TC queue (tail drop beyond) */
+	/* deficit round robin among the TCs not served by strict priority */
+	uint8_t drr_cur;
+	bool drr_fresh;
+	int32_t deficit[DP_NUM_TC];
+	/* token bucket */
 	uint64_t rate_bps;
-	double tokens;               /* bytes */
-	double burst;                /* bucket depth, bytes */
-	double bytes_per_tsc;
+	double tokens, burst, bytes_per_tsc;
 	uint64_t last_tsc;
+	uint64_t rng;                /* ECN coin */
+	/* where to and with what */
+	uint16_t port_id, port_idx, txq;
+	struct dp_qos *qos;
+	struct dp_tc_stats *stats;   /* [DP_NUM_TC] of this worker and port */
 };
 
 void dp_egress_init(struct dp_egress *q, uint64_t rate_bps, uint32_t limit,
-		    uint64_t tsc_hz);
-/* Queue a packet; false (and the caller drops) when over the limit. */
-bool dp_egress_enqueue(struct dp_egress *q, struct rte_mbuf *m);
-/* Send what the bucket allows on (port, txq); returns packets sent. */
-uint32_t dp_egress_flush(struct dp_egress *q, uint16_t port, uint16_t txq,
-			 uint64_t now, uint64_t *tx_bytes);
+		    uint64_t tsc_hz, struct dp_qos *qos, uint16_t port_idx,
+		    uint16_t port_id, uint16_t txq, struct dp_tc_stats *stats);
+/* Queue a packet whose mbuf hash.sched carries its TC and ingress port
+ * index (DP_NO_PORT: made by the switch). Returns DP_Q_OK, or why the
+ * caller must drop it (counted by the caller). */
+enum dp_qdrop dp_egress_enqueue(struct dp_egress *q, struct rte_mbuf *m);
+/* Send what the scheduler, the pauses and the bucket allow; returns
+ * packets sent. */
+uint32_t dp_egress_flush(struct dp_egress *q, uint64_t now);
 void dp_egress_drain(struct dp_egress *q);
+static inline bool dp_egress_busy(const struct dp_egress *q)
+{
+	return q->nonempty || q->npending;
+}
+
+/* Offset of the IPv4 header (after an optional VLAN tag), or 0. */
+static inline size_t dp_ipv4_offset(const struct rte_mbuf *m)
+{
+	const uint8_t *p = rte_pktmbuf_mtod(m, const uint8_t *);
+
+	if (m->data_len >= 34 && p[12] == 0x08 && p[13] == 0x00)
+		return 14;
+	if (m->data_len >= 38 && p[12] == 0x81 && p[13] == 0x00 &&
+	    p[16] == 0x08 && p[17] == 0x00)
+		return 18;
+	return 0;
+}
+
+/* ---- PFC and the watchdog (dp_pfc.c) ---- */
+
+struct dp_switch;
+struct dp_worker;
+/* A frame to 01:80:C2:00:00:0X arrived on port index in: PFC is obeyed
+ * (lossless TCs), the rest counted; m is consumed. */
+void dp_pfc_input(struct dp_switch *sw, struct dp_worker *w, struct rte_mbuf *m,
+		  uint16_t in, uint64_t now);
+/* Worker 0, every loop: XOFF/refresh/XON from ingress occupancy, and the
+ * watchdog. */
+void dp_pfc_housekeeping(struct dp_switch *sw, struct dp_worker *w, uint64_t now);
+/* Build and send one PFC frame on a port now (not queued, not shaped). */
+int dp_pfc_send(struct dp_switch *sw, struct dp_worker *w, uint16_t port_idx,
+		uint8_t enable, uint16_t quanta);
 
 /* ---- the switch ---- */
 
 struct dp_port_stats {
 	uint64_t rx_pkts, rx_bytes, tx_pkts, tx_bytes, egress_drops;
+	uint64_t pfc_malformed[AGG_PFC_E__COUNT];
 };
 
 struct dp_worker {
@@ -143,6 +291,8 @@ struct dp_worker {
 	struct rte_ring *handoff;            /* groups this worker owns */
 	struct dp_egress egress[DP_MAX_PORTS];
 	struct dp_port_stats port[DP_MAX_PORTS];
+	struct dp_tc_stats tc[DP_MAX_PORTS][DP_NUM_TC];
+	uint64_t cnp_sent, cnp_limited;
 	uint64_t drops[DP_DROP_COUNT];
 	uint64_t agg_drops[AGG_E__COUNT];    /* decode failures by reason */
 	uint64_t arp_replies, icmp_replies, floods, handoffs;
@@ -161,6 +311,8 @@ struct dp_group {
 	uint16_t *member_port;               /* UINT16_MAX: not seen yet */
 	struct rte_ether_addr *member_mac;   /* configured or learnt */
 	uint32_t *member_vlan;               /* TCI of its contributions | 1 << 16, 0 untagged */
+	uint64_t *member_cnp_tsc;            /* when the last CNP went to it */
+	uint64_t cnp_sent, cnp_limited;
 	uint64_t results_sent;
 	uint64_t results_no_route;
 };
@@ -179,10 +331,15 @@ struct dp_switch {
 	struct rte_hash *group_by_qpn;       /* QPN -> index in groups[] */
 	uint64_t tsc_hz;
 	uint64_t start_tsc;
+	struct dp_qos *qos;
 	volatile bool quit;
 };
 
 extern struct dp_switch dp_sw;
+
+/* dp_qos.c: the shared QoS state (needs sw->cfg and sw->tsc_hz) */
+int dp_qos_init(struct dp_switch *sw);
+void dp_qos_free(struct dp_switch *sw);
 
 /* dp_port.c */
 int dp_ports_init(struct dp_switch *sw);
@@ -196,6 +353,8 @@ void dp_agg_input(struct dp_switch *sw, struct dp_worker *w,
 		  struct rte_mbuf *m, bool icrc_checked);
 
 /* dp_rx.c */
+/* Packets the switch makes: no ingress port, TC from their DSCP. */
+void dp_classify_local(struct dp_switch *sw, struct rte_mbuf *m, uint8_t dscp);
 int dp_worker_main(void *arg);
 void dp_tx(struct dp_switch *sw, struct dp_worker *w, uint16_t port_idx,
 	   struct rte_mbuf *m);

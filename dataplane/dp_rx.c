@@ -22,11 +22,22 @@ struct dp_switch dp_sw;
 
 static void egress(struct dp_worker *w, uint16_t port_idx, struct rte_mbuf *m)
 {
-	if (unlikely(!dp_egress_enqueue(&w->egress[port_idx], m))) {
+	enum dp_qdrop why = dp_egress_enqueue(&w->egress[port_idx], m);
+
+	if (unlikely(why != DP_Q_OK)) {
+		unsigned tc = m->hash.sched.traffic_class & (DP_NUM_TC - 1);
+
+		w->tc[port_idx][tc].drops[why]++;
 		w->drops[DP_DROP_EGRESS_FULL]++;
 		w->port[port_idx].egress_drops++;
 		rte_pktmbuf_free(m);
 	}
+}
+
+void dp_classify_local(struct dp_switch *sw, struct rte_mbuf *m, uint8_t dscp)
+{
+	m->hash.sched.queue_id = DP_NO_PORT;
+	m->hash.sched.traffic_class = sw->cfg->qos.dscp_tc[dscp & 63];
 }
 
 /* xorshift64: the impairment emulation's coin */
@@ -198,12 +209,39 @@ static void process(struct dp_switch *sw, struct dp_worker *w,
 		return;
 	}
 	eth = rte_pktmbuf_mtod(m, struct rte_ether_hdr *);
+	/* 01:80:C2:00:00:0X: PFC and other link-local control, never forwarded */
+	if (unlikely(eth->dst_addr.addr_bytes[0] == 0x01 &&
+		     eth->dst_addr.addr_bytes[1] == 0x80 &&
+		     eth->dst_addr.addr_bytes[2] == 0xc2 &&
+		     !eth->dst_addr.addr_bytes[3] && !eth->dst_addr.addr_bytes[4] &&
+		     eth->dst_addr.addr_bytes[5] < 0x10)) {
+		dp_pfc_input(sw, w, m, in, now);
+		return;
+	}
 	if (likely(!rte_is_multicast_ether_addr(&eth->src_addr)))
 		dp_l2_learn(sw->l2, &eth->src_addr, in, now);
 	etype = eth->ether_type;
 	if (etype == RTE_BE16(RTE_ETHER_TYPE_VLAN) && m->data_len >= off + 4) {
 		etype = *rte_pktmbuf_mtod_offset(m, uint16_t *, off + 2);
 		off += 4;
+	}
+
+	/* traffic class from DSCP; everything else is the default class */
+	unsigned tc = sw->cfg->qos.dscp_tc[0];
+	if (etype == RTE_BE16(RTE_ETHER_TYPE_IPV4) &&
+	    m->data_len >= off + sizeof(struct rte_ipv4_hdr))
+		tc = sw->cfg->qos.dscp_tc[rte_pktmbuf_mtod_offset(m, struct rte_ipv4_hdr *,
+								  off)->type_of_service >> 2];
+	m->hash.sched.traffic_class = (uint8_t)tc;
+	m->hash.sched.queue_id = in;
+	if (unlikely(sw->cfg->qos.watchdog && sw->cfg->qos.wd_action == DP_WD_DROP &&
+		     __atomic_load_n(&sw->qos->pq[in][tc].wd_stormed, __ATOMIC_RELAXED) &&
+		     dp_tc_lossless(&sw->cfg->qos, tc))) {
+		/* the stormed port's lossless TC is dropped both ways */
+		w->drops[DP_DROP_PFC_WATCHDOG]++;
+		w->tc[in][tc].drops[DP_QDROP_WATCHDOG]++;
+		rte_pktmbuf_free(m);
+		return;
 	}
 
 	if (etype == RTE_BE16(RTE_ETHER_TYPE_ARP)) {
@@ -310,6 +348,8 @@ int dp_worker_main(void *arg)
 			dp_agg_input(sw, w, pkts[i], true);
 
 		uint64_t now = rte_rdtsc();
+		if (w->index == 0)
+			dp_pfc_housekeeping(sw, w, now);
 		for (uint16_t p = 0; p < sw->nports; p++) {
 			struct dp_egress *q = &w->egress[p];
 
@@ -319,10 +359,8 @@ int dp_worker_main(void *arg)
 				w->held[p] = NULL;
 			}
 
-			w->port[p].tx_pkts += dp_egress_flush(q, sw->port_ids[p],
-							      (uint16_t)w->index, now,
-							      &w->port[p].tx_bytes);
-			pending |= q->head != q->tail;
+			w->port[p].tx_pkts += dp_egress_flush(q, now);
+			pending |= dp_egress_busy(q);
 		}
 		if (got) {
 			w->busy_tsc += rte_rdtsc() - start;

@@ -5,6 +5,7 @@
  * summed here; a read may be a packet behind, never torn (64-bit stores).
  */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include <rte_cycles.h>
 #include <rte_ethdev.h>
@@ -26,6 +27,10 @@ struct totals {
 	uint64_t impair_lost, impair_duplicated, impair_reordered;
 	uint64_t contributions, completions, duplicates, retransmits, preempted;
 	uint64_t busy_tsc;
+	struct dp_tc_stats tc[DP_MAX_PORTS][DP_NUM_TC];
+	uint64_t qdrops[DP_QDROP_END];
+	uint64_t discarded;
+	uint64_t cnp_sent, cnp_limited;
 };
 
 static void sum(struct dp_switch *sw, struct totals *t)
@@ -40,7 +45,27 @@ static void sum(struct dp_switch *sw, struct totals *t)
 			t->port[p].tx_pkts += w->port[p].tx_pkts;
 			t->port[p].tx_bytes += w->port[p].tx_bytes;
 			t->port[p].egress_drops += w->port[p].egress_drops;
+			for (int e = 0; e < AGG_PFC_E__COUNT; e++)
+				t->port[p].pfc_malformed[e] += w->port[p].pfc_malformed[e];
+			for (unsigned tc = 0; tc < DP_NUM_TC; tc++) {
+				const struct dp_tc_stats *a = &w->tc[p][tc];
+				struct dp_tc_stats *b = &t->tc[p][tc];
+
+				b->enq_pkts += a->enq_pkts;
+				b->tx_pkts += a->tx_pkts;
+				b->tx_bytes += a->tx_bytes;
+				b->ecn_marked += a->ecn_marked;
+				b->discarded += a->discarded;
+				for (int r = 1; r < DP_QDROP_END; r++) {
+					b->drops[r] += a->drops[r];
+					t->qdrops[r] += a->drops[r];
+				}
+				t->discarded += a->discarded;
+				t->port[p].tx_bytes += a->tx_bytes;
+			}
 		}
+		t->cnp_sent += w->cnp_sent;
+		t->cnp_limited += w->cnp_limited;
 		for (int d = 0; d < DP_DROP_COUNT; d++)
 			t->drops[d] += w->drops[d];
 		for (int d = 0; d < AGG_E__COUNT; d++)
@@ -75,7 +100,7 @@ static uint64_t total_drops(const struct totals *t)
 		n += t->drops[d];
 	for (int d = 1; d < AGG_E__COUNT; d++)
 		n += t->agg_drops[d];
-	return n;
+	return n + t->discarded;
 }
 
 static int cmd_info(const char *cmd, const char *params, struct rte_tel_data *d)
@@ -109,6 +134,9 @@ static int cmd_info(const char *cmd, const char *params, struct rte_tel_data *d)
 	rte_tel_data_add_dict_u64(d, "impair_lost", t.impair_lost);
 	rte_tel_data_add_dict_u64(d, "impair_duplicated", t.impair_duplicated);
 	rte_tel_data_add_dict_u64(d, "impair_reordered", t.impair_reordered);
+	rte_tel_data_add_dict_u64(d, "cnp_sent", t.cnp_sent);
+	rte_tel_data_add_dict_u64(d, "cnp_rate_limited", t.cnp_limited);
+	rte_tel_data_add_dict_u64(d, "pfc_watchdog_events", sw->qos->nevents);
 	return 0;
 }
 
@@ -173,6 +201,138 @@ static int cmd_drops(const char *cmd, const char *params, struct rte_tel_data *d
 	sum(&dp_sw, &t);
 	rte_tel_data_start_dict(d);
 	add_drops(d, t.drops, t.agg_drops, true);
+	for (int r = 1; r < DP_QDROP_END; r++) {
+		char name[64];
+		snprintf(name, sizeof(name), "queue_%s", dp_qdrop_names[r]);
+		rte_tel_data_add_dict_u64(d, name, t.qdrops[r]);
+	}
+	return 0;
+}
+
+static uint64_t tsc_us(const struct dp_switch *sw, uint64_t tsc)
+{
+	return tsc * 1000000ull / sw->tsc_hz;
+}
+
+/* /inca/qos,PORT: per traffic class queue, PFC, ECN and watchdog counters */
+static int cmd_qos(const char *cmd, const char *params, struct rte_tel_data *d)
+{
+	struct dp_switch *sw = &dp_sw;
+	const struct dp_qos_cfg *cfg = &sw->cfg->qos;
+	struct totals *t;
+	unsigned long port;
+	char *end;
+
+	(void)cmd;
+	if (!params || !*params)
+		return -EINVAL;
+	port = strtoul(params, &end, 0);
+	if (*end || port >= sw->nports)
+		return -EINVAL;
+	t = malloc(sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	sum(sw, t);
+	uint64_t now = rte_rdtsc();
+	rte_tel_data_start_dict(d);
+	rte_tel_data_add_dict_u64(d, "port", port);
+	rte_tel_data_add_dict_u64(d, "pfc", cfg->pfc);
+	rte_tel_data_add_dict_u64(d, "pause_rate_bps", sw->qos->port_bps[port]);
+	for (unsigned tc = 0; tc < DP_NUM_TC; tc++) {
+		const struct dp_tc_stats *s = &t->tc[port][tc];
+		struct dp_pq *pq = &sw->qos->pq[port][tc];
+		struct rte_tel_data *c = rte_tel_data_alloc();
+		uint64_t qb = 0, qp = 0;
+		char name[8];
+
+		if (!c) {
+			free(t);
+			return -ENOMEM;
+		}
+		for (unsigned i = 0; i < sw->nworkers; i++) {
+			const struct dp_tcq *q = &sw->workers[i]->egress[port].q[tc];
+			qb += __atomic_load_n(&q->bytes, __ATOMIC_RELAXED);
+			qp += __atomic_load_n(&q->tail, __ATOMIC_RELAXED) -
+			      __atomic_load_n(&q->head, __ATOMIC_RELAXED);
+		}
+		rte_tel_data_start_dict(c);
+		rte_tel_data_add_dict_u64(c, "lossless", dp_tc_lossless(cfg, tc));
+		rte_tel_data_add_dict_u64(c, "strict", cfg->strict_mask >> tc & 1);
+		rte_tel_data_add_dict_u64(c, "enqueued", s->enq_pkts);
+		rte_tel_data_add_dict_u64(c, "tx_packets", s->tx_pkts);
+		rte_tel_data_add_dict_u64(c, "tx_bytes", s->tx_bytes);
+		rte_tel_data_add_dict_u64(c, "queued_packets", qp);
+		rte_tel_data_add_dict_u64(c, "queued_bytes", qb);
+		rte_tel_data_add_dict_u64(c, "ecn_marked", s->ecn_marked);
+		for (int r = 1; r < DP_QDROP_END; r++)
+			rte_tel_data_add_dict_u64(c, dp_qdrop_names[r], s->drops[r]);
+		rte_tel_data_add_dict_u64(c, "ingress_bytes",
+			__atomic_load_n(&pq->ingress_bytes, __ATOMIC_RELAXED));
+		rte_tel_data_add_dict_u64(c, "ingress_peak_bytes",
+			__atomic_load_n(&pq->ingress_peak, __ATOMIC_RELAXED));
+		rte_tel_data_add_dict_u64(c, "pfc_xoff_sent", pq->xoff_tx);
+		rte_tel_data_add_dict_u64(c, "pfc_xon_sent", pq->xon_tx);
+		rte_tel_data_add_dict_u64(c, "pfc_xoff_received", pq->pfc_rx);
+		rte_tel_data_add_dict_u64(c, "pfc_xon_received", pq->pfc_rx_xon);
+		rte_tel_data_add_dict_u64(c, "pfc_ignored_lossy", pq->pfc_rx_lossy);
+		rte_tel_data_add_dict_u64(c, "paused_us", tsc_us(sw, pq->paused_tsc));
+		rte_tel_data_add_dict_u64(c, "paused_now",
+			__atomic_load_n(&pq->paused_until, __ATOMIC_RELAXED) > now);
+		rte_tel_data_add_dict_u64(c, "watchdog_storms", pq->wd_storms);
+		rte_tel_data_add_dict_u64(c, "watchdog_restores", pq->wd_restores);
+		rte_tel_data_add_dict_u64(c, "watchdog_stormed",
+			__atomic_load_n(&pq->wd_stormed, __ATOMIC_RELAXED));
+		snprintf(name, sizeof(name), "tc%u", tc);
+		rte_tel_data_add_dict_container(d, name, c, 0);
+	}
+	struct rte_tel_data *m = rte_tel_data_alloc();
+	if (!m) {
+		free(t);
+		return -ENOMEM;
+	}
+	rte_tel_data_start_dict(m);
+	for (int e = 1; e < AGG_PFC_E__COUNT; e++)
+		rte_tel_data_add_dict_u64(m, agg_pfc_error_name(-e),
+					  t->port[port].pfc_malformed[e]);
+	rte_tel_data_add_dict_container(d, "pfc_malformed", m, 0);
+	free(t);
+	return 0;
+}
+
+/* /inca/pfc_watchdog: the configuration and the last events */
+static int cmd_watchdog(const char *cmd, const char *params, struct rte_tel_data *d)
+{
+	static const char *const actions[] = { "drop", "forward", "alert" };
+	struct dp_switch *sw = &dp_sw;
+	struct dp_qos *qos = sw->qos;
+	const struct dp_qos_cfg *cfg = qos->cfg;
+
+	(void)cmd;
+	(void)params;
+	rte_tel_data_start_dict(d);
+	rte_tel_data_add_dict_u64(d, "enabled", cfg->watchdog);
+	rte_tel_data_add_dict_string(d, "action", actions[cfg->wd_action]);
+	rte_tel_data_add_dict_u64(d, "detection_ms", cfg->wd_detect_ms);
+	rte_tel_data_add_dict_u64(d, "restoration_ms", cfg->wd_restore_ms);
+	rte_spinlock_lock(&qos->ev_lock);
+	uint64_t n = qos->nevents, first = n > DP_WD_EVENTS ? n - DP_WD_EVENTS : 0;
+	rte_tel_data_add_dict_u64(d, "events", n);
+	for (uint64_t i = first; i < n; i++) {
+		const struct dp_wd_event *e = &qos->events[i % DP_WD_EVENTS];
+		struct rte_tel_data *c = rte_tel_data_alloc();
+		char name[32];
+
+		if (!c)
+			break;
+		rte_tel_data_start_dict(c);
+		rte_tel_data_add_dict_string(c, "event", e->storm ? "storm" : "restore");
+		rte_tel_data_add_dict_u64(c, "port", e->port);
+		rte_tel_data_add_dict_u64(c, "tc", e->tc);
+		rte_tel_data_add_dict_u64(c, "time_ms", (uint64_t)(e->t_s * 1000.0));
+		snprintf(name, sizeof(name), "event%llu", (unsigned long long)i);
+		rte_tel_data_add_dict_container(d, name, c, 0);
+	}
+	rte_spinlock_unlock(&qos->ev_lock);
 	return 0;
 }
 
@@ -222,6 +382,8 @@ static int cmd_group(const char *cmd, const char *params, struct rte_tel_data *d
 		rte_tel_data_add_dict_u64(d, "restarts", s->restarts);
 		rte_tel_data_add_dict_u64(d, "results_sent", g->results_sent);
 		rte_tel_data_add_dict_u64(d, "results_no_route", g->results_no_route);
+		rte_tel_data_add_dict_u64(d, "cnp_sent", g->cnp_sent);
+		rte_tel_data_add_dict_u64(d, "cnp_rate_limited", g->cnp_limited);
 		dr = rte_tel_data_alloc();
 		if (!dr)
 			return -ENOMEM;
@@ -246,6 +408,11 @@ int dp_telemetry_init(struct dp_switch *sw)
 		"Ids of the configured groups. No parameters.");
 	rte_telemetry_register_cmd("/inca/group", cmd_group,
 		"One group's counters and drops. Parameter: group id.");
+	rte_telemetry_register_cmd("/inca/qos", cmd_qos,
+		"Per traffic class queue, PFC, ECN and watchdog counters of a port. "
+		"Parameter: port index.");
+	rte_telemetry_register_cmd("/inca/pfc_watchdog", cmd_watchdog,
+		"PFC watchdog settings and its last events. No parameters.");
 	return 0;
 }
 

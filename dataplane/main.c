@@ -211,6 +211,8 @@ int main(int argc, char **argv)
 			"(e.g. -l 0,1); the main lcore only does housekeeping\n");
 		goto err_workers;
 	}
+	if (dp_qos_init(sw))
+		goto err_workers;
 	sw->l2 = dp_l2_create(65536);
 	if (!sw->l2) {
 		DP_LOG(ERR, "out of memory for the L2 table\n");
@@ -263,6 +265,7 @@ err_groups:
 err_ports:
 	dp_l2_free(sw->l2);
 err_workers:
+	dp_qos_free(sw);
 	for (unsigned i = 0; i < sw->nworkers; i++) {
 		rte_ring_free(sw->workers[i]->handoff);
 		rte_free(sw->workers[i]);

@@ -247,7 +247,8 @@ int main(int argc, char **argv)
 	sw->workers[0] = w;
 	sw->nworkers = 1;
 	sw->l2 = dp_l2_create(4096);
-	if (!gen_pool || !w->handoff || !sw->l2 || dp_ports_init(sw) || dp_groups_init(sw)) {
+	dp_qos_cfg_default(&cfg.qos);
+	if (dp_qos_init(sw) || !gen_pool || !w->handoff || !sw->l2 || dp_ports_init(sw) || dp_groups_init(sw)) {
 		fprintf(stderr, "inca-bench-switch: set-up failed\n");
 		return 1;
 	}
