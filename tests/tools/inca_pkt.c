@@ -29,7 +29,7 @@ struct opts {
 	uint16_t rank, nranks, elems, window;
 	int dtype, op;
 	uint32_t count, seq, gbase;
-	unsigned timeout_ms, deadline_s, drop_results;
+	unsigned timeout_ms, deadline_s, drop_results, ecn;
 	bool dup, quiet;
 	const char *bad;
 };
@@ -54,7 +54,8 @@ static void usage(FILE *out)
 		"  --drop-results K  ignore the first K results (as if lost)\n"
 		"  --bad KIND        first send one bad packet: qkey, icrc, nonmember,\n"
 		"                    trunc, slot, fanin, group\n"
-		"  --quiet           only errors\n"
+		"  --ecn E           ECN field of the contributions (0..3; 3 = CE)\n"
+		"  --quiet           only errors (and the CNP count when CNPs came)\n"
 		"Exit: 0 all elements right, 1 wrong results, 2 deadline or error.\n");
 }
 
@@ -202,7 +203,7 @@ int main(int argc, char **argv)
 		{ "src-qpn", 1, 0, 'Q' }, { "dtype", 1, 0, 'd' }, { "op", 1, 0, 'o' },
 		{ "count", 1, 0, 'c' }, { "elems", 1, 0, 'e' }, { "window", 1, 0, 'w' },
 		{ "seq", 1, 0, 's' }, { "gbase", 1, 0, 'G' }, { "timeout-ms", 1, 0, 't' },
-		{ "deadline-s", 1, 0, 'D' }, { "dup", 0, 0, 'u' },
+		{ "deadline-s", 1, 0, 'D' }, { "dup", 0, 0, 'u' }, { "ecn", 1, 0, 'E' },
 		{ "drop-results", 1, 0, 'x' }, { "bad", 1, 0, 'b' },
 		{ "quiet", 0, 0, 'z' }, { "help", 0, 0, 'h' }, { 0, 0, 0, 0 },
 	};
@@ -241,6 +242,7 @@ int main(int argc, char **argv)
 		case 'D': rc = parse_u32("--deadline-s", optarg, 3600, &o.deadline_s); break;
 		case 'x': rc = parse_u32("--drop-results", optarg, 1000000, &o.drop_results); break;
 		case 'u': o.dup = true; break;
+		case 'E': rc = parse_u32("--ecn", optarg, 3, &o.ecn); break;
 		case 'b': o.bad = optarg; break;
 		case 'z': o.quiet = true; break;
 		case 'd':
@@ -296,7 +298,7 @@ int main(int argc, char **argv)
 
 	r.my_ip = local_ip_towards(o.switch_ip);
 	r.fd = socket(AF_INET, SOCK_DGRAM, 0);
-	int pmtu = IP_PMTUDISC_DO, tos = 26 << 2, one = 1, rcvbuf = 4 << 20;
+	int pmtu = IP_PMTUDISC_DO, tos = 26 << 2 | (int)o.ecn, one = 1, rcvbuf = 4 << 20;
 	struct sockaddr_in me = { .sin_family = AF_INET, .sin_port = htons(AGG_ROCEV2_UDP_PORT) };
 	if (r.my_ip == 0 || r.fd < 0 ||
 	    setsockopt(r.fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu)) ||
@@ -322,7 +324,7 @@ int main(int argc, char **argv)
 
 	double start = now_s(), last_rx = start;
 	uint32_t ndone = 0;
-	uint64_t ignored = 0, dropped = 0;
+	uint64_t ignored = 0, dropped = 0, cnps = 0;
 	uint8_t buf[9000];
 	while (ndone < r.npkts) {
 		double t = now_s();
@@ -347,6 +349,11 @@ int main(int argc, char **argv)
 		if (n < 0)
 			continue;
 		struct agg_pkt p;
+		if (!agg_decode_bth(buf, (size_t)n, &p) && p.kind == AGG_PKT_CNP &&
+		    p.dest_qp == o.src_qpn) {
+			cnps++;
+			continue;
+		}
 		if (agg_decode_bth(buf, (size_t)n, &p) || p.kind != AGG_PKT_INCA ||
 		    p.hdr.type != AGG_TYPE_RESULT || p.dest_qp != o.src_qpn ||
 		    p.qkey != o.qkey || p.hdr.group_id != o.group ||
@@ -398,10 +405,13 @@ int main(int argc, char **argv)
 	}
 	if (!o.quiet)
 		printf("inca-pkt: rank %u: %u %s %s elements ok in %u packets, %.3f s, "
-		       "%llu sent, %llu retransmitted, %llu ignored\n", o.rank, o.count,
-		       agg_dtype_name(o.dtype), agg_op_name(o.op), r.npkts, now_s() - start,
-		       (unsigned long long)r.sent, (unsigned long long)r.retransmitted,
-		       (unsigned long long)ignored);
+		       "%llu sent, %llu retransmitted, %llu ignored, %llu CNPs\n", o.rank,
+		       o.count, agg_dtype_name(o.dtype), agg_op_name(o.op), r.npkts,
+		       now_s() - start, (unsigned long long)r.sent,
+		       (unsigned long long)r.retransmitted, (unsigned long long)ignored,
+		       (unsigned long long)cnps);
+	else if (cnps)
+		printf("cnps=%llu\n", (unsigned long long)cnps);
 	close(r.fd);
 	free(want);
 	free(result);
