@@ -20,6 +20,8 @@
  * is retried after this long, not in a busy loop that would starve the
  * switch and the other ranks on a shared machine. */
 #define TX_FULL_WAIT_US 50
+/* while paused by PFC, look for an XON this often */
+#define PFC_RECHECK_US 100
 
 struct hl_slot {
 	int64_t pkt;           /* outstanding packet index, -1: slot done */
@@ -232,6 +234,14 @@ static int send_due(struct hl_coll *op, double now, double *next_due)
 	int rc;
 
 	*next_due = now + rto;
+	/* the switch paused our priority: send nothing until it ends (look
+	 * again soon: an XON may end it early) */
+	double paused = hl_pfc_wait_us(c, now);
+	if (paused > 0) {
+		c->stats.pfc_waits++;
+		*next_due = now + (paused < PFC_RECHECK_US ? paused : PFC_RECHECK_US);
+		return 0;
+	}
 	for (uint32_t s = 0; s < op->window; s++) {
 		if (n == SEND_BATCH) {
 			rc = send_batch(op, frames, which, retx, n, now);

@@ -378,6 +378,9 @@ int hl_comm_create(const struct inca_comm_attr *attr, const struct hl_group_desc
 	struct hl_dcqcn_params p;
 	hl_dcqcn_params_default(&p, attr->line_rate_gbps > 0 ? attr->line_rate_gbps : 10);
 	hl_dcqcn_init(&c->dcqcn, &p, c->now_us(c));
+	c->line_bps = (attr->line_rate_gbps > 0 ? attr->line_rate_gbps : 10) * 1e9;
+	c->pfc_fd = -1;
+	c->pfc_prio = attr->pfc_priority > 0 ? (unsigned)attr->pfc_priority - 1 : 3;
 
 	if (c->fallback != INCA_FALLBACK_FORCE) {
 		rc = tp->open(c);
@@ -387,6 +390,17 @@ int hl_comm_create(const struct inca_comm_attr *attr, const struct hl_group_desc
 			hl_group_free(&c->g);
 			free(c);
 			return rc;
+		}
+		/* a NIC honours PFC itself; the kernel paths need us to */
+		if (attr->pfc >= 0 && tp->host_pfc) {
+			rc = hl_pfc_open(c, attr->pfc > 0);
+			if (rc) {
+				snprintf(last_errmsg, sizeof(last_errmsg), "%.250s", c->errmsg);
+				tp->close(c);
+				hl_group_free(&c->g);
+				free(c);
+				return rc;
+			}
 		}
 	}
 	s = c->fallback == INCA_FALLBACK_FORCE ? "ring only" :
@@ -441,6 +455,17 @@ int inca_comm_create(const struct inca_comm_attr *attr_in, inca_comm_t **out)
 	attr.rto_min_us = env_uint(attr.rto_min_us, "INCA_RTO_MIN_US", 1000);
 	if (!attr.dcqcn && (s = getenv("INCA_DCQCN")))
 		attr.dcqcn = strcmp(s, "0") && strcasecmp(s, "off") ? 1 : -1;
+	if (!attr.pfc && (s = getenv("INCA_PFC")))
+		attr.pfc = strcmp(s, "0") && strcasecmp(s, "off") ? 1 : -1;
+	if (!attr.pfc_priority && (s = getenv("INCA_PFC_PRIORITY"))) {
+		if (parse_num(s, 7, &n))
+			return create_fail(INCA_ERR_CONFIG, "INCA_PFC_PRIORITY: expected 0..7, "
+					   "got '%s'", s);
+		attr.pfc_priority = (int)n + 1;
+	}
+	if (attr.pfc_priority < 0 || attr.pfc_priority > 8)
+		return create_fail(INCA_ERR_INVAL, "pfc_priority: expected 0 (default) or "
+				   "priority + 1 (1..8), got %d", attr.pfc_priority);
 	if (attr.line_rate_gbps <= 0 && (s = getenv("INCA_LINE_RATE_GBPS")))
 		attr.line_rate_gbps = atof(s);
 	if (!attr.fallback && (s = getenv("INCA_FALLBACK"))) {
@@ -513,6 +538,7 @@ void inca_comm_destroy(inca_comm_t *c)
 		hl_coll_finish(c->active);
 	if (c->tp && c->fallback != INCA_FALLBACK_FORCE)
 		c->tp->close(c);
+	hl_pfc_close(c);
 	hl_ring_close(c);
 	hl_group_free(&c->g);
 	free(c);

@@ -97,6 +97,9 @@ struct hl_rx {
 
 struct hl_transport_ops {
 	const char *name;
+	/* sends go through the kernel, which ignores PFC: libinca must
+	 * honour pauses itself (a NIC does it for verbs) */
+	bool host_pfc;
 	int (*open)(struct inca_comm *c);
 	void (*close)(struct inca_comm *c);
 	/* Send n frames; returns how many were sent, or a negative INCA code. */
@@ -149,6 +152,12 @@ struct inca_comm {
 	bool warned_fallback;
 	unsigned timeout_ms, switch_timeout_ms;
 	bool dcqcn_on;
+	double line_bps;          /* the link's rate: DCQCN, PFC quanta */
+
+	/* PFC (hl_pfc.c) */
+	int pfc_fd;               /* packet socket for 0x8808, -1: not honoured */
+	unsigned pfc_prio;        /* priority of our data (the switch's lossless TC) */
+	double pfc_until_us[AGG_PFC_CLASSES];
 
 	uint32_t next_seq;        /* collective sequence number */
 	uint32_t gcount;          /* packets sent before: slot/set base */
@@ -178,6 +187,13 @@ int hl_group_from_json(const char *text, const char *origin, struct hl_group_des
 /* From INCA_SWITCH, INCA_GROUP, ... */
 int hl_group_from_env(struct hl_group_desc *g, char *err, size_t errlen);
 void hl_group_free(struct hl_group_desc *g);
+
+/* hl_pfc.c: honour PFC pauses for c->pfc_prio on the member's interface.
+ * Without the packet socket: an error when required, else a warning. */
+int hl_pfc_open(struct inca_comm *c, bool required);
+void hl_pfc_close(struct inca_comm *c);
+/* Read pending PFC frames; microseconds until our priority may send. */
+double hl_pfc_wait_us(struct inca_comm *c, double now_us);
 
 /* hl_ring.c: the TCP ring all-reduce among the members. */
 int hl_ring_allreduce(struct inca_comm *c, const void *in, void *out, size_t count,

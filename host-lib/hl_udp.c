@@ -164,7 +164,7 @@ static int udp_recv(struct inca_comm *c, struct hl_rx *rx, unsigned max, int tim
 }
 
 const struct hl_transport_ops hl_udp_ops = {
-	.name = "udp",
+	.name = "udp", .host_pfc = true,
 	.open = udp_open,
 	.close = udp_close,
 	.send = udp_send,

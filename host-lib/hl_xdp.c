@@ -345,7 +345,7 @@ static int xdp_recv(struct inca_comm *c, struct hl_rx *rx, unsigned max, int tim
 }
 
 const struct hl_transport_ops hl_xdp_ops = {
-	.name = "xdp",
+	.name = "xdp", .host_pfc = true,
 	.open = xdp_open,
 	.close = xdp_close,
 	.send = xdp_send,
@@ -367,7 +367,7 @@ static void xdp_none(struct inca_comm *c)
 }
 
 const struct hl_transport_ops hl_xdp_ops = {
-	.name = "xdp",
+	.name = "xdp", .host_pfc = true,
 	.open = xdp_unavailable,
 	.close = xdp_none,
 };

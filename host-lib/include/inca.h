@@ -123,7 +123,13 @@ struct inca_comm_attr {
 				       (INCA_SWITCH_TIMEOUT_MS; 1000) */
 	unsigned rto_min_us;      /* retransmission timeout floor (INCA_RTO_MIN_US; 1000) */
 	int dcqcn;                /* 1 on, -1 off, 0 default (INCA_DCQCN; on) */
-	double line_rate_gbps;    /* DCQCN's line rate (INCA_LINE_RATE_GBPS; 10) */
+	double line_rate_gbps;    /* the link's rate, for DCQCN and PFC pause quanta
+				     (INCA_LINE_RATE_GBPS; 10) */
+	int pfc;                  /* honour PFC pauses (udp, xdp): 1 on (an error if
+				     impossible), -1 off, 0 default: on if the packet
+				     socket can be opened (INCA_PFC=1|0) */
+	int pfc_priority;         /* the data's 802.1p priority + 1; 0: default 3
+				     (INCA_PFC_PRIORITY=0..7) */
 };
 
 /* Create a communicator; collective: every rank calls it. Returns
@@ -188,6 +194,9 @@ struct inca_stats {
 	uint64_t ring_bytes_sent;   /* bytes the ring fallback sent */
 	double rate_gbps;           /* DCQCN's current rate */
 	double rto_us;              /* current retransmission timeout */
+	uint64_t pfc_frames;        /* PFC frames received */
+	uint64_t pfc_malformed;     /* MAC control frames that were not valid PFC */
+	uint64_t pfc_waits;         /* times sending waited on a paused priority */
 };
 int inca_comm_stats(const inca_comm_t *comm, struct inca_stats *stats);
 

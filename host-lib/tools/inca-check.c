@@ -157,9 +157,11 @@ int main(int argc, char **argv)
 	struct inca_stats st;
 	inca_comm_stats(c, &st);
 	printf("inca-check: rank %d: %d cases, %d wrong; %llu packets, %llu retransmitted, "
-	       "%llu duplicates ignored, %llu fallbacks\n", rank, cases, bad,
+	       "%llu duplicates ignored, %llu fallbacks, %llu PFC frames, %llu PFC waits\n",
+	       rank, cases, bad,
 	       (unsigned long long)st.packets_sent, (unsigned long long)st.retransmissions,
-	       (unsigned long long)st.duplicates, (unsigned long long)st.fallbacks);
+	       (unsigned long long)st.duplicates, (unsigned long long)st.fallbacks,
+	       (unsigned long long)st.pfc_frames, (unsigned long long)st.pfc_waits);
 	inca_comm_destroy(c);
 	free(in);
 	free(out);

@@ -10,6 +10,7 @@ TRANSPORTS=${*:-udp xdp}
 source "$(dirname "$0")/lib.sh"
 need_root
 CHECK="$BUILD/host-lib/inca-check"
+TRAFFIC="$BUILD/tests/tools/inca-traffic"
 
 WORK=$(mktemp -d /tmp/inca-hl.XXXXXX)
 cleanup() {
@@ -98,6 +99,21 @@ for tp in $TRANSPORTS; do
 	expect_eq "$tp: ... through the switch (fallbacks)" "$FALLBACKS" 0
 	restarts=$(telemetry /inca/group,1 restarts)
 	check "$tp: the switch saw the later jobs restart (restarts $restarts)" test "$restarts" -gt 0
+
+	# the host honours PFC: pause frames for priority 3 reach host 1 from
+	# the switch's side of its link while the job runs
+	"$TRAFFIC" pfc --iface "$INCA_TESTBED-s1" --vector 0x08 --quanta 65535 \
+		--count 300 --interval-us 5000 >/dev/null 2>&1 &
+	storm=$!
+	check "$tp: host 1 paused by PFC mid-job: results right" \
+		ranks 1 "$tp" 300 INCA_SWITCH_TIMEOUT_MS=5000 -- -d fp32 -o sum -n 1000000 -r 3
+	kill "$storm" 2>/dev/null
+	wait "$storm" 2>/dev/null
+	pfc=$(grep -o "[0-9]* PFC frames, [0-9]* PFC waits" "$WORK/rank0.out")
+	check "$tp: rank 0 received PFC frames and waited ($pfc)" \
+		test "$(echo "$pfc" | awk '{print ($1 > 0 && $4 > 0)}')" = 1
+	expect_eq "$tp: ... other ranks were not paused" \
+		"$(grep -ho "[0-9]* PFC frames" "$WORK"/rank[123].out | awk '{s += $1} END {print s + 0}')" 0
 
 	up --impair "loss 1% duplicate 1% reorder 5%"
 	check "$tp, impaired links (loss 1%, duplicate 1%, reorder 5%): every dtype and op" \

@@ -12,6 +12,10 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include <math.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include "hl_priv.h"
 
 #define NPKT_MAX 4096
@@ -520,6 +524,60 @@ static void test_rto(void **state)
 	assert_true(r.rto == 250000);
 }
 
+/* PFC on the host: a pause of our priority holds the sends for its
+ * quanta at the line rate, XON ends it, other priorities do not matter. */
+static void test_pfc_pause(void **state)
+{
+	inca_comm_t *c = mk_comm(8, 64, INCA_FALLBACK_OFF, -1);
+	static float in[1000], out[1000];
+	struct agg_pfc pfc = { .enable = 1u << 3, .quanta = { [3] = 65535 } };
+	static const uint8_t mac[6] = { 2, 0, 0, 0, 0, 0xfe };
+	uint8_t f[AGG_PFC_FRAME_LEN];
+	struct inca_stats st;
+	int sv[2];
+
+	(void)state;
+	assert_int_equal(socketpair(AF_UNIX, SOCK_DGRAM, 0, sv), 0);
+	c->pfc_fd = sv[0];
+	assert_int_equal(c->pfc_prio, 3);
+	assert_true(c->line_bps == 10e9);
+	agg_pfc_encode(f, sizeof(f), mac, &pfc);
+	assert_int_equal(send(sv[1], f, sizeof(f), 0), (ssize_t)sizeof(f));
+	M.now = 1000;
+	/* 65535 x 512 bit times at 10 Gbit/s = 3355.392 us */
+	assert_true(fabs(hl_pfc_wait_us(c, 1000) - 3355.392) < 1e-6);
+	assert_true(fabs(hl_pfc_wait_us(c, 3000) - 1355.392) < 1e-6);
+	/* the all-reduce waits the pause out, then completes */
+	for (int i = 0; i < 1000; i++)
+		in[i] = (float)i;
+	assert_int_equal(inca_allreduce(c, in, out, 1000, INCA_FLOAT32, INCA_SUM), 0);
+	assert_memory_equal(in, out, sizeof(in));
+	inca_comm_stats(c, &st);
+	assert_int_equal(st.pfc_frames, 1);
+	assert_true(st.pfc_waits >= 3355 / 100);
+	assert_true(M.now >= 1000 + 3355.392);
+	/* XON: quanta 0 resumes at once */
+	assert_int_equal(send(sv[1], f, sizeof(f), 0), (ssize_t)sizeof(f));
+	assert_true(hl_pfc_wait_us(c, M.now) > 3000);
+	pfc.quanta[3] = 0;
+	agg_pfc_encode(f, sizeof(f), mac, &pfc);
+	assert_int_equal(send(sv[1], f, sizeof(f), 0), (ssize_t)sizeof(f));
+	assert_true(hl_pfc_wait_us(c, M.now) == 0);
+	/* another priority's pause does not stop us; malformed frames are counted */
+	pfc.enable = 1u << 5;
+	pfc.quanta[5] = 65535;
+	agg_pfc_encode(f, sizeof(f), mac, &pfc);
+	assert_int_equal(send(sv[1], f, sizeof(f), 0), (ssize_t)sizeof(f));
+	f[17] = 0;   /* zero class-enable vector */
+	assert_int_equal(send(sv[1], f, sizeof(f), 0), (ssize_t)sizeof(f));
+	assert_true(hl_pfc_wait_us(c, M.now) == 0);
+	inca_comm_stats(c, &st);
+	assert_int_equal(st.pfc_frames, 4);
+	assert_int_equal(st.pfc_malformed, 1);
+	close(sv[1]);
+	done_comm(c);   /* closes sv[0] */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -533,6 +591,7 @@ int main(void)
 		cmocka_unit_test(test_dcqcn_rates),
 		cmocka_unit_test(test_dcqcn_pacing),
 		cmocka_unit_test(test_rto),
+		cmocka_unit_test(test_pfc_pause),
 	};
 	return cmocka_run_group_tests_name("hostlib", tests, NULL, NULL);
 }
