@@ -9,7 +9,8 @@
 
 #include "agg_priv.h"
 
-enum set_state { SET_IDLE = 0, SET_OPEN, SET_DONE };
+/* SET_UP: complete here, partial sent to the parent, final not back yet */
+enum set_state { SET_IDLE = 0, SET_OPEN, SET_UP, SET_DONE };
 
 struct agg_set {
 	uint8_t state;
@@ -75,6 +76,10 @@ static const char *group_check(const struct agg_group_config *c)
 	}
 	if (fanin > UINT16_MAX)
 		return "members[].fanin: total fan-in exceeds 65535";
+	if (c->parent.ip && (c->parent.qpn < 2 || c->parent.qpn > AGG_QPN_MASK))
+		return "parent.qpn: need 2 to 0xffffff";
+	if (c->parent.ip && c->parent.rank >= AGG_MAX_MEMBERS)
+		return "parent.rank: need 0 to 1023";
 	return NULL;
 }
 
@@ -238,8 +243,17 @@ static void set_complete(struct agg_group *g, struct agg_set *s)
 	s->res.pad = pad;
 	s->res.payload_crc = agg_crc32(0, s->out, len + pad);
 	s->res.payload_shift = agg_crc32_shift_op(len + pad);
-	s->state = SET_DONE;
 	g->stats.completions++;
+	if (g->cfg.parent.ip) {
+		/* a partial for the parent, as one contribution */
+		s->res.hdr.type = AGG_TYPE_CONTRIB;
+		s->res.hdr.rank = g->cfg.parent.rank;
+		s->res.hdr.flags &= (uint8_t)~AGG_FLAG_REPRODUCIBLE;
+		s->state = SET_UP;
+		g->stats.upstream++;
+	} else {
+		s->state = SET_DONE;
+	}
 }
 
 int agg_group_ingest(struct agg_group *g, const struct agg_pkt *pkt,
@@ -327,6 +341,13 @@ int agg_group_ingest(struct agg_group *g, const struct agg_pkt *pkt,
 			*res = s->res;
 			return AGG_V_RETRANSMIT;
 		}
+		if (s->state == SET_UP) {
+			/* the member lost nothing we can answer yet: the
+			 * partial (or the parent's result) may be lost */
+			g->stats.upstream_resends++;
+			*res = s->res;
+			return AGG_V_UPSTREAM;
+		}
 		g->stats.duplicates++;
 		return AGG_V_DUPLICATE;
 	}
@@ -345,6 +366,54 @@ int agg_group_ingest(struct agg_group *g, const struct agg_pkt *pkt,
 	if (s->nseen < c->nmembers)
 		return AGG_V_ACCEPTED;
 	set_complete(g, s);
+	*res = s->res;
+	return s->state == SET_UP ? AGG_V_UPSTREAM : AGG_V_COMPLETE;
+}
+
+int agg_group_parent_result(struct agg_group *g, const struct agg_pkt *pkt,
+			    struct agg_result *res)
+{
+	const struct agg_hdr *h = &pkt->hdr;
+	const struct agg_parent *p = &g->cfg.parent;
+	struct agg_set *s;
+	size_t len;
+	uint8_t pad;
+
+	if (AGG_UNLIKELY(pkt->kind != AGG_PKT_INCA || h->group_id != g->cfg.group_id ||
+			 pkt->dest_qp != g->cfg.qpn || !p->ip))
+		return drop(g, -AGG_E_GROUP);
+	if (AGG_UNLIKELY(pkt->src_ip != p->ip || pkt->src_qp != p->qpn))
+		return drop(g, -AGG_E_NOT_MEMBER);
+	if (AGG_UNLIKELY(pkt->qkey != p->qkey))
+		return drop(g, -AGG_E_QKEY);
+	if (AGG_UNLIKELY(h->type != AGG_TYPE_RESULT))
+		return drop(g, -AGG_E_TYPE);
+	if (AGG_UNLIKELY(h->slot >= g->cfg.window))
+		return drop(g, -AGG_E_SLOT);
+	s = &g->sets[(size_t)h->slot * 2 + (h->flags & AGG_FLAG_SHADOW_SET)];
+	if (s->state == SET_IDLE || s->state == SET_OPEN || key_cmp(h, s) != 0)
+		return drop(g, -AGG_E_STALE);
+	if (AGG_UNLIKELY(h->dtype != s->dtype || h->op != s->op || h->count != s->count))
+		return drop(g, -AGG_E_MISMATCH);
+	if (s->state == SET_DONE) {
+		g->stats.duplicates++;
+		return AGG_V_DUPLICATE;
+	}
+	len = (size_t)s->count * agg_dtype_size(s->dtype);
+	if (AGG_UNLIKELY(pkt->payload_len != len))
+		return drop(g, -AGG_E_MISMATCH);
+	pad = agg_pad_len(len);
+	memcpy(s->out, pkt->payload, len);
+	memset(s->out + len, 0, pad);
+	s->res.hdr = *h;
+	s->res.hdr.rank = 0;
+	s->res.payload = s->out;
+	s->res.payload_len = (uint32_t)len;
+	s->res.pad = pad;
+	s->res.payload_crc = agg_crc32(0, s->out, len + pad);
+	s->res.payload_shift = agg_crc32_shift_op(len + pad);
+	s->state = SET_DONE;
+	g->stats.parent_results++;
 	*res = s->res;
 	return AGG_V_COMPLETE;
 }

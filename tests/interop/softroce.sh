@@ -33,7 +33,9 @@ QKEY=0x1234abcd
 # rxe numbers the first user QP 17 in every VM
 MEMBERS='10.0.0.1:17,10.0.0.2:18,10.0.0.21:17,10.0.0.22:17'
 cat > "$WORK/switch.json" <<JSON
-{ "switch": { "ip": "10.0.0.254", "idle_sleep_us": 20 },
+{ "switch": { "ip": "10.0.0.254", "idle_sleep_us": 20, "rate": "1gbit" },
+  "qos": { "dscp_to_tc": { "26": 3, "48": 6 }, "lossless_tcs": [3], "strict_tcs": [6],
+           "pfc": true, "watchdog": { "enabled": true, "action": "drop" } },
   "groups": [ { "id": 1, "qpn": 256, "qkey": "$QKEY", "window": 8, "elems_per_pkt": 256,
     "members": [ { "ip": "10.0.0.1", "qpn": 17 }, { "ip": "10.0.0.2", "qpn": 18 },
                  { "ip": "10.0.0.21", "qpn": 17 }, { "ip": "10.0.0.22", "qpn": 17 } ] } ] }
@@ -110,7 +112,14 @@ server_client() {
 check "(b) ibv_ud_pingpong VM to VM through the switch" \
 	server_client "ibv_ud_pingpong -d rxe0 -g 1 -n 200"
 grep -h "iters in" "$WORK"/vm*.out | sed 's/^/    /'
-check "(b) ib_send_bw (UD) VM to VM through the switch" \
-	server_client "ib_send_bw -d rxe0 -x 1 -c UD -n 500 -F"
+# in the lossless class: GRH traffic class 106 = DSCP 26 (TC3), ECT(0)
+before=$(telemetry /inca/qos,2 tc3.tx_packets)
+check "(b) ib_send_bw (UD, lossless class) VM to VM through the switch" \
+	server_client "ib_send_bw -d rxe0 -x 1 -c UD -n 500 -F --tclass=106"
 grep -h -A1 "#bytes" "$WORK/vm2.out" | sed 's/^/    /'
+after=$(telemetry /inca/qos,2 tc3.tx_packets)
+check "(b) ... its 500+ messages crossed the switch in lossless TC3 ($((after - before)))" \
+	test $((after - before)) -ge 500
+expect_eq "(b) ... no lossless drop" \
+	"$(telemetry /inca/qos,2 tc3.lossless_headroom_exceeded)/$(telemetry /inca/qos,2 tc3.pfc_watchdog)" 0/0
 finish

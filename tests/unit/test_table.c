@@ -798,6 +798,185 @@ static void test_lossy_network(void **state)
 	agg_group_destroy(g);
 }
 
+/* A two-level tree end to end, every hop through real frames: 2 leaves
+ * with 3 hosts each, a spine whose members are the leaves (fan-in 3). The
+ * leaves send partials up, the spine's result comes down and is replicated;
+ * a lost partial and a lost final result are recovered by host
+ * retransmissions; wrong senders are refused. */
+#define LEAF_IP(l) (0x0a0000f0u + (uint32_t)(l))
+#define SPINE_IP 0x0a0000fdu
+#define LEAF_QPN 0x300
+#define SPINE_QPN 0x400
+#define SPINE_QKEY 0x77770000u
+
+static struct agg_member tree_hosts[2][3], tree_leaves[2];
+
+static void decode_ok(const uint8_t *f, int len, struct agg_pkt *p)
+{
+	assert_true(len > 0);
+	assert_int_equal(agg_decode(f, (size_t)len, true, p), 0);
+}
+
+/* a host's contribution to its leaf */
+static int host_frame(uint8_t *f, int l, int h, uint32_t idx, const int32_t *v, uint16_t n)
+{
+	struct agg_frame_spec s = {
+		.src_ip = tree_hosts[l][h].ip, .dst_ip = LEAF_IP(l), .dscp = 26,
+		.dest_qp = LEAF_QPN, .qkey = QKEY, .src_qp = tree_hosts[l][h].qpn,
+		.hdr = { .version = AGG_VERSION, .type = AGG_TYPE_CONTRIB,
+			 .dtype = AGG_DTYPE_INT32, .op = AGG_OP_SUM, .count = n,
+			 .group_id = 42, .rank = (uint16_t)h, .fanin = 1,
+			 .slot = (uint16_t)(idx % 4), .flags = (uint8_t)((idx / 4) & 1),
+			 .coll_seq = 1, .pkt_idx = idx },
+	};
+	return agg_encode(f, AGG_MAX_FRAME_LEN, &s, v);
+}
+
+/* what the leaf sends up for an AGG_V_UPSTREAM verdict */
+static int partial_frame(uint8_t *f, int l, const struct agg_result *r)
+{
+	struct agg_frame_spec s = {
+		.src_ip = LEAF_IP(l), .dst_ip = SPINE_IP, .dscp = 26,
+		.dest_qp = SPINE_QPN, .qkey = SPINE_QKEY, .src_qp = LEAF_QPN,
+		.hdr = r->hdr,
+	};
+	return agg_encode(f, AGG_MAX_FRAME_LEN, &s, r->payload);
+}
+
+static void test_two_level_tree(void **state)
+{
+	struct agg_group *leaf[2], *spine;
+	uint8_t f[AGG_MAX_FRAME_LEN], up[2][AGG_MAX_FRAME_LEN];
+	int uplen[2];
+	struct agg_pkt p;
+	struct agg_result r;
+	uint16_t m;
+	int32_t v[2][3][64];
+	const uint16_t n = 64;
+
+	(void)state;
+	for (int l = 0; l < 2; l++) {
+		for (int h = 0; h < 3; h++) {
+			tree_hosts[l][h] = (struct agg_member){ .ip = 0x0a000001u + (uint32_t)(l * 3 + h),
+								.qpn = 17, .fanin = 1 };
+			for (int i = 0; i < n; i++)
+				v[l][h][i] = (l * 3 + h + 1) * 1000 + i;
+		}
+		tree_leaves[l] = (struct agg_member){ .ip = LEAF_IP(l), .qpn = LEAF_QPN, .fanin = 3 };
+		struct agg_group_config c = {
+			.group_id = 42, .qpn = LEAF_QPN, .qkey = QKEY, .nmembers = 3,
+			.window = 4, .elems_per_pkt = 256, .members = tree_hosts[l],
+			.parent = { .ip = SPINE_IP, .qpn = SPINE_QPN, .qkey = SPINE_QKEY,
+				    .rank = (uint16_t)l },
+		};
+		leaf[l] = agg_group_create(&c, NULL);
+		assert_non_null(leaf[l]);
+	}
+	struct agg_group_config sc = {
+		.group_id = 42, .qpn = SPINE_QPN, .qkey = SPINE_QKEY, .nmembers = 2,
+		.window = 4, .elems_per_pkt = 256, .members = tree_leaves,
+	};
+	spine = agg_group_create(&sc, NULL);
+	assert_non_null(spine);
+
+	/* hosts -> leaves: the third contribution completes the leaf's set */
+	for (int l = 0; l < 2; l++)
+		for (int h = 0; h < 3; h++) {
+			decode_ok(f, host_frame(f, l, h, 0, v[l][h], n), &p);
+			int rc = agg_group_ingest(leaf[l], &p, &r, &m);
+			assert_int_equal(rc, h < 2 ? AGG_V_ACCEPTED : AGG_V_UPSTREAM);
+			if (rc == AGG_V_UPSTREAM) {
+				assert_int_equal(r.hdr.type, AGG_TYPE_CONTRIB);
+				assert_int_equal(r.hdr.rank, l);
+				assert_int_equal(r.hdr.fanin, 3);
+				uplen[l] = partial_frame(up[l], l, &r);
+				assert_true(uplen[l] > 0);
+			}
+		}
+	/* leaf 0's partial is lost; leaf 1's arrives */
+	decode_ok(up[1], uplen[1], &p);
+	assert_int_equal(agg_group_ingest(spine, &p, &r, &m), AGG_V_ACCEPTED);
+	/* host 0 of leaf 0 times out and retransmits: leaf 0 sends its partial again */
+	decode_ok(f, host_frame(f, 0, 0, 0, v[0][0], n), &p);
+	assert_int_equal(agg_group_ingest(leaf[0], &p, &r, &m), AGG_V_UPSTREAM);
+	assert_int_equal(agg_group_stats(leaf[0])->upstream_resends, 1);
+	uplen[0] = partial_frame(up[0], 0, &r);
+	decode_ok(up[0], uplen[0], &p);
+	assert_int_equal(agg_group_ingest(spine, &p, &r, &m), AGG_V_COMPLETE);
+	assert_int_equal(r.hdr.fanin, 6);
+	/* the spine's results to the two leaves */
+	struct agg_result_l2 l2 = { .switch_ip = SPINE_IP, .dscp = 26 };
+	uint8_t down[2][AGG_MAX_FRAME_LEN];
+	int downlen[2];
+	for (int l = 0; l < 2; l++) {
+		downlen[l] = agg_result_encode(spine, (uint16_t)l, &r, &l2, NULL, down[l],
+					       AGG_MAX_FRAME_LEN);
+		assert_true(downlen[l] > 0);
+	}
+	/* a result from someone who is not the parent is refused */
+	struct agg_pkt bad;
+	decode_ok(down[0], downlen[0], &bad);
+	bad.src_ip = 0x0a000009u;
+	assert_int_equal(agg_group_parent_result(leaf[0], &bad, &r), -AGG_E_NOT_MEMBER);
+	bad.src_ip = SPINE_IP;
+	bad.qkey = QKEY;
+	assert_int_equal(agg_group_parent_result(leaf[0], &bad, &r), -AGG_E_QKEY);
+	/* a contribution-typed packet is not a parent result */
+	decode_ok(f, host_frame(f, 0, 1, 0, v[0][1], n), &bad);
+	assert_int_equal(agg_group_parent_result(leaf[0], &bad, &r), -AGG_E_NOT_MEMBER);
+
+	/* leaf 1 gets its result; leaf 0's is lost */
+	decode_ok(down[1], downlen[1], &p);
+	assert_int_equal(agg_group_parent_result(leaf[1], &p, &r), AGG_V_COMPLETE);
+	assert_int_equal(r.hdr.type, AGG_TYPE_RESULT);
+	assert_int_equal(r.payload_len, n * 4);
+	for (int i = 0; i < n; i++) {
+		int32_t want = 0, got;
+		for (int l = 0; l < 2; l++)
+			for (int h = 0; h < 3; h++)
+				want += v[l][h][i];
+		memcpy(&got, r.payload + 4 * i, 4);
+		assert_int_equal(got, want);
+	}
+	/* the same result again: a duplicate */
+	assert_int_equal(agg_group_parent_result(leaf[1], &p, &r), AGG_V_DUPLICATE);
+	/* a leaf-1 host retransmits: answered from the retained final */
+	decode_ok(f, host_frame(f, 1, 2, 0, v[1][2], n), &p);
+	assert_int_equal(agg_group_ingest(leaf[1], &p, &r, &m), AGG_V_RETRANSMIT);
+	/* leaf 0: a host retransmits, the partial goes up again, the spine
+	 * answers from its retained result, leaf 0 completes */
+	decode_ok(f, host_frame(f, 0, 2, 0, v[0][2], n), &p);
+	assert_int_equal(agg_group_ingest(leaf[0], &p, &r, &m), AGG_V_UPSTREAM);
+	uplen[0] = partial_frame(up[0], 0, &r);
+	decode_ok(up[0], uplen[0], &p);
+	assert_int_equal(agg_group_ingest(spine, &p, &r, &m), AGG_V_RETRANSMIT);
+	assert_int_equal(m, 0);
+	downlen[0] = agg_result_encode(spine, 0, &r, &l2, NULL, down[0], AGG_MAX_FRAME_LEN);
+	decode_ok(down[0], downlen[0], &p);
+	assert_int_equal(agg_group_parent_result(leaf[0], &p, &r), AGG_V_COMPLETE);
+	/* the leaf's results to its hosts verify and carry the total */
+	struct agg_result_l2 ll2 = { .switch_ip = LEAF_IP(0), .dscp = 26 };
+	int len = agg_result_encode(leaf[0], 1, &r, &ll2, NULL, f, sizeof(f));
+	decode_ok(f, len, &p);
+	assert_int_equal(p.hdr.fanin, 6);
+	assert_int_equal(p.hdr.rank, 1);
+	assert_int_equal(p.dest_qp, 17);
+	int32_t first;
+	memcpy(&first, p.payload, 4);
+	assert_int_equal(first, (1 + 2 + 3 + 4 + 5 + 6) * 1000);
+	/* the parent's result again: a duplicate; for another key: stale */
+	decode_ok(down[0], downlen[0], &p);
+	assert_int_equal(agg_group_parent_result(leaf[0], &p, &r), AGG_V_DUPLICATE);
+	p.hdr.pkt_idx = 4;
+	assert_int_equal(agg_group_parent_result(leaf[0], &p, &r), -AGG_E_STALE);
+	assert_int_equal(agg_group_stats(leaf[0])->upstream, 1);
+	assert_int_equal(agg_group_stats(leaf[0])->parent_results, 1);
+	assert_int_equal(agg_group_stats(spine)->completions, 1);
+	for (int l = 0; l < 2; l++)
+		agg_group_destroy(leaf[l]);
+	agg_group_destroy(spine);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -811,6 +990,7 @@ int main(void)
 		cmocka_unit_test(test_config_validation),
 		cmocka_unit_test(test_reproducible_orders),
 		cmocka_unit_test(test_lossy_network),
+		cmocka_unit_test(test_two_level_tree),
 	};
 	return cmocka_run_group_tests_name("table", tests, NULL, NULL);
 }

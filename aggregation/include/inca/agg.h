@@ -446,6 +446,15 @@ struct agg_member {
 	uint16_t fanin;      /* 1 for a host, k for a child switch */
 };
 
+/* Where a group in a tree sends its partial: the parent switch's group.
+ * ip 0: this group is the root (or the only level). */
+struct agg_parent {
+	uint32_t ip;         /* the parent switch's address, host byte order */
+	uint32_t qpn;        /* the group's QPN on the parent */
+	uint32_t qkey;       /* the parent group's Q_Key */
+	uint16_t rank;       /* this switch's member index in the parent group */
+};
+
 struct agg_group_config {
 	uint32_t group_id;
 	uint32_t qpn;        /* the group's QPN on this switch */
@@ -456,6 +465,7 @@ struct agg_group_config {
 	uint32_t dtype_mask; /* allowed dtypes: bit (1 << dtype); 0 = all */
 	bool reproducible;
 	const struct agg_member *members;
+	struct agg_parent parent;
 };
 
 /* Counters per group; every drop reason of agg_group_ingest is counted. */
@@ -466,6 +476,9 @@ struct agg_group_stats {
 	uint64_t retransmits;    /* retained result answered to one member */
 	uint64_t preempted;      /* incomplete set overwritten by newer use */
 	uint64_t restarts;       /* set freed: every member sent the same older key */
+	uint64_t upstream;       /* partials sent to the parent (first sends) */
+	uint64_t upstream_resends; /* partial sent again: a member retransmitted */
+	uint64_t parent_results; /* final results received from the parent */
 	uint64_t drops[AGG_E__COUNT];
 };
 
@@ -475,6 +488,7 @@ enum agg_verdict {
 	AGG_V_COMPLETE,       /* set completed: send the result to all members */
 	AGG_V_DUPLICATE,      /* already counted, set open: send nothing */
 	AGG_V_RETRANSMIT,     /* set complete: send the result to this member */
+	AGG_V_UPSTREAM,       /* (group with a parent) send *res, the partial, up */
 };
 
 struct agg_group;
@@ -515,6 +529,21 @@ void agg_group_reset(struct agg_group *g);
  */
 int agg_group_ingest(struct agg_group *g, const struct agg_pkt *pkt,
 		     struct agg_result *res, uint16_t *member_out);
+
+/*
+ * In a tree, a group with a parent does not send its completed set to its
+ * members: agg_group_ingest returns AGG_V_UPSTREAM with *res the partial
+ * (type CONTRIB, rank = parent.rank, fanin = the group's total fan-in),
+ * to be sent to the parent (agg_encode, DETH SrcQP = the group's QPN), and
+ * again whenever a member retransmits before the final result came. The
+ * parent's result comes back through this call: checked against the
+ * parent's address, QPN and Q_Key and the pending set, it becomes the
+ * set's retained result; returns AGG_V_COMPLETE (send *res to every
+ * member), AGG_V_DUPLICATE (already had it) or a negative AGG_E_* code,
+ * counted.
+ */
+int agg_group_parent_result(struct agg_group *g, const struct agg_pkt *pkt,
+			    struct agg_result *res);
 
 /*
  * Build the result frame for one member: Ethernet from src_mac to the
