@@ -8,6 +8,7 @@
 #include <rte_hash.h>
 #include <rte_jhash.h>
 #include <rte_malloc.h>
+#include <rte_rcu_qsbr.h>
 
 #include "dp_priv.h"
 
@@ -19,61 +20,165 @@ int dp_groups_init(struct dp_switch *sw)
 		.key_len = sizeof(uint32_t),
 		.hash_func = rte_jhash,
 		.socket_id = (int)rte_socket_id(),
+		/* workers look groups up while the agent adds and deletes */
+		.extra_flag = RTE_HASH_EXTRA_FLAGS_RW_CONCURRENCY_LF,
 	};
 	const struct dp_config *cfg = sw->cfg;
+	size_t sz = rte_rcu_qsbr_get_memsize(sw->nworkers);
+	char err[256];
 
+	pthread_mutex_init(&sw->ctl_lock, NULL);
+	sw->rcu = rte_zmalloc("inca_rcu", sz, RTE_CACHE_LINE_SIZE);
+	if (!sw->rcu || rte_rcu_qsbr_init(sw->rcu, sw->nworkers)) {
+		DP_LOG(ERR, "group RCU: out of memory\n");
+		return -ENOMEM;
+	}
 	sw->group_by_qpn = rte_hash_create(&hp);
 	if (!sw->group_by_qpn) {
 		DP_LOG(ERR, "group table: %s\n", rte_strerror(rte_errno));
 		return -rte_errno;
 	}
-	for (uint16_t i = 0; i < cfg->ngroups; i++) {
-		const struct agg_group_config *ac = &cfg->groups[i].agg;
-		struct dp_group *g = &sw->groups[i];
-		const char *why = NULL;
-
-		g->agg = agg_group_create(ac, &why);
-		if (!g->agg) {
-			DP_LOG(ERR, "%s: groups[%u]: %s\n", cfg->path, i, why);
+	for (uint16_t i = 0; i < cfg->ngroups; i++)
+		if (dp_group_add(sw, &cfg->groups[i], err, sizeof(err))) {
+			DP_LOG(ERR, "%s: groups[%u]: %s\n", cfg->path, i, err);
 			return -EINVAL;
 		}
-		g->owner = i % sw->nworkers;
-		g->member_port = rte_malloc(NULL, sizeof(uint16_t) * ac->nmembers, 0);
-		g->member_mac = rte_zmalloc(NULL, sizeof(*g->member_mac) * ac->nmembers, 0);
-		g->member_vlan = rte_zmalloc(NULL, sizeof(*g->member_vlan) * ac->nmembers, 0);
-		g->member_cnp_tsc = rte_zmalloc(NULL, sizeof(uint64_t) * ac->nmembers, 0);
-		if (!g->member_port || !g->member_mac || !g->member_vlan ||
-		    !g->member_cnp_tsc)
-			return -ENOMEM;
-		for (uint16_t m = 0; m < ac->nmembers; m++) {
-			g->member_port[m] = UINT16_MAX;
-			memcpy(g->member_mac[m].addr_bytes, ac->members[m].mac, 6);
-		}
-		int rc = rte_hash_add_key_data(sw->group_by_qpn, &ac->qpn,
-					       (void *)(uintptr_t)i);
-		if (rc)
-			return rc;
-		sw->ngroups = (uint16_t)(i + 1);
-		DP_LOG(INFO, "group %u: qpn %u, %u members, window %u, %u elements "
-		       "per packet%s, worker %u\n", ac->group_id, ac->qpn, ac->nmembers,
-		       ac->window, ac->elems_per_pkt,
-		       ac->reproducible ? ", reproducible" : "", g->owner);
+	return 0;
+}
+
+static void group_free_slot(struct dp_group *g)
+{
+	agg_group_destroy(g->agg);
+	rte_free(g->member_port);
+	rte_free(g->member_mac);
+	rte_free(g->member_vlan);
+	rte_free(g->member_cnp_tsc);
+	memset(g, 0, sizeof(*g));
+}
+
+struct dp_group *dp_group_find(struct dp_switch *sw, uint32_t group_id)
+{
+	for (uint16_t i = 0; i < sw->group_hwm; i++)
+		if (sw->groups[i].agg &&
+		    agg_group_config(sw->groups[i].agg)->group_id == group_id)
+			return &sw->groups[i];
+	return NULL;
+}
+
+int dp_group_add(struct dp_switch *sw, const struct dp_group_cfg *gc, char *err,
+		 size_t errlen)
+{
+	const struct agg_group_config *ac = &gc->agg;
+	struct dp_group *g = NULL;
+	const char *why = NULL;
+	uint16_t idx;
+	int rc;
+
+	pthread_mutex_lock(&sw->ctl_lock);
+	if (dp_group_find(sw, ac->group_id)) {
+		snprintf(err, errlen, "group %u exists", ac->group_id);
+		rc = -EEXIST;
+		goto out;
 	}
+	if (rte_hash_lookup(sw->group_by_qpn, &ac->qpn) >= 0) {
+		snprintf(err, errlen, "QPN %u is another group's", ac->qpn);
+		rc = -EEXIST;
+		goto out;
+	}
+	for (idx = 0; idx < DP_MAX_GROUPS && sw->groups[idx].agg; idx++)
+		;
+	if (idx == DP_MAX_GROUPS) {
+		snprintf(err, errlen, "the switch has %d groups, its maximum", DP_MAX_GROUPS);
+		rc = -ENOSPC;
+		goto out;
+	}
+	g = &sw->groups[idx];
+	g->agg = agg_group_create(ac, &why);
+	if (!g->agg) {
+		snprintf(err, errlen, "%s", why ? why : "rejected");
+		rc = -EINVAL;
+		goto out;
+	}
+	g->owner = sw->next_owner++ % sw->nworkers;
+	g->member_port = rte_malloc(NULL, sizeof(uint16_t) * ac->nmembers, 0);
+	g->member_mac = rte_zmalloc(NULL, sizeof(*g->member_mac) * ac->nmembers, 0);
+	g->member_vlan = rte_zmalloc(NULL, sizeof(*g->member_vlan) * ac->nmembers, 0);
+	g->member_cnp_tsc = rte_zmalloc(NULL, sizeof(uint64_t) * ac->nmembers, 0);
+	if (!g->member_port || !g->member_mac || !g->member_vlan || !g->member_cnp_tsc) {
+		snprintf(err, errlen, "out of memory");
+		rc = -ENOMEM;
+		goto out;
+	}
+	for (uint16_t m = 0; m < ac->nmembers; m++) {
+		g->member_port[m] = UINT16_MAX;
+		memcpy(g->member_mac[m].addr_bytes, ac->members[m].mac, 6);
+	}
+	/* everything in place before the workers can find it */
+	rc = rte_hash_add_key_data(sw->group_by_qpn, &ac->qpn, (void *)(uintptr_t)idx);
+	if (rc) {
+		snprintf(err, errlen, "group table: %s", rte_strerror(-rc));
+		goto out;
+	}
+	g = NULL;
+	sw->ngroups++;
+	if (idx >= sw->group_hwm)
+		sw->group_hwm = (uint16_t)(idx + 1);
+	DP_LOG(INFO, "group %u: qpn %u, %u members, window %u, %u elements per packet%s%s, "
+	       "worker %u\n", ac->group_id, ac->qpn, ac->nmembers, ac->window,
+	       ac->elems_per_pkt, ac->reproducible ? ", reproducible" : "",
+	       ac->parent.ip ? ", partials to a parent" : "", sw->groups[idx].owner);
+out:
+	if (g && rc)
+		group_free_slot(g);
+	pthread_mutex_unlock(&sw->ctl_lock);
+	return rc;
+}
+
+int dp_group_del(struct dp_switch *sw, uint32_t group_id)
+{
+	struct dp_group *g;
+	int32_t pos;
+
+	pthread_mutex_lock(&sw->ctl_lock);
+	g = dp_group_find(sw, group_id);
+	if (!g) {
+		pthread_mutex_unlock(&sw->ctl_lock);
+		return -ENOENT;
+	}
+	uint32_t qpn = agg_group_config(g->agg)->qpn;
+	pos = rte_hash_del_key(sw->group_by_qpn, &qpn);
+	/* wait until no worker can still be using it, then free */
+	if (sw->workers_running)
+		rte_rcu_qsbr_synchronize(sw->rcu, RTE_QSBR_THRID_INVALID);
+	if (pos >= 0)
+		rte_hash_free_key_with_position(sw->group_by_qpn, pos);
+	/* its counters stay in the switch's totals */
+	const struct agg_group_stats *st = agg_group_stats(g->agg);
+	sw->retired.contributions += st->contributions;
+	sw->retired.completions += st->completions;
+	sw->retired.duplicates += st->duplicates;
+	sw->retired.retransmits += st->retransmits;
+	sw->retired.preempted += st->preempted;
+	for (int d = 0; d < AGG_E__COUNT; d++)
+		sw->retired.drops[d] += st->drops[d];
+	group_free_slot(g);
+	sw->ngroups--;
+	pthread_mutex_unlock(&sw->ctl_lock);
+	DP_LOG(INFO, "group %u deleted\n", group_id);
 	return 0;
 }
 
 void dp_groups_free(struct dp_switch *sw)
 {
-	for (uint16_t i = 0; i < sw->ngroups; i++) {
-		agg_group_destroy(sw->groups[i].agg);
-		rte_free(sw->groups[i].member_port);
-		rte_free(sw->groups[i].member_mac);
-		rte_free(sw->groups[i].member_vlan);
-		rte_free(sw->groups[i].member_cnp_tsc);
-	}
+	for (uint16_t i = 0; i < sw->group_hwm; i++)
+		if (sw->groups[i].agg)
+			group_free_slot(&sw->groups[i]);
 	sw->ngroups = 0;
+	sw->group_hwm = 0;
 	rte_hash_free(sw->group_by_qpn);
 	sw->group_by_qpn = NULL;
+	rte_free(sw->rcu);
+	sw->rcu = NULL;
 }
 
 static void send_result(struct dp_switch *sw, struct dp_worker *w,
@@ -116,6 +221,61 @@ static void send_result(struct dp_switch *sw, struct dp_worker *w,
 	dp_classify_local(sw, m, sw->cfg->result_dscp);
 	g->results_sent++;
 	dp_tx(sw, w, port, m);
+}
+
+/* In a tree: the set completed here, its partial goes to the parent as
+ * one contribution (and again when a member retransmits). */
+static void send_up(struct dp_switch *sw, struct dp_worker *w, struct dp_group *g,
+		    const struct agg_result *res)
+{
+	const struct agg_parent *p = &agg_group_config(g->agg)->parent;
+	struct rte_ether_addr mac;
+	struct rte_mbuf *m;
+	int port, len;
+
+	port = dp_neigh_lookup(sw, p->ip, &mac);
+	if (port < 0) {
+		/* not resolved yet: ask (at most every 100 ms); the members'
+		 * retransmissions bring the partial back here */
+		uint64_t now = rte_rdtsc();
+		g->up_no_route++;
+		w->drops[DP_DROP_NO_ROUTE]++;
+		if (now - g->arp_tsc > sw->tsc_hz / 10) {
+			g->arp_tsc = now;
+			dp_arp_request(sw, w, p->ip);
+		}
+		return;
+	}
+	m = rte_pktmbuf_alloc(w->pool);
+	if (unlikely(!m)) {
+		w->drops[DP_DROP_NO_MBUF]++;
+		return;
+	}
+	struct agg_frame_spec spec = {
+		.src_ip = sw->cfg->switch_ip,
+		.dst_ip = p->ip,
+		.dscp = sw->cfg->result_dscp,
+		.ecn = 2,
+		.dest_qp = p->qpn,
+		.qkey = p->qkey,
+		.src_qp = agg_group_config(g->agg)->qpn,
+		.psn = g->up_psn++ & AGG_PSN_MASK,
+		.hdr = res->hdr,
+	};
+	memcpy(spec.dst_mac, mac.addr_bytes, 6);
+	memcpy(spec.src_mac, sw->port_mac[port].addr_bytes, 6);
+	len = agg_encode(rte_pktmbuf_mtod(m, void *), rte_pktmbuf_tailroom(m), &spec,
+			 res->payload);
+	if (unlikely(len < 0)) {
+		rte_pktmbuf_free(m);
+		w->drops[DP_DROP_NO_MBUF]++;
+		return;
+	}
+	m->data_len = (uint16_t)len;
+	m->pkt_len = (uint32_t)len;
+	dp_classify_local(sw, m, sw->cfg->result_dscp);
+	g->up_sent++;
+	dp_tx(sw, w, (uint16_t)port, m);
 }
 
 /* The contribution came CE-marked: the switch is its notification point
@@ -204,6 +364,14 @@ void dp_agg_input(struct dp_switch *sw, struct dp_worker *w,
 		return;
 	}
 
+	if (pkt.hdr.type == AGG_TYPE_RESULT) {
+		/* in a tree: the parent's result for a set we sent up */
+		rc = agg_group_parent_result(g->agg, &pkt, &res);
+		if (rc == AGG_V_COMPLETE)
+			for (uint16_t i = 0; i < agg_group_config(g->agg)->nmembers; i++)
+				send_result(sw, w, g, i, &res);
+		goto out;
+	}
 	rc = agg_group_ingest(g->agg, &pkt, &res, &member);
 	if (rc < 0)
 		goto out;           /* counted in the group's drops */
@@ -221,6 +389,8 @@ void dp_agg_input(struct dp_switch *sw, struct dp_worker *w,
 			send_result(sw, w, g, i, &res);
 	} else if (rc == AGG_V_RETRANSMIT) {
 		send_result(sw, w, g, member, &res);
+	} else if (rc == AGG_V_UPSTREAM) {
+		send_up(sw, w, g, &res);
 	}
 out:
 	rte_pktmbuf_free(m);

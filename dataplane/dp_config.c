@@ -20,6 +20,8 @@
 struct ctx {
 	const char *path;
 	char field[160];
+	char *err;          /* the message goes here instead of stderr */
+	size_t errlen;
 };
 
 __attribute__((format(printf, 2, 3)))
@@ -27,11 +29,17 @@ static int bad(struct ctx *c, const char *fmt, ...)
 {
 	va_list ap;
 
-	fprintf(stderr, "inca-switch: %s: %s: ", c->path, c->field);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	if (c->err) {
+		int n = snprintf(c->err, c->errlen, "%s: %s: ", c->path, c->field);
+		if (n >= 0 && (size_t)n < c->errlen)
+			vsnprintf(c->err + n, c->errlen - (size_t)n, fmt, ap);
+	} else {
+		fprintf(stderr, "inca-switch: %s: %s: ", c->path, c->field);
+		vfprintf(stderr, fmt, ap);
+		fputc('\n', stderr);
+	}
 	va_end(ap);
-	fputc('\n', stderr);
 	return -EINVAL;
 }
 
@@ -247,7 +255,8 @@ static int parse_member(struct ctx *c, json_t *o, struct agg_member *m)
 static int parse_group(struct ctx *c, json_t *o, struct dp_group_cfg *g)
 {
 	static const char *const keys[] = { "id", "qpn", "qkey", "window",
-		"elems_per_pkt", "dtypes", "reproducible", "members", NULL };
+		"elems_per_pkt", "dtypes", "reproducible", "members", "parent", NULL };
+	static const char *const parent_keys[] = { "ip", "qpn", "qkey", "rank", NULL };
 	char base[sizeof(c->field)];
 	struct agg_group_config *a = &g->agg;
 	json_t *v, *e;
@@ -316,6 +325,34 @@ static int parse_group(struct ctx *c, json_t *o, struct dp_group_cfg *g)
 			return rc;
 	}
 	a->members = g->members;
+
+	if ((v = json_object_get(o, "parent"))) {
+		uint64_t u;
+		at(c, "%s.parent", base);
+		if ((rc = check_keys(c, v, parent_keys)))
+			return rc;
+		at(c, "%s.parent.ip", base);
+		if ((rc = get_ipv4(c, json_object_get(v, "ip"), &a->parent.ip)))
+			return rc;
+		at(c, "%s.parent.qpn", base);
+		if (!json_object_get(v, "qpn"))
+			return bad(c, "missing (the group's QPN on the parent switch)");
+		if ((rc = get_uint(c, json_object_get(v, "qpn"), 2, AGG_QPN_MASK, &u)))
+			return rc;
+		a->parent.qpn = (uint32_t)u;
+		at(c, "%s.parent.qkey", base);
+		if (!json_object_get(v, "qkey"))
+			return bad(c, "missing (the parent group's Q_Key)");
+		if ((rc = get_uint(c, json_object_get(v, "qkey"), 0, UINT32_MAX, &u)))
+			return rc;
+		a->parent.qkey = (uint32_t)u;
+		at(c, "%s.parent.rank", base);
+		if (!json_object_get(v, "rank"))
+			return bad(c, "missing (this switch's member index in the parent group)");
+		if ((rc = get_uint(c, json_object_get(v, "rank"), 0, AGG_MAX_MEMBERS - 1, &u)))
+			return rc;
+		a->parent.rank = (uint16_t)u;
+	}
 
 	/* let the engine say what else it does not accept */
 	const char *why = NULL;
@@ -692,6 +729,22 @@ out:
 	json_decref(root);
 	if (rc)
 		dp_config_free(cfg);
+	return rc;
+}
+
+int dp_config_parse_group(json_t *o, const char *origin, struct dp_group_cfg *g,
+			  char *err, size_t errlen)
+{
+	struct ctx c = { .path = origin, .err = err, .errlen = errlen };
+	int rc;
+
+	memset(g, 0, sizeof(*g));
+	at(&c, "group");
+	rc = parse_group(&c, o, g);
+	if (rc) {
+		free(g->members);
+		g->members = NULL;
+	}
 	return rc;
 }
 

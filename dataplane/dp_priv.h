@@ -3,6 +3,7 @@
 #ifndef DP_PRIV_H
 #define DP_PRIV_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -11,6 +12,7 @@
 #include <rte_ether.h>
 #include <rte_log.h>
 #include <rte_mbuf.h>
+#include <rte_rcu_qsbr.h>
 #include <rte_ring.h>
 #include <rte_spinlock.h>
 
@@ -136,6 +138,11 @@ struct dp_config {
  * to stderr and returns -EINVAL. */
 int dp_config_load(struct dp_config *cfg, const char *path);
 void dp_config_free(struct dp_config *cfg);
+/* One group object (the config file's format) from the manager; on error
+ * the message ("ORIGIN: group.FIELD: ...") is in err. Free g->members. */
+struct json_t;
+int dp_config_parse_group(struct json_t *o, const char *origin, struct dp_group_cfg *g,
+			  char *err, size_t errlen);
 /* "1gbit", "100mbit", "2.5gbit", "500kbit", "1000000" (bit/s) */
 int dp_parse_rate(const char *s, uint64_t *bps);
 /* netem-style "loss 1% duplicate 1% reorder 5%"; on error *bad points at
@@ -295,7 +302,7 @@ struct dp_worker {
 	uint64_t cnp_sent, cnp_limited;
 	uint64_t drops[DP_DROP_COUNT];
 	uint64_t agg_drops[AGG_E__COUNT];    /* decode failures by reason */
-	uint64_t arp_replies, icmp_replies, floods, handoffs;
+	uint64_t arp_replies, arp_requests, icmp_replies, floods, handoffs;
 	uint64_t busy_tsc;
 	/* link impairment emulation */
 	uint64_t rng;
@@ -303,6 +310,14 @@ struct dp_worker {
 	uint64_t held_tsc[DP_MAX_PORTS];
 	uint64_t impair_lost, impair_duplicated, impair_reordered;
 } __rte_cache_aligned;
+
+/* Neighbours the switch resolved by ARP (parents in a tree): ip and
+ * mac | port << 48, written with atomic stores, never evicted. */
+#define DP_NEIGH_SIZE 256
+struct dp_neigh {
+	uint32_t ip;
+	uint64_t macport;
+};
 
 /* A configured group and what the data path learns about its members. */
 struct dp_group {
@@ -313,6 +328,8 @@ struct dp_group {
 	uint32_t *member_vlan;               /* TCI of its contributions | 1 << 16, 0 untagged */
 	uint64_t *member_cnp_tsc;            /* when the last CNP went to it */
 	uint64_t cnp_sent, cnp_limited;
+	uint32_t up_psn;                     /* PSN of partials to the parent */
+	uint64_t up_sent, up_no_route, arp_tsc;
 	uint64_t results_sent;
 	uint64_t results_no_route;
 };
@@ -326,9 +343,16 @@ struct dp_switch {
 	unsigned nworkers;
 	struct dp_worker *workers[DP_MAX_WORKERS];
 	struct dp_l2_table *l2;
-	uint16_t ngroups;
-	struct dp_group groups[DP_MAX_GROUPS];
+	uint16_t ngroups;                    /* groups in use */
+	uint16_t group_hwm;                  /* groups[] beyond this are unused */
+	unsigned next_owner;
+	struct dp_group groups[DP_MAX_GROUPS];   /* agg NULL: unused */
 	struct rte_hash *group_by_qpn;       /* QPN -> index in groups[] */
+	struct rte_rcu_qsbr *rcu;            /* workers' quiescent states */
+	bool workers_running;
+	pthread_mutex_t ctl_lock;            /* group changes vs. readers off the data path */
+	struct agg_group_stats retired;      /* counters of deleted groups */
+	struct dp_neigh neigh[DP_NEIGH_SIZE];
 	uint64_t tsc_hz;
 	uint64_t start_tsc;
 	struct dp_qos *qos;
@@ -345,14 +369,24 @@ void dp_qos_free(struct dp_switch *sw);
 int dp_ports_init(struct dp_switch *sw);
 void dp_ports_close(struct dp_switch *sw);
 
-/* dp_agg.c */
+/* dp_agg.c: groups, added and deleted at run time by the static config
+ * and the manager's agent alike (the workers keep running) */
 int dp_groups_init(struct dp_switch *sw);
 void dp_groups_free(struct dp_switch *sw);
+int dp_group_add(struct dp_switch *sw, const struct dp_group_cfg *gc, char *err,
+		 size_t errlen);
+int dp_group_del(struct dp_switch *sw, uint32_t group_id);
+/* Under sw->ctl_lock. */
+struct dp_group *dp_group_find(struct dp_switch *sw, uint32_t group_id);
 /* m carries a frame addressed to the switch's IP and UDP port 4791. */
 void dp_agg_input(struct dp_switch *sw, struct dp_worker *w,
 		  struct rte_mbuf *m, bool icrc_checked);
 
 /* dp_rx.c */
+/* Neighbour table: what ARP told us. Returns the port or -1. */
+int dp_neigh_lookup(struct dp_switch *sw, uint32_t ip, struct rte_ether_addr *mac);
+/* Ask for ip's MAC on every port (ARP request). */
+void dp_arp_request(struct dp_switch *sw, struct dp_worker *w, uint32_t ip);
 /* Packets the switch makes: no ingress port, TC from their DSCP. */
 void dp_classify_local(struct dp_switch *sw, struct rte_mbuf *m, uint8_t dscp);
 int dp_worker_main(void *arg);

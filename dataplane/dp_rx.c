@@ -123,6 +123,87 @@ static void flood(struct dp_switch *sw, struct dp_worker *w, struct rte_mbuf *m,
 		dp_tx(sw, w, last, m);
 }
 
+static void neigh_learn(struct dp_switch *sw, uint32_t ip, const struct rte_ether_addr *mac,
+			uint16_t port)
+{
+	uint64_t mp = (uint64_t)port << 48;
+
+	for (int k = 0; k < 6; k++)
+		mp |= (uint64_t)mac->addr_bytes[k] << (8 * k);
+	for (uint32_t i = 0; i < DP_NEIGH_SIZE; i++) {
+		struct dp_neigh *n = &sw->neigh[(ip * 2654435761u + i) % DP_NEIGH_SIZE];
+		uint32_t cur = __atomic_load_n(&n->ip, __ATOMIC_ACQUIRE);
+
+		if (cur == ip) {
+			__atomic_store_n(&n->macport, mp, __ATOMIC_RELAXED);
+			return;
+		}
+		if (cur == 0) {
+			__atomic_store_n(&n->macport, mp, __ATOMIC_RELAXED);
+			/* claim the slot; another worker may have won it */
+			if (__atomic_compare_exchange_n(&n->ip, &cur, ip, false,
+							__ATOMIC_RELEASE, __ATOMIC_RELAXED) ||
+			    cur == ip) {
+				__atomic_store_n(&n->macport, mp, __ATOMIC_RELAXED);
+				return;
+			}
+		}
+	}
+}
+
+int dp_neigh_lookup(struct dp_switch *sw, uint32_t ip, struct rte_ether_addr *mac)
+{
+	for (uint32_t i = 0; i < DP_NEIGH_SIZE; i++) {
+		struct dp_neigh *n = &sw->neigh[(ip * 2654435761u + i) % DP_NEIGH_SIZE];
+		uint32_t cur = __atomic_load_n(&n->ip, __ATOMIC_ACQUIRE);
+
+		if (cur == ip) {
+			uint64_t mp = __atomic_load_n(&n->macport, __ATOMIC_RELAXED);
+			for (int k = 0; k < 6; k++)
+				mac->addr_bytes[k] = (uint8_t)(mp >> (8 * k));
+			return (int)(mp >> 48);
+		}
+		if (cur == 0)
+			return -1;
+	}
+	return -1;
+}
+
+void dp_arp_request(struct dp_switch *sw, struct dp_worker *w, uint32_t ip)
+{
+	for (uint16_t p = 0; p < sw->nports; p++) {
+		struct rte_mbuf *m = rte_pktmbuf_alloc(w->pool);
+		struct rte_ether_hdr *eth;
+		struct rte_arp_hdr *arp;
+
+		if (!m) {
+			w->drops[DP_DROP_NO_MBUF]++;
+			return;
+		}
+		eth = (struct rte_ether_hdr *)rte_pktmbuf_append(m, 60);
+		if (!eth) {
+			rte_pktmbuf_free(m);
+			return;
+		}
+		memset(eth, 0, 60);
+		memset(&eth->dst_addr, 0xff, 6);
+		eth->src_addr = sw->port_mac[p];
+		eth->ether_type = RTE_BE16(RTE_ETHER_TYPE_ARP);
+		arp = (struct rte_arp_hdr *)(eth + 1);
+		arp->arp_hardware = RTE_BE16(RTE_ARP_HRD_ETHER);
+		arp->arp_protocol = RTE_BE16(RTE_ETHER_TYPE_IPV4);
+		arp->arp_hlen = 6;
+		arp->arp_plen = 4;
+		arp->arp_opcode = RTE_BE16(RTE_ARP_OP_REQUEST);
+		arp->arp_data.arp_sha = sw->port_mac[p];
+		arp->arp_data.arp_sip = rte_cpu_to_be_32(sw->cfg->switch_ip);
+		arp->arp_data.arp_tip = rte_cpu_to_be_32(ip);
+		dp_classify_local(sw, m, 0);
+		w->arp_requests++;
+		dp_tx(sw, w, p, m);
+	}
+}
+
 /* ARP request for the switch's address: answer from the ingress port. */
 static bool arp_input(struct dp_switch *sw, struct dp_worker *w,
 		      struct rte_mbuf *m, uint16_t in, size_t off)
@@ -143,9 +224,14 @@ static bool arp_input(struct dp_switch *sw, struct dp_worker *w,
 		rte_pktmbuf_free(m);
 		return true;
 	}
-	if (arp->arp_opcode != RTE_BE16(RTE_ARP_OP_REQUEST) ||
-	    arp->arp_data.arp_tip != rte_cpu_to_be_32(sw->cfg->switch_ip))
+	if (arp->arp_data.arp_tip != rte_cpu_to_be_32(sw->cfg->switch_ip))
 		return false;        /* someone else's: forward */
+	/* whoever talks ARP to us is a neighbour (a parent switch answers) */
+	neigh_learn(sw, rte_be_to_cpu_32(arp->arp_data.arp_sip), &arp->arp_data.arp_sha, in);
+	if (arp->arp_opcode != RTE_BE16(RTE_ARP_OP_REQUEST)) {
+		rte_pktmbuf_free(m);     /* an answer to our request */
+		return true;
+	}
 
 	arp->arp_opcode = RTE_BE16(RTE_ARP_OP_REPLY);
 	arp->arp_data.arp_tha = arp->arp_data.arp_sha;
@@ -304,6 +390,8 @@ int dp_worker_main(void *arg)
 	const uint32_t idle_us = sw->cfg->idle_sleep_us;
 
 	w->rng = rte_rdtsc() ^ ((uint64_t)w->lcore << 32) ^ 0x9e3779b97f4a7c15ull;
+	rte_rcu_qsbr_thread_register(sw->rcu, w->index);
+	rte_rcu_qsbr_thread_online(sw->rcu, w->index);
 	DP_LOG(INFO, "worker %u on lcore %u: %s%s\n", w->index, w->lcore,
 	       idle_us ? "idle back-off" : "busy polling",
 	       sw->cfg->impair.on ? ", emulating link impairment" : "");
@@ -311,6 +399,9 @@ int dp_worker_main(void *arg)
 		uint64_t start = rte_rdtsc();
 		uint32_t got = 0;
 		bool pending = false;
+
+		/* no group reference survives a loop iteration */
+		rte_rcu_qsbr_quiescent(sw->rcu, w->index);
 
 		for (uint16_t p = 0; p < sw->nports; p++) {
 			uint16_t n = rte_eth_rx_burst(sw->port_ids[p], (uint16_t)w->index,
@@ -371,6 +462,8 @@ int dp_worker_main(void *arg)
 			nanosleep(&ts, NULL);
 		}
 	}
+	rte_rcu_qsbr_thread_offline(sw->rcu, w->index);
+	rte_rcu_qsbr_thread_unregister(sw->rcu, w->index);
 	for (uint16_t p = 0; p < sw->nports; p++) {
 		dp_egress_drain(&w->egress[p]);
 		rte_pktmbuf_free(w->held[p]);

@@ -23,7 +23,7 @@ struct totals {
 	struct dp_port_stats port[DP_MAX_PORTS];
 	uint64_t drops[DP_DROP_COUNT];
 	uint64_t agg_drops[AGG_E__COUNT];
-	uint64_t arp_replies, icmp_replies, floods, handoffs;
+	uint64_t arp_replies, arp_requests, icmp_replies, floods, handoffs;
 	uint64_t impair_lost, impair_duplicated, impair_reordered;
 	uint64_t contributions, completions, duplicates, retransmits, preempted;
 	uint64_t busy_tsc;
@@ -71,6 +71,7 @@ static void sum(struct dp_switch *sw, struct totals *t)
 		for (int d = 0; d < AGG_E__COUNT; d++)
 			t->agg_drops[d] += w->agg_drops[d];
 		t->arp_replies += w->arp_replies;
+		t->arp_requests += w->arp_requests;
 		t->icmp_replies += w->icmp_replies;
 		t->floods += w->floods;
 		t->handoffs += w->handoffs;
@@ -79,9 +80,16 @@ static void sum(struct dp_switch *sw, struct totals *t)
 		t->impair_reordered += w->impair_reordered;
 		t->busy_tsc += w->busy_tsc;
 	}
-	for (uint16_t g = 0; g < sw->ngroups; g++) {
-		const struct agg_group_stats *s = agg_group_stats(sw->groups[g].agg);
+	pthread_mutex_lock(&sw->ctl_lock);
+	for (uint16_t g = 0; g <= sw->group_hwm; g++) {
+		const struct agg_group_stats *s;
 
+		if (g == sw->group_hwm)
+			s = &sw->retired;
+		else if (sw->groups[g].agg)
+			s = agg_group_stats(sw->groups[g].agg);
+		else
+			continue;
 		t->contributions += s->contributions;
 		t->completions += s->completions;
 		t->duplicates += s->duplicates;
@@ -90,6 +98,7 @@ static void sum(struct dp_switch *sw, struct totals *t)
 		for (int d = 0; d < AGG_E__COUNT; d++)
 			t->agg_drops[d] += s->drops[d];
 	}
+	pthread_mutex_unlock(&sw->ctl_lock);
 }
 
 static uint64_t total_drops(const struct totals *t)
@@ -127,6 +136,7 @@ static int cmd_info(const char *cmd, const char *params, struct rte_tel_data *d)
 	rte_tel_data_add_dict_u64(d, "duplicates", t.duplicates);
 	rte_tel_data_add_dict_u64(d, "retransmits", t.retransmits);
 	rte_tel_data_add_dict_u64(d, "arp_replies", t.arp_replies);
+	rte_tel_data_add_dict_u64(d, "arp_requests", t.arp_requests);
 	rte_tel_data_add_dict_u64(d, "icmp_replies", t.icmp_replies);
 	rte_tel_data_add_dict_u64(d, "floods", t.floods);
 	rte_tel_data_add_dict_u64(d, "handoffs", t.handoffs);
@@ -341,8 +351,12 @@ static int cmd_groups(const char *cmd, const char *params, struct rte_tel_data *
 	(void)cmd;
 	(void)params;
 	rte_tel_data_start_array(d, RTE_TEL_U64_VAL);
-	for (uint16_t g = 0; g < dp_sw.ngroups; g++)
-		rte_tel_data_add_array_u64(d, agg_group_config(dp_sw.groups[g].agg)->group_id);
+	pthread_mutex_lock(&dp_sw.ctl_lock);
+	for (uint16_t g = 0; g < dp_sw.group_hwm; g++)
+		if (dp_sw.groups[g].agg)
+			rte_tel_data_add_array_u64(d,
+				agg_group_config(dp_sw.groups[g].agg)->group_id);
+	pthread_mutex_unlock(&dp_sw.ctl_lock);
 	return 0;
 }
 
@@ -358,14 +372,13 @@ static int cmd_group(const char *cmd, const char *params, struct rte_tel_data *d
 	id = strtoul(params, &end, 0);
 	if (*end)
 		return -EINVAL;
-	for (uint16_t i = 0; i < sw->ngroups; i++) {
-		const struct dp_group *g = &sw->groups[i];
+	pthread_mutex_lock(&sw->ctl_lock);
+	const struct dp_group *g = dp_group_find(sw, (uint32_t)id);
+	if (g) {
 		const struct agg_group_config *c = agg_group_config(g->agg);
 		const struct agg_group_stats *s = agg_group_stats(g->agg);
 		struct rte_tel_data *dr;
 
-		if (c->group_id != id)
-			continue;
 		rte_tel_data_start_dict(d);
 		rte_tel_data_add_dict_u64(d, "id", c->group_id);
 		rte_tel_data_add_dict_u64(d, "qpn", c->qpn);
@@ -384,15 +397,30 @@ static int cmd_group(const char *cmd, const char *params, struct rte_tel_data *d
 		rte_tel_data_add_dict_u64(d, "results_no_route", g->results_no_route);
 		rte_tel_data_add_dict_u64(d, "cnp_sent", g->cnp_sent);
 		rte_tel_data_add_dict_u64(d, "cnp_rate_limited", g->cnp_limited);
+		if (c->parent.ip) {
+			char ip[16];
+			uint32_t a = c->parent.ip;
+			snprintf(ip, sizeof(ip), "%u.%u.%u.%u", a >> 24, (a >> 16) & 0xff,
+				 (a >> 8) & 0xff, a & 0xff);
+			rte_tel_data_add_dict_string(d, "parent_ip", ip);
+			rte_tel_data_add_dict_u64(d, "parent_qpn", c->parent.qpn);
+			rte_tel_data_add_dict_u64(d, "upstream", s->upstream);
+			rte_tel_data_add_dict_u64(d, "upstream_resends", s->upstream_resends);
+			rte_tel_data_add_dict_u64(d, "upstream_sent", g->up_sent);
+			rte_tel_data_add_dict_u64(d, "upstream_no_route", g->up_no_route);
+			rte_tel_data_add_dict_u64(d, "parent_results", s->parent_results);
+		}
 		dr = rte_tel_data_alloc();
-		if (!dr)
+		if (!dr) {
+			pthread_mutex_unlock(&sw->ctl_lock);
 			return -ENOMEM;
+		}
 		rte_tel_data_start_dict(dr);
 		add_drops(dr, NULL, s->drops, true);
 		rte_tel_data_add_dict_container(d, "drops", dr, 0);
-		return 0;
 	}
-	return -ENOENT;
+	pthread_mutex_unlock(&sw->ctl_lock);
+	return g ? 0 : -ENOENT;
 }
 
 int dp_telemetry_init(struct dp_switch *sw)

@@ -226,6 +226,7 @@ int main(int argc, char **argv)
 
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
+	sw->workers_running = true;
 	for (unsigned i = 0; i < sw->nworkers; i++)
 		rte_eal_remote_launch(dp_worker_main, sw->workers[i], sw->workers[i]->lcore);
 
@@ -255,6 +256,7 @@ int main(int argc, char **argv)
 	}
 	printf("inca-switch: stopping\n");
 	rte_eal_mp_wait_lcore();
+	sw->workers_running = false;
 	if (o.stats_s > 0)
 		dp_stats_line(sw, o.stats_s);
 	ret = 0;

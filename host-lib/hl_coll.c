@@ -179,7 +179,7 @@ static int build_frame(struct hl_coll *op, uint32_t k, bool retx, struct hl_fram
 			.flags = (uint8_t)(((g / op->window) & 1) |
 					   (retx ? AGG_FLAG_RETRANSMIT : 0)),
 			.count = (uint16_t)pkt_count(op, k), .group_id = c->g.group_id,
-			.rank = (uint16_t)c->rank, .fanin = 1,
+			.rank = c->member_index, .fanin = 1,
 			.slot = (uint16_t)(g % op->window),
 			.coll_seq = op->seq, .pkt_idx = k,
 		},
@@ -303,7 +303,7 @@ static void accept_result(struct hl_coll *op, const struct hl_rx *rx, double now
 
 	if (agg_decode_msg(rx->msg, rx->len, &h, &pl) || h.type != AGG_TYPE_RESULT ||
 	    h.group_id != c->g.group_id || h.coll_seq != op->seq ||
-	    h.pkt_idx >= op->npkts || h.rank != (uint16_t)c->rank) {
+	    h.pkt_idx >= op->npkts || h.rank != c->member_index) {
 		c->stats.duplicates++;
 		return;
 	}

@@ -192,6 +192,16 @@ int hl_group_from_json(const char *text, const char *origin, struct hl_group_des
 	}
 	group_set_numbers(g, val);
 	g->reproducible = json_is_true(json_object_get(root, "reproducible"));
+	g->member_index = -1;
+	if ((v = json_object_get(root, "member_index"))) {
+		uint64_t mi;
+		if (json_num(v, AGG_MAX_MEMBERS - 1, &mi)) {
+			snprintf(err, errlen, "%s: member_index: expected 0..%d", origin,
+				 AGG_MAX_MEMBERS - 1);
+			goto out;
+		}
+		g->member_index = (int)mi;
+	}
 	v = json_object_get(root, "members");
 	if (!json_is_array(v) || json_array_size(v) == 0 ||
 	    json_array_size(v) > AGG_MAX_MEMBERS) {
@@ -270,6 +280,16 @@ int hl_group_from_env(struct hl_group_desc *g, char *err, size_t errlen)
 	group_set_numbers(g, val);
 	s = getenv("INCA_REPRODUCIBLE");
 	g->reproducible = s && (!strcmp(s, "1") || !strcasecmp(s, "true"));
+	g->member_index = -1;
+	if ((s = getenv("INCA_MEMBER_INDEX"))) {
+		uint64_t mi;
+		if (parse_num(s, AGG_MAX_MEMBERS - 1, &mi)) {
+			snprintf(err, errlen, "INCA_MEMBER_INDEX: expected 0..%d, got '%s'",
+				 AGG_MAX_MEMBERS - 1, s);
+			return -1;
+		}
+		g->member_index = (int)mi;
+	}
 	s = getenv("INCA_MEMBERS");
 	if (!s || !*s) {
 		snprintf(err, errlen, "INCA_MEMBERS: expected \"ip:qpn,ip:qpn,...\" in rank order");
@@ -359,6 +379,7 @@ int hl_comm_create(const struct inca_comm_attr *attr, const struct hl_group_desc
 		c->g.ib_mtu = 1024;
 	c->my_ip = g->members[c->rank].ip;
 	c->my_qpn = g->members[c->rank].qpn;
+	c->member_index = (uint16_t)(g->member_index >= 0 ? g->member_index : c->rank);
 	if (attr->local_ip && parse_ip(attr->local_ip, &c->my_ip)) {
 		hl_group_free(&c->g);
 		free(c);

@@ -132,6 +132,8 @@ struct hl_group_desc {
 	uint16_t ib_mtu;       /* 256..4096: INCA header + elements fit in it */
 	bool reproducible;
 	uint16_t ring_port;    /* default TCP port of the fallback ring */
+	int member_index;      /* my index in the switch's group (a leaf's, in a
+				  tree); -1: my rank */
 	int nmembers;
 	struct hl_member *members;
 };
@@ -143,6 +145,7 @@ struct inca_comm {
 	char job[64];
 	struct hl_group_desc g;
 	uint32_t my_ip, my_qpn;
+	uint16_t member_index;    /* rank field of my contributions */
 	char ifname[32];
 
 	const struct hl_transport_ops *tp;

@@ -27,6 +27,7 @@
 struct opts {
 	uint32_t switch_ip, group, qpn, qkey, src_qpn;
 	uint16_t rank, nranks, elems, window;
+	int member_index;    /* rank field on the wire; -1: rank */
 	int dtype, op;
 	uint32_t count, seq, gbase;
 	unsigned timeout_ms, deadline_s, drop_results, ecn;
@@ -54,6 +55,8 @@ static void usage(FILE *out)
 		"  --drop-results K  ignore the first K results (as if lost)\n"
 		"  --bad KIND        first send one bad packet: qkey, icrc, nonmember,\n"
 		"                    trunc, slot, fanin, group\n"
+		"  --member-index K  rank field on the wire: my index in my switch's\n"
+		"                    group (a leaf's, in a tree; default: --rank)\n"
 		"  --ecn E           ECN field of the contributions (0..3; 3 = CE)\n"
 		"  --quiet           only errors (and the CNP count when CNPs came)\n"
 		"Exit: 0 all elements right, 1 wrong results, 2 deadline or error.\n");
@@ -92,7 +95,8 @@ static struct agg_frame_spec spec_for(struct run *r, uint32_t k, bool retx)
 			.version = AGG_VERSION, .type = AGG_TYPE_CONTRIB,
 			.dtype = (uint8_t)o->dtype, .op = (uint8_t)o->op,
 			.flags = (uint8_t)(((g / o->window) & 1) | (retx ? AGG_FLAG_RETRANSMIT : 0)),
-			.count = (uint16_t)n, .group_id = o->group, .rank = o->rank,
+			.count = (uint16_t)n, .group_id = o->group,
+			.rank = (uint16_t)(o->member_index >= 0 ? o->member_index : o->rank),
 			.fanin = 1, .slot = (uint16_t)(g % o->window),
 			.coll_seq = o->seq, .pkt_idx = k,
 		},
@@ -203,11 +207,11 @@ int main(int argc, char **argv)
 		{ "src-qpn", 1, 0, 'Q' }, { "dtype", 1, 0, 'd' }, { "op", 1, 0, 'o' },
 		{ "count", 1, 0, 'c' }, { "elems", 1, 0, 'e' }, { "window", 1, 0, 'w' },
 		{ "seq", 1, 0, 's' }, { "gbase", 1, 0, 'G' }, { "timeout-ms", 1, 0, 't' },
-		{ "deadline-s", 1, 0, 'D' }, { "dup", 0, 0, 'u' }, { "ecn", 1, 0, 'E' },
+		{ "deadline-s", 1, 0, 'D' }, { "dup", 0, 0, 'u' }, { "ecn", 1, 0, 'E' }, { "member-index", 1, 0, 'I' },
 		{ "drop-results", 1, 0, 'x' }, { "bad", 1, 0, 'b' },
 		{ "quiet", 0, 0, 'z' }, { "help", 0, 0, 'h' }, { 0, 0, 0, 0 },
 	};
-	struct opts o = { .dtype = AGG_DTYPE_FP32, .op = AGG_OP_SUM, .count = 1000,
+	struct opts o = { .member_index = -1, .dtype = AGG_DTYPE_FP32, .op = AGG_OP_SUM, .count = 1000,
 			  .elems = 256, .window = 8, .seq = 1, .timeout_ms = 100,
 			  .deadline_s = 20, .nranks = 0 };
 	bool have[128] = { false };
@@ -243,6 +247,7 @@ int main(int argc, char **argv)
 		case 'x': rc = parse_u32("--drop-results", optarg, 1000000, &o.drop_results); break;
 		case 'u': o.dup = true; break;
 		case 'E': rc = parse_u32("--ecn", optarg, 3, &o.ecn); break;
+		case 'I': rc = parse_u32("--member-index", optarg, 1023, &v); o.member_index = (int)v; break;
 		case 'b': o.bad = optarg; break;
 		case 'z': o.quiet = true; break;
 		case 'd':
@@ -358,7 +363,7 @@ int main(int argc, char **argv)
 		    p.hdr.type != AGG_TYPE_RESULT || p.dest_qp != o.src_qpn ||
 		    p.qkey != o.qkey || p.hdr.group_id != o.group ||
 		    p.hdr.coll_seq != o.seq || p.hdr.pkt_idx >= r.npkts ||
-		    p.hdr.rank != o.rank) {
+		    p.hdr.rank != (o.member_index >= 0 ? o.member_index : o.rank)) {
 			ignored++;
 			continue;
 		}
