@@ -397,6 +397,12 @@ static inline uint16_t dp_port_index(const struct dp_switch *sw, uint16_t port_i
 	return sw->port_index[port_id];
 }
 
+/* dp_agent.c: the manager's agent (runs on the main lcore) */
+struct dp_agent;
+struct dp_agent *dp_agent_create(const char *manager, const char *name, const char *token);
+void dp_agent_destroy(struct dp_agent *a);
+void dp_agent_heartbeat(struct dp_switch *sw, struct dp_agent *a);
+
 /* dp_telemetry.c */
 int dp_telemetry_init(struct dp_switch *sw);
 void dp_stats_line(struct dp_switch *sw, double interval_s);

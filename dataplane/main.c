@@ -43,10 +43,16 @@ static void usage(FILE *out, const char *prog)
 		"                        reorder 5%%\" (for kernels without tc netem)\n"
 		"  -f, --forward-only    no aggregation path: L2 forwarding only\n"
 		"                        (benchmark baseline)\n"
+		"  -M, --manager URL     take groups from inca-manager at URL (its agent\n"
+		"                        registers and heartbeats; groups change at run time)\n"
+		"  -n, --name NAME       this switch's name in the manager's topology\n"
+		"  -k, --token-file FILE the manager's admin token (or INCA_MANAGER_TOKEN)\n"
+		"  -b, --heartbeat-ms MS heartbeat period (default 200)\n"
 		"  -h, --help            this text\n"
 		"\n"
 		"Counters: dpdk-telemetry.py, commands /inca/info, /inca/ports,\n"
-		"/inca/drops, /inca/groups, /inca/group,<id>.\n", prog);
+		"/inca/drops, /inca/groups, /inca/group,<id>, /inca/qos,<port>,\n"
+		"/inca/pfc_watchdog.\n", prog);
 }
 
 static void on_signal(int sig)
@@ -62,6 +68,8 @@ struct opts {
 	double stats_s;
 	bool forward_only;
 	const char *impair;
+	const char *manager, *name, *token_file;
+	long heartbeat_ms;
 };
 
 static int parse_args(int argc, char **argv, struct opts *o)
@@ -73,6 +81,10 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{ "stats", required_argument, NULL, 's' },
 		{ "forward-only", no_argument, NULL, 'f' },
 		{ "impair", required_argument, NULL, 'm' },
+		{ "manager", required_argument, NULL, 'M' },
+		{ "name", required_argument, NULL, 'n' },
+		{ "token-file", required_argument, NULL, 'k' },
+		{ "heartbeat-ms", required_argument, NULL, 'b' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -80,8 +92,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	int c;
 
 	o->idle_us = -1;
+	o->heartbeat_ms = 200;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "c:r:i:s:fm:h", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "c:r:i:s:fm:M:n:k:b:h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'c':
 			o->config = optarg;
@@ -111,6 +124,23 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		case 'm':
 			o->impair = optarg;
 			break;
+		case 'M':
+			o->manager = optarg;
+			break;
+		case 'n':
+			o->name = optarg;
+			break;
+		case 'k':
+			o->token_file = optarg;
+			break;
+		case 'b':
+			o->heartbeat_ms = strtol(optarg, &end, 10);
+			if (*end || o->heartbeat_ms < 10 || o->heartbeat_ms > 60000) {
+				fprintf(stderr, "inca-switch: --heartbeat-ms: expected 10..60000, "
+					"got '%s'\n", optarg);
+				return -1;
+			}
+			break;
 		case 'h':
 			usage(stdout, argv[0]);
 			exit(0);
@@ -127,6 +157,11 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		fprintf(stderr, "inca-switch: --config FILE is required (try --help)\n");
 		return -1;
 	}
+	if (o->manager && !o->name) {
+		fprintf(stderr, "inca-switch: --manager needs --name (this switch in the "
+			"manager's topology)\n");
+		return -1;
+	}
 	return 0;
 }
 
@@ -135,6 +170,7 @@ int main(int argc, char **argv)
 	static struct dp_config cfg;
 	struct dp_switch *sw = &dp_sw;
 	struct opts o = { 0 };
+	struct dp_agent *agent = NULL;
 	unsigned lcore;
 	int rc, ret = 1;
 
@@ -224,6 +260,35 @@ int main(int argc, char **argv)
 		goto err_groups;
 	dp_telemetry_init(sw);
 
+	if (o.manager) {
+		char token[256] = "";
+		if (o.token_file) {
+			FILE *f = fopen(o.token_file, "r");
+			size_t n = f ? fread(token, 1, sizeof(token) - 1, f) : 0;
+			if (f)
+				fclose(f);
+			token[n] = 0;
+			while (n && (token[n - 1] == '\n' || token[n - 1] == ' '))
+				token[--n] = 0;
+			if (!f || n < 16) {
+				fprintf(stderr, "inca-switch: --token-file %s: expected a token of "
+					"16..127 characters\n", o.token_file);
+				goto err_groups;
+			}
+		} else if (getenv("INCA_MANAGER_TOKEN")) {
+			snprintf(token, sizeof(token), "%s", getenv("INCA_MANAGER_TOKEN"));
+		} else {
+			fprintf(stderr, "inca-switch: --manager needs --token-file FILE or "
+				"INCA_MANAGER_TOKEN\n");
+			goto err_groups;
+		}
+		agent = dp_agent_create(o.manager, o.name, token);
+		if (!agent) {
+			fprintf(stderr, "inca-switch: cannot start the manager agent (libcurl)\n");
+			goto err_groups;
+		}
+	}
+
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
 	sw->workers_running = true;
@@ -241,9 +306,14 @@ int main(int argc, char **argv)
 	/* housekeeping: MAC ageing, the stats line */
 	uint64_t next_stats = rte_rdtsc() + (uint64_t)(o.stats_s * (double)sw->tsc_hz);
 	uint64_t next_age = rte_rdtsc() + sw->tsc_hz;
+	uint64_t next_hb = rte_rdtsc();
 	while (!sw->quit) {
 		uint64_t now = rte_rdtsc();
 
+		if (agent && now >= next_hb) {
+			dp_agent_heartbeat(sw, agent);
+			next_hb = now + (uint64_t)o.heartbeat_ms * sw->tsc_hz / 1000;
+		}
 		if (now >= next_age) {
 			dp_l2_age(sw->l2, now, (uint64_t)cfg.mac_age_s * sw->tsc_hz);
 			next_age = now + sw->tsc_hz;
@@ -252,7 +322,7 @@ int main(int argc, char **argv)
 			dp_stats_line(sw, o.stats_s);
 			next_stats = now + (uint64_t)(o.stats_s * (double)sw->tsc_hz);
 		}
-		usleep(50000);
+		usleep(agent && o.heartbeat_ms < 50 ? (useconds_t)o.heartbeat_ms * 1000 : 50000);
 	}
 	printf("inca-switch: stopping\n");
 	rte_eal_mp_wait_lcore();
@@ -262,6 +332,7 @@ int main(int argc, char **argv)
 	ret = 0;
 
 err_groups:
+	dp_agent_destroy(agent);
 	dp_groups_free(sw);
 	dp_ports_close(sw);
 err_ports:

@@ -105,6 +105,20 @@ int hl_allreduce_start(struct inca_comm *c, const void *sendbuf, void *recvbuf,
 				   agg_op_name(op_code)) : INCA_ERR_INVAL;
 	if (c->active)
 		return hl_fail(c, INCA_ERR_BUSY, "allreduce: another operation is in progress");
+	if (c->mgr && !c->switch_failed && c->fallback != INCA_FALLBACK_FORCE) {
+		/* renews the job's lease now and then, and learns if its
+		 * tree failed (a switch went down) */
+		char why[256];
+		if (hl_manager_renew(c->mgr, why, sizeof(why))) {
+			if (c->fallback == INCA_FALLBACK_OFF)
+				return hl_fail(c, INCA_ERR_SWITCH, "the manager says the job "
+					       "failed: %s (fallback is off)", why);
+			HL_WARN("rank %d: the manager says the job failed: %s: falling back "
+				"to the host ring over TCP", c->rank, why);
+			c->warned_fallback = true;
+			c->switch_failed = true;
+		}
+	}
 	if (count > ((size_t)UINT32_MAX - 1) * c->g.elems_per_pkt / 2)
 		return hl_fail(c, INCA_ERR_INVAL, "allreduce: count %zu too large", count);
 	op = calloc(1, sizeof(*op));

@@ -235,6 +235,12 @@ int hl_group_from_json(const char *text, const char *origin, struct hl_group_des
 		}
 		g->members[i].qpn = (uint32_t)q;
 		g->members[i].ring_port = (uint16_t)port;
+		if (json_object_get(m, "ring_ip") &&
+		    parse_ip(json_string_value(json_object_get(m, "ring_ip")), &g->members[i].ring_ip)) {
+			snprintf(err, errlen, "%s: members[%zu].ring_ip: expected an IPv4 address",
+				 origin, i);
+			goto out;
+		}
 	}
 	char why[160];
 	if (group_check(g, why, sizeof(why))) {
@@ -511,11 +517,12 @@ int inca_comm_create(const struct inca_comm_attr *attr_in, inca_comm_t **out)
 	else
 		return create_fail(INCA_ERR_INVAL, "transport '%s': expected udp, xdp or verbs", s);
 
-	if (attr.manager_url && *attr.manager_url)
-		return create_fail(INCA_ERR_UNSUPPORTED, "INCA_MANAGER=%s: this build of "
-				   "libinca has no manager client yet; use a static group "
-				   "(INCA_CONFIG or INCA_SWITCH...)", attr.manager_url);
-	if (attr.config_file) {
+	struct hl_manager *mgr = NULL;
+	if (attr.manager_url && *attr.manager_url) {
+		rc = hl_manager_join(&attr, s, &g, &mgr, err, sizeof(err));
+		if (rc)
+			return create_fail(rc, "%s", err);
+	} else if (attr.config_file) {
 		FILE *f = fopen(attr.config_file, "r");
 		char *text;
 		long len;
@@ -543,11 +550,16 @@ int inca_comm_create(const struct inca_comm_attr *attr_in, inca_comm_t **out)
 	if (g.nmembers != attr.size) {
 		int have = g.nmembers;
 		hl_group_free(&g);
+		hl_manager_leave(mgr);
 		return create_fail(INCA_ERR_CONFIG, "the group has %d members but size is %d",
 				   have, attr.size);
 	}
 	rc = hl_comm_create(&attr, &g, tp, out);
 	hl_group_free(&g);
+	if (rc)
+		hl_manager_leave(mgr);
+	else
+		(*out)->mgr = mgr;
 	return rc;
 }
 
@@ -561,6 +573,7 @@ void inca_comm_destroy(inca_comm_t *c)
 		c->tp->close(c);
 	hl_pfc_close(c);
 	hl_ring_close(c);
+	hl_manager_leave(c->mgr);
 	hl_group_free(&c->g);
 	free(c);
 }

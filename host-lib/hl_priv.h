@@ -118,6 +118,7 @@ extern const struct hl_transport_ops hl_verbs_ops;
 
 struct hl_member {
 	uint32_t ip;           /* host byte order */
+	uint32_t ring_ip;      /* the fallback ring's address; 0: ip */
 	uint32_t qpn;
 	uint16_t ring_port;
 };
@@ -172,6 +173,8 @@ struct inca_comm {
 	/* ring fallback (hl_ring.c) */
 	int ring_listen_fd, ring_next_fd, ring_prev_fd;
 
+	struct hl_manager *mgr;   /* NULL: static group */
+
 	/* clock, replaceable by unit tests */
 	double (*now_us)(struct inca_comm *c);
 
@@ -197,6 +200,13 @@ int hl_pfc_open(struct inca_comm *c, bool required);
 void hl_pfc_close(struct inca_comm *c);
 /* Read pending PFC frames; microseconds until our priority may send. */
 double hl_pfc_wait_us(struct inca_comm *c, double now_us);
+
+/* hl_manager.c: INCA_MANAGER */
+struct hl_manager;
+int hl_manager_join(const struct inca_comm_attr *attr, const char *transport,
+		    struct hl_group_desc *g, struct hl_manager **out, char *err, size_t errlen);
+bool hl_manager_renew(struct hl_manager *m, char *why, size_t whylen);
+void hl_manager_leave(struct hl_manager *m);
 
 /* hl_ring.c: the TCP ring all-reduce among the members. */
 int hl_ring_allreduce(struct inca_comm *c, const void *in, void *out, size_t count,

@@ -108,10 +108,13 @@ static int ring_connect(struct inca_comm *c, double deadline_us)
 {
 	int next = (c->rank + 1) % c->size, prev = (c->rank + c->size - 1) % c->size;
 	const struct hl_member *me = &c->g.members[c->rank], *nx = &c->g.members[next];
+	/* the ring may run on another network than the switch's (ring_ip) */
+	uint32_t my_ring_ip = me->ring_ip ? me->ring_ip : c->my_ip;
+	uint32_t nx_ring_ip = nx->ring_ip ? nx->ring_ip : nx->ip;
 	struct sockaddr_in la = { .sin_family = AF_INET, .sin_port = htons(me->ring_port),
-				  .sin_addr.s_addr = htonl(c->my_ip) };
+				  .sin_addr.s_addr = htonl(my_ring_ip) };
 	struct sockaddr_in na = { .sin_family = AF_INET, .sin_port = htons(nx->ring_port),
-				  .sin_addr.s_addr = htonl(nx->ip) };
+				  .sin_addr.s_addr = htonl(nx_ring_ip) };
 	struct ring_hello hello = { RING_MAGIC, (uint32_t)c->rank, (uint32_t)c->size,
 				    c->g.group_id }, theirs;
 	char ip[INET_ADDRSTRLEN];
@@ -126,13 +129,13 @@ static int ring_connect(struct inca_comm *c, double deadline_us)
 		if (bind(fd, (struct sockaddr *)&la, sizeof(la)) || listen(fd, 4)) {
 			int e = errno;
 			close(fd);
-			ipstr(c->my_ip, ip, sizeof(ip));
+			ipstr(my_ring_ip, ip, sizeof(ip));
 			return hl_fail(c, INCA_ERR_PEER, "ring: listen on %s:%u: %s", ip,
 				       me->ring_port, strerror(e));
 		}
 		c->ring_listen_fd = fd;
 	}
-	ipstr(nx->ip, ip, sizeof(ip));
+	ipstr(nx_ring_ip, ip, sizeof(ip));
 	while (c->ring_next_fd < 0 || c->ring_prev_fd < 0) {
 		if (c->now_us(c) >= deadline_us)
 			return hl_fail(c, INCA_ERR_PEER, "ring: deadline passed connecting "

@@ -1,0 +1,266 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * inca-manager: the control plane's server. Reads the topology, restores
+ * its state from the database, serves the API (/v1, bearer tokens) and
+ * Prometheus /metrics over HTTP (libmicrohttpd), and every 50 ms looks for
+ * switches that stopped heartbeating and leases that expired.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include <microhttpd.h>
+
+#include "mgr.h"
+
+#define MAX_BODY (1 << 20)
+
+static volatile sig_atomic_t quit;
+static void on_signal(int sig) { (void)sig; quit = 1; }
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"Usage: inca-manager --topology FILE --token-file FILE [options]\n"
+		"\n"
+		"The INCA control plane: builds reduction trees over the topology, allocates\n"
+		"slots within switch capacity and tenant quotas, programs the switches'\n"
+		"agents, hands ranks their group. API: docs/manager.md.\n"
+		"\n"
+		"  -t, --topology FILE     switches, hosts, links, tenants (JSON)\n"
+		"  -k, --token-file FILE   the admin token (switch agents, incactl)\n"
+		"  -d, --db FILE           state database (SQLite; default inca-manager.db)\n"
+		"  -l, --listen ADDR:PORT  default 0.0.0.0:8473\n"
+		"  -D, --dead-after-ms MS  a switch silent this long is down (default 1000)\n"
+		"  -L, --lease-s S         a job no rank renews for S seconds is removed\n"
+		"                          (default 60)\n"
+		"  -w, --window W          slots per group unless the job asks (default 16)\n"
+		"  -c, --check             validate the topology and exit\n"
+		"  -h, --help              this text\n");
+}
+
+static int read_token_file(const char *path, char *out, size_t len, char *err, size_t errlen)
+{
+	FILE *f = fopen(path, "r");
+	size_t n;
+
+	if (!f) {
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		return -1;
+	}
+	n = fread(out, 1, len - 1, f);
+	fclose(f);
+	out[n] = 0;
+	while (n && (out[n - 1] == '\n' || out[n - 1] == '\r' || out[n - 1] == ' '))
+		out[--n] = 0;
+	if (n < 16) {
+		snprintf(err, errlen, "%s: expected a token of 16..127 characters", path);
+		return -1;
+	}
+	return 0;
+}
+
+struct conn {
+	char *body;
+	size_t len;
+	bool too_big;
+};
+
+static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url,
+			       const char *method, const char *version,
+			       const char *upload, size_t *upload_size, void **con_cls)
+{
+	struct mgr *m = cls;
+	struct conn *cn = *con_cls;
+	struct MHD_Response *resp;
+	const char *auth, *ctype = "application/json";
+	char *out = NULL;
+	int status;
+	enum MHD_Result ret;
+
+	(void)version;
+	if (!cn) {
+		cn = calloc(1, sizeof(*cn));
+		if (!cn)
+			return MHD_NO;
+		*con_cls = cn;
+		return MHD_YES;
+	}
+	if (*upload_size) {
+		if (cn->len + *upload_size > MAX_BODY) {
+			cn->too_big = true;
+		} else {
+			char *b = realloc(cn->body, cn->len + *upload_size + 1);
+			if (!b)
+				return MHD_NO;
+			memcpy(b + cn->len, upload, *upload_size);
+			cn->body = b;
+			cn->len += *upload_size;
+			cn->body[cn->len] = 0;
+		}
+		*upload_size = 0;
+		return MHD_YES;
+	}
+	auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+	if (auth && !strncasecmp(auth, "Bearer ", 7))
+		auth += 7;
+	else
+		auth = NULL;
+	if (cn->too_big) {
+		status = 413;
+		out = strdup("{\"error\": \"body larger than 1 MiB\", \"status\": 413}");
+	} else {
+		status = mgr_api(m, method, url, auth, cn->body, &out, &ctype);
+	}
+	resp = MHD_create_response_from_buffer(out ? strlen(out) : 0, out ? out : "",
+					       out ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+	MHD_add_response_header(resp, "Content-Type", ctype);
+	if (status == 401)
+		MHD_add_response_header(resp, "WWW-Authenticate", "Bearer realm=\"inca\"");
+	ret = MHD_queue_response(c, (unsigned)status, resp);
+	MHD_destroy_response(resp);
+	return ret;
+}
+
+static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
+		      enum MHD_RequestTerminationCode toe)
+{
+	struct conn *cn = *con_cls;
+
+	(void)cls;
+	(void)c;
+	(void)toe;
+	if (cn) {
+		free(cn->body);
+		free(cn);
+	}
+	*con_cls = NULL;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "topology", 1, 0, 't' }, { "token-file", 1, 0, 'k' }, { "db", 1, 0, 'd' },
+		{ "listen", 1, 0, 'l' }, { "dead-after-ms", 1, 0, 'D' }, { "lease-s", 1, 0, 'L' },
+		{ "window", 1, 0, 'w' }, { "check", 0, 0, 'c' }, { "help", 0, 0, 'h' },
+		{ 0, 0, 0, 0 },
+	};
+	const char *topo = NULL, *token_file = NULL, *db = "inca-manager.db",
+		   *listen_at = "0.0.0.0:8473";
+	long dead_ms = 1000, lease_s = 60, window = 16;
+	bool check = false;
+	static struct mgr m;
+	char token[MGR_TOKEN_LEN], err[512], host[64];
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	struct MHD_Daemon *d;
+	char *end;
+	int c;
+
+	while ((c = getopt_long(argc, argv, "t:k:d:l:D:L:w:ch", longopts, NULL)) != -1) {
+		switch (c) {
+		case 't': topo = optarg; break;
+		case 'k': token_file = optarg; break;
+		case 'd': db = optarg; break;
+		case 'l': listen_at = optarg; break;
+		case 'D':
+			dead_ms = strtol(optarg, &end, 10);
+			if (*end || dead_ms < 100 || dead_ms > 600000) {
+				fprintf(stderr, "inca-manager: --dead-after-ms: expected 100..600000\n");
+				return 2;
+			}
+			break;
+		case 'L':
+			lease_s = strtol(optarg, &end, 10);
+			if (*end || lease_s < 1 || lease_s > 86400) {
+				fprintf(stderr, "inca-manager: --lease-s: expected 1..86400\n");
+				return 2;
+			}
+			break;
+		case 'w':
+			window = strtol(optarg, &end, 10);
+			if (*end || window < 1 || window > 4096) {
+				fprintf(stderr, "inca-manager: --window: expected 1..4096\n");
+				return 2;
+			}
+			break;
+		case 'c': check = true; break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (optind < argc || !topo || (!token_file && !check)) {
+		fprintf(stderr, "inca-manager: --topology FILE and --token-file FILE are required "
+			"(try --help)\n");
+		return 2;
+	}
+	if (check) {
+		struct mgr_topo t;
+		if (mgr_topo_load(&t, topo, err, sizeof(err))) {
+			fprintf(stderr, "inca-manager: %s\n", err);
+			return 1;
+		}
+		printf("inca-manager: %s: %d switches, %d hosts, %d tenants\n", topo, t.nswitches,
+		       t.nhosts, t.ntenants);
+		mgr_topo_free(&t);
+		return 0;
+	}
+	if (read_token_file(token_file, token, sizeof(token), err, sizeof(err))) {
+		fprintf(stderr, "inca-manager: --token-file %s\n", err);
+		return 2;
+	}
+	{
+		const char *colon = strrchr(listen_at, ':');
+		long port = colon ? strtol(colon + 1, &end, 10) : -1;
+		if (!colon || *end || port < 1 || port > 65535 ||
+		    (size_t)(colon - listen_at) >= sizeof(host)) {
+			fprintf(stderr, "inca-manager: --listen: expected ADDR:PORT, got '%s'\n",
+				listen_at);
+			return 2;
+		}
+		memcpy(host, listen_at, (size_t)(colon - listen_at));
+		host[colon - listen_at] = 0;
+		if (inet_pton(AF_INET, host, &sa.sin_addr) != 1) {
+			fprintf(stderr, "inca-manager: --listen: '%s' is not an IPv4 address\n", host);
+			return 2;
+		}
+		sa.sin_port = htons((uint16_t)port);
+	}
+	if (mgr_init(&m, topo, db, token, err, sizeof(err))) {
+		fprintf(stderr, "inca-manager: %s\n", err);
+		return 1;
+	}
+	m.dead_after_s = (double)dead_ms / 1000.0;
+	m.lease_s = (double)lease_s;
+	m.default_window = (uint32_t)window;
+	d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL,
+			     handler, &m, MHD_OPTION_SOCK_ADDR, &sa,
+			     MHD_OPTION_NOTIFY_COMPLETED, completed, NULL,
+			     MHD_OPTION_CONNECTION_TIMEOUT, 30u, MHD_OPTION_END);
+	if (!d) {
+		fprintf(stderr, "inca-manager: cannot listen on %s: %s\n", listen_at, strerror(errno));
+		mgr_fini(&m);
+		return 1;
+	}
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	printf("inca-manager: ready: %d switches, %d hosts, %d tenants, listening on %s, "
+	       "state in %s\n", m.topo.nswitches, m.topo.nhosts, m.topo.ntenants, listen_at, db);
+	fflush(stdout);
+	while (!quit) {
+		mgr_tick(&m);
+		usleep(50000);
+	}
+	printf("inca-manager: stopping\n");
+	MHD_stop_daemon(d);
+	pthread_mutex_lock(&m.lock);
+	mgr_save(&m);
+	pthread_mutex_unlock(&m.lock);
+	mgr_fini(&m);
+	return 0;
+}

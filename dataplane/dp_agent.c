@@ -1,0 +1,226 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The switch's agent for inca-manager: every heartbeat it reports its
+ * address, the group-set version it has applied and its counters, and gets
+ * back the version it should have and the groups that make it up. It then
+ * deletes the groups the manager no longer lists and adds the new ones
+ * through the same calls the static config uses, while the workers keep
+ * forwarding and aggregating every other group. If the manager is
+ * unreachable the switch keeps its groups and says so (rate-limited).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <curl/curl.h>
+#include <jansson.h>
+#include <rte_cycles.h>
+
+#include "dp_priv.h"
+
+struct dp_agent {
+	char url[512];
+	char name[64];
+	char auth[300];
+	CURL *curl;
+	uint32_t applied;
+	char error[256];
+	uint64_t ok, failed;
+	bool registered, complained;
+};
+
+struct buf {
+	char *p;
+	size_t n;
+};
+
+static size_t collect(char *d, size_t sz, size_t nm, void *u)
+{
+	struct buf *b = u;
+	char *p = realloc(b->p, b->n + sz * nm + 1);
+
+	if (!p)
+		return 0;
+	memcpy(p + b->n, d, sz * nm);
+	b->p = p;
+	b->n += sz * nm;
+	p[b->n] = 0;
+	return sz * nm;
+}
+
+struct dp_agent *dp_agent_create(const char *manager, const char *name, const char *token)
+{
+	struct dp_agent *a = calloc(1, sizeof(*a));
+
+	if (!a)
+		return NULL;
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+	snprintf(a->url, sizeof(a->url), "%s/v1/switches/%s/heartbeat", manager, name);
+	snprintf(a->name, sizeof(a->name), "%s", name);
+	snprintf(a->auth, sizeof(a->auth), "Authorization: Bearer %s", token);
+	a->curl = curl_easy_init();
+	if (!a->curl) {
+		free(a);
+		return NULL;
+	}
+	return a;
+}
+
+void dp_agent_destroy(struct dp_agent *a)
+{
+	if (!a)
+		return;
+	curl_easy_cleanup(a->curl);
+	curl_global_cleanup();
+	free(a);
+}
+
+static json_t *counters(struct dp_switch *sw)
+{
+	uint64_t rx = 0, tx = 0, drops = 0;
+	json_t *o = json_object();
+
+	for (unsigned i = 0; i < sw->nworkers; i++) {
+		const struct dp_worker *w = sw->workers[i];
+		for (uint16_t p = 0; p < sw->nports; p++) {
+			rx += w->port[p].rx_pkts;
+			tx += w->port[p].tx_pkts;
+		}
+		for (int d = 0; d < DP_DROP_COUNT; d++)
+			drops += w->drops[d];
+	}
+	uint64_t contributions = sw->retired.contributions, completions = sw->retired.completions;
+	pthread_mutex_lock(&sw->ctl_lock);
+	for (uint16_t g = 0; g < sw->group_hwm; g++)
+		if (sw->groups[g].agg) {
+			const struct agg_group_stats *s = agg_group_stats(sw->groups[g].agg);
+			contributions += s->contributions;
+			completions += s->completions;
+		}
+	json_object_set_new(o, "groups", json_integer(sw->ngroups));
+	pthread_mutex_unlock(&sw->ctl_lock);
+	json_object_set_new(o, "rx_packets", json_integer((json_int_t)rx));
+	json_object_set_new(o, "tx_packets", json_integer((json_int_t)tx));
+	json_object_set_new(o, "switch_drops", json_integer((json_int_t)drops));
+	json_object_set_new(o, "contributions", json_integer((json_int_t)contributions));
+	json_object_set_new(o, "completions", json_integer((json_int_t)completions));
+	json_object_set_new(o, "uptime_s",
+		json_integer((json_int_t)((rte_rdtsc() - sw->start_tsc) / sw->tsc_hz)));
+	return o;
+}
+
+/* Make the switch's groups the manager's list. Returns 0 when all of it is
+ * applied. */
+static int reconcile(struct dp_switch *sw, struct dp_agent *a, json_t *groups)
+{
+	uint32_t have[DP_MAX_GROUPS];
+	unsigned nhave = 0;
+	size_t i;
+	json_t *g;
+	int rc = 0;
+
+	a->error[0] = 0;
+	pthread_mutex_lock(&sw->ctl_lock);
+	for (uint16_t k = 0; k < sw->group_hwm; k++)
+		if (sw->groups[k].agg)
+			have[nhave++] = agg_group_config(sw->groups[k].agg)->group_id;
+	pthread_mutex_unlock(&sw->ctl_lock);
+	for (unsigned k = 0; k < nhave; k++) {
+		bool keep = false;
+		json_array_foreach(groups, i, g)
+			keep |= json_integer_value(json_object_get(g, "id")) == have[k];
+		if (!keep)
+			dp_group_del(sw, have[k]);
+	}
+	json_array_foreach(groups, i, g) {
+		uint32_t id = (uint32_t)json_integer_value(json_object_get(g, "id"));
+		struct dp_group_cfg gc;
+		char err[256], origin[96];
+		bool exists;
+
+		pthread_mutex_lock(&sw->ctl_lock);
+		exists = dp_group_find(sw, id) != NULL;
+		pthread_mutex_unlock(&sw->ctl_lock);
+		if (exists)
+			continue;
+		snprintf(origin, sizeof(origin), "manager groups[%zu]", i);
+		if (dp_config_parse_group(g, origin, &gc, err, sizeof(err)) ||
+		    dp_group_add(sw, &gc, err, sizeof(err))) {
+			DP_LOG(ERR, "agent: %s\n", err);
+			snprintf(a->error, sizeof(a->error), "%s", err);
+			rc = -1;
+		}
+		free(gc.members);
+	}
+	return rc;
+}
+
+void dp_agent_heartbeat(struct dp_switch *sw, struct dp_agent *a)
+{
+	struct curl_slist *h = NULL;
+	struct buf b = { 0 };
+	char ip[16];
+	long status = 0;
+	json_t *req, *resp = NULL;
+	char *body;
+	CURLcode rc;
+	uint32_t v = sw->cfg->switch_ip;
+
+	snprintf(ip, sizeof(ip), "%u.%u.%u.%u", v >> 24, (v >> 16) & 255, (v >> 8) & 255, v & 255);
+	req = json_pack("{s:s, s:s, s:I, s:s, s:o}", "name", a->name, "ip", ip,
+			"applied", (json_int_t)a->applied, "error", a->error, "counters",
+			counters(sw));
+	body = json_dumps(req, JSON_COMPACT);
+	json_decref(req);
+	h = curl_slist_append(h, a->auth);
+	h = curl_slist_append(h, "Content-Type: application/json");
+	curl_easy_setopt(a->curl, CURLOPT_URL, a->url);
+	curl_easy_setopt(a->curl, CURLOPT_POSTFIELDS, body);
+	curl_easy_setopt(a->curl, CURLOPT_HTTPHEADER, h);
+	curl_easy_setopt(a->curl, CURLOPT_WRITEFUNCTION, collect);
+	curl_easy_setopt(a->curl, CURLOPT_WRITEDATA, &b);
+	curl_easy_setopt(a->curl, CURLOPT_TIMEOUT_MS, 1000L);
+	curl_easy_setopt(a->curl, CURLOPT_CONNECTTIMEOUT_MS, 500L);
+	curl_easy_setopt(a->curl, CURLOPT_NOSIGNAL, 1L);
+	rc = curl_easy_perform(a->curl);
+	if (rc == CURLE_OK)
+		curl_easy_getinfo(a->curl, CURLINFO_RESPONSE_CODE, &status);
+	curl_slist_free_all(h);
+	free(body);
+	if (rc != CURLE_OK || status != 200) {
+		a->failed++;
+		if (!a->complained) {
+			json_t *e = b.p ? json_loads(b.p, 0, NULL) : NULL;
+			DP_LOG(WARNING, "agent: manager %s: %s%s; keeping the %u groups the "
+			       "switch has\n", a->url,
+			       rc != CURLE_OK ? curl_easy_strerror(rc) : "refused: ",
+			       rc != CURLE_OK ? "" : (json_string_value(json_object_get(e, "error")) ?: "?"),
+			       sw->ngroups);
+			json_decref(e);
+			a->complained = true;
+		}
+		free(b.p);
+		return;
+	}
+	a->ok++;
+	if (a->complained || !a->registered)
+		DP_LOG(INFO, "agent: %s with manager as '%s'\n",
+		       a->registered ? "back in touch" : "registered", a->name);
+	a->complained = false;
+	a->registered = true;
+	resp = json_loads(b.p, 0, NULL);
+	free(b.p);
+	json_t *ver = json_object_get(resp, "version");
+	if (!json_is_integer(ver) || !json_is_array(json_object_get(resp, "groups"))) {
+		DP_LOG(ERR, "agent: the manager's answer has no version and groups\n");
+		json_decref(resp);
+		return;
+	}
+	if ((uint32_t)json_integer_value(ver) != a->applied) {
+		if (!reconcile(sw, a, json_object_get(resp, "groups")))
+			a->applied = (uint32_t)json_integer_value(ver);
+		DP_LOG(INFO, "agent: group set version %u applied: %u groups\n", a->applied,
+		       sw->ngroups);
+	}
+	json_decref(resp);
+}

@@ -1,0 +1,295 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * libinca's manager client (INCA_MANAGER): a rank registers (job, rank,
+ * size, its address and QPN), waits until the manager has built the tree
+ * and programmed the switches, and gets its group description, the same
+ * JSON as a static INCA_CONFIG file. Later calls renew the job's lease (and
+ * learn if the job failed: the switch of its tree went down); destroy says
+ * the rank left.
+ */
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+#include <jansson.h>
+
+#include "hl_priv.h"
+
+struct hl_manager {
+	char url[512];
+	char job[64];
+	char auth[300];
+	int rank;
+	double last_renew_us;
+	double lease_us;
+};
+
+struct buf {
+	char *p;
+	size_t n;
+};
+
+static size_t collect(char *d, size_t sz, size_t nm, void *u)
+{
+	struct buf *b = u;
+	char *p = realloc(b->p, b->n + sz * nm + 1);
+
+	if (!p)
+		return 0;
+	memcpy(p + b->n, d, sz * nm);
+	b->p = p;
+	b->n += sz * nm;
+	p[b->n] = 0;
+	return sz * nm;
+}
+
+/* One request; returns the HTTP status (-1: unreachable) and the parsed
+ * body in *out (NULL if none or not JSON). */
+static int call(struct hl_manager *m, const char *method, const char *path,
+		const char *body, json_t **out, char *err, size_t errlen)
+{
+	CURL *c = curl_easy_init();
+	struct curl_slist *h = NULL;
+	struct buf b = { 0 };
+	char full[700];
+	long status = 0;
+	CURLcode rc;
+
+	*out = NULL;
+	if (!c) {
+		snprintf(err, errlen, "libcurl: cannot start");
+		return -1;
+	}
+	snprintf(full, sizeof(full), "%s%s", m->url, path);
+	h = curl_slist_append(h, m->auth);
+	h = curl_slist_append(h, "Content-Type: application/json");
+	curl_easy_setopt(c, CURLOPT_URL, full);
+	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+	if (body)
+		curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 3000L);
+	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 1000L);
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	rc = curl_easy_perform(c);
+	if (rc == CURLE_OK)
+		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+	else
+		snprintf(err, errlen, "manager %s: %s", full, curl_easy_strerror(rc));
+	curl_slist_free_all(h);
+	curl_easy_cleanup(c);
+	if (b.p)
+		*out = json_loads(b.p, 0, NULL);
+	if (rc == CURLE_OK && status >= 400)
+		snprintf(err, errlen, "manager: %s %s: %ld: %s", method, path, status,
+			 json_string_value(json_object_get(*out, "error")) ?:
+			 (b.p ? b.p : ""));
+	free(b.p);
+	return rc == CURLE_OK ? (int)status : -1;
+}
+
+static double now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+/* My data address: INCA_LOCAL_IP, else the IPv4 address of INCA_IFNAME. */
+static int my_address(const struct inca_comm_attr *attr, char ip[16], char *err, size_t errlen)
+{
+	struct ifaddrs *ifa, *i;
+
+	if (attr->local_ip) {
+		snprintf(ip, 16, "%s", attr->local_ip);
+		return 0;
+	}
+	if (!attr->ifname) {
+		snprintf(err, errlen, "with INCA_MANAGER, set INCA_LOCAL_IP (the rank's address "
+			 "on the fabric) or INCA_IFNAME (its interface)");
+		return -1;
+	}
+	if (getifaddrs(&ifa)) {
+		snprintf(err, errlen, "getifaddrs failed");
+		return -1;
+	}
+	for (i = ifa; i; i = i->ifa_next)
+		if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET &&
+		    !strcmp(i->ifa_name, attr->ifname)) {
+			inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, ip, 16);
+			freeifaddrs(ifa);
+			return 0;
+		}
+	freeifaddrs(ifa);
+	snprintf(err, errlen, "INCA_IFNAME=%s has no IPv4 address", attr->ifname);
+	return -1;
+}
+
+int hl_manager_join(const struct inca_comm_attr *attr, const char *transport,
+		    struct hl_group_desc *g, struct hl_manager **out, char *err, size_t errlen)
+{
+	struct hl_manager *m = calloc(1, sizeof(*m));
+	const char *token = getenv("INCA_MANAGER_TOKEN"), *s;
+	char ip[16], tokbuf[256], path[160], *body;
+	unsigned qpn = 17, timeout_ms = attr->timeout_ms ? attr->timeout_ms : 30000;
+	json_t *req, *resp = NULL;
+	int status, rc = INCA_ERR_MANAGER;
+
+	*out = NULL;
+	if (!m) {
+		snprintf(err, errlen, "out of memory");
+		return INCA_ERR_NOMEM;
+	}
+	if (!strcmp(transport, "verbs")) {
+		snprintf(err, errlen, "INCA_MANAGER with the verbs transport is not supported yet "
+			 "(the QPN is known only once the QP exists); use udp or xdp, or a "
+			 "static group");
+		free(m);
+		return INCA_ERR_UNSUPPORTED;
+	}
+	if (!attr->job || !*attr->job) {
+		snprintf(err, errlen, "INCA_MANAGER needs a job id (INCA_JOB), the same in every rank");
+		free(m);
+		return INCA_ERR_CONFIG;
+	}
+	if ((s = getenv("INCA_MANAGER_TOKEN_FILE"))) {
+		FILE *f = fopen(s, "r");
+		size_t n = f ? fread(tokbuf, 1, sizeof(tokbuf) - 1, f) : 0;
+		if (f)
+			fclose(f);
+		tokbuf[n] = 0;
+		while (n && (tokbuf[n - 1] == '\n' || tokbuf[n - 1] == ' '))
+			tokbuf[--n] = 0;
+		token = tokbuf;
+	}
+	if (!token || !*token) {
+		snprintf(err, errlen, "INCA_MANAGER needs the tenant's token: INCA_MANAGER_TOKEN "
+			 "or INCA_MANAGER_TOKEN_FILE");
+		free(m);
+		return INCA_ERR_CONFIG;
+	}
+	if (my_address(attr, ip, err, errlen)) {
+		free(m);
+		return INCA_ERR_CONFIG;
+	}
+	if ((s = getenv("INCA_QPN")))
+		qpn = (unsigned)strtoul(s, NULL, 0);
+	snprintf(m->url, sizeof(m->url), "%s", attr->manager_url);
+	snprintf(m->job, sizeof(m->job), "%s", attr->job);
+	snprintf(m->auth, sizeof(m->auth), "Authorization: Bearer %s", token);
+	m->rank = attr->rank;
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+
+	req = json_pack("{s:i, s:i, s:s, s:i}", "rank", attr->rank, "size", attr->size,
+			"ip", ip, "qpn", (int)qpn);
+	if ((s = getenv("INCA_RING_IP")))
+		json_object_set_new(req, "ring_ip", json_string(s));
+	if ((s = getenv("INCA_WINDOW")))
+		json_object_set_new(req, "window", json_integer(atoi(s)));
+	if ((s = getenv("INCA_ELEMS")))
+		json_object_set_new(req, "elems_per_pkt", json_integer(atoi(s)));
+	if ((s = getenv("INCA_MTU")))
+		json_object_set_new(req, "mtu", json_integer(atoi(s)));
+	body = json_dumps(req, JSON_COMPACT);
+	json_decref(req);
+	snprintf(path, sizeof(path), "/v1/jobs/%s/ranks", m->job);
+	status = call(m, "POST", path, body, &resp, err, errlen);
+	free(body);
+	json_decref(resp);
+	if (status != 200)
+		goto fail;
+
+	/* wait for the tree and the switches */
+	double deadline = now_us() + timeout_ms * 1000.0;
+	snprintf(path, sizeof(path), "/v1/jobs/%s/ranks/%d", m->job, attr->rank);
+	for (;;) {
+		status = call(m, "GET", path, NULL, &resp, err, errlen);
+		if (status != 200)
+			goto fail;
+		const char *state = json_string_value(json_object_get(resp, "state"));
+		if (state && !strcmp(state, "ready"))
+			break;
+		if (state && !strcmp(state, "failed")) {
+			snprintf(err, errlen, "manager: job %s failed: %s", m->job,
+				 json_string_value(json_object_get(resp, "reason")) ?: "?");
+			goto fail;
+		}
+		json_decref(resp);
+		resp = NULL;
+		if (now_us() > deadline) {
+			snprintf(err, errlen, "manager: job %s not ready after %u ms (state %s): "
+				 "are all %d ranks registering?", m->job, timeout_ms,
+				 state ? state : "?", attr->size);
+			rc = INCA_ERR_TIMEOUT;
+			goto fail;
+		}
+		usleep(10000);
+	}
+	char *desc = json_dumps(json_object_get(resp, "group"), JSON_COMPACT);
+	char origin[128];
+	snprintf(origin, sizeof(origin), "manager's group for job %s rank %d", m->job, attr->rank);
+	if (!desc || hl_group_from_json(desc, origin, g, err, errlen)) {
+		free(desc);
+		rc = INCA_ERR_MANAGER;
+		goto fail;
+	}
+	free(desc);
+	json_decref(resp);
+	m->last_renew_us = now_us();
+	m->lease_us = 10e6;
+	*out = m;
+	return INCA_OK;
+fail:
+	json_decref(resp);
+	curl_global_cleanup();
+	free(m);
+	return rc;
+}
+
+/* Renew the lease every 10 s; true if the manager says the job failed
+ * (*why says why). */
+bool hl_manager_renew(struct hl_manager *m, char *why, size_t whylen)
+{
+	char path[160], err[256];
+	json_t *resp = NULL;
+	bool failed = false;
+
+	if (!m || now_us() - m->last_renew_us < m->lease_us)
+		return false;
+	m->last_renew_us = now_us();
+	snprintf(path, sizeof(path), "/v1/jobs/%s/renew", m->job);
+	if (call(m, "POST", path, "{}", &resp, err, sizeof(err)) == 200) {
+		const char *st = json_string_value(json_object_get(resp, "state"));
+		if (st && !strcmp(st, "failed")) {
+			snprintf(why, whylen, "%s", json_string_value(json_object_get(resp, "reason")) ?: "?");
+			failed = true;
+		}
+	} else {
+		HL_WARN("rank %d: lease renewal: %s", m->rank, err);
+	}
+	json_decref(resp);
+	return failed;
+}
+
+void hl_manager_leave(struct hl_manager *m)
+{
+	char path[160], err[256];
+	json_t *resp = NULL;
+
+	if (!m)
+		return;
+	snprintf(path, sizeof(path), "/v1/jobs/%s/ranks/%d/leave", m->job, m->rank);
+	if (call(m, "POST", path, "{}", &resp, err, sizeof(err)) != 200)
+		HL_DEBUG("rank %d: leaving: %s", m->rank, err);
+	json_decref(resp);
+	curl_global_cleanup();
+	free(m);
+}

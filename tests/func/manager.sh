@@ -1,0 +1,204 @@
+#!/usr/bin/env bash
+# inca-manager on a two-level fabric (2 leaves, a spine, 4 hosts): switches
+# register and take their groups from it, jobs get trees, every dtype/op
+# exact through libinca in manager mode, with 1% loss, two tenants at once,
+# quotas and tokens enforced, a leaf killed mid-job (ranks fall back, the
+# failure is listed), the manager restarted mid-job (groups survive).
+# Usage: manager.sh BUILD_DIR
+BUILD=$(cd "${1:?usage: manager.sh BUILD_DIR}" && pwd)
+source "$(dirname "$0")/lib.sh"
+need_root
+
+FAB="$SRC/deploy/fabric"
+export INCA_FABRIC=incamgr
+MGR="$BUILD/control/inca-manager"
+CTL="$BUILD/control/incactl"
+CHECK="$BUILD/host-lib/inca-check"
+PORT=18473
+WORK=$(mktemp -d /tmp/inca-mgr.XXXXXX)
+MGR_PID=
+cleanup() {
+	[ -n "$MGR_PID" ] && kill "$MGR_PID" 2>/dev/null && wait "$MGR_PID" 2>/dev/null
+	"$FAB" down
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+head -c 24 /dev/urandom | base64 | tr -d '/+=' > "$WORK/admin.token"
+TOKEN_A=tenant-a-$(head -c 12 /dev/urandom | base64 | tr -d '/+=')
+TOKEN_B=tenant-b-$(head -c 12 /dev/urandom | base64 | tr -d '/+=')
+cat > "$WORK/topo.json" <<JSON
+{
+  "switches": [
+    { "name": "spine", "role": "spine", "ip": "10.0.0.250", "max_slots": 4096 },
+    { "name": "leaf1", "role": "leaf", "ip": "10.0.0.251", "max_slots": 4096 },
+    { "name": "leaf2", "role": "leaf", "ip": "10.0.0.252", "max_slots": 4096 }
+  ],
+  "hosts": [
+    { "name": "h1", "ip": "10.0.0.1", "leaf": "leaf1" }, { "name": "h2", "ip": "10.0.0.2", "leaf": "leaf1" },
+    { "name": "h3", "ip": "10.0.0.3", "leaf": "leaf2" }, { "name": "h4", "ip": "10.0.0.4", "leaf": "leaf2" }
+  ],
+  "links": [ { "leaf": "leaf1", "spine": "spine" }, { "leaf": "leaf2", "spine": "spine" } ],
+  "tenants": [
+    { "name": "a", "token": "$TOKEN_A", "max_slots_per_switch": 64 },
+    { "name": "b", "token": "$TOKEN_B", "max_slots_per_switch": 16 }
+  ]
+}
+JSON
+
+start_manager() {
+	"$MGR" --topology "$WORK/topo.json" --token-file "$WORK/admin.token" --db "$WORK/state.db" \
+		--listen 0.0.0.0:$PORT --dead-after-ms 1000 >> "$WORK/manager.log" 2>&1 &
+	MGR_PID=$!
+	for _ in $(seq 50); do
+		curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null 2>&1 && return 0
+		sleep 0.1
+	done
+	cat "$WORK/manager.log"
+	return 1
+}
+ctl() { "$CTL" --manager "http://127.0.0.1:$PORT" --token-file "$WORK/admin.token" "$@"; }
+
+check "the topology validates" "$MGR" --check --topology "$WORK/topo.json"
+# a bad topology names the field
+sed 's/"leaf": "leaf2" }, { "name": "h4"/"leaf": "spine" }, { "name": "h4"/' "$WORK/topo.json" > "$WORK/bad.json"
+msg=$("$MGR" --check --topology "$WORK/bad.json" 2>&1)
+check "a bad topology is refused with the field named ($msg)" \
+	bash -c "echo '$msg' | grep -q 'hosts\[2\].leaf: expected the name of a leaf switch'"
+
+start_manager || { not_ok "manager start"; finish; exit 1; }
+"$FAB" up --hosts 4 --leaves 2 --switch "$BUILD/dataplane/inca-switch" \
+	--manager "http://127.0.0.1:$PORT" --token-file "$WORK/admin.token" --heartbeat-ms 100 \
+	>/dev/null || { not_ok "fabric up"; finish; exit 1; }
+sleep 0.5
+up=$(ctl --json switches | /usr/bin/python3 -c 'import json,sys; print(" ".join(s["name"]+"="+s["state"] for s in json.load(sys.stdin)))')
+expect_eq "the three switches registered" "$up" "spine=up leaf1=up leaf2=up"
+
+# job JOB TOKEN RANKHOSTS ARGS...: libinca ranks in manager mode on the given
+# hosts (rank order), inca-check ARGS; output in $WORK/JOB.rR
+job() {
+	local id=$1 token=$2 hosts=$3 n r=0 h pids=() rc=0
+	shift 3
+	n=$(echo "$hosts" | wc -w)
+	for h in $hosts; do
+		timeout 300 "$FAB" exec "$h" env INCA_MANAGER="http://192.168.77.254:$PORT" \
+			INCA_MANAGER_TOKEN="$token" INCA_JOB="$id" INCA_RANK=$r INCA_SIZE="$n" \
+			INCA_LOCAL_IP="10.0.0.$h" INCA_RING_IP="192.168.77.$h" INCA_TRANSPORT=udp INCA_LOG=warn "${JOB_ENV[@]}" \
+			"$CHECK" "$@" > "$WORK/$id.r$r" 2>&1 &
+		pids+=($!)
+		r=$((r + 1))
+	done
+	for r in "${pids[@]}"; do wait "$r" || rc=1; done
+	if [ $rc -ne 0 ]; then
+		for f in "$WORK/$id".r*; do sed "s|^|    $(basename "$f"): |" "$f" | tail -3; done
+	fi
+	return $rc
+}
+fallbacks() { grep -ho "[0-9]* fallbacks" "$WORK/$1".r* | awk '{s += $1} END {print s + 0}'; }
+JOB_ENV=()
+
+job j1 "$TOKEN_A" "1 2 3 4" -d all -o all -n 1,257,4097 & J1=$!
+# while it runs: its tree, and how long the manager took to set it up
+for _ in $(seq 300); do
+	[ "$(ctl --json job j1 2>/dev/null | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["state"])' 2>/dev/null)" = ready ] && break
+	sleep 0.02
+done
+tree=$(ctl tree j1)
+ms=$(ctl --json job j1 | /usr/bin/python3 -c 'import json,sys; print("%.1f" % json.load(sys.stdin).get("setup_ms", -1))' 2>/dev/null)
+check "job j1 over both leaves: every dtype and op, 1 to 4097 elements" wait $J1
+expect_eq "j1: ... all through the switches (fallbacks)" "$(fallbacks j1)" 0
+echo "$tree" | sed 's/^/    /'
+check "incactl draws j1's tree: spine over leaf1 and leaf2" \
+	bash -c "echo '$tree' | grep -q '^spine qpn' && echo '$tree' | grep -q '── leaf1 qpn .*fan-in 2' && echo '$tree' | grep -q '── leaf2 qpn .*fan-in 2'"
+echo "    group creation (last rank registered -> all switches programmed): $ms ms"
+check "j1 left: its groups are gone from the switches" \
+	bash -c "sleep 0.5; [ \"\$('$CTL' --manager http://127.0.0.1:$PORT --token-file '$WORK/admin.token' --json groups | /usr/bin/python3 -c 'import json,sys; print(sum(len(v) for v in json.load(sys.stdin).values()))')\" = 0 ]"
+
+# a single-leaf job is one group on that leaf
+check "job j2 on leaf2 only (hosts 3, 4): fp32/int32 sum" job j2 "$TOKEN_A" "3 4" -d fp32,int32 -o sum -n 1000
+expect_eq "j2: through the switch" "$(fallbacks j2)" 0
+
+# two tenants at once, sharing the spine
+job ja "$TOKEN_A" "1 3" -d fp32,bf16 -o sum,max -n 1,5000 -r 3 & A=$!
+job jb "$TOKEN_B" "2 4" -d int32,fp64 -o sum,min -n 1,5000 -r 3 & B=$!
+check "tenant a's job (hosts 1, 3) concurrently with ..." wait $A
+check "... tenant b's job (hosts 2, 4), both exact" wait $B
+expect_eq "ja and jb: through the switches" "$(( $(fallbacks ja) + $(fallbacks jb) ))" 0
+
+# quota: tenant b may use 16 slots per switch; a 32-slot window is refused
+JOB_ENV=(INCA_WINDOW=32 INCA_TIMEOUT_MS=5000)
+job jq "$TOKEN_B" "2 4" -d fp32 -o sum -n 10 >/dev/null 2>&1
+check "tenant b over its quota: refused with the reason" \
+	grep -q "quota: tenant b would use 32 of its 16 slots" "$WORK/jq.r0"
+JOB_ENV=()
+ctl delete jq >/dev/null 2>&1
+# tokens
+"$CTL" --manager "http://127.0.0.1:$PORT" switches >/dev/null 2>&1
+expect_eq "incactl without a token: exit 4" $? 4
+INCA_MANAGER_TOKEN=not-the-right-token-at-all "$CTL" --manager "http://127.0.0.1:$PORT" jobs >/dev/null 2>&1
+expect_eq "incactl with a wrong token: exit 4" $? 4
+"$CTL" --manager "http://127.0.0.1:1" --token-file "$WORK/admin.token" jobs >/dev/null 2>&1
+expect_eq "incactl, manager unreachable: exit 3" $? 3
+code=$(curl -s -o /dev/null -w '%{http_code}' -X POST "http://127.0.0.1:$PORT/v1/switches/leaf1/heartbeat" \
+	-H "Authorization: Bearer $TOKEN_A" -d '{"applied": 0}')
+expect_eq "a tenant token cannot act as a switch" "$code" 403
+code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/v1/jobs")
+expect_eq "the API refuses a request without a token" "$code" 401
+
+# 1% loss on every link of the fabric
+"$FAB" up --hosts 4 --leaves 2 --switch "$BUILD/dataplane/inca-switch" \
+	--manager "http://127.0.0.1:$PORT" --token-file "$WORK/admin.token" --heartbeat-ms 100 \
+	--impair "loss 1%" >/dev/null || { not_ok "fabric up impaired"; finish; exit 1; }
+sleep 0.5
+JOB_ENV=(INCA_SWITCH_TIMEOUT_MS=5000)
+check "job jl, 1% loss on every link: every dtype and op" \
+	job jl "$TOKEN_A" "1 2 3 4" -d all -o all -n 1,4097
+expect_eq "jl: through the switches (fallbacks)" "$(fallbacks jl)" 0
+JOB_ENV=()
+
+# a leaf killed mid-job: ranks fall back to the ring, results right
+"$FAB" up --hosts 4 --leaves 2 --switch "$BUILD/dataplane/inca-switch" \
+	--manager "http://127.0.0.1:$PORT" --token-file "$WORK/admin.token" --heartbeat-ms 100 \
+	>/dev/null || { not_ok "fabric up"; finish; exit 1; }
+sleep 0.5
+JOB_ENV=(INCA_SWITCH_TIMEOUT_MS=500 INCA_TIMEOUT_MS=120000)
+job jk "$TOKEN_A" "1 2 3 4" -d fp32,int64 -o sum -n 2000000 -r 10 & K=$!
+for _ in $(seq 200); do
+	[ "$(ctl --json jobs 2>/dev/null | grep -c '"ready"')" -ge 1 ] && break
+	sleep 0.05
+done
+sleep 1
+"$FAB" kill leaf1
+check "leaf1 killed mid-job: the job completes, results right" wait $K
+check "jk: the ranks fell back to the ring ($(fallbacks jk) calls)" test "$(fallbacks jk)" -ge 4
+sleep 1.5
+fail=$(ctl failures)
+echo "$fail" | sed 's/^/    /'
+check "incactl failures names leaf1 as down" bash -c "echo '$fail' | grep -q 'leaf1 .*switch down: no heartbeat'"
+check "incactl failures names jk as failed because of leaf1" \
+	bash -c "echo '$fail' | grep -q 'jk .*job failed: switch leaf1 of its tree is down'"
+st=$(ctl --json switches | /usr/bin/python3 -c 'import json,sys; print([s["state"] for s in json.load(sys.stdin) if s["name"]=="leaf1"][0])')
+expect_eq "incactl switches: leaf1 down" "$st" down
+ctl delete jk >/dev/null
+"$FAB" start leaf1
+JOB_ENV=()
+
+# the manager restarted mid-job: the groups survive
+sleep 0.5
+JOB_ENV=(INCA_SWITCH_TIMEOUT_MS=3000 INCA_TIMEOUT_MS=120000)
+job jr "$TOKEN_A" "1 2 3 4" -d fp32 -o sum -n 1000000 -r 40 & R=$!
+for _ in $(seq 200); do
+	[ "$(ctl --json jobs 2>/dev/null | grep -c '"ready"')" -ge 1 ] && break
+	sleep 0.05
+done
+g_before=$(ctl --json groups | /usr/bin/python3 -c 'import json,sys; d=json.load(sys.stdin); print(sorted((k, g["id"], g["qpn"]) for k, v in d.items() for g in v))')
+kill "$MGR_PID"; wait "$MGR_PID" 2>/dev/null
+sleep 0.5
+start_manager || not_ok "manager restart"
+g_after=$(ctl --json groups | /usr/bin/python3 -c 'import json,sys; d=json.load(sys.stdin); print(sorted((k, g["id"], g["qpn"]) for k, v in d.items() for g in v))')
+check "manager restarted mid-job: the job completes, results right" wait $R
+expect_eq "jr: through the switches, no fallback" "$(fallbacks jr)" 0
+expect_eq "the manager serves the same groups after its restart" "$g_after" "$g_before"
+check "jr's groups were on all three switches" test "$(echo "$g_before" | grep -o "'leaf\|'spine" | wc -l)" -eq 3
+check "Prometheus metrics are served" bash -c "ctl() { '$CTL' --manager http://127.0.0.1:$PORT --token-file '$WORK/admin.token' \"\$@\"; }; ctl metrics | grep -q '^inca_manager_switch_up{switch=\"leaf1\"} 1'"
+finish
