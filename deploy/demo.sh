@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The README's main command: installs what INCA needs, builds it, brings up a
-# lab testbed (inca-switch and 4 hosts on 1 Gbit/s links), runs the same
-# all-reduce job through the switch and as Open MPI's ring all-reduce (or
-# libinca's TCP ring without Open MPI), prints them side by side, and tears
-# everything down (also on Ctrl-C).
+# lab testbed (inca-manager, inca-switch and 4 hosts on 1 Gbit/s links), runs
+# an all-reduce job whose group the manager sets up on the switch, the same
+# job as Open MPI's ring all-reduce (or libinca's TCP ring without Open MPI),
+# prints them side by side, and tears everything down (also on Ctrl-C).
 #
 # Usage: deploy/demo.sh [--hosts N] [--rate R] [--max-size BYTES] [--no-install]
 set -euo pipefail
@@ -27,10 +27,16 @@ done
 
 export INCA_TESTBED=incademo
 WORK=$(mktemp -d /tmp/inca-demo.XXXXXX)
+PORT=18470
+MGR_PID=
 cleanup() {
 	trap - EXIT INT TERM
 	echo "==== tearing down"
 	"$here/deploy/testbed" down || true
+	if [ -n "$MGR_PID" ]; then
+		kill "$MGR_PID" 2>/dev/null || true
+		wait "$MGR_PID" 2>/dev/null || true
+	fi
 	rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -47,16 +53,38 @@ if [ -f build/build.ninja ]; then meson setup --reconfigure build >/dev/null
 else meson setup build >/dev/null; fi
 ninja -C build
 
-step "bringing up the testbed: inca-switch + $hosts hosts, links shaped to $rate"
 # shellcheck source=deploy/jobs.sh
 source "$here/deploy/jobs.sh"
-group_config "$hosts" "$WORK/switch.json"
-"$here/deploy/testbed" up --hosts "$hosts" --rate "$rate" --config "$WORK/switch.json"
-export INCA_TRANSPORT=udp
+step "starting inca-manager (topology: 1 switch, $hosts hosts, tenant demo)"
+manager_setup "$hosts" "$WORK" "$PORT"
+build/control/inca-manager --topology "$WORK/topology.json" --token-file "$WORK/admin.token" \
+	--db "$WORK/manager.db" --listen "0.0.0.0:$PORT" > "$WORK/manager.log" 2>&1 &
+MGR_PID=$!
+for _ in $(seq 50); do
+	grep -q "inca-manager: ready" "$WORK/manager.log" && break
+	sleep 0.1
+done
+grep "inca-manager: ready" "$WORK/manager.log" || { cat "$WORK/manager.log"; exit 1; }
+incactl() { build/control/incactl --manager "http://127.0.0.1:$PORT" --token-file "$WORK/admin.token" "$@"; }
+
+step "bringing up the testbed: inca-switch + $hosts hosts, links shaped to $rate"
+printf '{ "switch": { "ip": "10.0.0.254", "idle_sleep_us": 20 } }\n' > "$WORK/switch.json"
+"$here/deploy/testbed" up --hosts "$hosts" --rate "$rate" --config "$WORK/switch.json" --mgmt \
+	--manager "http://127.0.0.1:$PORT" --name switch1 --token-file "$WORK/admin.token"
+sleep 0.5
+incactl switches
+export INCA_TRANSPORT=udp INCA_JOB=demo-$$
 SIZES=(-b 8 -e "$maxsize" -f 8 -n 5 -w 1)
 
-step "all-reduce through the switch (in-network), 8 B .. $maxsize, float sum"
-inca_job "$hosts" "$WORK/switch.txt" "${SIZES[@]}"
+step "all-reduce through the switch (in-network), 8 B .. $maxsize, float sum; the manager sets up the group"
+inca_job "$hosts" "$WORK/switch.txt" "${SIZES[@]}" &
+job=$!
+for _ in $(seq 300); do
+	incactl --json job "$INCA_JOB" 2>/dev/null | grep -q '"state": "ready"' && break
+	sleep 0.1
+done
+incactl tree "$INCA_JOB" || true
+wait $job
 cat "$WORK/switch.txt"
 if command -v mpirun >/dev/null && [ -x build/tests/bench/mpi-allreduce-perf ]; then
 	step "the same job as Open MPI's ring all-reduce (MPI_Allreduce over TCP, ring algorithm)"
@@ -64,7 +92,7 @@ if command -v mpirun >/dev/null && [ -x build/tests/bench/mpi-allreduce-perf ]; 
 	ring_name="Open MPI ring"
 else
 	step "the same job as a host ring all-reduce over TCP (libinca's fallback path)"
-	inca_job "$hosts" "$WORK/ring.txt" "${SIZES[@]}" -F
+	INCA_JOB=demo-ring-$$ inca_job "$hosts" "$WORK/ring.txt" "${SIZES[@]}" -F
 	ring_name="TCP ring"
 fi
 cat "$WORK/ring.txt"
@@ -84,8 +112,12 @@ awk 'FNR == 1 { f++ }
 cat <<EOF
 
 Where to look next:
+  the manager       build/control/incactl switches | jobs | tree JOB | failures
+                    (inca-manager --help; docs/manager.md)
   switch counters   echo /inca/info | dpdk-telemetry.py -f $INCA_TESTBED-tb   (while it runs)
+  lossless fabric   echo /inca/qos,0 | dpdk-telemetry.py -f $INCA_TESTBED-tb
   the testbed       deploy/testbed up --hosts 4; deploy/testbed exec 1 ping 10.0.0.254
   the figures       build/tests/bench/inca-bench-agg, build/tests/bench/inca-bench-switch
-  the docs          docs/protocol.md, docs/switch.md, docs/hostlib.md
+  a two-level lab   deploy/fabric up --hosts 4 --leaves 2 ...; tests/func/manager.sh
+  the docs          docs/protocol.md, docs/switch.md, docs/hostlib.md, docs/manager.md
 EOF

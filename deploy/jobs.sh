@@ -19,13 +19,35 @@ JSON
 		INCA_WINDOW=64 INCA_MEMBERS="$members" INCA_SIZE="$n"
 }
 
+# manager_setup N DIR PORT: a topology (one switch "switch1" at 10.0.0.254
+# holding hosts 1..N, tenant "demo"), an admin token and a tenant token in
+# DIR; exports the libinca environment for manager mode (INCA_MANAGER, ...)
+# and unsets the static group variables
+manager_setup() {
+	local n=$1 dir=$2 port=$3 i hosts=""
+	head -c 24 /dev/urandom | base64 | tr -d '/+=' > "$dir/admin.token"
+	head -c 24 /dev/urandom | base64 | tr -d '/+=' > "$dir/demo.token"
+	for i in $(seq "$n"); do
+		hosts+="${hosts:+, }{ \"name\": \"h$i\", \"ip\": \"10.0.0.$i\", \"leaf\": \"switch1\" }"
+	done
+	cat > "$dir/topology.json" <<JSON
+{ "switches": [ { "name": "switch1", "role": "leaf", "ip": "10.0.0.254" } ],
+  "hosts": [ $hosts ],
+  "tenants": [ { "name": "demo", "token": "$(cat "$dir/demo.token")" } ] }
+JSON
+	unset INCA_SWITCH INCA_GROUP INCA_GROUP_QPN INCA_QKEY INCA_MEMBERS
+	export INCA_MANAGER="http://192.168.77.254:$port" INCA_MANAGER_TOKEN_FILE="$dir/demo.token" \
+		INCA_WINDOW=64 INCA_SIZE="$n"
+}
+
 # inca_job N OUT ARGS...: inca-allreduce-perf ARGS on hosts 1..N (transport
 # from INCA_TRANSPORT); rank 0's table in OUT; every rank must succeed
 inca_job() {
 	local n=$1 out=$2 pids=() r rc=0
 	shift 2
 	for r in $(seq 0 $((n - 1))); do
-		INCA_RANK=$r timeout 900 "$here/deploy/testbed" exec $((r + 1)) \
+		INCA_RANK=$r INCA_LOCAL_IP=10.0.0.$((r + 1)) INCA_RING_IP=192.168.77.$((r + 1)) \
+			timeout 900 "$here/deploy/testbed" exec $((r + 1)) \
 			"$here/build/host-lib/inca-allreduce-perf" "$@" > "$WORK/rank$r.log" 2>&1 &
 		pids+=($!)
 	done
