@@ -14,9 +14,8 @@ PKGS=(
 	libbpf-dev libxdp-dev bpftool
 	# control plane
 	libjansson-dev libmicrohttpd-dev libcurl4-openssl-dev libsqlite3-dev
-	libyaml-dev libcyaml-dev
 	# tests and tools
-	libcmocka-dev python3-scapy tshark iproute2 ethtool iputils-ping
+	libcmocka-dev python3-scapy tshark iproute2 ethtool iputils-ping curl
 	# baselines and Soft-RoCE VMs
 	openmpi-bin libopenmpi-dev
 	qemu-system-x86 busybox-static cpio
