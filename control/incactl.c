@@ -15,6 +15,8 @@
 #include <curl/curl.h>
 #include <jansson.h>
 
+#include "inca_http.h"
+
 enum { EX_OK = 0, EX_REFUSED = 1, EX_USAGE = 2, EX_UNREACHABLE = 3, EX_AUTH = 4 };
 
 static const char *url = "http://127.0.0.1:8473";
@@ -43,57 +45,6 @@ static void usage(FILE *out)
 		"\n"
 		"Exit status: 0 ok, 1 refused by the manager, 2 usage, 3 manager unreachable,\n"
 		"4 token missing or refused.\n");
-}
-
-struct buf {
-	char *p;
-	size_t n;
-};
-
-static size_t collect(char *d, size_t sz, size_t nm, void *u)
-{
-	struct buf *b = u;
-	char *p = realloc(b->p, b->n + sz * nm + 1);
-
-	if (!p)
-		return 0;
-	memcpy(p + b->n, d, sz * nm);
-	b->p = p;
-	b->n += sz * nm;
-	p[b->n] = 0;
-	return sz * nm;
-}
-
-/* method path -> status; *out: the body */
-static int call(const char *method, const char *path, char **out)
-{
-	CURL *c = curl_easy_init();
-	struct curl_slist *h = NULL;
-	struct buf b = { 0 };
-	char full[1024], auth[300];
-	long status = 0;
-	CURLcode rc;
-
-	snprintf(full, sizeof(full), "%s%s", url, path);
-	snprintf(auth, sizeof(auth), "Authorization: Bearer %s", token);
-	if (token[0])
-		h = curl_slist_append(h, auth);
-	curl_easy_setopt(c, CURLOPT_URL, full);
-	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 5000L);
-	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 2000L);
-	rc = curl_easy_perform(c);
-	if (rc == CURLE_OK)
-		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-	else
-		fprintf(stderr, "incactl: %s: %s\n", full, curl_easy_strerror(rc));
-	curl_slist_free_all(h);
-	curl_easy_cleanup(c);
-	*out = b.p;
-	return rc == CURLE_OK ? (int)status : -1;
 }
 
 static const char *str(json_t *o, const char *k)
@@ -248,17 +199,11 @@ int main(int argc, char **argv)
 	if (optind + 1 < argc)
 		arg = argv[optind + 1];
 	if (token_file) {
-		FILE *f = fopen(token_file, "r");
-		size_t n;
-		if (!f) {
-			fprintf(stderr, "incactl: %s: %s\n", token_file, strerror(errno));
-			return EX_USAGE;
+		char err[300];
+		if (inca_read_token_file(token_file, token, sizeof(token), err, sizeof(err))) {
+			fprintf(stderr, "incactl: %s\n", err);
+			return EX_AUTH;
 		}
-		n = fread(token, 1, sizeof(token) - 1, f);
-		fclose(f);
-		token[n] = 0;
-		while (n && (token[n - 1] == '\n' || token[n - 1] == ' '))
-			token[--n] = 0;
 	} else if (getenv("INCA_MANAGER_TOKEN")) {
 		snprintf(token, sizeof(token), "%s", getenv("INCA_MANAGER_TOKEN"));
 	}
@@ -284,22 +229,24 @@ int main(int argc, char **argv)
 		fprintf(stderr, "incactl: %s needs a %s\n", cmd, !strcmp(cmd, "counters") ? "SWITCH" : "job ID");
 		return EX_USAGE;
 	}
+	char full[1024], err[1024];
+	snprintf(full, sizeof(full), "%s%s", url, path);
 	curl_global_init(CURL_GLOBAL_DEFAULT);
-	status = call(method, path, &body);
+	status = inca_http(method, full, token, NULL, 5000, &j, &body, err, sizeof(err));
 	curl_global_cleanup();
 	if (status < 0) {
+		fprintf(stderr, "incactl: %s\n", err);
 		free(body);
 		return EX_UNREACHABLE;
 	}
 	if (!strcmp(cmd, "metrics") && status == 200) {
 		fputs(body ? body : "", stdout);
+		json_decref(j);
 		free(body);
 		return EX_OK;
 	}
-	j = body ? json_loads(body, 0, NULL) : NULL;
 	if (status >= 400) {
-		fprintf(stderr, "incactl: %s %s: %d: %s\n", method, path, status,
-			j ? str(j, "error") : (body ? body : ""));
+		fprintf(stderr, "incactl: %s\n", err);
 		ret = status == 401 || status == 403 ? EX_AUTH : EX_REFUSED;
 		goto out;
 	}

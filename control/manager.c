@@ -17,6 +17,7 @@
 
 #include <microhttpd.h>
 
+#include "inca_http.h"
 #include "mgr.h"
 
 #define MAX_BODY (1 << 20)
@@ -43,27 +44,6 @@ static void usage(FILE *out)
 		"  -w, --window W          slots per group unless the job asks (default 16)\n"
 		"  -c, --check             validate the topology and exit\n"
 		"  -h, --help              this text\n");
-}
-
-static int read_token_file(const char *path, char *out, size_t len, char *err, size_t errlen)
-{
-	FILE *f = fopen(path, "r");
-	size_t n;
-
-	if (!f) {
-		snprintf(err, errlen, "%s: %s", path, strerror(errno));
-		return -1;
-	}
-	n = fread(out, 1, len - 1, f);
-	fclose(f);
-	out[n] = 0;
-	while (n && (out[n - 1] == '\n' || out[n - 1] == '\r' || out[n - 1] == ' '))
-		out[--n] = 0;
-	if (n < 16) {
-		snprintf(err, errlen, "%s: expected a token of 16..127 characters", path);
-		return -1;
-	}
-	return 0;
 }
 
 struct conn {
@@ -210,7 +190,7 @@ int main(int argc, char **argv)
 		mgr_topo_free(&t);
 		return 0;
 	}
-	if (read_token_file(token_file, token, sizeof(token), err, sizeof(err))) {
+	if (inca_read_token_file(token_file, token, sizeof(token), err, sizeof(err))) {
 		fprintf(stderr, "inca-manager: --token-file %s\n", err);
 		return 2;
 	}

@@ -372,10 +372,11 @@ static json_t *switch_groups(struct mgr *m, int s)
 	for (struct mgr_job *j = m->jobs; j; j = j->next)
 		for (int g = 0; g < j->ngroups; g++) {
 			const struct mgr_group *gr = &j->groups[g];
-			json_t *mem = json_array(), *o;
+			json_t *mem, *o;
 
 			if (gr->sw != s)
 				continue;
+			mem = json_array();
 			if (g == 0 && j->tree.nleaves > 0) {
 				for (int i = 0; i < j->tree.nleaves; i++)
 					json_array_append_new(mem, json_pack("{s:o, s:i, s:i}",

@@ -16,37 +16,19 @@
 #include <jansson.h>
 #include <rte_cycles.h>
 
+#include "inca_http.h"
+
 #include "dp_priv.h"
 
 struct dp_agent {
 	char url[512];
 	char name[64];
-	char auth[300];
-	CURL *curl;
+	char token[256];
 	uint32_t applied;
 	char error[256];
 	uint64_t ok, failed;
 	bool registered, complained;
 };
-
-struct buf {
-	char *p;
-	size_t n;
-};
-
-static size_t collect(char *d, size_t sz, size_t nm, void *u)
-{
-	struct buf *b = u;
-	char *p = realloc(b->p, b->n + sz * nm + 1);
-
-	if (!p)
-		return 0;
-	memcpy(p + b->n, d, sz * nm);
-	b->p = p;
-	b->n += sz * nm;
-	p[b->n] = 0;
-	return sz * nm;
-}
 
 struct dp_agent *dp_agent_create(const char *manager, const char *name, const char *token)
 {
@@ -57,12 +39,7 @@ struct dp_agent *dp_agent_create(const char *manager, const char *name, const ch
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	snprintf(a->url, sizeof(a->url), "%s/v1/switches/%s/heartbeat", manager, name);
 	snprintf(a->name, sizeof(a->name), "%s", name);
-	snprintf(a->auth, sizeof(a->auth), "Authorization: Bearer %s", token);
-	a->curl = curl_easy_init();
-	if (!a->curl) {
-		free(a);
-		return NULL;
-	}
+	snprintf(a->token, sizeof(a->token), "%s", token);
 	return a;
 }
 
@@ -70,7 +47,6 @@ void dp_agent_destroy(struct dp_agent *a)
 {
 	if (!a)
 		return;
-	curl_easy_cleanup(a->curl);
 	curl_global_cleanup();
 	free(a);
 }
@@ -157,13 +133,10 @@ static int reconcile(struct dp_switch *sw, struct dp_agent *a, json_t *groups)
 
 void dp_agent_heartbeat(struct dp_switch *sw, struct dp_agent *a)
 {
-	struct curl_slist *h = NULL;
-	struct buf b = { 0 };
-	char ip[16];
-	long status = 0;
+	char ip[16], err[512];
 	json_t *req, *resp = NULL;
 	char *body;
-	CURLcode rc;
+	int status;
 	uint32_t v = sw->cfg->switch_ip;
 
 	snprintf(ip, sizeof(ip), "%u.%u.%u.%u", v >> 24, (v >> 16) & 255, (v >> 8) & 255, v & 255);
@@ -172,34 +145,16 @@ void dp_agent_heartbeat(struct dp_switch *sw, struct dp_agent *a)
 			counters(sw));
 	body = json_dumps(req, JSON_COMPACT);
 	json_decref(req);
-	h = curl_slist_append(h, a->auth);
-	h = curl_slist_append(h, "Content-Type: application/json");
-	curl_easy_setopt(a->curl, CURLOPT_URL, a->url);
-	curl_easy_setopt(a->curl, CURLOPT_POSTFIELDS, body);
-	curl_easy_setopt(a->curl, CURLOPT_HTTPHEADER, h);
-	curl_easy_setopt(a->curl, CURLOPT_WRITEFUNCTION, collect);
-	curl_easy_setopt(a->curl, CURLOPT_WRITEDATA, &b);
-	curl_easy_setopt(a->curl, CURLOPT_TIMEOUT_MS, 1000L);
-	curl_easy_setopt(a->curl, CURLOPT_CONNECTTIMEOUT_MS, 500L);
-	curl_easy_setopt(a->curl, CURLOPT_NOSIGNAL, 1L);
-	rc = curl_easy_perform(a->curl);
-	if (rc == CURLE_OK)
-		curl_easy_getinfo(a->curl, CURLINFO_RESPONSE_CODE, &status);
-	curl_slist_free_all(h);
+	status = inca_http("POST", a->url, a->token, body, 1000, &resp, NULL, err, sizeof(err));
 	free(body);
-	if (rc != CURLE_OK || status != 200) {
+	if (status != 200) {
 		a->failed++;
 		if (!a->complained) {
-			json_t *e = b.p ? json_loads(b.p, 0, NULL) : NULL;
-			DP_LOG(WARNING, "agent: manager %s: %s%s; keeping the %u groups the "
-			       "switch has\n", a->url,
-			       rc != CURLE_OK ? curl_easy_strerror(rc) : "refused: ",
-			       rc != CURLE_OK ? "" : (json_string_value(json_object_get(e, "error")) ?: "?"),
-			       sw->ngroups);
-			json_decref(e);
+			DP_LOG(WARNING, "agent: manager: %s; keeping the %u groups the switch has\n",
+			       err, sw->ngroups);
 			a->complained = true;
 		}
-		free(b.p);
+		json_decref(resp);
 		return;
 	}
 	a->ok++;
@@ -208,8 +163,6 @@ void dp_agent_heartbeat(struct dp_switch *sw, struct dp_agent *a)
 		       a->registered ? "back in touch" : "registered", a->name);
 	a->complained = false;
 	a->registered = true;
-	resp = json_loads(b.p, 0, NULL);
-	free(b.p);
 	json_t *ver = json_object_get(resp, "version");
 	if (!json_is_integer(ver) || !json_is_array(json_object_get(resp, "groups"))) {
 		DP_LOG(ERR, "agent: the manager's answer has no version and groups\n");

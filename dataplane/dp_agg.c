@@ -181,6 +181,22 @@ void dp_groups_free(struct dp_switch *sw)
 	sw->rcu = NULL;
 }
 
+/* A frame the switch built in m (len from the encoder, negative on
+ * failure): classified by its DSCP and queued on port. */
+static void send_built(struct dp_switch *sw, struct dp_worker *w, struct rte_mbuf *m,
+		       int len, uint8_t dscp, uint16_t port)
+{
+	if (unlikely(len < 0)) {
+		rte_pktmbuf_free(m);
+		w->drops[DP_DROP_NO_MBUF]++;
+		return;
+	}
+	m->data_len = (uint16_t)len;
+	m->pkt_len = (uint32_t)len;
+	dp_classify_local(sw, m, dscp);
+	dp_tx(sw, w, port, m);
+}
+
 static void send_result(struct dp_switch *sw, struct dp_worker *w,
 			struct dp_group *g, uint16_t member,
 			const struct agg_result *res)
@@ -211,16 +227,8 @@ static void send_result(struct dp_switch *sw, struct dp_worker *w,
 	len = agg_result_encode(g->agg, member, res, &l2,
 				g->member_mac[member].addr_bytes,
 				rte_pktmbuf_mtod(m, void *), rte_pktmbuf_tailroom(m));
-	if (unlikely(len < 0)) {
-		rte_pktmbuf_free(m);
-		w->drops[DP_DROP_NO_MBUF]++;
-		return;
-	}
-	m->data_len = (uint16_t)len;
-	m->pkt_len = (uint32_t)len;
-	dp_classify_local(sw, m, sw->cfg->result_dscp);
-	g->results_sent++;
-	dp_tx(sw, w, port, m);
+	g->results_sent += len >= 0;
+	send_built(sw, w, m, len, sw->cfg->result_dscp, port);
 }
 
 /* In a tree: the set completed here, its partial goes to the parent as
@@ -266,16 +274,8 @@ static void send_up(struct dp_switch *sw, struct dp_worker *w, struct dp_group *
 	memcpy(spec.src_mac, sw->port_mac[port].addr_bytes, 6);
 	len = agg_encode(rte_pktmbuf_mtod(m, void *), rte_pktmbuf_tailroom(m), &spec,
 			 res->payload);
-	if (unlikely(len < 0)) {
-		rte_pktmbuf_free(m);
-		w->drops[DP_DROP_NO_MBUF]++;
-		return;
-	}
-	m->data_len = (uint16_t)len;
-	m->pkt_len = (uint32_t)len;
-	dp_classify_local(sw, m, sw->cfg->result_dscp);
-	g->up_sent++;
-	dp_tx(sw, w, (uint16_t)port, m);
+	g->up_sent += len >= 0;
+	send_built(sw, w, m, len, sw->cfg->result_dscp, (uint16_t)port);
 }
 
 /* The contribution came CE-marked: the switch is its notification point
@@ -310,18 +310,12 @@ static void send_cnp(struct dp_switch *sw, struct dp_worker *w, struct dp_group 
 	memcpy(spec.dst_mac, pkt->src_mac, 6);
 	memcpy(spec.src_mac, sw->port_mac[in].addr_bytes, 6);
 	len = agg_encode_cnp(rte_pktmbuf_mtod(m, void *), rte_pktmbuf_tailroom(m), &spec);
-	if (unlikely(len < 0)) {
-		rte_pktmbuf_free(m);
-		w->drops[DP_DROP_NO_MBUF]++;
-		return;
+	if (len >= 0) {
+		g->member_cnp_tsc[member] = now;
+		g->cnp_sent++;
+		w->cnp_sent++;
 	}
-	m->data_len = (uint16_t)len;
-	m->pkt_len = (uint32_t)len;
-	dp_classify_local(sw, m, q->cnp_dscp);
-	g->member_cnp_tsc[member] = now;
-	g->cnp_sent++;
-	w->cnp_sent++;
-	dp_tx(sw, w, in, m);
+	send_built(sw, w, m, len, q->cnp_dscp, in);
 }
 
 void dp_agg_input(struct dp_switch *sw, struct dp_worker *w,

@@ -19,6 +19,7 @@
 #include <rte_malloc.h>
 
 #include "dp_priv.h"
+#include "inca_http.h"
 
 static void usage(FILE *out, const char *prog)
 {
@@ -262,17 +263,11 @@ int main(int argc, char **argv)
 
 	if (o.manager) {
 		char token[256] = "";
+		char terr[300];
 		if (o.token_file) {
-			FILE *f = fopen(o.token_file, "r");
-			size_t n = f ? fread(token, 1, sizeof(token) - 1, f) : 0;
-			if (f)
-				fclose(f);
-			token[n] = 0;
-			while (n && (token[n - 1] == '\n' || token[n - 1] == ' '))
-				token[--n] = 0;
-			if (!f || n < 16) {
-				fprintf(stderr, "inca-switch: --token-file %s: expected a token of "
-					"16..127 characters\n", o.token_file);
+			if (inca_read_token_file(o.token_file, token, sizeof(token), terr,
+						 sizeof(terr))) {
+				fprintf(stderr, "inca-switch: --token-file %s\n", terr);
 				goto err_groups;
 			}
 		} else if (getenv("INCA_MANAGER_TOKEN")) {

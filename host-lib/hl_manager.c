@@ -18,81 +18,28 @@
 #include <curl/curl.h>
 #include <jansson.h>
 
+#include "inca_http.h"
+
 #include "hl_priv.h"
 
 struct hl_manager {
 	char url[512];
 	char job[64];
-	char auth[300];
+	char token[256];
 	int rank;
 	double last_renew_us;
 	double lease_us;
 };
 
-struct buf {
-	char *p;
-	size_t n;
-};
-
-static size_t collect(char *d, size_t sz, size_t nm, void *u)
-{
-	struct buf *b = u;
-	char *p = realloc(b->p, b->n + sz * nm + 1);
-
-	if (!p)
-		return 0;
-	memcpy(p + b->n, d, sz * nm);
-	b->p = p;
-	b->n += sz * nm;
-	p[b->n] = 0;
-	return sz * nm;
-}
-
-/* One request; returns the HTTP status (-1: unreachable) and the parsed
- * body in *out (NULL if none or not JSON). */
+/* One request to the manager: the HTTP status (-1: unreachable), the
+ * answer in *out. */
 static int call(struct hl_manager *m, const char *method, const char *path,
 		const char *body, json_t **out, char *err, size_t errlen)
 {
-	CURL *c = curl_easy_init();
-	struct curl_slist *h = NULL;
-	struct buf b = { 0 };
 	char full[700];
-	long status = 0;
-	CURLcode rc;
 
-	*out = NULL;
-	if (!c) {
-		snprintf(err, errlen, "libcurl: cannot start");
-		return -1;
-	}
 	snprintf(full, sizeof(full), "%s%s", m->url, path);
-	h = curl_slist_append(h, m->auth);
-	h = curl_slist_append(h, "Content-Type: application/json");
-	curl_easy_setopt(c, CURLOPT_URL, full);
-	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
-	if (body)
-		curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 3000L);
-	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 1000L);
-	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-	rc = curl_easy_perform(c);
-	if (rc == CURLE_OK)
-		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-	else
-		snprintf(err, errlen, "manager %s: %s", full, curl_easy_strerror(rc));
-	curl_slist_free_all(h);
-	curl_easy_cleanup(c);
-	if (b.p)
-		*out = json_loads(b.p, 0, NULL);
-	if (rc == CURLE_OK && status >= 400)
-		snprintf(err, errlen, "manager: %s %s: %ld: %s", method, path, status,
-			 json_string_value(json_object_get(*out, "error")) ?:
-			 (b.p ? b.p : ""));
-	free(b.p);
-	return rc == CURLE_OK ? (int)status : -1;
+	return inca_http(method, full, m->token, body, 3000, out, NULL, err, errlen);
 }
 
 static double now_us(void)
@@ -139,6 +86,7 @@ int hl_manager_join(const struct inca_comm_attr *attr, const char *transport,
 	struct hl_manager *m = calloc(1, sizeof(*m));
 	const char *token = getenv("INCA_MANAGER_TOKEN"), *s;
 	char ip[16], tokbuf[256], path[160], *body;
+	char terr[300];
 	unsigned qpn = 17, timeout_ms = attr->timeout_ms ? attr->timeout_ms : 30000;
 	json_t *req, *resp = NULL;
 	int status, rc = INCA_ERR_MANAGER;
@@ -161,13 +109,11 @@ int hl_manager_join(const struct inca_comm_attr *attr, const char *transport,
 		return INCA_ERR_CONFIG;
 	}
 	if ((s = getenv("INCA_MANAGER_TOKEN_FILE"))) {
-		FILE *f = fopen(s, "r");
-		size_t n = f ? fread(tokbuf, 1, sizeof(tokbuf) - 1, f) : 0;
-		if (f)
-			fclose(f);
-		tokbuf[n] = 0;
-		while (n && (tokbuf[n - 1] == '\n' || tokbuf[n - 1] == ' '))
-			tokbuf[--n] = 0;
+		if (inca_read_token_file(s, tokbuf, sizeof(tokbuf), terr, sizeof(terr))) {
+			snprintf(err, errlen, "INCA_MANAGER_TOKEN_FILE=%s", terr);
+			free(m);
+			return INCA_ERR_CONFIG;
+		}
 		token = tokbuf;
 	}
 	if (!token || !*token) {
@@ -184,7 +130,7 @@ int hl_manager_join(const struct inca_comm_attr *attr, const char *transport,
 		qpn = (unsigned)strtoul(s, NULL, 0);
 	snprintf(m->url, sizeof(m->url), "%s", attr->manager_url);
 	snprintf(m->job, sizeof(m->job), "%s", attr->job);
-	snprintf(m->auth, sizeof(m->auth), "Authorization: Bearer %s", token);
+	snprintf(m->token, sizeof(m->token), "%s", token);
 	m->rank = attr->rank;
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 

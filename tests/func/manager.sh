@@ -20,7 +20,7 @@ MGR_PID=
 cleanup() {
 	[ -n "$MGR_PID" ] && kill "$MGR_PID" 2>/dev/null && wait "$MGR_PID" 2>/dev/null
 	"$FAB" down
-	rm -rf "$WORK"
+	if [ -n "${KEEP:-}" ]; then echo "kept $WORK"; else rm -rf "$WORK"; fi
 }
 trap cleanup EXIT
 
@@ -94,7 +94,24 @@ job() {
 	fi
 	return $rc
 }
-fallbacks() { grep -ho "[0-9]* fallbacks" "$WORK/$1".r* | awk '{s += $1} END {print s + 0}'; }
+fallbacks() {
+	local n
+	n=$(grep -ho "[0-9]* fallbacks" "$WORK/$1".r* | awk '{s += $1} END {print s + 0}')
+	# say why when it happened
+	[ "$n" = 0 ] || grep -h "warning\|error" "$WORK/$1".r* | head -4 | sed 's/^/    why: /' >&2
+	echo "$n"
+}
+# wait_up: every switch heartbeats and has applied its groups
+wait_up() {
+	for _ in $(seq 100); do
+		ctl --json switches 2>/dev/null | /usr/bin/python3 -c '
+import json, sys
+s = json.load(sys.stdin)
+sys.exit(0 if all(x["state"] == "up" and x["applied"] == x["version"] for x in s) else 1)' && return 0
+		sleep 0.1
+	done
+	return 1
+}
 JOB_ENV=()
 
 job j1 "$TOKEN_A" "1 2 3 4" -d all -o all -n 1,257,4097 & J1=$!
@@ -149,7 +166,7 @@ expect_eq "the API refuses a request without a token" "$code" 401
 "$FAB" up --hosts 4 --leaves 2 --switch "$BUILD/dataplane/inca-switch" \
 	--manager "http://127.0.0.1:$PORT" --token-file "$WORK/admin.token" --heartbeat-ms 100 \
 	--impair "loss 1%" >/dev/null || { not_ok "fabric up impaired"; finish; exit 1; }
-sleep 0.5
+wait_up
 JOB_ENV=(INCA_SWITCH_TIMEOUT_MS=5000)
 check "job jl, 1% loss on every link: every dtype and op" \
 	job jl "$TOKEN_A" "1 2 3 4" -d all -o all -n 1,4097
@@ -160,7 +177,7 @@ JOB_ENV=()
 "$FAB" up --hosts 4 --leaves 2 --switch "$BUILD/dataplane/inca-switch" \
 	--manager "http://127.0.0.1:$PORT" --token-file "$WORK/admin.token" --heartbeat-ms 100 \
 	>/dev/null || { not_ok "fabric up"; finish; exit 1; }
-sleep 0.5
+wait_up
 JOB_ENV=(INCA_SWITCH_TIMEOUT_MS=500 INCA_TIMEOUT_MS=120000)
 job jk "$TOKEN_A" "1 2 3 4" -d fp32,int64 -o sum -n 2000000 -r 10 & K=$!
 for _ in $(seq 200); do
@@ -179,12 +196,12 @@ check "incactl failures names jk as failed because of leaf1" \
 	bash -c "echo '$fail' | grep -q 'jk .*job failed: switch leaf1 of its tree is down'"
 st=$(ctl --json switches | /usr/bin/python3 -c 'import json,sys; print([s["state"] for s in json.load(sys.stdin) if s["name"]=="leaf1"][0])')
 expect_eq "incactl switches: leaf1 down" "$st" down
-ctl delete jk >/dev/null
+ctl delete jk >/dev/null 2>&1
 "$FAB" start leaf1
 JOB_ENV=()
+check "leaf1 back: every switch up and programmed" wait_up
 
 # the manager restarted mid-job: the groups survive
-sleep 0.5
 JOB_ENV=(INCA_SWITCH_TIMEOUT_MS=3000 INCA_TIMEOUT_MS=120000)
 job jr "$TOKEN_A" "1 2 3 4" -d fp32 -o sum -n 1000000 -r 40 & R=$!
 for _ in $(seq 200); do
