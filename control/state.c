@@ -47,6 +47,8 @@ static void failure(struct mgr *m, const char *what, const char *fmt, ...)
 	fprintf(stderr, "inca-manager: %s: %s\n", f->what, f->reason);
 }
 
+static void switch_usage(struct mgr *m, int s, uint32_t *slots, uint32_t *groups);
+
 static struct mgr_job *job_find(struct mgr *m, const char *id)
 {
 	for (struct mgr_job *j = m->jobs; j; j = j->next)
@@ -233,11 +235,9 @@ void mgr_tick(struct mgr *m)
 		st->up = false;
 		if (!st->ever && !st->last_seen) {
 			/* never heard of since start: down only if it holds groups */
-			bool used = false;
-			for (struct mgr_job *j = m->jobs; j && !used; j = j->next)
-				for (int g = 0; g < j->ngroups && !used; g++)
-					used = j->groups[g].sw == s;
-			if (!used)
+			uint32_t slots, groups;
+			switch_usage(m, s, &slots, &groups);
+			if (!groups)
 				continue;
 		}
 		failure(m, m->topo.switches[s].name, "switch down: no heartbeat for %.0f ms",
@@ -678,6 +678,18 @@ static int api_heartbeat(struct req *q, const char *name)
 				       switch_groups(m, s)));
 }
 
+/* Slots and groups the jobs hold on switch s. */
+static void switch_usage(struct mgr *m, int s, uint32_t *slots, uint32_t *groups)
+{
+	*slots = *groups = 0;
+	for (struct mgr_job *j = m->jobs; j; j = j->next)
+		for (int g = 0; g < j->ngroups; g++)
+			if (j->groups[g].sw == s) {
+				*slots += j->window;
+				(*groups)++;
+			}
+}
+
 static int api_switches(struct req *q)
 {
 	struct mgr *m = q->m;
@@ -687,13 +699,8 @@ static int api_switches(struct req *q)
 	for (int s = 0; s < m->topo.nswitches; s++) {
 		const struct mgr_switch *sw = &m->topo.switches[s];
 		struct mgr_switch_state *st = &m->sw[s];
-		uint32_t slots = 0, groups = 0;
-		for (struct mgr_job *j = m->jobs; j; j = j->next)
-			for (int g = 0; g < j->ngroups; g++)
-				if (j->groups[g].sw == s) {
-					slots += j->window;
-					groups++;
-				}
+		uint32_t slots, groups;
+		switch_usage(m, s, &slots, &groups);
 		json_t *o = json_pack("{s:s, s:s, s:o, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:s}",
 			"name", sw->name, "role", sw->role == MGR_LEAF ? "leaf" : "spine",
 			"ip", ipj(sw->ip),
@@ -736,10 +743,8 @@ static int api_metrics(struct req *q)
 	P("# HELP inca_manager_switch_slots_used Slots allocated on the switch.\n"
 	  "# TYPE inca_manager_switch_slots_used gauge\n");
 	for (int s = 0; s < m->topo.nswitches; s++) {
-		uint32_t slots = 0;
-		for (struct mgr_job *j = m->jobs; j; j = j->next)
-			for (int g = 0; g < j->ngroups; g++)
-				slots += j->groups[g].sw == s ? j->window : 0;
+		uint32_t slots, groups;
+		switch_usage(m, s, &slots, &groups);
 		P("inca_manager_switch_slots_used{switch=\"%s\"} %u\n", m->topo.switches[s].name,
 		  slots);
 	}

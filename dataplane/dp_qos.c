@@ -153,16 +153,16 @@ static inline void release(struct dp_egress *q, const struct rte_mbuf *m)
 				   __ATOMIC_RELAXED);
 }
 
-/* TCs that may send now: non-empty and not paused by the peer (unless the
- * watchdog overrides the pause). */
-static uint8_t eligible(struct dp_egress *q, uint64_t now)
+/* Lossless TCs with packets that the peer has paused (unless the watchdog
+ * overrides the pause). The pause state is read once per flush, not once
+ * per packet. */
+static uint8_t paused_mask(struct dp_egress *q, uint64_t now)
 {
 	const struct dp_qos_cfg *cfg = q->qos->cfg;
-	uint8_t e = q->nonempty;
-	uint8_t ll = e & cfg->lossless_mask;
+	uint8_t ll = q->nonempty & cfg->lossless_mask, paused = 0;
 
 	if (!cfg->pfc)
-		return e;
+		return 0;
 	for (unsigned tc = 0; ll; tc++, ll >>= 1) {
 		if (!(ll & 1))
 			continue;
@@ -172,9 +172,9 @@ static uint8_t eligible(struct dp_egress *q, uint64_t now)
 		if (cfg->watchdog && cfg->wd_action != DP_WD_ALERT &&
 		    __atomic_load_n(&p->wd_stormed, __ATOMIC_RELAXED))
 			continue;    /* stormed: pauses are ignored */
-		e &= (uint8_t)~(1u << tc);
+		paused |= (uint8_t)(1u << tc);
 	}
-	return e;
+	return paused;
 }
 
 /* Which TC's head packet goes next, or -1. Strict TCs first (highest
@@ -291,11 +291,13 @@ uint32_t dp_egress_flush(struct dp_egress *q, uint64_t now)
 		if (q->npending)
 			return total;
 	}
+	const uint8_t paused = paused_mask(q, now);
 	for (;;) {
 		uint32_t n = 0;
 
 		while (n < DP_BURST) {
-			uint8_t e = eligible(q, now);
+			/* TCs that may send: non-empty and not paused */
+			uint8_t e = q->nonempty & (uint8_t)~paused;
 			int tc = e ? pick(q, e) : -1;
 			struct dp_tcq *t;
 			struct rte_mbuf *m;
