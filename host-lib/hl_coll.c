@@ -489,11 +489,16 @@ int inca_iallreduce(inca_comm_t *c, const void *sendbuf, void *recvbuf, size_t c
 
 int inca_test(inca_request_t *req, int *done)
 {
+	return inca_test_timeout(req, 0, done);
+}
+
+int inca_test_timeout(inca_request_t *req, unsigned timeout_us, int *done)
+{
 	int rc;
 
 	if (!req || !done)
 		return INCA_ERR_INVAL;
-	rc = hl_coll_progress(req->op, 0);
+	rc = hl_coll_progress(req->op, timeout_us);
 	*done = rc != 0;
 	if (rc == 0)
 		return INCA_OK;

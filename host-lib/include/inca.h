@@ -106,7 +106,7 @@ typedef enum {
  *   (1024 on 1500-byte Ethernet, 4096 with jumbo frames) bounds a UD
  *   message, header included.
  *   - or a manager (manager_url / INCA_MANAGER), which creates the group
- *     (not in this build: inca_comm_create returns INCA_ERR_UNSUPPORTED).
+ *     for the job (udp and xdp transports; docs/manager.md).
  */
 struct inca_comm_attr {
 	int rank;                 /* 0..size-1 (INCA_RANK) */
@@ -169,6 +169,9 @@ int inca_iallreduce(inca_comm_t *comm, const void *sendbuf, void *recvbuf,
 /* Progress; *done = 1 when finished (then the request is freed and the
  * return value is the operation's result). */
 int inca_test(inca_request_t *req, int *done);
+/* inca_test, waiting up to timeout_us for the network (not spinning):
+ * for a progress loop that also serves something else. */
+int inca_test_timeout(inca_request_t *req, unsigned timeout_us, int *done);
 /* Progress until finished; frees the request. */
 int inca_wait(inca_request_t *req);
 

@@ -1,0 +1,498 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The INCA communicator behind an MPI communicator: created collectively on
+ * the first offloadable call (every rank decides the same), cached as an
+ * attribute, released with the communicator; and the recovery when the
+ * switch fails, which makes every rank finish the failed operation the same
+ * way (from a rank that got its result, or redone through PMPI).
+ */
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "im_priv.h"
+
+/* point-to-point tags on a mapped communicator's private shadow */
+#define IM_TAG_NOTICE 0x1c0   /* "I could not finish operation seq" */
+#define IM_TAG_DATA   0x1c1   /* the result of operation seq */
+#define IM_DATA_HDR   8       /* uint32 seq, padding, then the result */
+
+static int im_keyval = MPI_KEYVAL_INVALID;
+static struct im_comm *im_comms;
+static unsigned im_ncreated;   /* communicators this process created (rank 0) */
+
+static void comm_free(struct im_comm *ic)
+{
+	struct im_comm **p;
+
+	for (p = &im_comms; *p; p = &(*p)->next)
+		if (*p == ic) {
+			*p = ic->next;
+			break;
+		}
+	inca_comm_destroy(ic->inca);
+	if (ic->shadow != MPI_COMM_NULL)
+		PMPI_Comm_free(&ic->shadow);
+	free(ic->last);
+	free(ic->scratch);
+	free(ic->seen);
+	free(ic);
+}
+
+static int attr_delete(MPI_Comm comm, int keyval, void *value, void *extra)
+{
+	(void)comm;
+	(void)keyval;
+	(void)extra;
+	comm_free(value);
+	return MPI_SUCCESS;
+}
+
+/* Everything the ranks must agree on: the minimum of v over comm. */
+static int agree_min(MPI_Comm shadow, int v)
+{
+	int all = v;
+
+	PMPI_Allreduce(&v, &all, 1, MPI_INT, MPI_MIN, shadow);
+	return all;
+}
+
+/* Rank 0 names the job: the launcher's job, its host, pid and a counter,
+ * so that communicators of one run and of several runs never collide. */
+static void job_name(struct im_comm *ic)
+{
+	char host[16] = "";
+
+	if (ic->rank == 0) {
+		gethostname(host, sizeof(host) - 1);
+		for (char *s = host; *s; s++)
+			if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+			      (*s >= '0' && *s <= '9') || *s == '-'))
+				*s = '-';
+		snprintf(ic->job, sizeof(ic->job), "%s.%s.%d.%u", im_cfg.job_prefix, host,
+			 (int)getpid() % 1000000, ++im_ncreated);
+	}
+	PMPI_Bcast(ic->job, sizeof(ic->job), MPI_CHAR, 0, ic->shadow);
+}
+
+/* The lowest rank whose ok is 0 tells why; rank 0 logs it. */
+static void say_why_not(struct im_comm *ic, bool ok, const char *why)
+{
+	char msg[256];
+	int first = ok ? ic->size : ic->rank, lowest = first;
+
+	PMPI_Allreduce(&first, &lowest, 1, MPI_INT, MPI_MIN, ic->shadow);
+	if (lowest >= ic->size)
+		return;
+	snprintf(msg, sizeof(msg), "%s", why ? why : "");
+	PMPI_Bcast(msg, sizeof(msg), MPI_CHAR, lowest, ic->shadow);
+	if (ic->rank == 0)
+		im_log(1, "communicator of %d ranks (job %s) not offloaded: rank %d: %s",
+		       ic->size, ic->job, lowest, msg);
+}
+
+/* With the manager, a rank needs its address before it registers: a rank
+ * that cannot register would leave the others waiting for it. */
+static bool have_address(const char **why)
+{
+	const char *ifname = getenv("INCA_IFNAME");
+	struct ifaddrs *ifa, *i;
+	bool found = false;
+
+	if (getenv("INCA_LOCAL_IP"))
+		return true;
+	if (!ifname) {
+		*why = "set INCA_IFNAME (the data interface) or INCA_LOCAL_IP";
+		return false;
+	}
+	if (getifaddrs(&ifa) == 0) {
+		for (i = ifa; i && !found; i = i->ifa_next)
+			found = i->ifa_addr && i->ifa_addr->sa_family == AF_INET &&
+				!strcmp(i->ifa_name, ifname);
+		freeifaddrs(ifa);
+	}
+	if (!found)
+		*why = "INCA_IFNAME names no interface with an IPv4 address";
+	return found;
+}
+
+static bool static_group(void)
+{
+	return getenv("INCA_CONFIG") || getenv("INCA_SWITCH");
+}
+
+/* First offloadable call on comm (all its ranks are in it): decide. */
+static void comm_decide(struct im_comm *ic)
+{
+	struct inca_comm_attr attr = { 0 };
+	const char *why = NULL;
+	bool ok = true;
+	int rc = INCA_OK, inter = 0;
+
+	ic->state = IM_PASSTHROUGH;
+	PMPI_Comm_test_inter(ic->comm, &inter);
+	if (inter || ic->size < 2)
+		return;     /* nothing to offload: stays PMPI's */
+	if (PMPI_Comm_dup(ic->comm, &ic->shadow) != MPI_SUCCESS) {
+		ic->shadow = MPI_COMM_NULL;
+		return;
+	}
+	job_name(ic);
+	if (getenv("INCA_MANAGER")) {
+		ok = have_address(&why);
+	} else {
+		ok = static_group() && ic->comm == MPI_COMM_WORLD;
+		why = static_group() ? "a static group (INCA_CONFIG/INCA_SWITCH) serves "
+				       "MPI_COMM_WORLD only; set INCA_MANAGER for others"
+				     : "neither INCA_MANAGER nor a static group is set";
+	}
+	ok = agree_min(ic->shadow, ok);
+	if (!ok) {
+		say_why_not(ic, false, why);
+		return;
+	}
+	attr.rank = ic->rank;
+	attr.size = ic->size;
+	attr.job = getenv("INCA_MANAGER") ? ic->job : NULL;
+	attr.fallback = INCA_FALLBACK_OFF;    /* recovery is ours: ranks must agree */
+	attr.timeout_ms = im_cfg.create_timeout_ms;
+	double t0 = im_now_us();
+	rc = inca_comm_create(&attr, &ic->inca);
+	double create_ms = (im_now_us() - t0) / 1000;
+	ok = agree_min(ic->shadow, rc == INCA_OK);
+	if (!ok) {
+		say_why_not(ic, rc == INCA_OK, rc == INCA_OK ? NULL : inca_last_errmsg());
+		inca_comm_destroy(ic->inca);
+		ic->inca = NULL;
+		return;
+	}
+	ic->seen = calloc((size_t)ic->size, sizeof(*ic->seen));
+	if (!ic->seen) {
+		/* nobody offloads unless everyone can recover */
+		ok = agree_min(ic->shadow, 0);
+	} else {
+		ok = agree_min(ic->shadow, 1);
+	}
+	if (!ok) {
+		inca_comm_destroy(ic->inca);
+		ic->inca = NULL;
+		return;
+	}
+	ic->state = IM_OFFLOADED;
+	if (ic->rank == 0)
+		im_log(1, "communicator of %d ranks offloaded to INCA (job %s, transport %s, "
+		       "%.1f ms to create)", ic->size, ic->job, inca_comm_transport(ic->inca),
+		       create_ms);
+}
+
+struct im_comm *im_comm_get(MPI_Comm comm)
+{
+	struct im_comm *ic;
+	int flag = 0;
+
+	if (!im_cfg.enabled || comm == MPI_COMM_NULL)
+		return NULL;
+	if (im_keyval == MPI_KEYVAL_INVALID &&
+	    PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, attr_delete, &im_keyval, NULL))
+		return NULL;
+	PMPI_Comm_get_attr(comm, im_keyval, &ic, &flag);
+	if (!flag) {
+		ic = calloc(1, sizeof(*ic));
+		if (!ic)
+			return NULL;      /* the same on no rank: but no memory is fatal anyway */
+		ic->comm = comm;
+		ic->shadow = MPI_COMM_NULL;
+		PMPI_Comm_rank(comm, &ic->rank);
+		PMPI_Comm_size(comm, &ic->size);
+		ic->next = im_comms;
+		im_comms = ic;
+		PMPI_Comm_set_attr(comm, im_keyval, ic);
+		comm_decide(ic);
+	}
+	return ic->state == IM_OFFLOADED || ic->state == IM_FAILED ? ic : NULL;
+}
+
+bool im_comm_offloaded(MPI_Comm comm)
+{
+	struct im_comm *ic;
+	int flag = 0;
+
+	if (im_keyval == MPI_KEYVAL_INVALID || comm == MPI_COMM_NULL)
+		return false;
+	PMPI_Comm_get_attr(comm, im_keyval, &ic, &flag);
+	return flag && (ic->state == IM_OFFLOADED || (ic->state == IM_FAILED && !ic->failed_synced));
+}
+
+void *im_comm_scratch(struct im_comm *ic, size_t bytes)
+{
+	if (bytes > ic->scratch_cap) {
+		void *p = realloc(ic->scratch, bytes);
+		if (!p)
+			return NULL;
+		ic->scratch = p;
+		ic->scratch_cap = bytes;
+	}
+	return ic->scratch;
+}
+
+void im_keep_result(struct im_op *op)
+{
+	struct im_comm *ic = op->ic;
+	size_t len = op->kind == IM_BARRIER ? 0 : op->bytes;
+
+	if (IM_DATA_HDR + len > ic->last_cap) {
+		void *p = realloc(ic->last, IM_DATA_HDR + len);
+		if (!p) {
+			ic->last_len = SIZE_MAX;   /* cannot help a rank that missed it */
+			ic->done_seq = op->seq;
+			return;
+		}
+		ic->last = p;
+		ic->last_cap = IM_DATA_HDR + len;
+	}
+	memcpy(ic->last, &op->seq, sizeof(op->seq));
+	if (len)
+		memcpy((uint8_t *)ic->last + IM_DATA_HDR, op->out, len);
+	ic->last_len = len;
+	ic->done_seq = op->seq;
+}
+
+/* A NOTICE from rank src: remember it, and if src misses the result this
+ * rank has, send it. */
+static void on_notice(struct im_comm *ic, int src, uint32_t seq)
+{
+	if (seq > ic->seen[src])
+		ic->seen[src] = seq;
+	if (ic->state == IM_OFFLOADED) {
+		ic->state = IM_FAILED;
+		im_log(2, "rank %d: rank %d reports the switch failed at operation %u",
+		       ic->rank, src, seq);
+	}
+	if (seq == ic->done_seq && ic->last_len != SIZE_MAX)
+		PMPI_Send(ic->last, (int)(IM_DATA_HDR + ic->last_len), MPI_BYTE, src,
+			  IM_TAG_DATA, ic->shadow);
+}
+
+/* Handle every pending NOTICE on ic (not DATA: only a recovery asks). */
+static void serve(struct im_comm *ic)
+{
+	MPI_Status st;
+	int flag = 1;
+
+	while (flag) {
+		PMPI_Iprobe(MPI_ANY_SOURCE, IM_TAG_NOTICE, ic->shadow, &flag, &st);
+		if (flag) {
+			uint32_t seq;
+			PMPI_Recv(&seq, 1, MPI_UINT32_T, st.MPI_SOURCE, IM_TAG_NOTICE, ic->shadow,
+				  MPI_STATUS_IGNORE);
+			on_notice(ic, st.MPI_SOURCE, seq);
+		}
+	}
+}
+
+static void serve_others(const struct im_comm *self)
+{
+	for (struct im_comm *ic = im_comms; ic; ic = ic->next)
+		if (ic != self && ic->seen && (ic->state == IM_OFFLOADED ||
+					       (ic->state == IM_FAILED && !ic->failed_synced)))
+			serve(ic);
+}
+
+void im_serve_all(void)
+{
+	serve_others(NULL);
+}
+
+/* Redo op through PMPI on the shadow (every rank does, in seq order). */
+static int redo(struct im_op *op)
+{
+	MPI_Comm sh = op->ic->shadow;
+
+	switch (op->kind) {
+	case IM_ALLREDUCE:
+	case IM_IALLREDUCE:
+		return PMPI_Allreduce(op->in == op->out ? MPI_IN_PLACE : op->in, op->out,
+				      (int)op->count, op->type, op->op, sh);
+	case IM_BCAST:
+		return PMPI_Bcast(op->out, (int)op->count, op->type, op->root, sh);
+	case IM_BARRIER:
+	default:
+		return PMPI_Barrier(sh);
+	}
+}
+
+int im_recover(struct im_op *op)
+{
+	struct im_comm *ic = op->ic;
+	uint32_t k = op->seq;
+	int rc;
+
+	if (ic->state == IM_OFFLOADED) {
+		ic->state = IM_FAILED;
+		im_log(1, "rank %d: the switch path failed (%s); this and later collectives "
+		       "on the communicator (job %s) go through MPI", ic->rank,
+		       op->inca_err ? inca_comm_errmsg(ic->inca) : "another rank says so",
+		       ic->job);
+	}
+	if (!ic->failed_synced) {
+		MPI_Request *sends = calloc((size_t)ic->size, sizeof(*sends));
+		bool *answered = calloc((size_t)ic->size, sizeof(*answered));
+		uint8_t *data = NULL;
+		int pending = ic->size - 1;
+
+		if (!sends || !answered) {
+			free(sends);
+			free(answered);
+			return MPI_ERR_NO_MEM;
+		}
+		for (int r = 0; r < ic->size; r++) {
+			sends[r] = MPI_REQUEST_NULL;
+			if (r != ic->rank)
+				PMPI_Isend(&op->seq, 1, MPI_UINT32_T, r, IM_TAG_NOTICE, ic->shadow,
+					   &sends[r]);
+		}
+		/* notices that came before this recovery */
+		for (int r = 0; r < ic->size; r++)
+			if (r != ic->rank && ic->seen[r] == k) {
+				answered[r] = true;
+				pending--;
+			}
+		/* every other rank answers: it failed at k too (NOTICE k), or it
+		 * has k's result (DATA k) */
+		while (pending > 0) {
+			MPI_Status st;
+			int flag = 0, len;
+
+			PMPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, ic->shadow, &flag, &st);
+			if (!flag) {
+				serve_others(ic);
+				continue;
+			}
+			if (st.MPI_TAG == IM_TAG_NOTICE) {
+				uint32_t seq;
+				PMPI_Recv(&seq, 1, MPI_UINT32_T, st.MPI_SOURCE, IM_TAG_NOTICE,
+					  ic->shadow, MPI_STATUS_IGNORE);
+				on_notice(ic, st.MPI_SOURCE, seq);
+				if (seq == k && !answered[st.MPI_SOURCE]) {
+					answered[st.MPI_SOURCE] = true;
+					pending--;
+				}
+			} else if (st.MPI_TAG == IM_TAG_DATA) {
+				uint8_t *buf;
+				uint32_t seq;
+				PMPI_Get_count(&st, MPI_BYTE, &len);
+				buf = malloc(len > 0 ? (size_t)len : 1);
+				PMPI_Recv(buf ? buf : (void *)&seq, buf ? len : 0, MPI_BYTE,
+					  st.MPI_SOURCE, IM_TAG_DATA, ic->shadow, MPI_STATUS_IGNORE);
+				if (!buf)
+					continue;
+				memcpy(&seq, buf, sizeof(seq));
+				if (seq == k && len >= IM_DATA_HDR && !answered[st.MPI_SOURCE]) {
+					answered[st.MPI_SOURCE] = true;
+					pending--;
+					if (!data && (size_t)len - IM_DATA_HDR == (op->kind == IM_BARRIER
+										? 0 : op->bytes))
+						data = buf, buf = NULL;
+				}
+				free(buf);
+			} else {
+				/* not ours: shadow carries only our tags */
+				PMPI_Recv(NULL, 0, MPI_BYTE, st.MPI_SOURCE, st.MPI_TAG, ic->shadow,
+					  MPI_STATUS_IGNORE);
+			}
+		}
+		PMPI_Waitall(ic->size, sends, MPI_STATUSES_IGNORE);
+		free(sends);
+		free(answered);
+		if (data) {
+			if (op->kind != IM_BARRIER)
+				memcpy(op->out, data + IM_DATA_HDR, op->bytes);
+			free(data);
+			im_log(2, "rank %d: operation %u's result came from a rank that had it",
+			       ic->rank, k);
+			im_keep_result(op);
+			return MPI_SUCCESS;
+		}
+		/* nobody finished k: every rank redoes it, and from now on every
+		 * rank knows the communicator is PMPI's */
+		ic->failed_synced = true;
+	}
+	rc = redo(op);
+	if (rc == MPI_SUCCESS)
+		ic->done_seq = k;
+	return rc;
+}
+
+/* Serve the others until every rank of ic arrives here too. */
+static void drain(struct im_comm *ic)
+{
+	MPI_Request req;
+	int done = 0;
+
+	if (ic->shadow == MPI_COMM_NULL || ic->state == IM_PASSTHROUGH)
+		return;
+	if (ic->active)
+		im_finish_active(ic);
+	if (ic->state == IM_FAILED && ic->failed_synced)
+		return;
+	PMPI_Ibarrier(ic->shadow, &req);
+	while (!done) {
+		PMPI_Test(&req, &done, MPI_STATUS_IGNORE);
+		if (!done) {
+			serve(ic);
+			serve_others(ic);
+		}
+	}
+}
+
+void im_comm_release(MPI_Comm comm)
+{
+	struct im_comm *ic;
+	int flag = 0;
+
+	if (im_keyval == MPI_KEYVAL_INVALID || comm == MPI_COMM_NULL)
+		return;
+	PMPI_Comm_get_attr(comm, im_keyval, &ic, &flag);
+	if (!flag)
+		return;
+	drain(ic);
+	PMPI_Comm_delete_attr(comm, im_keyval);   /* frees ic */
+}
+
+void im_comm_release_all(void)
+{
+	MPI_Request reqs[64];
+	struct im_comm *ic, *waiting[64];
+	int n = 0, done = 0;
+
+	/* every communicator's ranks drain at once: no order to agree on */
+	for (ic = im_comms; ic; ic = ic->next) {
+		if (ic->active)
+			im_finish_active(ic);
+		if (ic->shadow != MPI_COMM_NULL && ic->state != IM_PASSTHROUGH &&
+		    !(ic->state == IM_FAILED && ic->failed_synced) && n < 64) {
+			PMPI_Ibarrier(ic->shadow, &reqs[n]);
+			waiting[n++] = ic;
+		}
+	}
+	while (n && !done) {
+		PMPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE);
+		if (!done)
+			for (int i = 0; i < n; i++)
+				serve(waiting[i]);
+	}
+	while ((ic = im_comms)) {
+		int flag = 0;
+		void *v;
+		if (ic->comm != MPI_COMM_NULL &&
+		    PMPI_Comm_get_attr(ic->comm, im_keyval, &v, &flag) == MPI_SUCCESS && flag)
+			PMPI_Comm_delete_attr(ic->comm, im_keyval);   /* frees ic */
+		if (im_comms == ic)
+			comm_free(ic);
+	}
+	if (im_keyval != MPI_KEYVAL_INVALID)
+		PMPI_Comm_free_keyval(&im_keyval);
+}

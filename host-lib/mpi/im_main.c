@@ -1,0 +1,196 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * libinca-mpi: a PMPI interposer that makes an unmodified MPI program's
+ * collectives use INCA. Loaded with LD_PRELOAD (mpirun -x LD_PRELOAD=...)
+ * or linked with -linca-mpi. This file: start-up, settings, the log and
+ * the per-collective table printed at MPI_Finalize (docs/mpi.md).
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "im_priv.h"
+
+struct im_config im_cfg;
+struct im_counter im_count[IM_NCOLL];
+
+static const char *const coll_names[IM_NCOLL] = {
+	[IM_ALLREDUCE] = "MPI_Allreduce", [IM_IALLREDUCE] = "MPI_Iallreduce",
+	[IM_BCAST] = "MPI_Bcast", [IM_BARRIER] = "MPI_Barrier",
+};
+
+static int world_rank = -1;
+
+double im_now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+/* level 0: errors (always), 1: decisions (INCA_MPI_VERBOSE=1), 2: details */
+void im_log(int level, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	if (level > im_cfg.verbose)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "libinca-mpi[%d]: %s\n", world_rank, msg);
+}
+
+static bool env_true(const char *name, bool def)
+{
+	const char *s = getenv(name);
+
+	if (!s || !*s)
+		return def;
+	return strcmp(s, "0") && strcasecmp(s, "off") && strcasecmp(s, "false") &&
+	       strcasecmp(s, "no");
+}
+
+/* a byte count: digits with an optional K, M or G suffix */
+static int env_bytes(const char *name, size_t def, size_t *out)
+{
+	const char *s = getenv(name);
+	char *end;
+	unsigned long long v;
+
+	*out = def;
+	if (!s || !*s)
+		return 0;
+	v = strtoull(s, &end, 10);
+	switch (*end) {
+	case 'K': case 'k': v <<= 10; end++; break;
+	case 'M': case 'm': v <<= 20; end++; break;
+	case 'G': case 'g': v <<= 30; end++; break;
+	}
+	if (*end || end == s) {
+		fprintf(stderr, "libinca-mpi: %s='%s': expected a byte count such as 4096 or "
+			"64K; using %zu\n", name, s, def);
+		return -1;
+	}
+	*out = (size_t)v;
+	return 0;
+}
+
+/* the job id's prefix: INCA_JOB, else the launcher's job, else "mpi" */
+static void job_prefix(char *out, size_t len)
+{
+	const char *src = getenv("INCA_JOB");
+	size_t n = 0;
+
+	if (!src)
+		src = getenv("OMPI_MCA_ess_base_jobid");
+	if (!src)
+		src = getenv("PMIX_NAMESPACE");
+	if (!src || !*src)
+		src = "mpi";
+	for (; *src && n + 1 < len; src++) {
+		char c = *src;
+		bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+			  (c >= '0' && c <= '9') || c == '-' || c == '_';
+		out[n++] = ok ? c : '-';
+	}
+	out[n] = 0;
+}
+
+static void configure(void)
+{
+	const char *s = getenv("INCA_MPI_VERBOSE");
+
+	im_cfg.enabled = env_true("INCA_MPI", true);
+	im_cfg.verbose = s ? atoi(s) : 0;
+	im_cfg.stats = env_true("INCA_MPI_STATS", false);
+	env_bytes("INCA_MPI_MIN_BYTES", 0, &im_cfg.min_bytes);
+	env_bytes("INCA_MPI_MAX_BYTES", 0, &im_cfg.max_bytes);
+	s = getenv("INCA_MPI_CREATE_TIMEOUT_MS");
+	im_cfg.create_timeout_ms = s && atoi(s) > 0 ? (unsigned)atoi(s) : 30000;
+	job_prefix(im_cfg.job_prefix, sizeof(im_cfg.job_prefix));
+}
+
+static void started(void)
+{
+	PMPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+	configure();
+	if (!im_cfg.enabled) {
+		im_log(1, "INCA_MPI=0: every call goes to MPI");
+		return;
+	}
+	im_progress_init();
+	if (world_rank == 0)
+		im_log(1, "libinca-mpi %d.%d: MPI_Allreduce, MPI_Iallreduce, MPI_Bcast and "
+		       "MPI_Barrier are offloaded where they map (min %zu bytes%s)",
+		       INCA_VERSION_MAJOR, INCA_VERSION_MINOR, im_cfg.min_bytes,
+		       im_cfg.max_bytes ? ", with a maximum" : "");
+}
+
+int MPI_Init(int *argc, char ***argv)
+{
+	int rc = PMPI_Init(argc, argv);
+
+	if (rc == MPI_SUCCESS)
+		started();
+	return rc;
+}
+
+int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
+{
+	int rc = PMPI_Init_thread(argc, argv, required, provided);
+
+	if (rc == MPI_SUCCESS)
+		started();
+	return rc;
+}
+
+/* INCA_MPI_STATS=1: the table of every rank's calls, summed, from rank 0 */
+static void print_stats(void)
+{
+	double sums[IM_NCOLL][6], mine[IM_NCOLL][6];
+	int size;
+
+	for (int k = 0; k < IM_NCOLL; k++) {
+		const struct im_counter *c = &im_count[k];
+		double v[6] = { (double)c->offloaded, (double)c->passed,
+				(double)c->bytes_offloaded, (double)c->bytes_passed,
+				c->us_offloaded, c->us_passed };
+		memcpy(mine[k], v, sizeof(v));
+	}
+	PMPI_Comm_size(MPI_COMM_WORLD, &size);
+	PMPI_Reduce(mine, sums, IM_NCOLL * 6, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+	if (world_rank != 0)
+		return;
+	fprintf(stderr, "libinca-mpi: calls summed over %d ranks (time: mean per call)\n"
+		"%-15s %10s %10s %14s %14s %12s %12s\n", size, "# collective", "offloaded",
+		"passed", "bytes_offl", "bytes_passed", "us_offl", "us_passed");
+	for (int k = 0; k < IM_NCOLL; k++)
+		fprintf(stderr, "%-15s %10.0f %10.0f %14.0f %14.0f %12.1f %12.1f\n",
+			coll_names[k], sums[k][0], sums[k][1], sums[k][2], sums[k][3],
+			sums[k][0] ? sums[k][4] / sums[k][0] : 0,
+			sums[k][1] ? sums[k][5] / sums[k][1] : 0);
+}
+
+int MPI_Finalize(void)
+{
+	if (im_cfg.enabled) {
+		im_comm_release_all();
+		im_progress_fini();
+		if (im_cfg.stats)
+			print_stats();
+	}
+	return PMPI_Finalize();
+}
+
+int MPI_Comm_free(MPI_Comm *comm)
+{
+	if (im_cfg.enabled && comm)
+		im_comm_release(*comm);
+	return PMPI_Comm_free(comm);
+}

@@ -1,0 +1,450 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * An ordinary MPI program that checks MPI collectives element by element:
+ * run with and without libinca-mpi preloaded, it must pass the same way.
+ * MPI_Allreduce on MPI_COMM_WORLD, a dup and a split, in place and not,
+ * every type x op libinca-mpi maps (and some it passes through), 1 element
+ * to --max bytes; MINLOC, a derived type and a user op; MPI_Iallreduce
+ * overlapped with computation (MPI_Wait, MPI_Test loops, MPI_Waitall);
+ * MPI_Bcast of predefined and derived types; MPI_Barrier.
+ * --loop N: N checked all-reduces of 4 KiB..1 MiB (the switch may be killed
+ * meanwhile). --refuse-rank R: a communicator that rank R cannot offload.
+ * Prints "mpi-check: N passed, M failed" (rank 0) and exits 1 on failure.
+ */
+#include <mpi.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static long passed, failed;
+static int wrank;
+
+#define CHECK(cond, ...)                                                           \
+	do {                                                                       \
+		if (cond) {                                                        \
+			passed++;                                                  \
+		} else {                                                           \
+			failed++;                                                  \
+			fprintf(stderr, "rank %d: FAIL: ", wrank);                 \
+			fprintf(stderr, __VA_ARGS__);                              \
+			fputc('\n', stderr);                                       \
+		}                                                                  \
+	} while (0)
+
+enum kind { K_F32, K_F64, K_I32, K_I64, K_U32, K_U64 };
+
+struct tcase {
+	const char *name;
+	MPI_Datatype type;
+	enum kind kind;
+};
+
+static uint64_t mix(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdull;
+	x ^= x >> 33;
+	x *= 0xc4ceb9fe1a85ec53ull;
+	return x ^ (x >> 33);
+}
+
+/* rank r's element i for op: exact in any order (small integers, powers of
+ * two for products), random bits for integer ops */
+static double fval(int r, size_t i, MPI_Op op, unsigned seed)
+{
+	uint64_t h = mix(((uint64_t)seed << 40) ^ ((uint64_t)r << 32) ^ i);
+
+	if (op == MPI_PROD)
+		return (h & 4 ? -1.0 : 1.0) * (h & 1 ? 2.0 : 1.0);
+	return (double)((int)(h % 201) - 100);
+}
+
+static uint64_t ival(int r, size_t i, MPI_Op op, unsigned seed)
+{
+	uint64_t h = mix(((uint64_t)seed << 40) ^ ((uint64_t)r << 32) ^ i ^ 0x5a5a);
+
+	if (op == MPI_PROD)
+		return h & 0xff;
+	return h;
+}
+
+static size_t esize(enum kind k)
+{
+	return k == K_F32 || k == K_I32 || k == K_U32 ? 4 : 8;
+}
+
+static void fill(enum kind k, void *buf, int r, size_t n, MPI_Op op, unsigned seed)
+{
+	for (size_t i = 0; i < n; i++) {
+		switch (k) {
+		case K_F32: ((float *)buf)[i] = (float)fval(r, i, op, seed); break;
+		case K_F64: ((double *)buf)[i] = fval(r, i, op, seed); break;
+		case K_I32: case K_U32: ((uint32_t *)buf)[i] = (uint32_t)ival(r, i, op, seed); break;
+		case K_I64: case K_U64: ((uint64_t *)buf)[i] = ival(r, i, op, seed); break;
+		}
+	}
+}
+
+static uint64_t ired(uint64_t a, uint64_t b, MPI_Op op, enum kind k)
+{
+	bool s = k == K_I32 || k == K_I64, w32 = k == K_I32 || k == K_U32;
+	uint64_t m = w32 ? 0xffffffffull : ~0ull, r;
+
+	if (op == MPI_SUM)
+		r = a + b;
+	else if (op == MPI_PROD)
+		r = a * b;
+	else if (op == MPI_BAND)
+		r = a & b;
+	else if (op == MPI_BOR)
+		r = a | b;
+	else if (op == MPI_BXOR)
+		r = a ^ b;
+	else {
+		bool less;
+		if (s && w32)
+			less = (int32_t)a < (int32_t)b;
+		else if (s)
+			less = (int64_t)a < (int64_t)b;
+		else
+			less = (a & m) < (b & m);
+		r = (op == MPI_MIN) == less ? a : b;
+	}
+	return r & m;
+}
+
+static double fred(double a, double b, MPI_Op op)
+{
+	if (op == MPI_SUM)
+		return a + b;
+	if (op == MPI_PROD)
+		return a * b;
+	if (op == MPI_MIN)
+		return a < b ? a : b;
+	return a > b ? a : b;
+}
+
+/* number of elements of out that differ from the reduction over size ranks */
+static size_t verify(enum kind k, const void *out, int size, size_t n, MPI_Op op,
+		     unsigned seed)
+{
+	size_t wrong = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (k == K_F32 || k == K_F64) {
+			double want = fval(0, i, op, seed);
+			for (int r = 1; r < size; r++)
+				want = fred(want, fval(r, i, op, seed), op);
+			double got = k == K_F32 ? ((const float *)out)[i] : ((const double *)out)[i];
+			wrong += got != want;
+		} else {
+			bool w32 = k == K_I32 || k == K_U32;
+			uint64_t m = w32 ? 0xffffffffull : ~0ull;
+			uint64_t want = ival(0, i, op, seed) & m;
+			for (int r = 1; r < size; r++)
+				want = ired(want, ival(r, i, op, seed) & m, op, k);
+			uint64_t got = w32 ? ((const uint32_t *)out)[i] : ((const uint64_t *)out)[i];
+			wrong += got != want;
+		}
+	}
+	return wrong;
+}
+
+static const char *op_name(MPI_Op op)
+{
+	return op == MPI_SUM ? "sum" : op == MPI_PROD ? "prod" : op == MPI_MIN ? "min" :
+	       op == MPI_MAX ? "max" : op == MPI_BAND ? "band" : op == MPI_BOR ? "bor" : "bxor";
+}
+
+static void *xmalloc(size_t n)
+{
+	void *p = malloc(n ? n : 1);
+	if (!p)
+		MPI_Abort(MPI_COMM_WORLD, 3);
+	return p;
+}
+
+/* one checked all-reduce */
+static void allreduce_case(MPI_Comm comm, const char *cname, const struct tcase *t, MPI_Op op,
+			   size_t n, bool in_place, unsigned seed)
+{
+	int rank, size;
+	size_t es = esize(t->kind);
+	void *in = xmalloc(n * es), *out = xmalloc(n * es);
+
+	MPI_Comm_rank(comm, &rank);
+	MPI_Comm_size(comm, &size);
+	fill(t->kind, in_place ? out : in, rank, n, op, seed);
+	int rc = MPI_Allreduce(in_place ? MPI_IN_PLACE : in, out, (int)n, t->type, op, comm);
+	size_t wrong = rc == MPI_SUCCESS ? verify(t->kind, out, size, n, op, seed) : n;
+	CHECK(wrong == 0, "%s allreduce %s %s x %zu%s: %zu wrong (rc %d)", cname, t->name,
+	      op_name(op), n, in_place ? " in place" : "", wrong, rc);
+	free(in);
+	free(out);
+}
+
+static const struct tcase *types(int *n)
+{
+	static struct tcase t[] = {
+		{ "MPI_FLOAT", 0, K_F32 }, { "MPI_DOUBLE", 0, K_F64 }, { "MPI_INT", 0, K_I32 },
+		{ "MPI_INT32_T", 0, K_I32 }, { "MPI_INT64_T", 0, K_I64 }, { "MPI_LONG", 0, K_I64 },
+		{ "MPI_LONG_LONG", 0, K_I64 }, { "MPI_UNSIGNED", 0, K_U32 },
+		{ "MPI_UINT64_T", 0, K_U64 },
+	};
+	t[0].type = MPI_FLOAT; t[1].type = MPI_DOUBLE; t[2].type = MPI_INT;
+	t[3].type = MPI_INT32_T; t[4].type = MPI_INT64_T; t[5].type = MPI_LONG;
+	t[6].type = MPI_LONG_LONG; t[7].type = MPI_UNSIGNED; t[8].type = MPI_UINT64_T;
+	*n = sizeof(t) / sizeof(t[0]);
+	return t;
+}
+
+static void matrix(MPI_Comm comm, const char *cname, size_t max_bytes, unsigned *seed)
+{
+	MPI_Op fops[] = { MPI_SUM, MPI_MIN, MPI_MAX, MPI_PROD };
+	MPI_Op iops[] = { MPI_SUM, MPI_MIN, MPI_MAX, MPI_PROD, MPI_BAND, MPI_BOR, MPI_BXOR };
+	size_t counts[] = { 1, 3, 257, 4099 };
+	int nt;
+	const struct tcase *t = types(&nt);
+
+	for (int k = 0; k < nt; k++) {
+		bool fp = t[k].kind == K_F32 || t[k].kind == K_F64;
+		int nops = fp ? 4 : 7;
+		for (int o = 0; o < nops; o++)
+			for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++)
+				allreduce_case(comm, cname, &t[k], fp ? fops[o] : iops[o],
+					       counts[c], c % 2, (*seed)++);
+	}
+	/* large: doubling up to max_bytes, a float sum and an int64 xor */
+	for (size_t b = 65536; b <= max_bytes; b *= 4) {
+		allreduce_case(comm, cname, &t[0], MPI_SUM, b / 4, false, (*seed)++);
+		allreduce_case(comm, cname, &t[4], MPI_BXOR, b / 8, true, (*seed)++);
+	}
+	if (max_bytes >= 65536) {
+		allreduce_case(comm, cname, &t[0], MPI_SUM, max_bytes / 4, true, (*seed)++);
+		allreduce_case(comm, cname, &t[1], MPI_MAX, max_bytes / 8, false, (*seed)++);
+	}
+}
+
+static void user_sum(void *in, void *inout, int *len, MPI_Datatype *type)
+{
+	int n = *type == MPI_INT ? *len : 2 * *len;   /* or pairs of int */
+
+	for (int i = 0; i < n; i++)
+		((int *)inout)[i] += ((int *)in)[i];
+}
+
+/* calls libinca-mpi must pass through unchanged */
+static void passthrough(MPI_Comm comm, const char *cname)
+{
+	int rank, size;
+	struct { float v; int i; } in[5], out[5];
+	MPI_Datatype pair;
+	MPI_Op uop;
+	int a[8], b[8];
+
+	MPI_Comm_rank(comm, &rank);
+	MPI_Comm_size(comm, &size);
+	for (int i = 0; i < 5; i++) {
+		in[i].v = (float)((rank * 7 + i * 3) % size);
+		in[i].i = rank;
+	}
+	MPI_Allreduce(in, out, 5, MPI_FLOAT_INT, MPI_MINLOC, comm);
+	int bad = 0;
+	for (int i = 0; i < 5; i++) {
+		float best = 1e9f;
+		int who = -1;
+		for (int r = 0; r < size; r++) {
+			float v = (float)((r * 7 + i * 3) % size);
+			if (v < best)
+				best = v, who = r;
+		}
+		bad += out[i].v != best || out[i].i != who;
+	}
+	CHECK(!bad, "%s MINLOC: %d wrong", cname, bad);
+
+	MPI_Type_contiguous(2, MPI_INT, &pair);
+	MPI_Type_commit(&pair);
+	for (int i = 0; i < 8; i++)
+		a[i] = rank * 10 + i;
+	MPI_Op_create(user_sum, 1, &uop);
+	MPI_Allreduce(a, b, 4, pair, uop, comm);
+	bad = 0;
+	for (int i = 0; i < 8; i++)
+		bad += b[i] != 10 * size * (size - 1) / 2 + i * size;
+	CHECK(!bad, "%s derived-type user-op sum: %d wrong", cname, bad);
+
+	MPI_Allreduce(a, b, 8, MPI_INT, uop, comm);
+	bad = 0;
+	for (int i = 0; i < 8; i++)
+		bad += b[i] != 10 * size * (size - 1) / 2 + i * size;
+	CHECK(!bad, "%s user-op sum: %d wrong", cname, bad);
+	MPI_Op_free(&uop);
+
+	/* a broadcast of the derived type (packed when offloaded) and of floats */
+	for (int root = 0; root < size; root += size - 1 > 0 ? size - 1 : 1) {
+		for (int i = 0; i < 8; i++)
+			a[i] = rank == root ? 1000 * root + i : -1;
+		MPI_Bcast(a, 4, pair, root, comm);
+		bad = 0;
+		for (int i = 0; i < 8; i++)
+			bad += a[i] != 1000 * root + i;
+		CHECK(!bad, "%s bcast derived root %d: %d wrong", cname, root, bad);
+	}
+	MPI_Type_free(&pair);
+	size_t n = 300001;
+	float *f = xmalloc(n * 4);
+	for (size_t i = 0; i < n; i++)
+		f[i] = rank == 1 % size ? (float)i * 0.5f : -7.0f;
+	MPI_Bcast(f, (int)n, MPI_FLOAT, 1 % size, comm);
+	bad = 0;
+	for (size_t i = 0; i < n; i++)
+		bad += f[i] != (float)i * 0.5f;
+	CHECK(!bad, "%s bcast float x %zu: %d wrong", cname, n, bad);
+	char msg[7];
+	snprintf(msg, sizeof(msg), rank == 0 ? "hello!" : "xxxxx");
+	MPI_Bcast(msg, 7, MPI_CHAR, 0, comm);
+	CHECK(!strcmp(msg, "hello!"), "%s bcast 7 chars: '%s'", cname, msg);
+	free(f);
+	CHECK(MPI_Barrier(comm) == MPI_SUCCESS, "%s barrier", cname);
+}
+
+static volatile double sink;
+
+static void compute(double ms)
+{
+	double t0 = MPI_Wtime(), x = 1;
+	while ((MPI_Wtime() - t0) * 1e3 < ms)
+		for (int i = 0; i < 1000; i++)
+			x = x * 1.0000001 + 1e-9;
+	sink = x;
+}
+
+static void nonblocking(MPI_Comm comm, const char *cname, unsigned *seed)
+{
+	int rank, size, done = 0;
+	const struct tcase f32 = { "MPI_FLOAT", MPI_FLOAT, K_F32 }, i64 = { "MPI_LONG", MPI_LONG, K_I64 };
+	size_t n = 262144;
+	float *in = xmalloc(n * 4), *out = xmalloc(n * 4);
+	int64_t *x = xmalloc(n * 8);
+	MPI_Request req[2];
+	long tests = 0;
+
+	MPI_Comm_rank(comm, &rank);
+	MPI_Comm_size(comm, &size);
+	/* overlapped with computation, then MPI_Wait */
+	fill(K_F32, in, rank, n, MPI_SUM, *seed);
+	MPI_Iallreduce(in, out, (int)n, MPI_FLOAT, MPI_SUM, comm, &req[0]);
+	compute(20);
+	MPI_Wait(&req[0], MPI_STATUS_IGNORE);
+	CHECK(verify(f32.kind, out, size, n, MPI_SUM, (*seed)++) == 0, "%s iallreduce+wait",
+	      cname);
+	/* an MPI_Test loop with computation between tests */
+	fill(K_F32, in, rank, n, MPI_MAX, *seed);
+	MPI_Iallreduce(in, out, (int)n, MPI_FLOAT, MPI_MAX, comm, &req[0]);
+	while (!done) {
+		compute(0.2);
+		MPI_Test(&req[0], &done, MPI_STATUS_IGNORE);
+		tests++;
+	}
+	CHECK(verify(f32.kind, out, size, n, MPI_MAX, (*seed)++) == 0,
+	      "%s iallreduce+test loop (%ld tests)", cname, tests);
+	/* two at once, in place, then MPI_Waitall */
+	fill(K_F32, out, rank, n, MPI_SUM, *seed);
+	fill(K_I64, x, rank, n, MPI_BXOR, *seed + 1);
+	MPI_Iallreduce(MPI_IN_PLACE, out, (int)n, MPI_FLOAT, MPI_SUM, comm, &req[0]);
+	MPI_Iallreduce(MPI_IN_PLACE, x, (int)n, MPI_LONG, MPI_BXOR, comm, &req[1]);
+	compute(5);
+	MPI_Waitall(2, req, MPI_STATUSES_IGNORE);
+	CHECK(verify(f32.kind, out, size, n, MPI_SUM, *seed) == 0, "%s iallreduce x2 (float)",
+	      cname);
+	CHECK(verify(i64.kind, x, size, n, MPI_BXOR, *seed + 1) == 0, "%s iallreduce x2 (long)",
+	      cname);
+	*seed += 2;
+	free(in);
+	free(out);
+	free(x);
+}
+
+static void loop(int iters, unsigned *seed)
+{
+	const struct tcase f32 = { "MPI_FLOAT", MPI_FLOAT, K_F32 };
+	long bad = 0;
+
+	for (int it = 0; it < iters; it++) {
+		size_t n = (size_t)1024 << (it % 9);   /* 4 KiB .. 1 MiB */
+		long before = failed;
+		allreduce_case(MPI_COMM_WORLD, "loop", &f32, MPI_SUM, n, it % 2, (*seed)++);
+		bad += failed != before;
+		if (wrank == 0 && it % 20 == 0) {
+			printf("mpi-check: loop %d of %d\n", it, iters);
+			fflush(stdout);
+		}
+	}
+	CHECK(bad == 0, "loop: %ld of %d wrong", bad, iters);
+}
+
+int main(int argc, char **argv)
+{
+	size_t max_bytes = 16u << 20;
+	int iters = 0, refuse = -1, opt, provided;
+	unsigned seed = 1;
+
+	MPI_Init_thread(&argc, &argv, MPI_THREAD_SINGLE, &provided);
+	MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
+	while ((opt = getopt(argc, argv, "m:l:r:")) != -1) {
+		switch (opt) {
+		case 'm': max_bytes = strtoull(optarg, NULL, 0); break;
+		case 'l': iters = atoi(optarg); break;
+		case 'r': refuse = atoi(optarg); break;
+		default:
+			if (wrank == 0)
+				fprintf(stderr, "usage: mpi-check [-m MAX_BYTES] [-l LOOPS] "
+					"[-r REFUSE_RANK]\n");
+			MPI_Abort(MPI_COMM_WORLD, 2);
+		}
+	}
+	if (iters > 0) {
+		loop(iters, &seed);
+	} else {
+		MPI_Comm dup, split;
+		int rank;
+
+		MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+		MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+		MPI_Comm_split(MPI_COMM_WORLD, rank % 2, -rank, &split);
+		matrix(MPI_COMM_WORLD, "world", max_bytes, &seed);
+		matrix(dup, "dup", max_bytes / 16, &seed);
+		matrix(split, "split", max_bytes / 16, &seed);
+		passthrough(MPI_COMM_WORLD, "world");
+		passthrough(split, "split");
+		nonblocking(MPI_COMM_WORLD, "world", &seed);
+		nonblocking(split, "split", &seed);
+		MPI_Comm_free(&dup);
+		MPI_Comm_free(&split);
+		if (refuse >= 0) {
+			/* rank refuse cannot offload this one (no address): every rank
+			 * must pass it through together */
+			MPI_Comm other;
+			const struct tcase f64 = { "MPI_DOUBLE", MPI_DOUBLE, K_F64 };
+			MPI_Comm_dup(MPI_COMM_WORLD, &other);
+			char *ifname = getenv("INCA_IFNAME") ? strdup(getenv("INCA_IFNAME")) : NULL;
+			if (rank == refuse)
+				setenv("INCA_IFNAME", "no-such-if0", 1);
+			allreduce_case(other, "refused", &f64, MPI_SUM, 1000, false, seed++);
+			if (rank == refuse && ifname)
+				setenv("INCA_IFNAME", ifname, 1);
+			free(ifname);
+			MPI_Comm_free(&other);
+		}
+	}
+	long mine[2] = { passed, failed }, all[2];
+	MPI_Reduce(mine, all, 2, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+	if (wrank == 0)
+		printf("mpi-check: %ld passed, %ld failed\n", all[0], all[1]);
+	MPI_Bcast(all, 2, MPI_LONG, 0, MPI_COMM_WORLD);
+	MPI_Finalize();
+	return all[1] ? 1 : 0;
+}
