@@ -2,8 +2,10 @@
 /*
  * inca-manager: the control plane's server. Reads the topology, restores
  * its state from the database, serves the API (/v1, bearer tokens) and
- * Prometheus /metrics over HTTP (libmicrohttpd), and every 50 ms looks for
- * switches that stopped heartbeating and leases that expired.
+ * Prometheus /metrics over HTTP (libmicrohttpd, a thread per connection:
+ * heartbeats and ranks' state requests may be held until something changes),
+ * and every 50 ms looks for switches that stopped heartbeating and leases
+ * that expired.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -59,8 +61,8 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
 	struct mgr *m = cls;
 	struct conn *cn = *con_cls;
 	struct MHD_Response *resp;
-	const char *auth, *ctype = "application/json";
-	char *out = NULL;
+	const char *auth, *ctype = "application/json", *wait;
+	char *out = NULL, path[512];
 	int status;
 	enum MHD_Result ret;
 
@@ -96,6 +98,11 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
 		status = 413;
 		out = strdup("{\"error\": \"body larger than 1 MiB\", \"status\": 413}");
 	} else {
+		/* MHD strips the query; the API reads wait_ms from it */
+		wait = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "wait_ms");
+		if (wait && snprintf(path, sizeof(path), "%s?wait_ms=%s", url, wait) <
+			    (int)sizeof(path))
+			url = path;
 		status = mgr_api(m, method, url, auth, cn->body, &out, &ctype);
 	}
 	resp = MHD_create_response_from_buffer(out ? strlen(out) : 0, out ? out : "",
@@ -218,7 +225,8 @@ int main(int argc, char **argv)
 	m.dead_after_s = (double)dead_ms / 1000.0;
 	m.lease_s = (double)lease_s;
 	m.default_window = (uint32_t)window;
-	d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL,
+	d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+			     MHD_USE_ERROR_LOG, 0, NULL, NULL,
 			     handler, &m, MHD_OPTION_SOCK_ADDR, &sa,
 			     MHD_OPTION_NOTIFY_COMPLETED, completed, NULL,
 			     MHD_OPTION_CONNECTION_TIMEOUT, 30u, MHD_OPTION_END);
@@ -237,6 +245,7 @@ int main(int argc, char **argv)
 		usleep(50000);
 	}
 	printf("inca-manager: stopping\n");
+	mgr_stop(&m);
 	MHD_stop_daemon(d);
 	pthread_mutex_lock(&m.lock);
 	mgr_save(&m);

@@ -104,10 +104,19 @@ enum mgr_job_state { JOB_WAITING, JOB_PROGRAMMING, JOB_READY, JOB_FAILED };
 
 struct mgr_rank {
 	bool registered, left;
-	uint32_t ip, qpn;
+	uint32_t ip, qpn;            /* qpn: unique on ip among the live jobs */
 	uint32_t ring_ip;            /* the fallback ring's network; 0: ip */
+	uint32_t ring_port;          /* unique on the ring's address; 0: none (old state) */
 	int host;
 };
+
+/* What the manager hands out per host address when a rank does not ask:
+ * QPNs from MGR_QPN_FIRST (below it are the QPNs RoCE reserves and the
+ * static examples' 17.. stay usable), ring ports from MGR_RING_PORT_FIRST. */
+#define MGR_QPN_FIRST        17
+#define MGR_RING_PORT_FIRST  18515
+/* Longest a heartbeat or a rank's GET may be held (long-poll). */
+#define MGR_WAIT_MS_MAX      30000
 
 /* One group of a job on one switch. */
 struct mgr_group {
@@ -154,6 +163,8 @@ struct mgr {
 	struct mgr_topo topo;
 	char admin_token[MGR_TOKEN_LEN];
 	pthread_mutex_t lock;
+	pthread_cond_t changed;      /* broadcast on every version or job state change */
+	bool stopping;               /* held requests answer at once */
 	struct mgr_switch_state *sw;
 	struct mgr_job *jobs;
 	uint32_t next_group_id;
@@ -167,6 +178,10 @@ struct mgr {
 	char db_path[256];
 	/* metrics */
 	uint64_t requests, requests_refused, tree_builds;
+	uint64_t polls_held, polls_woken, polls_timed_out, wakeups;
+	unsigned polls_holding;      /* long-polls waiting now */
+	uint64_t saves;
+	double save_s_last, save_s_max;
 	double tree_build_s_last, tree_build_s_max;
 	/* clock, replaceable by tests */
 	double (*now)(void);
@@ -186,6 +201,9 @@ int mgr_api(struct mgr *m, const char *method, const char *path, const char *tok
 
 /* Periodic work: switches missing heartbeats, leases, readiness. */
 void mgr_tick(struct mgr *m);
+
+/* Answer every held request (shutdown). */
+void mgr_stop(struct mgr *m);
 
 /* Persistence: the whole state as one JSON document in SQLite. */
 int mgr_save(struct mgr *m);

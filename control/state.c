@@ -7,6 +7,11 @@
  * the ranks get their group description. Switches heartbeat; one that
  * stops is marked down and the jobs using it failed. Everything that must
  * survive a restart is saved after each change (persist.c).
+ *
+ * Heartbeats and ranks' state requests may ask to be held (long-poll,
+ * "wait_ms"): the request waits on m->changed, m->lock released, until the
+ * switch's desired version differs from what it applied, or the job is
+ * ready or failed. Every version or job state change broadcasts it.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -49,6 +54,13 @@ static void failure(struct mgr *m, const char *what, const char *fmt, ...)
 
 static void switch_usage(struct mgr *m, int s, uint32_t *slots, uint32_t *groups);
 
+/* A desired version or a job's state changed: wake the held requests. */
+static void changed(struct mgr *m)
+{
+	m->wakeups++;
+	pthread_cond_broadcast(&m->changed);
+}
+
 static struct mgr_job *job_find(struct mgr *m, const char *id)
 {
 	for (struct mgr_job *j = m->jobs; j; j = j->next)
@@ -84,6 +96,7 @@ static void job_teardown(struct mgr *m, struct mgr_job *j)
 	for (int g = 0; g < j->ngroups; g++)
 		m->sw[j->groups[g].sw].version++;
 	job_free(j);
+	changed(m);
 }
 
 static void load_of(struct mgr *m, struct mgr_load *l, int tenant, uint32_t *tenant_slots)
@@ -203,6 +216,7 @@ out:
 	free(groups);
 	free(tslots);
 	free(down);
+	changed(m);
 	return rc;
 }
 
@@ -215,6 +229,7 @@ static void job_check_ready(struct mgr *m, struct mgr_job *j)
 			return;
 	j->state = JOB_READY;
 	j->ready_at = m->now();
+	changed(m);
 	fprintf(stderr, "inca-manager: job %s ready: group %u on %d switch%s, %.1f ms after "
 		"the last rank registered\n", j->id, j->group_id, j->ngroups,
 		j->ngroups > 1 ? "es" : "", (j->ready_at - j->registered_at) * 1000.0);
@@ -223,7 +238,7 @@ static void job_check_ready(struct mgr *m, struct mgr_job *j)
 void mgr_tick(struct mgr *m)
 {
 	double now = m->now();
-	bool changed = false;
+	bool dirty = false;
 
 	pthread_mutex_lock(&m->lock);
 	for (int s = 0; s < m->topo.nswitches; s++) {
@@ -255,7 +270,7 @@ void mgr_tick(struct mgr *m)
 					break;
 				}
 		}
-		changed = true;
+		dirty = true;
 	}
 	for (struct mgr_job *j = m->jobs, *next; j; j = next) {
 		next = j->next;
@@ -263,23 +278,74 @@ void mgr_tick(struct mgr *m)
 			failure(m, j->id, "job removed: lease expired (no rank renewed it for %.0f s)",
 				m->lease_s);
 			job_teardown(m, j);
-			changed = true;
+			dirty = true;
 			continue;
 		}
 		enum mgr_job_state before = j->state;
 		job_check_ready(m, j);
-		changed |= before != j->state;
+		dirty |= before != j->state;
 	}
-	if (changed)
+	if (dirty) {
+		changed(m);
 		mgr_save(m);
+	}
 	pthread_mutex_unlock(&m->lock);
+}
+
+void mgr_stop(struct mgr *m)
+{
+	pthread_mutex_lock(&m->lock);
+	m->stopping = true;
+	pthread_cond_broadcast(&m->changed);
+	pthread_mutex_unlock(&m->lock);
+}
+
+/*
+ * Hold a request, m->lock released meanwhile, until done(m, arg) or
+ * wait_ms pass (or the manager stops). Returns done's last answer.
+ */
+static bool hold(struct mgr *m, long wait_ms, bool (*done)(struct mgr *, const void *),
+		 const void *arg)
+{
+	struct timespec until;
+	bool ok = done(m, arg);
+
+	if (ok || wait_ms <= 0 || m->stopping)
+		return ok;
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_sec += wait_ms / 1000;
+	until.tv_nsec += (wait_ms % 1000) * 1000000L;
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	m->polls_held++;
+	m->polls_holding++;
+	while (!ok && !m->stopping) {
+		int rc = pthread_cond_timedwait(&m->changed, &m->lock, &until);
+		ok = done(m, arg);
+		if (rc == ETIMEDOUT)
+			break;
+	}
+	m->polls_holding--;
+	if (ok)
+		m->polls_woken++;
+	else
+		m->polls_timed_out++;
+	return ok;
 }
 
 int mgr_init(struct mgr *m, const char *topo_path, const char *db_path,
 	     const char *admin_token, char *err, size_t errlen)
 {
+	pthread_condattr_t ca;
+
 	memset(m, 0, sizeof(*m));
 	pthread_mutex_init(&m->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&m->changed, &ca);
+	pthread_condattr_destroy(&ca);
 	m->now = mgr_clock;
 	m->dead_after_s = 1.0;
 	m->lease_s = 60;
@@ -321,6 +387,7 @@ void mgr_fini(struct mgr *m)
 		json_decref(m->sw[s].counters);
 	free(m->sw);
 	mgr_topo_free(&m->topo);
+	pthread_cond_destroy(&m->changed);
 	if (m->db)
 		mgr_db_close(m);
 }
@@ -419,6 +486,8 @@ static json_t *rank_desc(struct mgr *m, struct mgr_job *j, int r)
 				      "qpn", (int)j->ranks[k].qpn);
 		if (j->ranks[k].ring_ip)
 			json_object_set_new(o, "ring_ip", ipj(j->ranks[k].ring_ip));
+		if (j->ranks[k].ring_port)
+			json_object_set_new(o, "ring_port", json_integer(j->ranks[k].ring_port));
 		json_array_append_new(mem, o);
 	}
 	return json_pack("{s:o, s:i, s:i, s:I, s:i, s:i, s:i, s:i, s:o}",
@@ -513,36 +582,111 @@ static bool may_touch(struct req *q, struct mgr_job *j)
 	return q->tenant < 0 || q->tenant == j->tenant;
 }
 
+static uint32_t ring_addr(const struct mgr_rank *rk)
+{
+	return rk->ring_ip ? rk->ring_ip : rk->ip;
+}
+
+/*
+ * Who holds value v on address addr, besides rank self_rank of job self:
+ * QPNs are per rank address, ring ports (ring) per ring address. Returns
+ * the job (and *rank) or NULL.
+ */
+static struct mgr_job *value_holder(struct mgr *m, bool ring, uint32_t addr, uint32_t v,
+				    const struct mgr_job *self, int self_rank, int *rank)
+{
+	for (struct mgr_job *j = m->jobs; j; j = j->next)
+		for (int r = 0; r < j->size; r++) {
+			const struct mgr_rank *rk = &j->ranks[r];
+			if (!rk->registered || (j == self && r == self_rank))
+				continue;
+			if (ring ? ring_addr(rk) == addr && rk->ring_port == v :
+				   rk->ip == addr && rk->qpn == v) {
+				*rank = r;
+				return j;
+			}
+		}
+	return NULL;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* The lowest value in first..max no other rank holds on addr: 0, or -1
+ * when there is none (or no memory). */
+static int value_free(struct mgr *m, bool ring, uint32_t addr, const struct mgr_job *self,
+		      int self_rank, uint32_t first, uint32_t max, uint32_t *out)
+{
+	size_t n = 0, cap = 0;
+	uint32_t *used = NULL, v = first;
+
+	for (struct mgr_job *j = m->jobs; j; j = j->next)
+		for (int r = 0; r < j->size; r++) {
+			const struct mgr_rank *rk = &j->ranks[r];
+			if (!rk->registered || (j == self && r == self_rank) ||
+			    (ring ? ring_addr(rk) : rk->ip) != addr)
+				continue;
+			if (n == cap) {
+				uint32_t *u = realloc(used, sizeof(*used) * (cap = cap ? 2 * cap : 64));
+				if (!u) {
+					free(used);
+					return -1;
+				}
+				used = u;
+			}
+			used[n++] = ring ? rk->ring_port : rk->qpn;
+		}
+	if (n)
+		qsort(used, n, sizeof(*used), cmp_u32);
+	for (size_t i = 0; i < n && v <= max; i++)
+		if (used[i] == v)
+			v++;
+	free(used);
+	if (v > max)
+		return -1;
+	*out = v;
+	return 0;
+}
+
 static int api_register(struct req *q, const char *id)
 {
 	struct mgr *m = q->m;
-	struct mgr_job *j = job_find(m, id);
-	uint32_t rank, size, qpn, ip, window, elems, mtu;
-	int tenant = q->tenant, host;
+	struct mgr_job *j = job_find(m, id), *other;
+	uint32_t rank, size, qpn = 0, ring_port = 0, ip, ring_ip = 0, window, elems, mtu;
+	int tenant = q->tenant, host, who;
 	const char *tname;
+	char a[16];
 
 	if (!valid_id(id))
 		return error(q, 400, "job id: expected 1..47 characters of a-z A-Z 0-9 - _ .");
 	if (!json_is_object(q->body))
-		return error(q, 400, "body: expected a JSON object {rank, size, ip, qpn}");
+		return error(q, 400, "body: expected a JSON object {rank, size, ip[, qpn, ring_port]}");
 	if (body_uint(q->body, "size", 1, 1024, UINT32_MAX, &size))
 		return error(q, 400, "size: expected 1..1024");
 	if (body_uint(q->body, "rank", 0, size - 1, UINT32_MAX, &rank))
 		return error(q, 400, "rank: expected 0..%u", size - 1);
-	if (body_uint(q->body, "qpn", 2, 0xffffff, UINT32_MAX, &qpn))
-		return error(q, 400, "qpn: expected 2..16777215");
+	if (body_uint(q->body, "qpn", 2, 0xffffff, 0, &qpn))
+		return error(q, 400, "qpn: expected 2..16777215 (or none: the manager assigns one)");
+	if (body_uint(q->body, "ring_port", 1, 65535, 0, &ring_port))
+		return error(q, 400, "ring_port: expected 1..65535 (or none: the manager assigns "
+			     "one)");
 	if (mgr_parse_ip(json_string_value(json_object_get(q->body, "ip")), &ip))
 		return error(q, 400, "ip: expected the rank's IPv4 address");
+	if (json_object_get(q->body, "ring_ip") &&
+	    mgr_parse_ip(json_string_value(json_object_get(q->body, "ring_ip")), &ring_ip))
+		return error(q, 400, "ring_ip: expected the IPv4 address of the rank's fallback "
+			     "ring");
 	if (body_uint(q->body, "window", 1, 4096, m->default_window, &window) ||
 	    body_uint(q->body, "elems_per_pkt", 1, 2048, m->default_elems, &elems) ||
 	    body_uint(q->body, "mtu", 256, 4096, m->default_mtu, &mtu))
 		return error(q, 400, "window 1..4096, elems_per_pkt 1..2048, mtu 256..4096");
 	host = mgr_topo_host_by_ip(&m->topo, ip);
-	if (host < 0) {
-		char b[16];
-		mgr_ip_str(ip, b);
-		return error(q, 400, "ip %s is not a host of the topology", b);
-	}
+	mgr_ip_str(ip, a);
+	if (host < 0)
+		return error(q, 400, "ip %s is not a host of the topology", a);
 	if ((tname = json_string_value(json_object_get(q->body, "tenant")))) {
 		int t = -1;
 		for (int i = 0; i < m->topo.ntenants; i++)
@@ -564,6 +708,49 @@ static int api_register(struct req *q, const char *id)
 		if (njobs >= m->topo.tenants[tenant].max_jobs)
 			return error(q, 409, "quota: tenant %s has %u jobs, its maximum",
 				     m->topo.tenants[tenant].name, njobs);
+	} else {
+		if (!may_touch(q, j))
+			return error(q, 403, "job %s belongs to tenant %s", id,
+				     m->topo.tenants[j->tenant].name);
+		if ((int)size != j->size)
+			return error(q, 409, "job %s has size %d, not %u", id, j->size, size);
+		if (j->state == JOB_FAILED)
+			return error(q, 409, "job %s failed: %s (delete it and create it again)",
+				     id, j->reason);
+		/* registering again keeps what the rank was given */
+		struct mgr_rank *rk = &j->ranks[rank];
+		if (rk->registered && rk->ip != ip)
+			return error(q, 409, "job %s rank %u is registered with another address",
+				     id, rank);
+		if (rk->registered && qpn && rk->qpn != qpn)
+			return error(q, 409, "qpn: job %s rank %u is registered with QPN %u", id,
+				     rank, rk->qpn);
+		if (rk->registered && ring_port && rk->ring_port && rk->ring_port != ring_port)
+			return error(q, 409, "ring_port: job %s rank %u is registered with port %u",
+				     id, rank, rk->ring_port);
+		if (rk->registered) {
+			qpn = rk->qpn;
+			ring_port = ring_port ? ring_port : rk->ring_port;
+		}
+	}
+	/* the QPN and ring port: the rank's own if free on its address, else one
+	 * the manager picks */
+	if (qpn && (other = value_holder(m, false, ip, qpn, j, (int)rank, &who)))
+		return error(q, 409, "qpn: job %s rank %d already uses %s QPN %u", other->id, who,
+			     a, qpn);
+	if (!qpn && value_free(m, false, ip, j, (int)rank, MGR_QPN_FIRST, 0xffffff, &qpn))
+		return error(q, 409, "qpn: no free QPN on %s", a);
+	uint32_t raddr = ring_ip ? ring_ip : ip;
+	char ra[16];
+	mgr_ip_str(raddr, ra);
+	if (ring_port && (other = value_holder(m, true, raddr, ring_port, j, (int)rank, &who)))
+		return error(q, 409, "ring_port: job %s rank %d already uses %s port %u",
+			     other->id, who, ra, ring_port);
+	if (!ring_port && value_free(m, true, raddr, j, (int)rank, MGR_RING_PORT_FIRST, 65535,
+				     &ring_port))
+		return error(q, 409, "ring_port: no free TCP port on %s from %u up", ra,
+			     MGR_RING_PORT_FIRST);
+	if (!j) {
 		j = calloc(1, sizeof(*j));
 		if (!j || !(j->ranks = calloc(size, sizeof(*j->ranks)))) {
 			free(j);
@@ -578,33 +765,13 @@ static int api_register(struct req *q, const char *id)
 		j->created = m->now();
 		j->next = m->jobs;
 		m->jobs = j;
-	} else {
-		if (!may_touch(q, j))
-			return error(q, 403, "job %s belongs to tenant %s", id,
-				     m->topo.tenants[j->tenant].name);
-		if ((int)size != j->size)
-			return error(q, 409, "job %s has size %d, not %u", id, j->size, size);
-		if (j->state == JOB_FAILED)
-			return error(q, 409, "job %s failed: %s (delete it and create it again)",
-				     id, j->reason);
 	}
 	struct mgr_rank *rk = &j->ranks[rank];
-	if (rk->registered && (rk->ip != ip || rk->qpn != qpn))
-		return error(q, 409, "job %s rank %u is registered with another address", id, rank);
-	if (!rk->registered) {
-		for (int r = 0; r < j->size; r++)
-			if (j->ranks[r].registered && j->ranks[r].ip == ip && j->ranks[r].qpn == qpn)
-				return error(q, 409, "job %s: rank %d already uses that address and "
-					     "QPN", id, r);
-	}
-	rk->ring_ip = 0;
-	if (json_object_get(q->body, "ring_ip") &&
-	    mgr_parse_ip(json_string_value(json_object_get(q->body, "ring_ip")), &rk->ring_ip))
-		return error(q, 400, "ring_ip: expected the IPv4 address of the rank's fallback "
-			     "ring");
 	rk->registered = true;
 	rk->ip = ip;
 	rk->qpn = qpn;
+	rk->ring_ip = ring_ip;
+	rk->ring_port = ring_port;
 	rk->host = host;
 	j->lease_until = m->now() + m->lease_s;
 	int n = 0;
@@ -617,18 +784,49 @@ static int api_register(struct req *q, const char *id)
 	}
 	job_check_ready(m, j);
 	mgr_save(m);
-	return reply(q, j->state == JOB_FAILED ? 409 : 200, job_json(m, j, false));
+	json_t *o = job_json(m, j, false);
+	json_object_set_new(o, "qpn", json_integer(qpn));
+	json_object_set_new(o, "ring_port", json_integer(ring_port));
+	return reply(q, j->state == JOB_FAILED ? 409 : 200, o);
 }
 
-static int api_rank(struct req *q, struct mgr_job *j, int r)
+/* A rank's state request is answered once its job is ready, failed or gone. */
+static bool job_settled(struct mgr *m, const void *arg)
 {
+	struct mgr_job *j = job_find(m, arg);
+
+	if (j)
+		job_check_ready(m, j);
+	return !j || j->state == JOB_READY || j->state == JOB_FAILED;
+}
+
+static int api_rank(struct req *q, const char *id, int r, long wait_ms)
+{
+	struct mgr_job *j;
 	json_t *o;
 
-	job_check_ready(q->m, j);
+	hold(q->m, wait_ms, job_settled, id);
+	/* held: the job may have gone, or come back as another */
+	j = job_find(q->m, id);
+	if (!j || r >= j->size || !may_touch(q, j))
+		return error(q, 404, "job %s was deleted while the request waited", id);
 	o = json_pack("{s:s, s:s}", "state", mgr_job_state_name(j->state), "reason", j->reason);
 	if (j->state == JOB_READY)
 		json_object_set_new(o, "group", rank_desc(q->m, j, r));
 	return reply(q, 200, o);
+}
+
+struct switch_wait {
+	int s;
+	uint32_t applied;
+};
+
+/* A heartbeat is answered once the switch has something new to apply. */
+static bool switch_behind(struct mgr *m, const void *arg)
+{
+	const struct switch_wait *w = arg;
+
+	return m->sw[w->s].version != w->applied;
 }
 
 static int api_heartbeat(struct req *q, const char *name)
@@ -636,8 +834,9 @@ static int api_heartbeat(struct req *q, const char *name)
 	struct mgr *m = q->m;
 	int s = mgr_topo_switch_by_name(&m->topo, name);
 	struct mgr_switch_state *st;
-	uint32_t applied;
+	uint32_t applied, wait_ms;
 	const char *e;
+	bool ready = false;
 
 	if (s < 0)
 		return error(q, 404, "switch '%s' is not in the topology", name);
@@ -645,6 +844,8 @@ static int api_heartbeat(struct req *q, const char *name)
 		return error(q, 403, "heartbeats need the admin token");
 	if (!json_is_object(q->body) || body_uint(q->body, "applied", 0, UINT32_MAX - 1, 0, &applied))
 		return error(q, 400, "body: expected {\"applied\": VERSION, ...}");
+	if (body_uint(q->body, "wait_ms", 0, MGR_WAIT_MS_MAX, 0, &wait_ms))
+		return error(q, 400, "wait_ms: expected 0..%d", MGR_WAIT_MS_MAX);
 	st = &m->sw[s];
 	if (json_object_get(q->body, "ip")) {
 		uint32_t ip;
@@ -672,8 +873,19 @@ static int api_heartbeat(struct req *q, const char *name)
 	snprintf(st->last_error, sizeof(st->last_error), "%s", e ? e : "");
 	json_decref(st->counters);
 	st->counters = json_incref(json_object_get(q->body, "counters"));
-	for (struct mgr_job *j = m->jobs; j; j = j->next)
+	for (struct mgr_job *j = m->jobs; j; j = j->next) {
+		bool before = j->state == JOB_READY;
 		job_check_ready(m, j);
+		ready |= !before && j->state == JOB_READY;
+	}
+	if (ready)
+		mgr_save(m);
+	/* long-poll: a live switch is never held past half its dead time, so
+	 * liveness stays what the heartbeats' arrival says */
+	if (wait_ms > m->dead_after_s * 500.0)
+		wait_ms = (uint32_t)(m->dead_after_s * 500.0);
+	struct switch_wait w = { s, applied };
+	hold(m, (long)wait_ms, switch_behind, &w);
 	return reply(q, 200, json_pack("{s:i, s:o}", "version", (int)st->version, "groups",
 				       switch_groups(m, s)));
 }
@@ -762,6 +974,23 @@ static int api_metrics(struct req *q)
 	P("# HELP inca_manager_tree_build_seconds_max Longest tree build.\n"
 	  "# TYPE inca_manager_tree_build_seconds_max gauge\n"
 	  "inca_manager_tree_build_seconds_max %.9f\n", m->tree_build_s_max);
+	P("# HELP inca_manager_long_polls_held Heartbeats and rank state requests waiting now.\n"
+	  "# TYPE inca_manager_long_polls_held gauge\ninca_manager_long_polls_held %u\n",
+	  m->polls_holding);
+	P("# HELP inca_manager_long_polls_total Requests held (wait_ms), by how they ended.\n"
+	  "# TYPE inca_manager_long_polls_total counter\n"
+	  "inca_manager_long_polls_total{end=\"change\"} %llu\n"
+	  "inca_manager_long_polls_total{end=\"timeout\"} %llu\n",
+	  (unsigned long long)m->polls_woken, (unsigned long long)m->polls_timed_out);
+	P("# HELP inca_manager_wakeups_total Version or job state changes that woke held requests.\n"
+	  "# TYPE inca_manager_wakeups_total counter\ninca_manager_wakeups_total %llu\n",
+	  (unsigned long long)m->wakeups);
+	P("# HELP inca_manager_state_saves_total State saves to the database.\n"
+	  "# TYPE inca_manager_state_saves_total counter\ninca_manager_state_saves_total %llu\n",
+	  (unsigned long long)m->saves);
+	P("# HELP inca_manager_state_save_seconds_max Longest state save.\n"
+	  "# TYPE inca_manager_state_save_seconds_max gauge\n"
+	  "inca_manager_state_save_seconds_max %.9f\n", m->save_s_max);
 #undef P
 	*q->resp = b;
 	*q->ctype = "text/plain; version=0.0.4";
@@ -772,7 +1001,9 @@ int mgr_api(struct mgr *m, const char *method, const char *path, const char *tok
 	    const char *body, char **resp, const char **ctype)
 {
 	struct req q = { .m = m, .tenant = -2, .resp = resp, .ctype = ctype };
-	char id[MGR_NAME_LEN + 1], sub[MGR_NAME_LEN + 1];
+	char id[MGR_NAME_LEN + 1], sub[MGR_NAME_LEN + 1], pbuf[256];
+	const char *query;
+	long wait_ms = 0;
 	json_error_t jerr;
 	unsigned r;
 	int n = 0, status;
@@ -803,6 +1034,30 @@ int mgr_api(struct mgr *m, const char *method, const char *path, const char *tok
 			status = error(&q, 400, "body: line %d column %d: %s", jerr.line, jerr.column,
 				       jerr.text);
 			goto out;
+		}
+	}
+	/* the query: only wait_ms (a rank's state request may be held) */
+	if ((query = strchr(path, '?'))) {
+		size_t len = (size_t)(query - path);
+		if (len >= sizeof(pbuf)) {
+			status = error(&q, 404, "no such resource: path too long");
+			goto out;
+		}
+		memcpy(pbuf, path, len);
+		pbuf[len] = 0;
+		path = pbuf;
+		for (const char *p = query + 1; *p; p += strcspn(p, "&"), p += *p == '&') {
+			char *end;
+			if (strncmp(p, "wait_ms=", 8))
+				continue;
+			errno = 0;
+			wait_ms = strtol(p + 8, &end, 10);
+			if (errno || end == p + 8 || (*end && *end != '&') || wait_ms < 0 ||
+			    wait_ms > MGR_WAIT_MS_MAX) {
+				status = error(&q, 400, "wait_ms: expected 0..%d milliseconds",
+					       MGR_WAIT_MS_MAX);
+				goto out;
+			}
 		}
 	}
 
@@ -861,7 +1116,7 @@ int mgr_api(struct mgr *m, const char *method, const char *path, const char *tok
 		} else if (sscanf(rest, "/ranks/%u%n", &r, &n) == 1 && (int)r < j->size) {
 			const char *tail = rest + n;
 			if (!*tail && get) {
-				status = api_rank(&q, j, (int)r);
+				status = api_rank(&q, id, (int)r, wait_ms);
 			} else if (!strcmp(tail, "/leave") && post) {
 				bool all = true;
 				j->ranks[r].left = true;

@@ -1,16 +1,22 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * The switch's agent for inca-manager: every heartbeat it reports its
- * address, the group-set version it has applied and its counters, and gets
- * back the version it should have and the groups that make it up. It then
- * deletes the groups the manager no longer lists and adds the new ones
- * through the same calls the static config uses, while the workers keep
- * forwarding and aggregating every other group. If the manager is
- * unreachable the switch keeps its groups and says so (rate-limited).
+ * The switch's agent for inca-manager, in its own thread: every heartbeat
+ * it reports its address, the group-set version it has applied and its
+ * counters, and gets back the version it should have and the groups that
+ * make it up. It then deletes the groups the manager no longer lists and
+ * adds the new ones through the same calls the static config uses (under
+ * sw->ctl_lock), while the workers keep forwarding and aggregating every
+ * other group. The heartbeat is a long-poll ("wait_ms": the period): the
+ * manager answers as soon as the version changes, and the agent applies it
+ * and heartbeats again at once to report it. If the manager is unreachable
+ * the switch keeps its groups and says so (rate-limited).
  */
+#include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <curl/curl.h>
 #include <jansson.h>
@@ -28,6 +34,12 @@ struct dp_agent {
 	char error[256];
 	uint64_t ok, failed;
 	bool registered, complained;
+	/* the thread */
+	struct dp_switch *sw;
+	unsigned period_ms;
+	pthread_t thread;
+	bool running;
+	volatile bool stop;
 };
 
 struct dp_agent *dp_agent_create(const char *manager, const char *name, const char *token)
@@ -47,6 +59,10 @@ void dp_agent_destroy(struct dp_agent *a)
 {
 	if (!a)
 		return;
+	if (a->running) {
+		a->stop = true;
+		pthread_join(a->thread, NULL);
+	}
 	curl_global_cleanup();
 	free(a);
 }
@@ -131,7 +147,10 @@ static int reconcile(struct dp_switch *sw, struct dp_agent *a, json_t *groups)
 	return rc;
 }
 
-void dp_agent_heartbeat(struct dp_switch *sw, struct dp_agent *a)
+/* One heartbeat, held by the manager up to wait_ms. Returns 1 when a new
+ * version was applied (to be reported at once), 0 when nothing changed,
+ * -1 when the manager could not be reached or the version not applied. */
+static int heartbeat(struct dp_switch *sw, struct dp_agent *a, unsigned wait_ms)
 {
 	char ip[16], err[512];
 	json_t *req, *resp = NULL;
@@ -140,12 +159,13 @@ void dp_agent_heartbeat(struct dp_switch *sw, struct dp_agent *a)
 	uint32_t v = sw->cfg->switch_ip;
 
 	snprintf(ip, sizeof(ip), "%u.%u.%u.%u", v >> 24, (v >> 16) & 255, (v >> 8) & 255, v & 255);
-	req = json_pack("{s:s, s:s, s:I, s:s, s:o}", "name", a->name, "ip", ip,
+	req = json_pack("{s:s, s:s, s:I, s:s, s:o, s:i}", "name", a->name, "ip", ip,
 			"applied", (json_int_t)a->applied, "error", a->error, "counters",
-			counters(sw));
+			counters(sw), "wait_ms", (int)wait_ms);
 	body = json_dumps(req, JSON_COMPACT);
 	json_decref(req);
-	status = inca_http("POST", a->url, a->token, body, 1000, &resp, NULL, err, sizeof(err));
+	status = inca_http("POST", a->url, a->token, body, 1000 + (long)wait_ms, &resp, NULL, err,
+			   sizeof(err));
 	free(body);
 	if (status != 200) {
 		a->failed++;
@@ -155,7 +175,7 @@ void dp_agent_heartbeat(struct dp_switch *sw, struct dp_agent *a)
 			a->complained = true;
 		}
 		json_decref(resp);
-		return;
+		return -1;
 	}
 	a->ok++;
 	if (a->complained || !a->registered)
@@ -167,13 +187,59 @@ void dp_agent_heartbeat(struct dp_switch *sw, struct dp_agent *a)
 	if (!json_is_integer(ver) || !json_is_array(json_object_get(resp, "groups"))) {
 		DP_LOG(ERR, "agent: the manager's answer has no version and groups\n");
 		json_decref(resp);
-		return;
+		return -1;
 	}
+	int rc = 0;
 	if ((uint32_t)json_integer_value(ver) != a->applied) {
-		if (!reconcile(sw, a, json_object_get(resp, "groups")))
+		rc = -1;
+		if (!reconcile(sw, a, json_object_get(resp, "groups"))) {
 			a->applied = (uint32_t)json_integer_value(ver);
+			rc = 1;
+		}
 		DP_LOG(INFO, "agent: group set version %u applied: %u groups\n", a->applied,
 		       sw->ngroups);
 	}
 	json_decref(resp);
+	return rc;
+}
+
+static double now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* Heartbeat at least every period; at once after applying a new version.
+ * A manager that does not hold heartbeats answers at once: then the rest
+ * of the period is slept here. */
+static void *agent_main(void *arg)
+{
+	struct dp_agent *a = arg;
+
+	while (!a->stop && !a->sw->quit) {
+		double t0 = now_ms();
+		if (heartbeat(a->sw, a, a->period_ms) == 1)
+			continue;
+		while (!a->stop && !a->sw->quit && now_ms() - t0 < a->period_ms) {
+			double left = a->period_ms - (now_ms() - t0);
+			struct timespec ts = { 0, (long)((left < 10 ? left : 10) * 1e6) };
+			nanosleep(&ts, NULL);
+		}
+	}
+	return NULL;
+}
+
+int dp_agent_start(struct dp_agent *a, struct dp_switch *sw, unsigned period_ms)
+{
+	int rc;
+
+	a->sw = sw;
+	a->period_ms = period_ms;
+	rc = pthread_create(&a->thread, NULL, agent_main, a);
+	if (rc)
+		return -rc;
+	a->running = true;
+	return 0;
 }

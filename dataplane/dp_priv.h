@@ -397,11 +397,13 @@ static inline uint16_t dp_port_index(const struct dp_switch *sw, uint16_t port_i
 	return sw->port_index[port_id];
 }
 
-/* dp_agent.c: the manager's agent (runs on the main lcore) */
+/* dp_agent.c: the manager's agent, in its own thread (not an lcore): it
+ * heartbeats at least every period_ms, long-polling for group changes.
+ * start: 0 or a negative errno; destroy stops and joins the thread. */
 struct dp_agent;
 struct dp_agent *dp_agent_create(const char *manager, const char *name, const char *token);
+int dp_agent_start(struct dp_agent *a, struct dp_switch *sw, unsigned period_ms);
 void dp_agent_destroy(struct dp_agent *a);
-void dp_agent_heartbeat(struct dp_switch *sw, struct dp_agent *a);
 
 /* dp_telemetry.c */
 int dp_telemetry_init(struct dp_switch *sw);

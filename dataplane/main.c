@@ -48,7 +48,8 @@ static void usage(FILE *out, const char *prog)
 		"                        registers and heartbeats; groups change at run time)\n"
 		"  -n, --name NAME       this switch's name in the manager's topology\n"
 		"  -k, --token-file FILE the manager's admin token (or INCA_MANAGER_TOKEN)\n"
-		"  -b, --heartbeat-ms MS heartbeat period (default 200)\n"
+		"  -b, --heartbeat-ms MS heartbeat period (default 200); group changes\n"
+		"                        arrive at once (the heartbeat is a long-poll)\n"
 		"  -h, --help            this text\n"
 		"\n"
 		"Counters: dpdk-telemetry.py, commands /inca/info, /inca/ports,\n"
@@ -289,6 +290,11 @@ int main(int argc, char **argv)
 	sw->workers_running = true;
 	for (unsigned i = 0; i < sw->nworkers; i++)
 		rte_eal_remote_launch(dp_worker_main, sw->workers[i], sw->workers[i]->lcore);
+	if (agent && (rc = dp_agent_start(agent, sw, (unsigned)o.heartbeat_ms))) {
+		fprintf(stderr, "inca-switch: cannot start the manager agent's thread: %s\n",
+			strerror(-rc));
+		sw->quit = true;
+	}
 
 	{
 		uint32_t a = cfg.switch_ip;
@@ -301,14 +307,9 @@ int main(int argc, char **argv)
 	/* housekeeping: MAC ageing, the stats line */
 	uint64_t next_stats = rte_rdtsc() + (uint64_t)(o.stats_s * (double)sw->tsc_hz);
 	uint64_t next_age = rte_rdtsc() + sw->tsc_hz;
-	uint64_t next_hb = rte_rdtsc();
 	while (!sw->quit) {
 		uint64_t now = rte_rdtsc();
 
-		if (agent && now >= next_hb) {
-			dp_agent_heartbeat(sw, agent);
-			next_hb = now + (uint64_t)o.heartbeat_ms * sw->tsc_hz / 1000;
-		}
 		if (now >= next_age) {
 			dp_l2_age(sw->l2, now, (uint64_t)cfg.mac_age_s * sw->tsc_hz);
 			next_age = now + sw->tsc_hz;
@@ -317,9 +318,12 @@ int main(int argc, char **argv)
 			dp_stats_line(sw, o.stats_s);
 			next_stats = now + (uint64_t)(o.stats_s * (double)sw->tsc_hz);
 		}
-		usleep(agent && o.heartbeat_ms < 50 ? (useconds_t)o.heartbeat_ms * 1000 : 50000);
+		usleep(50000);
 	}
 	printf("inca-switch: stopping\n");
+	/* the agent first: it may be deleting a group, which waits on the workers */
+	dp_agent_destroy(agent);
+	agent = NULL;
 	rte_eal_mp_wait_lcore();
 	sw->workers_running = false;
 	if (o.stats_s > 0)

@@ -20,7 +20,8 @@ JSON
 }
 
 # manager_setup N DIR PORT: a topology (one switch "switch1" at 10.0.0.254
-# holding hosts 1..N, tenant "demo"), an admin token and a tenant token in
+# holding hosts 1..N, tenant "demo", room for 256 jobs of 64 slots: an MPI
+# program maps each communicator to a job), an admin token and a tenant token in
 # DIR; exports the libinca environment for manager mode (INCA_MANAGER, ...)
 # and unsets the static group variables
 manager_setup() {
@@ -33,7 +34,8 @@ manager_setup() {
 	cat > "$dir/topology.json" <<JSON
 { "switches": [ { "name": "switch1", "role": "leaf", "ip": "10.0.0.254" } ],
   "hosts": [ $hosts ],
-  "tenants": [ { "name": "demo", "token": "$(cat "$dir/demo.token")" } ] }
+  "tenants": [ { "name": "demo", "token": "$(cat "$dir/demo.token")",
+                 "max_slots_per_switch": 16384, "max_jobs": 256 } ] }
 JSON
 	unset INCA_SWITCH INCA_GROUP INCA_GROUP_QPN INCA_QKEY INCA_MEMBERS
 	export INCA_MANAGER="http://192.168.77.254:$port" INCA_MANAGER_TOKEN_FILE="$dir/demo.token" \

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * libinca's manager client (INCA_MANAGER): a rank registers (job, rank,
- * size, its address and QPN), waits until the manager has built the tree
- * and programmed the switches, and gets its group description, the same
- * JSON as a static INCA_CONFIG file. Later calls renew the job's lease (and
+ * size, its address; its QPN and ring port only if INCA_QPN/INCA_RING_PORT
+ * ask for them, else the manager picks ones free on the address), waits
+ * until the manager has built the tree and programmed the switches (a
+ * long-poll: the manager answers when the job is ready), and gets its group
+ * description, the same JSON as a static INCA_CONFIG file. Later calls renew the job's lease (and
  * learn if the job failed: the switch of its tree went down); destroy says
  * the rank left.
  */
@@ -31,15 +33,15 @@ struct hl_manager {
 	double lease_us;
 };
 
-/* One request to the manager: the HTTP status (-1: unreachable), the
- * answer in *out. */
+/* One request to the manager, which may hold it up to wait_ms: the HTTP
+ * status (-1: unreachable), the answer in *out. */
 static int call(struct hl_manager *m, const char *method, const char *path,
-		const char *body, json_t **out, char *err, size_t errlen)
+		const char *body, long wait_ms, json_t **out, char *err, size_t errlen)
 {
 	char full[700];
 
 	snprintf(full, sizeof(full), "%s%s", m->url, path);
-	return inca_http(method, full, m->token, body, 3000, out, NULL, err, errlen);
+	return inca_http(method, full, m->token, body, 3000 + wait_ms, out, NULL, err, errlen);
 }
 
 static double now_us(void)
@@ -87,9 +89,10 @@ int hl_manager_join(const struct inca_comm_attr *attr, const char *transport,
 	const char *token = getenv("INCA_MANAGER_TOKEN"), *s;
 	char ip[16], tokbuf[256], path[160], *body;
 	char terr[300];
-	unsigned qpn = 17, timeout_ms = attr->timeout_ms ? attr->timeout_ms : 30000;
+	unsigned timeout_ms = attr->timeout_ms ? attr->timeout_ms : 30000;
 	json_t *req, *resp = NULL;
 	int status, rc = INCA_ERR_MANAGER;
+	double t_join = now_us();
 
 	*out = NULL;
 	if (!m) {
@@ -126,16 +129,18 @@ int hl_manager_join(const struct inca_comm_attr *attr, const char *transport,
 		free(m);
 		return INCA_ERR_CONFIG;
 	}
-	if ((s = getenv("INCA_QPN")))
-		qpn = (unsigned)strtoul(s, NULL, 0);
 	snprintf(m->url, sizeof(m->url), "%s", attr->manager_url);
 	snprintf(m->job, sizeof(m->job), "%s", attr->job);
 	snprintf(m->token, sizeof(m->token), "%s", token);
 	m->rank = attr->rank;
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 
-	req = json_pack("{s:i, s:i, s:s, s:i}", "rank", attr->rank, "size", attr->size,
-			"ip", ip, "qpn", (int)qpn);
+	req = json_pack("{s:i, s:i, s:s}", "rank", attr->rank, "size", attr->size, "ip", ip);
+	/* unique on this address: the manager's choice unless asked for */
+	if ((s = getenv("INCA_QPN")))
+		json_object_set_new(req, "qpn", json_integer((json_int_t)strtoul(s, NULL, 0)));
+	if ((s = getenv("INCA_RING_PORT")))
+		json_object_set_new(req, "ring_port", json_integer(atoi(s)));
 	if ((s = getenv("INCA_RING_IP")))
 		json_object_set_new(req, "ring_ip", json_string(s));
 	if ((s = getenv("INCA_WINDOW")))
@@ -147,17 +152,21 @@ int hl_manager_join(const struct inca_comm_attr *attr, const char *transport,
 	body = json_dumps(req, JSON_COMPACT);
 	json_decref(req);
 	snprintf(path, sizeof(path), "/v1/jobs/%s/ranks", m->job);
-	status = call(m, "POST", path, body, &resp, err, errlen);
+	status = call(m, "POST", path, body, 0, &resp, err, errlen);
 	free(body);
 	json_decref(resp);
 	if (status != 200)
 		goto fail;
 
-	/* wait for the tree and the switches */
+	/* wait for the tree and the switches: the manager holds the request
+	 * until the job is ready or failed (one that does not is polled) */
 	double deadline = now_us() + timeout_ms * 1000.0;
-	snprintf(path, sizeof(path), "/v1/jobs/%s/ranks/%d", m->job, attr->rank);
 	for (;;) {
-		status = call(m, "GET", path, NULL, &resp, err, errlen);
+		double t0 = now_us(), left_ms = (deadline - t0) / 1000.0;
+		long wait_ms = left_ms > 1000 ? 1000 : left_ms > 0 ? (long)left_ms : 0;
+		snprintf(path, sizeof(path), "/v1/jobs/%s/ranks/%d?wait_ms=%ld", m->job,
+			 attr->rank, wait_ms);
+		status = call(m, "GET", path, NULL, wait_ms, &resp, err, errlen);
 		if (status != 200)
 			goto fail;
 		const char *state = json_string_value(json_object_get(resp, "state"));
@@ -177,7 +186,8 @@ int hl_manager_join(const struct inca_comm_attr *attr, const char *transport,
 			rc = INCA_ERR_TIMEOUT;
 			goto fail;
 		}
-		usleep(10000);
+		if (now_us() - t0 < 5000)
+			usleep(10000);
 	}
 	char *desc = json_dumps(json_object_get(resp, "group"), JSON_COMPACT);
 	char origin[128];
@@ -191,6 +201,7 @@ int hl_manager_join(const struct inca_comm_attr *attr, const char *transport,
 	json_decref(resp);
 	m->last_renew_us = now_us();
 	m->lease_us = 10e6;
+	HL_INFO("rank %d: joined job %s in %.1f ms", attr->rank, m->job, (now_us() - t_join) / 1e3);
 	*out = m;
 	return INCA_OK;
 fail:
@@ -212,7 +223,7 @@ bool hl_manager_renew(struct hl_manager *m, char *why, size_t whylen)
 		return false;
 	m->last_renew_us = now_us();
 	snprintf(path, sizeof(path), "/v1/jobs/%s/renew", m->job);
-	if (call(m, "POST", path, "{}", &resp, err, sizeof(err)) == 200) {
+	if (call(m, "POST", path, "{}", 0, &resp, err, sizeof(err)) == 200) {
 		const char *st = json_string_value(json_object_get(resp, "state"));
 		if (st && !strcmp(st, "failed")) {
 			snprintf(why, whylen, "%s", json_string_value(json_object_get(resp, "reason")) ?: "?");
@@ -233,7 +244,7 @@ void hl_manager_leave(struct hl_manager *m)
 	if (!m)
 		return;
 	snprintf(path, sizeof(path), "/v1/jobs/%s/ranks/%d/leave", m->job, m->rank);
-	if (call(m, "POST", path, "{}", &resp, err, sizeof(err)) != 200)
+	if (call(m, "POST", path, "{}", 0, &resp, err, sizeof(err)) != 200)
 		HL_DEBUG("rank %d: leaving: %s", m->rank, err);
 	json_decref(resp);
 	curl_global_cleanup();

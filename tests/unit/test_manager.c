@@ -3,13 +3,16 @@
  * inca-manager without HTTP: topology validation, the tree builder on
  * generated fat-trees (up to 4096 hosts), quotas, and the API (tokens,
  * validation, a job from registration to ready, tenant isolation, a switch
- * that stops heartbeating) with a clock the test controls.
+ * that stops heartbeating, QPNs and ring ports unique per host address
+ * across jobs and a restart, held requests: long-poll) with a clock the
+ * test controls.
  */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -262,24 +265,14 @@ static double fake_now = 1000;
 static double now_fn(void) { return fake_now; }
 
 static struct mgr M;
-static char topo_path[64];
+static char topo_path[64], db_path[64];
 
-static int api_setup(void **state)
+/* (Re)start the manager on topo_path and db_path (none if empty). */
+static int manager_start(void)
 {
 	char err[256];
-	json_t *j = fat_tree(2, 2, 1, 64);
-	int fd;
 
-	(void)state;
-	snprintf(topo_path, sizeof(topo_path), "/tmp/inca-test-topo.XXXXXX");
-	fd = mkstemp(topo_path);
-	if (fd < 0)
-		return -1;
-	close(fd);
-	json_dump_file(j, topo_path, 0);
-	json_decref(j);
-	fake_now = 1000;
-	if (mgr_init(&M, topo_path, NULL, ADMIN, err, sizeof(err))) {
+	if (mgr_init(&M, topo_path, db_path[0] ? db_path : NULL, ADMIN, err, sizeof(err))) {
 		fprintf(stderr, "%s\n", err);
 		return -1;
 	}
@@ -289,11 +282,60 @@ static int api_setup(void **state)
 	return 0;
 }
 
+/* A manager on a fat-tree of 2 leaves of 2 hosts and a spine; its state in
+ * an SQLite database if db. */
+static int setup(bool db)
+{
+	json_t *j = fat_tree(2, 2, 1, 64);
+	int fd;
+
+	snprintf(topo_path, sizeof(topo_path), "/tmp/inca-test-topo.XXXXXX");
+	fd = mkstemp(topo_path);
+	if (fd < 0)
+		return -1;
+	close(fd);
+	json_dump_file(j, topo_path, 0);
+	json_decref(j);
+	fake_now = 1000;
+	db_path[0] = 0;
+	if (db) {
+		snprintf(db_path, sizeof(db_path), "/tmp/inca-test-db.XXXXXX");
+		fd = mkstemp(db_path);
+		if (fd < 0)
+			return -1;
+		close(fd);
+		unlink(db_path);
+	}
+	return manager_start();
+}
+
+static int api_setup(void **state)
+{
+	(void)state;
+	return setup(false);
+}
+
+static int api_setup_db(void **state)
+{
+	(void)state;
+	return setup(true);
+}
+
 static int api_teardown(void **state)
 {
+	char wal[80];
+
 	(void)state;
 	mgr_fini(&M);
 	unlink(topo_path);
+	if (db_path[0]) {
+		unlink(db_path);
+		snprintf(wal, sizeof(wal), "%s-wal", db_path);
+		unlink(wal);
+		snprintf(wal, sizeof(wal), "%s-shm", db_path);
+		unlink(wal);
+		db_path[0] = 0;
+	}
 	return 0;
 }
 
@@ -309,6 +351,8 @@ static int call(const char *method, const char *path, const char *token, const c
 	free(resp);
 	return st;
 }
+
+static char last_error[512];
 
 static const char *err_of(json_t *j)
 {
@@ -473,6 +517,250 @@ static void test_api_job_lifecycle(void **state)
 	free(resp);
 }
 
+/* Register a rank; returns the status and the QPN and ring port it got. */
+static int join(const char *job, int rank, int size, const char *ip, const char *extra,
+		int *qpn, int *ring_port)
+{
+	char path[64], body[256];
+	json_t *r;
+	int st;
+
+	snprintf(path, sizeof(path), "/v1/jobs/%s/ranks", job);
+	snprintf(body, sizeof(body), "{\"rank\": %d, \"size\": %d, \"ip\": \"%s\"%s%s}", rank,
+		 size, ip, extra ? ", " : "", extra ? extra : "");
+	st = call("POST", path, TOK_A, body, &r);
+	if (st == 200) {
+		*qpn = (int)json_integer_value(json_object_get(r, "qpn"));
+		*ring_port = (int)json_integer_value(json_object_get(r, "ring_port"));
+		json_decref(r);
+	} else {
+		snprintf(last_error, sizeof(last_error), "%s", err_of(r));
+	}
+	return st;
+}
+
+static void test_api_qpn_ring_port(void **state)
+{
+	json_t *r;
+	int q, p, v;
+
+	(void)state;
+	M.default_window = 1;   /* many jobs within tenant a's 64 slots */
+	/* ja: one rank on each host of leaf0; both addresses start at 17 */
+	assert_int_equal(join("ja", 0, 2, "10.1.0.0", NULL, &q, &p), 200);
+	assert_int_equal(q, 17);
+	assert_int_equal(p, 18515);
+	assert_int_equal(join("ja", 1, 2, "10.1.0.1", NULL, &q, &p), 200);
+	assert_int_equal(q, 17);
+	assert_int_equal(p, 18515);
+	/* jb: two ranks on 10.1.0.0, which ja uses too: distinct QPNs and ports */
+	assert_int_equal(join("jb", 0, 2, "10.1.0.0", NULL, &q, &p), 200);
+	assert_int_equal(q, 18);
+	assert_int_equal(p, 18516);
+	assert_int_equal(join("jb", 1, 2, "10.1.0.0", NULL, &q, &p), 200);
+	assert_int_equal(q, 19);
+	assert_int_equal(p, 18517);
+	/* registering again keeps them */
+	assert_int_equal(join("jb", 1, 2, "10.1.0.0", NULL, &q, &p), 200);
+	assert_int_equal(q, 19);
+	assert_int_equal(p, 18517);
+	assert_int_equal(join("jb", 1, 2, "10.1.0.0", "\"qpn\": 20", &q, &p), 409);
+	assert_string_equal(last_error, "qpn: job jb rank 1 is registered with QPN 19");
+	/* a QPN or port another job uses on that address: refused, no job left */
+	assert_int_equal(join("jc", 0, 1, "10.1.0.0", "\"qpn\": 17", &q, &p), 409);
+	assert_string_equal(last_error, "qpn: job ja rank 0 already uses 10.1.0.0 QPN 17");
+	assert_int_equal(join("jc", 0, 1, "10.1.0.0", "\"qpn\": 100, \"ring_port\": 18516", &q,
+			      &p), 409);
+	assert_string_equal(last_error, "ring_port: job jb rank 0 already uses 10.1.0.0 port "
+			    "18516");
+	assert_int_equal(call("GET", "/v1/jobs/jc", TOK_A, NULL, &r), 404);
+	json_decref(r);
+	/* the same QPN on another address is fine; a free one asked for is kept */
+	assert_int_equal(join("jc", 0, 1, "10.1.0.2", "\"qpn\": 18", &q, &p), 200);
+	assert_int_equal(q, 18);
+	assert_int_equal(p, 18515);
+	assert_int_equal(join("jd", 0, 1, "10.1.0.0", "\"qpn\": 100", &q, &p), 200);
+	assert_int_equal(q, 100);
+	assert_int_equal(p, 18518);
+	/* the ring port is unique on the ring's address */
+	assert_int_equal(join("je", 0, 1, "10.1.0.1", "\"ring_ip\": \"192.168.0.1\"", &q, &p), 200);
+	assert_int_equal(q, 18);
+	assert_int_equal(p, 18515);
+
+	/* every member's QPN and ring port reach the ranks and the switch */
+	heartbeat("leaf0", 0, &v);
+	heartbeat("leaf0", v, &v);
+	assert_int_equal(call("GET", "/v1/jobs/jb/ranks/0", TOK_A, NULL, &r), 200);
+	assert_string_equal(json_string_value(json_object_get(r, "state")), "ready");
+	json_t *mem = json_object_get(json_object_get(r, "group"), "members");
+	assert_int_equal(json_integer_value(json_object_get(json_array_get(mem, 0), "qpn")), 18);
+	assert_int_equal(json_integer_value(json_object_get(json_array_get(mem, 0), "ring_port")),
+			 18516);
+	assert_int_equal(json_integer_value(json_object_get(json_array_get(mem, 1), "qpn")), 19);
+	assert_int_equal(json_integer_value(json_object_get(json_array_get(mem, 1), "ring_port")),
+			 18517);
+	json_decref(r);
+	assert_int_equal(call("GET", "/v1/groups", ADMIN, NULL, &r), 200);
+	int seen = 0;
+	size_t i;
+	json_t *g;
+	json_array_foreach(json_object_get(r, "leaf0"), i, g) {
+		json_t *m0 = json_array_get(json_object_get(g, "members"), 0);
+		json_t *m1 = json_array_get(json_object_get(g, "members"), 1);
+		if (json_integer_value(json_object_get(m0, "qpn")) == 18 &&
+		    json_integer_value(json_object_get(m1, "qpn")) == 19)
+			seen++;
+	}
+	assert_int_equal(seen, 1);
+	json_decref(r);
+
+	/* a restart on the same database: the values are still held */
+	mgr_fini(&M);
+	assert_int_equal(manager_start(), 0);
+	M.default_window = 1;
+	assert_int_equal(join("jf", 0, 1, "10.1.0.0", NULL, &q, &p), 200);
+	assert_int_equal(q, 20);
+	assert_int_equal(p, 18519);
+	assert_int_equal(join("jg", 0, 1, "10.1.0.0", "\"qpn\": 19", &q, &p), 409);
+	assert_string_equal(last_error, "qpn: job jb rank 1 already uses 10.1.0.0 QPN 19");
+	/* deleting a job frees its values for the next */
+	assert_int_equal(call("DELETE", "/v1/jobs/ja", TOK_A, NULL, &r), 200);
+	json_decref(r);
+	assert_int_equal(join("jg", 0, 1, "10.1.0.0", NULL, &q, &p), 200);
+	assert_int_equal(q, 17);
+	assert_int_equal(p, 18515);
+	mgr_fini(&M);
+	assert_int_equal(manager_start(), 0);
+	M.default_window = 1;
+	assert_int_equal(join("jh", 0, 1, "10.1.0.0", NULL, &q, &p), 200);
+	assert_int_equal(q, 21);
+	assert_int_equal(p, 18520);
+}
+
+/* A request made from another thread, to be held. */
+struct held {
+	pthread_t t;
+	const char *method;
+	char path[96], body[128];
+	int status;
+	json_t *resp;
+};
+
+static void *held_main(void *arg)
+{
+	struct held *h = arg;
+
+	h->status = call(h->method, h->path, h->method[0] == 'P' ? ADMIN : TOK_A,
+			 h->body[0] ? h->body : NULL, &h->resp);
+	return NULL;
+}
+
+static void held_start(struct held *h, const char *method, const char *path, const char *body)
+{
+	unsigned waiting;
+
+	memset(h, 0, sizeof(*h));
+	h->method = method;
+	snprintf(h->path, sizeof(h->path), "%s", path);
+	snprintf(h->body, sizeof(h->body), "%s", body ? body : "");
+	pthread_mutex_lock(&M.lock);
+	waiting = M.polls_holding;
+	pthread_mutex_unlock(&M.lock);
+	assert_int_equal(pthread_create(&h->t, NULL, held_main, h), 0);
+	/* until the manager holds it */
+	for (;;) {
+		pthread_mutex_lock(&M.lock);
+		unsigned now_waiting = M.polls_holding;
+		pthread_mutex_unlock(&M.lock);
+		if (now_waiting > waiting)
+			break;
+		usleep(1000);
+	}
+}
+
+static int metric(const char *name)
+{
+	char *resp = NULL, *at;
+	const char *ctype;
+	int v = -1;
+
+	assert_int_equal(mgr_api(&M, "GET", "/metrics", ADMIN, NULL, &resp, &ctype), 200);
+	at = strstr(resp, name);
+	if (at)
+		v = atoi(at + strlen(name));
+	free(resp);
+	return v;
+}
+
+static void test_api_long_poll(void **state)
+{
+	struct held hb, rk;
+	json_t *r;
+	int q, p, v;
+
+	(void)state;
+	heartbeat("leaf0", 0, &v);
+	assert_int_equal(v, 0);
+	/* a heartbeat with nothing new is held until a job changes leaf0's version */
+	held_start(&hb, "POST", "/v1/switches/leaf0/heartbeat",
+		   "{\"applied\": 0, \"wait_ms\": 20000}");
+	assert_int_equal(join("j", 0, 1, "10.1.0.0", NULL, &q, &p), 200);
+	pthread_join(hb.t, NULL);
+	assert_int_equal(hb.status, 200);
+	assert_int_equal(json_integer_value(json_object_get(hb.resp, "version")), 1);
+	assert_int_equal(json_array_size(json_object_get(hb.resp, "groups")), 1);
+	json_decref(hb.resp);
+	assert_int_equal(metric("inca_manager_long_polls_total{end=\"change\"} "), 1);
+	/* a rank's state request is held until its job is ready */
+	held_start(&rk, "GET", "/v1/jobs/j/ranks/0?wait_ms=20000", NULL);
+	heartbeat("leaf0", 1, &v);
+	pthread_join(rk.t, NULL);
+	assert_int_equal(rk.status, 200);
+	assert_string_equal(json_string_value(json_object_get(rk.resp, "state")), "ready");
+	assert_non_null(json_object_get(rk.resp, "group"));
+	json_decref(rk.resp);
+	assert_int_equal(metric("inca_manager_long_polls_total{end=\"change\"} "), 2);
+	/* answered at once: ready already, or a version not applied yet */
+	uint64_t held = M.polls_held;
+	assert_int_equal(call("GET", "/v1/jobs/j/ranks/0?wait_ms=20000", TOK_A, NULL, &r), 200);
+	json_decref(r);
+	assert_int_equal(call("DELETE", "/v1/jobs/j", TOK_A, NULL, &r), 200);
+	json_decref(r);
+	assert_int_equal(call("POST", "/v1/switches/leaf0/heartbeat", ADMIN,
+			      "{\"applied\": 1, \"wait_ms\": 20000}", &r), 200);
+	assert_int_equal(json_integer_value(json_object_get(r, "version")), 2);
+	assert_int_equal(json_array_size(json_object_get(r, "groups")), 0);
+	json_decref(r);
+	assert_int_equal(M.polls_held, held);
+	/* nothing changes: answered when wait_ms pass */
+	assert_int_equal(call("POST", "/v1/switches/leaf0/heartbeat", ADMIN,
+			      "{\"applied\": 2, \"wait_ms\": 20}", &r), 200);
+	assert_int_equal(json_integer_value(json_object_get(r, "version")), 2);
+	json_decref(r);
+	assert_int_equal(metric("inca_manager_long_polls_total{end=\"timeout\"} "), 1);
+	/* a job deleted while a rank waits for it */
+	assert_int_equal(join("jw", 0, 2, "10.1.0.0", NULL, &q, &p), 200);
+	held_start(&rk, "GET", "/v1/jobs/jw/ranks/0?wait_ms=20000", NULL);
+	assert_int_equal(call("DELETE", "/v1/jobs/jw", TOK_A, NULL, &r), 200);
+	json_decref(r);
+	pthread_join(rk.t, NULL);
+	assert_int_equal(rk.status, 404);
+	assert_string_equal(err_of(rk.resp), "job jw was deleted while the request waited");
+	/* stopping answers every held request */
+	held_start(&hb, "POST", "/v1/switches/leaf1/heartbeat", "{\"applied\": 0, \"wait_ms\": 20000}");
+	mgr_stop(&M);
+	pthread_join(hb.t, NULL);
+	assert_int_equal(hb.status, 200);
+	json_decref(hb.resp);
+	assert_int_equal(metric("inca_manager_long_polls_held "), 0);
+	/* wait_ms is checked */
+	assert_int_equal(call("GET", "/v1/jobs/jw/ranks/0?wait_ms=soon", TOK_A, NULL, &r), 400);
+	assert_string_equal(err_of(r), "wait_ms: expected 0..30000 milliseconds");
+	assert_int_equal(call("POST", "/v1/switches/leaf0/heartbeat", ADMIN,
+			      "{\"applied\": 2, \"wait_ms\": 40000}", &r), 400);
+	assert_string_equal(err_of(r), "wait_ms: expected 0..30000");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -483,6 +771,8 @@ int main(void)
 		cmocka_unit_test(test_tree_4096_hosts),
 		cmocka_unit_test_setup_teardown(test_api_tokens_and_validation, api_setup, api_teardown),
 		cmocka_unit_test_setup_teardown(test_api_job_lifecycle, api_setup, api_teardown),
+		cmocka_unit_test_setup_teardown(test_api_qpn_ring_port, api_setup_db, api_teardown),
+		cmocka_unit_test_setup_teardown(test_api_long_poll, api_setup, api_teardown),
 	};
 	return cmocka_run_group_tests_name("manager", tests, NULL, NULL);
 }
