@@ -111,6 +111,10 @@ struct hl_transport_ops {
 };
 
 extern const struct hl_transport_ops hl_udp_ops;
+/* Packets the udp transport's reuseport program on ip (this network
+ * namespace) dropped for want of an owner, and left to the kernel as too
+ * short. INCA_ERR_TRANSPORT: no group there; INCA_ERR_UNSUPPORTED: no eBPF. */
+int hl_udp_steer_dropped(uint32_t ip, uint64_t *unowned, uint64_t *too_short);
 extern const struct hl_transport_ops hl_xdp_ops;
 extern const struct hl_transport_ops hl_verbs_ops;
 
