@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# Functional test of libinca-mpi: unmodified Open MPI programs (C, and
+# Python through Debian's mpi4py) on a 4-host testbed with 2 ranks per host
+# (8 ranks), inca-manager in charge, MPI's own traffic on the management
+# network. Every all-reduce is checked element by element; the switch's
+# counters must show the offloaded bytes; MINLOC, derived types and user ops
+# pass through; a rank that cannot offload makes every rank pass through;
+# and with the switch killed mid-job the program still finishes right.
+# Usage: tests/func/mpi.sh BUILD_DIR   (root)
+set -u
+BUILD=${1:?usage: mpi.sh BUILD_DIR}
+# shellcheck source=tests/func/lib.sh
+source "$(dirname "$0")/lib.sh"
+need_root
+export INCA_TESTBED=incampi
+LIB=$BUILD/host-lib/mpi/libinca-mpi.so
+CHECK=$BUILD/tests/mpi/mpi-check
+for f in "$LIB" "$CHECK" "$BUILD/control/inca-manager"; do
+	[ -e "$f" ] || { echo "SKIP: $f is not built (libopenmpi-dev, the control plane)"; exit 77; }
+done
+command -v mpirun >/dev/null || { echo "SKIP: mpirun missing (openmpi-bin)"; exit 77; }
+
+WORK=$(mktemp -d /tmp/inca-mpi.XXXXXX)
+PORT=18490
+MGR_PID=
+JOB_PID=
+cleanup() {
+	[ -n "$JOB_PID" ] && kill "$JOB_PID" 2>/dev/null
+	"$TB" down >/dev/null 2>&1
+	if [ -n "$MGR_PID" ]; then
+		kill "$MGR_PID" 2>/dev/null
+		wait "$MGR_PID" 2>/dev/null
+	fi
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+# shellcheck source=deploy/jobs.sh
+here=$SRC source "$SRC/deploy/jobs.sh"
+manager_setup 4 "$WORK" "$PORT"
+"$BUILD/control/inca-manager" --topology "$WORK/topology.json" --token-file "$WORK/admin.token" \
+	--db "$WORK/manager.db" --listen "0.0.0.0:$PORT" > "$WORK/manager.log" 2>&1 &
+MGR_PID=$!
+for _ in $(seq 50); do
+	grep -q "inca-manager: ready" "$WORK/manager.log" && break
+	sleep 0.1
+done
+printf '{ "switch": { "ip": "10.0.0.254", "idle_sleep_us": 20 } }\n' > "$WORK/switch.json"
+if ! "$TB" up --hosts 4 --config "$WORK/switch.json" --mgmt --switch "$BUILD/dataplane/inca-switch" \
+	--manager "http://127.0.0.1:$PORT" --name switch1 --token-file "$WORK/admin.token" \
+	> "$WORK/testbed.log" 2>&1; then
+	cat "$WORK/testbed.log"
+	not_ok "testbed up"
+	finish
+	exit 1
+fi
+
+# mpirun ARGS...: 8 ranks, 2 per host, MPI over the management network,
+# libinca-mpi preloaded (unless INCA_MPI=0) and the manager's environment
+mpi8() {
+	timeout 900 mpirun --allow-run-as-root --oversubscribe -np 8 \
+		--host 192.168.77.1:2,192.168.77.2:2,192.168.77.3:2,192.168.77.4:2 \
+		--mca plm_rsh_agent "$SRC/tests/bench/ns-rsh" --mca btl tcp,self \
+		--mca btl_tcp_if_include 192.168.77.0/24 --mca oob_tcp_if_include 192.168.77.0/24 \
+		--mca mpi_yield_when_idle 1 \
+		-x INCA_TESTBED -x LD_PRELOAD="$LIB" -x INCA_MANAGER -x INCA_MANAGER_TOKEN_FILE \
+		-x INCA_IFNAME=eth0 -x INCA_TRANSPORT=udp -x INCA_MPI_STATS=1 -x INCA_MPI_VERBOSE=1 \
+		-x INCA_MPI="${INCA_MPI:-1}" "$@"
+}
+
+# stat OUT COLLECTIVE COLUMN: a number from the INCA_MPI_STATS table
+stat() {
+	awk -v c="$2" -v k="$3" '$1 == c { print $k }' "$1"
+}
+
+contributions() { telemetry /inca/info contributions; }
+
+echo "# C program: world, dup, split; every mapped type x op; 1 element .. 16 MiB"
+before=$(contributions)
+mpi8 "$CHECK" -m 16777216 -r 3 > "$WORK/c.out" 2> "$WORK/c.err"
+rc=$?
+after=$(contributions)
+expect_eq "mpi-check exit status" "$rc" 0
+check "mpi-check: every result exact" grep -q "mpi-check: [1-9][0-9]* passed, 0 failed" "$WORK/c.out"
+grep "mpi-check:" "$WORK/c.out"
+grep -A5 "calls summed" "$WORK/c.err"
+for c in MPI_Allreduce MPI_Iallreduce MPI_Bcast MPI_Barrier; do
+	n=$(stat "$WORK/c.err" "$c" 2)
+	check "$c offloaded ($n calls)" [ "${n:-0}" -gt 0 ]
+done
+n=$(stat "$WORK/c.err" MPI_Allreduce 3)
+check "MINLOC, derived types, user ops and the refused communicator passed through ($n calls)" \
+	[ "${n:-0}" -gt 0 ]
+bytes=$(stat "$WORK/c.err" MPI_Allreduce 4)
+# each rank sends at least one contribution per 992 bytes (IB MTU 1024)
+need=$(( ${bytes:-0} / 992 ))
+got=$(( after - before ))
+check "the switch counted the contributions ($got >= $need)" test "$got" -ge "$need" -a "$need" -gt 0
+check "8 ranks, 2 per host, on the switch's groups (4 communicators offloaded)" \
+	[ "$(grep -c 'offloaded to INCA' "$WORK/c.err")" -ge 4 ]
+check "a rank that cannot offload makes every rank pass through (said once)" \
+	grep -q "not offloaded: rank 3: INCA_IFNAME names no interface" "$WORK/c.err"
+if [ "$FAILED" -gt 0 ]; then
+	grep -E "FAIL|rror" "$WORK/c.err" | head -20
+fi
+
+echo "# Python (mpi4py) program"
+mpi8 /usr/bin/python3 "$SRC/tests/mpi/mpi_check.py" --max 16777216 > "$WORK/py.out" 2> "$WORK/py.err"
+expect_eq "mpi_check.py exit status" "$?" 0
+check "mpi_check.py: every result exact" grep -q "mpi-check.py: [1-9][0-9]* passed, 0 failed" "$WORK/py.out"
+grep "mpi-check.py:" "$WORK/py.out"
+n=$(stat "$WORK/py.err" MPI_Allreduce 2)
+check "mpi4py's Allreduce offloaded ($n calls)" [ "${n:-0}" -gt 0 ]
+
+echo "# the switch killed mid-job"
+mpi8 "$CHECK" -l 300 > "$WORK/kill.out" 2> "$WORK/kill.err" &
+JOB_PID=$!
+for _ in $(seq 600); do
+	grep -q "loop 60 " "$WORK/kill.out" 2>/dev/null && break
+	kill -0 "$JOB_PID" 2>/dev/null || break
+	sleep 0.1
+done
+spid=$(cat "/run/inca-testbed/$INCA_TESTBED/switch.pid" 2>/dev/null)
+check "the job was running when the switch was killed" kill -0 "$JOB_PID"
+[ -n "$spid" ] && grep -q inca-switch "/proc/$spid/cmdline" 2>/dev/null && kill -9 "$spid"
+wait "$JOB_PID"
+rc=$?
+JOB_PID=
+expect_eq "the program finished after the switch died (exit status)" "$rc" 0
+check "every result exact after the switch died" \
+	grep -q "mpi-check: [1-9][0-9]* passed, 0 failed" "$WORK/kill.out"
+check "the ranks said the switch path failed" grep -q "switch path failed" "$WORK/kill.err"
+grep -A5 "calls summed" "$WORK/kill.err"
+finish
