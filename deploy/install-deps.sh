@@ -17,7 +17,7 @@ PKGS=(
 	# tests and tools
 	libcmocka-dev python3-scapy tshark iproute2 ethtool iputils-ping curl
 	# baselines and Soft-RoCE VMs
-	openmpi-bin libopenmpi-dev
+	openmpi-bin libopenmpi-dev python3-mpi4py python3-numpy
 	qemu-system-x86 busybox-static cpio
 )
 

@@ -149,9 +149,8 @@ static void comm_decide(struct im_comm *ic)
 				       "MPI_COMM_WORLD only; set INCA_MANAGER for others"
 				     : "neither INCA_MANAGER nor a static group is set";
 	}
-	ok = agree_min(ic->shadow, ok);
-	if (!ok) {
-		say_why_not(ic, false, why);
+	if (!agree_min(ic->shadow, ok)) {
+		say_why_not(ic, ok, why);
 		return;
 	}
 	attr.rank = ic->rank;
