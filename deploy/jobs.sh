@@ -80,3 +80,50 @@ openmpi_job() {
 		return 1
 	fi
 }
+
+# manager_testbed N DIR PORT BUILD [TESTBED ARGS...]: inca-manager (pid in
+# MGR_PID, log in DIR) and a testbed of N hosts with the management network,
+# whose switch takes its groups from the manager; the libinca environment
+# for manager mode exported (manager_setup). Returns 1 with the logs shown.
+manager_testbed() {
+	local n=$1 dir=$2 port=$3 build=$4
+	shift 4
+	manager_setup "$n" "$dir" "$port"
+	"$build/control/inca-manager" --topology "$dir/topology.json" \
+		--token-file "$dir/admin.token" --db "$dir/manager.db" \
+		--listen "0.0.0.0:$port" > "$dir/manager.log" 2>&1 &
+	MGR_PID=$!
+	for _ in $(seq 50); do
+		grep -q "inca-manager: ready" "$dir/manager.log" && break
+		sleep 0.1
+	done
+	grep -q "inca-manager: ready" "$dir/manager.log" || { cat "$dir/manager.log" >&2; return 1; }
+	printf '{ "switch": { "ip": "10.0.0.254", "idle_sleep_us": 20 } }\n' > "$dir/switch.json"
+	if ! "$here/deploy/testbed" up --hosts "$n" --config "$dir/switch.json" --mgmt \
+		--switch "$build/dataplane/inca-switch" --manager "http://127.0.0.1:$port" \
+		--name switch1 --token-file "$dir/admin.token" "$@" > "$dir/testbed.log" 2>&1; then
+		cat "$dir/testbed.log" >&2
+		return 1
+	fi
+}
+
+# mpi_ranks NP PER_HOST LIB ARGS...: mpirun from this namespace, NP ranks,
+# PER_HOST per testbed host, MPI's traffic on the management network, LIB
+# (libinca-mpi) preloaded with the manager's environment; INCA_MPI=0 keeps
+# it out of the way (the same binary, Open MPI alone). MPI_NET: the network
+# of MPI's own traffic (default the management network, which survives the
+# switch; 10.0.0.0/24 puts it on the same links as INCA's)
+mpi_ranks() {
+	local np=$1 per=$2 lib=$3 hosts="" i
+	shift 3
+	for i in $(seq $(( (np + per - 1) / per ))); do
+		hosts+="${hosts:+,}192.168.77.$i:$per"
+	done
+	timeout 900 mpirun --allow-run-as-root --oversubscribe -np "$np" --host "$hosts" \
+		--mca plm_rsh_agent "$here/tests/bench/ns-rsh" --mca btl tcp,self \
+		--mca btl_tcp_if_include "${MPI_NET:-192.168.77.0/24}" \
+		--mca oob_tcp_if_include 192.168.77.0/24 --mca mpi_yield_when_idle 1 \
+		-x INCA_TESTBED -x LD_PRELOAD="$lib" -x INCA_MANAGER -x INCA_MANAGER_TOKEN_FILE \
+		-x INCA_IFNAME=eth0 -x INCA_TRANSPORT="${INCA_TRANSPORT:-udp}" \
+		-x INCA_MPI_STATS=1 -x INCA_MPI_VERBOSE=1 -x INCA_MPI="${INCA_MPI:-1}" "$@"
+}

@@ -36,37 +36,14 @@ cleanup() {
 trap cleanup EXIT
 
 # shellcheck source=deploy/jobs.sh
-here=$SRC source "$SRC/deploy/jobs.sh"
-manager_setup 4 "$WORK" "$PORT"
-"$BUILD/control/inca-manager" --topology "$WORK/topology.json" --token-file "$WORK/admin.token" \
-	--db "$WORK/manager.db" --listen "0.0.0.0:$PORT" > "$WORK/manager.log" 2>&1 &
-MGR_PID=$!
-for _ in $(seq 50); do
-	grep -q "inca-manager: ready" "$WORK/manager.log" && break
-	sleep 0.1
-done
-printf '{ "switch": { "ip": "10.0.0.254", "idle_sleep_us": 20 } }\n' > "$WORK/switch.json"
-if ! "$TB" up --hosts 4 --config "$WORK/switch.json" --mgmt --switch "$BUILD/dataplane/inca-switch" \
-	--manager "http://127.0.0.1:$PORT" --name switch1 --token-file "$WORK/admin.token" \
-	> "$WORK/testbed.log" 2>&1; then
-	cat "$WORK/testbed.log"
-	not_ok "testbed up"
+here=$SRC
+source "$SRC/deploy/jobs.sh"
+if ! manager_testbed 4 "$WORK" "$PORT" "$BUILD"; then
+	not_ok "manager and testbed up"
 	finish
 	exit 1
 fi
-
-# mpirun ARGS...: 8 ranks, 2 per host, MPI over the management network,
-# libinca-mpi preloaded (unless INCA_MPI=0) and the manager's environment
-mpi8() {
-	timeout 900 mpirun --allow-run-as-root --oversubscribe -np 8 \
-		--host 192.168.77.1:2,192.168.77.2:2,192.168.77.3:2,192.168.77.4:2 \
-		--mca plm_rsh_agent "$SRC/tests/bench/ns-rsh" --mca btl tcp,self \
-		--mca btl_tcp_if_include 192.168.77.0/24 --mca oob_tcp_if_include 192.168.77.0/24 \
-		--mca mpi_yield_when_idle 1 \
-		-x INCA_TESTBED -x LD_PRELOAD="$LIB" -x INCA_MANAGER -x INCA_MANAGER_TOKEN_FILE \
-		-x INCA_IFNAME=eth0 -x INCA_TRANSPORT=udp -x INCA_MPI_STATS=1 -x INCA_MPI_VERBOSE=1 \
-		-x INCA_MPI="${INCA_MPI:-1}" "$@"
-}
+mpi8() { mpi_ranks 8 2 "$LIB" "$@"; }
 
 # stat OUT COLLECTIVE COLUMN: a number from the INCA_MPI_STATS table
 stat() {

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# The same Open MPI binary (mpi-allreduce-perf, float sum) with and without
+# libinca-mpi, on one testbed in one run: 8 ranks, 2 per host on 4 hosts,
+# inca-manager in charge; Open MPI's own traffic crosses the same switch and
+# links as INCA's (MPI_NET=10.0.0.0/24), so both sides run on the same path.
+# Prints the two OSU-style tables and, per size, the ratio.
+# Usage: tests/bench/run-mpi.sh [--rate R] [--max BYTES] [--iters N] [--ranks NP]
+set -euo pipefail
+here=$(cd "$(dirname "$0")/../.." && pwd)
+rate="" max=16M iters=20 np=8
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--rate) rate=${2:?}; shift 2 ;;
+	--max) max=${2:?}; shift 2 ;;
+	--iters) iters=${2:?}; shift 2 ;;
+	--ranks) np=${2:?}; shift 2 ;;
+	-h|--help) sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	*) echo "run-mpi.sh: unknown option '$1'" >&2; exit 2 ;;
+	esac
+done
+[ "$(id -u)" -eq 0 ] || { echo "run-mpi.sh: run as root" >&2; exit 1; }
+B=$here/build
+LIB=$B/host-lib/mpi/libinca-mpi.so
+PERF=$B/tests/bench/mpi-allreduce-perf
+for f in "$LIB" "$PERF" "$B/control/inca-manager" "$B/dataplane/inca-switch"; do
+	[ -e "$f" ] || { echo "run-mpi.sh: $f not built" >&2; exit 1; }
+done
+export INCA_TESTBED=incampib
+WORK=$(mktemp -d /tmp/inca-mpibench.XXXXXX)
+MGR_PID=
+trap '"$here/deploy/testbed" down >/dev/null 2>&1 || true; [ -n "$MGR_PID" ] && kill "$MGR_PID" 2>/dev/null; rm -rf "$WORK"' EXIT
+# shellcheck source=deploy/jobs.sh
+source "$here/deploy/jobs.sh"
+manager_testbed $(( (np + 1) / 2 )) "$WORK" 18495 "$B" ${rate:+--rate "$rate"}
+export MPI_NET=10.0.0.0/24
+ARGS=(-o -b 8 -e "$max" -f 8 -n "$iters" -w 2)
+# run NAME: the perf tool once; a failed launch is retried once, and said
+run() {
+	local name=$1 try
+	for try in 1 2; do
+		if mpi_ranks "$np" 2 "$LIB" "$PERF" "${ARGS[@]}" > "$WORK/$name.txt" 2> "$WORK/$name.err"; then
+			return 0
+		fi
+		echo "run-mpi.sh: the $name run failed (try $try):" >&2
+		tail -n 5 "$WORK/$name.err" >&2
+	done
+	return 1
+}
+INCA_MPI=0 run openmpi
+INCA_MPI=1 run inca
+grep -q "offloaded to INCA" "$WORK/inca.err" ||
+	{ echo "run-mpi.sh: the interposer did not offload:" >&2; cat "$WORK/inca.err" >&2; exit 1; }
+echo "== Open MPI alone ($np ranks, 2 per host${rate:+, links $rate})"
+cat "$WORK/openmpi.txt"
+echo "== the same binary with LD_PRELOAD=libinca-mpi.so"
+cat "$WORK/inca.txt"
+grep -A5 "calls summed" "$WORK/inca.err"
+echo "== side by side"
+awk 'FNR == 1 { f++ } /^[0-9]/ { t[f, $1] = $2; if (f == 1) order[++n] = $1 }
+     END {
+	printf "%-10s %16s %16s %9s\n", "# Size", "Open MPI (us)", "libinca-mpi (us)", "speed-up"
+	for (i = 1; i <= n; i++) { s = order[i]
+		printf "%-10s %16.2f %16.2f %8.2fx\n", s, t[1, s], t[2, s], t[1, s] / t[2, s] }
+     }' "$WORK/openmpi.txt" "$WORK/inca.txt"
