@@ -109,6 +109,21 @@ awk 'FNR == 1 { f++ }
 	}
      }' "$WORK/switch.txt" "$WORK/ring.txt"
 
+if command -v mpirun >/dev/null && [ -e build/host-lib/mpi/libinca-mpi.so ]; then
+	step "the same Open MPI binary, unchanged, without and with libinca-mpi preloaded (docs/mpi.md)"
+	export MPI_NET=10.0.0.0/24      # MPI's own traffic on the same links
+	OSU=(build/tests/bench/mpi-allreduce-perf -o -b 8 -e "$maxsize" -f 8 -n 5 -w 1)
+	if INCA_MPI=0 mpi_ranks "$hosts" 1 "$here/build/host-lib/mpi/libinca-mpi.so" "${OSU[@]}" \
+		> "$WORK/osu-mpi.txt" 2> "$WORK/osu-mpi.err" &&
+	   INCA_MPI=1 mpi_ranks "$hosts" 1 "$here/build/host-lib/mpi/libinca-mpi.so" "${OSU[@]}" \
+		> "$WORK/osu-inca.txt" 2> "$WORK/osu-inca.err"; then
+		grep "offloaded to INCA" "$WORK/osu-inca.err" || true
+		osu_side_by_side "$WORK/osu-mpi.txt" "$WORK/osu-inca.txt"
+	else
+		echo "the MPI run failed:"; tail -n 5 "$WORK"/osu-*.err
+	fi
+fi
+
 cat <<EOF
 
 Where to look next:
@@ -119,5 +134,6 @@ Where to look next:
   the testbed       deploy/testbed up --hosts 4; deploy/testbed exec 1 ping 10.0.0.254
   the figures       build/tests/bench/inca-bench-agg, build/tests/bench/inca-bench-switch
   a two-level lab   deploy/fabric up --hosts 4 --leaves 2 ...; tests/func/manager.sh
+  MPI programs      LD_PRELOAD=libinca-mpi.so (docs/mpi.md); tests/bench/run-mpi.sh
   the docs          docs/protocol.md, docs/switch.md, docs/hostlib.md, docs/manager.md
 EOF

@@ -127,3 +127,15 @@ mpi_ranks() {
 		-x INCA_IFNAME=eth0 -x INCA_TRANSPORT="${INCA_TRANSPORT:-udp}" \
 		-x INCA_MPI_STATS=1 -x INCA_MPI_VERBOSE=1 -x INCA_MPI="${INCA_MPI:-1}" "$@"
 }
+
+# osu_side_by_side A B: two OSU-style tables (# Size, Avg Latency) joined
+# per size with A/B as the speed-up of B
+osu_side_by_side() {
+	awk 'FNR == 1 { f++ } /^[0-9]/ { t[f, $1] = $2; if (f == 1) order[++n] = $1 }
+	     END {
+		printf "%-10s %16s %16s %9s\n", "# Size", "Open MPI (us)", "libinca-mpi (us)", "speed-up"
+		for (i = 1; i <= n; i++) { s = order[i]
+			if (!((2, s) in t)) continue
+			printf "%-10s %16.2f %16.2f %8.2fx\n", s, t[1, s], t[2, s], t[1, s] / t[2, s] }
+	     }' "$1" "$2"
+}

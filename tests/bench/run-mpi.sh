@@ -56,9 +56,4 @@ echo "== the same binary with LD_PRELOAD=libinca-mpi.so"
 cat "$WORK/inca.txt"
 grep -A5 "calls summed" "$WORK/inca.err"
 echo "== side by side"
-awk 'FNR == 1 { f++ } /^[0-9]/ { t[f, $1] = $2; if (f == 1) order[++n] = $1 }
-     END {
-	printf "%-10s %16s %16s %9s\n", "# Size", "Open MPI (us)", "libinca-mpi (us)", "speed-up"
-	for (i = 1; i <= n; i++) { s = order[i]
-		printf "%-10s %16.2f %16.2f %8.2fx\n", s, t[1, s], t[2, s], t[1, s] / t[2, s] }
-     }' "$WORK/openmpi.txt" "$WORK/inca.txt"
+osu_side_by_side "$WORK/openmpi.txt" "$WORK/inca.txt"
