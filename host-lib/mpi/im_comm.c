@@ -72,7 +72,7 @@ static void job_name(struct im_comm *ic)
 			if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
 			      (*s >= '0' && *s <= '9') || *s == '-'))
 				*s = '-';
-		snprintf(ic->job, sizeof(ic->job), "%s.%s.%d.%u", im_cfg.job_prefix, host,
+		snprintf(ic->job, sizeof(ic->job), "%.12s.%.12s.%d.%u", im_cfg.job_prefix, host,
 			 (int)getpid() % 1000000, ++im_ncreated);
 	}
 	PMPI_Bcast(ic->job, sizeof(ic->job), MPI_CHAR, 0, ic->shadow);
