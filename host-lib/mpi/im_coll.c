@@ -182,11 +182,6 @@ static int progress_cb(void)
 	return events;
 }
 
-void im_progress_all(void)
-{
-	progress_cb();
-}
-
 void im_progress_init(void)
 {
 	opal_register = (int (*)(int (*)(void)))dlsym(RTLD_DEFAULT, "opal_progress_register");

@@ -38,7 +38,6 @@ static void comm_free(struct im_comm *ic)
 		PMPI_Comm_free(&ic->shadow);
 	free(ic->last);
 	free(ic->scratch);
-	free(ic->seen);
 	free(ic);
 }
 
@@ -168,18 +167,6 @@ static void comm_decide(struct im_comm *ic)
 		ic->inca = NULL;
 		return;
 	}
-	ic->seen = calloc((size_t)ic->size, sizeof(*ic->seen));
-	if (!ic->seen) {
-		/* nobody offloads unless everyone can recover */
-		ok = agree_min(ic->shadow, 0);
-	} else {
-		ok = agree_min(ic->shadow, 1);
-	}
-	if (!ok) {
-		inca_comm_destroy(ic->inca);
-		ic->inca = NULL;
-		return;
-	}
 	ic->state = IM_OFFLOADED;
 	if (ic->rank == 0)
 		im_log(1, "communicator of %d ranks offloaded to INCA (job %s, transport %s, "
@@ -199,13 +186,16 @@ struct im_comm *im_comm_get(MPI_Comm comm)
 		return NULL;
 	PMPI_Comm_get_attr(comm, im_keyval, &ic, &flag);
 	if (!flag) {
-		ic = calloc(1, sizeof(*ic));
+		int size;
+		PMPI_Comm_size(comm, &size);
+		/* with the per-rank notice table: nothing to allocate later */
+		ic = calloc(1, sizeof(*ic) + (size_t)size * sizeof(ic->seen[0]));
 		if (!ic)
 			return NULL;      /* the same on no rank: but no memory is fatal anyway */
 		ic->comm = comm;
 		ic->shadow = MPI_COMM_NULL;
+		ic->size = size;
 		PMPI_Comm_rank(comm, &ic->rank);
-		PMPI_Comm_size(comm, &ic->size);
 		ic->next = im_comms;
 		im_comms = ic;
 		PMPI_Comm_set_attr(comm, im_keyval, ic);
@@ -295,7 +285,7 @@ static void serve(struct im_comm *ic)
 static void serve_others(const struct im_comm *self)
 {
 	for (struct im_comm *ic = im_comms; ic; ic = ic->next)
-		if (ic != self && ic->seen && (ic->state == IM_OFFLOADED ||
+		if (ic != self && (ic->state == IM_OFFLOADED ||
 					       (ic->state == IM_FAILED && !ic->failed_synced)))
 			serve(ic);
 }

@@ -64,10 +64,10 @@ struct im_comm {
 	void *scratch;            /* in-place inputs kept for a recovery */
 	size_t scratch_cap;
 	struct im_op *active;     /* nonblocking operation in progress */
-	uint32_t *seen;           /* per rank: the latest operation it said it
-				     could not finish (recovery) */
 	struct im_comm *next;     /* all mapped communicators */
 	char job[48];
+	uint32_t seen[];          /* per rank: the latest operation it said it
+				     could not finish (recovery) */
 };
 
 /* One offloaded operation: enough to redo it through PMPI if the switch
@@ -113,7 +113,6 @@ void im_comm_release_all(void);
 void *im_comm_scratch(struct im_comm *ic, size_t bytes);
 
 /* im_coll.c: nonblocking operations */
-void im_progress_all(void);
 /* Finish ic's nonblocking operation, if any, before another starts. */
 int im_finish_active(struct im_comm *ic);
 void im_progress_init(void);

@@ -16,12 +16,7 @@ cleanup() {
 	rm -rf "$WORK"
 }
 trap cleanup EXIT
-# the ranks' shared bpffs: `ip netns exec` hides /sys/fs/bpf, not /run
-mkdir -p /run/inca/bpffs
-if ! mountpoint -q /run/inca/bpffs && ! mount -t bpf bpf /run/inca/bpffs; then
-	echo "SKIP: cannot mount a bpffs at /run/inca/bpffs"
-	exit 77
-fi
+need_run_bpffs
 
 QKEY=0x5eed0004
 # rank r on host r / 2 + 1, QPN 17 + r, ring port 18600 + r

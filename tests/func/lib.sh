@@ -15,6 +15,16 @@ need_root() {
 	fi
 }
 
+# need_run_bpffs: libinca's udp owners share an address through a bpffs
+# that `ip netns exec` does not hide (/run/inca/bpffs); skip without one
+need_run_bpffs() {
+	mkdir -p /run/inca/bpffs
+	if ! mountpoint -q /run/inca/bpffs && ! mount -t bpf bpf /run/inca/bpffs; then
+		echo "SKIP: cannot mount a bpffs at /run/inca/bpffs"
+		exit 77
+	fi
+}
+
 ok() { PASSED=$((PASSED + 1)); echo "ok - $*"; }
 not_ok() { FAILED=$((FAILED + 1)); echo "FAIL - $*"; }
 

@@ -23,12 +23,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# the owners' bpffs: `ip netns exec` hides /sys/fs/bpf, not /run
-mkdir -p /run/inca/bpffs
-if ! mountpoint -q /run/inca/bpffs && ! mount -t bpf bpf /run/inca/bpffs; then
-	echo "SKIP: cannot mount a bpffs at /run/inca/bpffs"
-	exit 77
-fi
+need_run_bpffs
 ip netns add "$NS" || { echo "FAIL - ip netns add $NS"; exit 1; }
 ip -n "$NS" link set lo up
 ip -n "$NS" addr add "$IP/32" dev lo
