@@ -362,21 +362,33 @@ static unsigned env_uint(unsigned v, const char *name, unsigned def)
 	return def;
 }
 
+/* Undo what a transport's reserve made, for a communicator never opened. */
+static void release_reserved(const struct hl_transport_ops *tp, void *tp_state)
+{
+	struct inca_comm tmp = { .tp_state = tp_state };
+
+	if (tp_state)
+		tp->close(&tmp);
+}
+
 int hl_comm_create(const struct inca_comm_attr *attr, const struct hl_group_desc *g,
-		   const struct hl_transport_ops *tp, inca_comm_t **out)
+		   const struct hl_transport_ops *tp, void *tp_state, inca_comm_t **out)
 {
 	struct inca_comm *c = calloc(1, sizeof(*c));
 	const char *s;
 	int rc;
 
-	if (!c)
+	if (!c) {
+		release_reserved(tp, tp_state);
 		return create_fail(INCA_ERR_NOMEM, "out of memory");
+	}
 	c->rank = attr->rank;
 	c->size = attr->size;
 	snprintf(c->job, sizeof(c->job), "%s", attr->job ? attr->job : "");
 	c->g = *g;
 	c->g.members = calloc((size_t)g->nmembers, sizeof(*g->members));
 	if (!c->g.members) {
+		release_reserved(tp, tp_state);
 		free(c);
 		return create_fail(INCA_ERR_NOMEM, "out of memory");
 	}
@@ -387,6 +399,7 @@ int hl_comm_create(const struct inca_comm_attr *attr, const struct hl_group_desc
 	c->my_qpn = g->members[c->rank].qpn;
 	c->member_index = (uint16_t)(g->member_index >= 0 ? g->member_index : c->rank);
 	if (attr->local_ip && parse_ip(attr->local_ip, &c->my_ip)) {
+		release_reserved(tp, tp_state);
 		hl_group_free(&c->g);
 		free(c);
 		return create_fail(INCA_ERR_INVAL, "local_ip: not an IPv4 address");
@@ -409,6 +422,7 @@ int hl_comm_create(const struct inca_comm_attr *attr, const struct hl_group_desc
 	c->pfc_fd = -1;
 	c->pfc_prio = attr->pfc_priority > 0 ? (unsigned)attr->pfc_priority - 1 : 3;
 
+	c->tp_state = tp_state;
 	if (c->fallback != INCA_FALLBACK_FORCE) {
 		rc = tp->open(c);
 		if (rc) {
@@ -440,6 +454,36 @@ int hl_comm_create(const struct inca_comm_attr *attr, const struct hl_group_desc
 		(unsigned)HL_MIN_U32(g->elems_per_pkt, (c->g.ib_mtu - AGG_INCA_HLEN) / 4),
 		c->g.ib_mtu, s);
 	*out = c;
+	return INCA_OK;
+}
+
+/* The transport's endpoint made before registering with the manager, so
+ * that the rank can tell it the QPN its NIC chose (verbs). */
+static int reserve_endpoint(const struct inca_comm_attr *attr, const struct hl_transport_ops *tp,
+			    void **state, uint32_t *qpn)
+{
+	struct inca_comm *pre = calloc(1, sizeof(*pre));
+	char ip[16], err[256];
+	int rc;
+
+	if (!pre)
+		return create_fail(INCA_ERR_NOMEM, "out of memory");
+	if (hl_manager_address(attr, ip, err, sizeof(err)) || parse_ip(ip, &pre->my_ip)) {
+		free(pre);
+		return create_fail(INCA_ERR_CONFIG, "%s", err);
+	}
+	pre->rank = attr->rank;
+	pre->now_us = hl_clock_us;
+	snprintf(pre->ifname, sizeof(pre->ifname), "%s", attr->ifname ? attr->ifname : "");
+	rc = tp->reserve(pre);
+	if (rc) {
+		create_fail(rc, "%s transport: %.200s", tp->name, pre->errmsg);
+		free(pre);
+		return rc;
+	}
+	*state = pre->tp_state;
+	*qpn = pre->my_qpn;
+	free(pre);
 	return INCA_OK;
 }
 
@@ -518,10 +562,19 @@ int inca_comm_create(const struct inca_comm_attr *attr_in, inca_comm_t **out)
 		return create_fail(INCA_ERR_INVAL, "transport '%s': expected udp, xdp or verbs", s);
 
 	struct hl_manager *mgr = NULL;
+	void *reserved = NULL;
 	if (attr.manager_url && *attr.manager_url) {
-		rc = hl_manager_join(&attr, s, &g, &mgr, err, sizeof(err));
-		if (rc)
+		uint32_t qpn = 0;
+		if (tp->reserve && attr.fallback != INCA_FALLBACK_FORCE) {
+			rc = reserve_endpoint(&attr, tp, &reserved, &qpn);
+			if (rc)
+				return rc;
+		}
+		rc = hl_manager_join(&attr, qpn, &g, &mgr, err, sizeof(err));
+		if (rc) {
+			release_reserved(tp, reserved);
 			return create_fail(rc, "%s", err);
+		}
 	} else if (attr.config_file) {
 		FILE *f = fopen(attr.config_file, "r");
 		char *text;
@@ -551,10 +604,11 @@ int inca_comm_create(const struct inca_comm_attr *attr_in, inca_comm_t **out)
 		int have = g.nmembers;
 		hl_group_free(&g);
 		hl_manager_leave(mgr);
+		release_reserved(tp, reserved);
 		return create_fail(INCA_ERR_CONFIG, "the group has %d members but size is %d",
 				   have, attr.size);
 	}
-	rc = hl_comm_create(&attr, &g, tp, out);
+	rc = hl_comm_create(&attr, &g, tp, reserved, out);
 	hl_group_free(&g);
 	if (rc)
 		hl_manager_leave(mgr);

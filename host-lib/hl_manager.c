@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * libinca's manager client (INCA_MANAGER): a rank registers (job, rank,
- * size, its address; its QPN and ring port only if INCA_QPN/INCA_RING_PORT
- * ask for them, else the manager picks ones free on the address), waits
+ * size, its address; its QPN when its NIC chose it (verbs) or INCA_QPN asks
+ * for one, its ring port if INCA_RING_PORT does, else the manager picks
+ * ones free on the address), waits
  * until the manager has built the tree and programmed the switches (a
  * long-poll: the manager answers when the job is ready), and gets its group
  * description, the same JSON as a static INCA_CONFIG file. Later calls renew the job's lease (and
@@ -52,8 +53,7 @@ static double now_us(void)
 	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
 }
 
-/* My data address: INCA_LOCAL_IP, else the IPv4 address of INCA_IFNAME. */
-static int my_address(const struct inca_comm_attr *attr, char ip[16], char *err, size_t errlen)
+int hl_manager_address(const struct inca_comm_attr *attr, char ip[16], char *err, size_t errlen)
 {
 	struct ifaddrs *ifa, *i;
 
@@ -82,7 +82,7 @@ static int my_address(const struct inca_comm_attr *attr, char ip[16], char *err,
 	return -1;
 }
 
-int hl_manager_join(const struct inca_comm_attr *attr, const char *transport,
+int hl_manager_join(const struct inca_comm_attr *attr, uint32_t qpn,
 		    struct hl_group_desc *g, struct hl_manager **out, char *err, size_t errlen)
 {
 	struct hl_manager *m = calloc(1, sizeof(*m));
@@ -98,13 +98,6 @@ int hl_manager_join(const struct inca_comm_attr *attr, const char *transport,
 	if (!m) {
 		snprintf(err, errlen, "out of memory");
 		return INCA_ERR_NOMEM;
-	}
-	if (!strcmp(transport, "verbs")) {
-		snprintf(err, errlen, "INCA_MANAGER with the verbs transport is not supported yet "
-			 "(the QPN is known only once the QP exists); use udp or xdp, or a "
-			 "static group");
-		free(m);
-		return INCA_ERR_UNSUPPORTED;
 	}
 	if (!attr->job || !*attr->job) {
 		snprintf(err, errlen, "INCA_MANAGER needs a job id (INCA_JOB), the same in every rank");
@@ -125,7 +118,7 @@ int hl_manager_join(const struct inca_comm_attr *attr, const char *transport,
 		free(m);
 		return INCA_ERR_CONFIG;
 	}
-	if (my_address(attr, ip, err, errlen)) {
+	if (hl_manager_address(attr, ip, err, errlen)) {
 		free(m);
 		return INCA_ERR_CONFIG;
 	}
@@ -136,8 +129,11 @@ int hl_manager_join(const struct inca_comm_attr *attr, const char *transport,
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 
 	req = json_pack("{s:i, s:i, s:s}", "rank", attr->rank, "size", attr->size, "ip", ip);
-	/* unique on this address: the manager's choice unless asked for */
-	if ((s = getenv("INCA_QPN")))
+	/* unique on this address: the NIC's or the manager's choice unless
+	 * asked for */
+	if (qpn)
+		json_object_set_new(req, "qpn", json_integer((json_int_t)qpn));
+	else if ((s = getenv("INCA_QPN")))
 		json_object_set_new(req, "qpn", json_integer((json_int_t)strtoul(s, NULL, 0)));
 	if ((s = getenv("INCA_RING_PORT")))
 		json_object_set_new(req, "ring_port", json_integer(atoi(s)));

@@ -100,6 +100,10 @@ struct hl_transport_ops {
 	/* sends go through the kernel, which ignores PFC: libinca must
 	 * honour pauses itself (a NIC does it for verbs) */
 	bool host_pfc;
+	/* Optional: make the endpoint before the group is known, because the
+	 * NIC picks its QPN (verbs): sets c->my_qpn and c->tp_state from
+	 * c->my_ip, c->rank and c->ifname; open then finishes that state. */
+	int (*reserve)(struct inca_comm *c);
 	int (*open)(struct inca_comm *c);
 	void (*close)(struct inca_comm *c);
 	/* Send n frames; returns how many were sent, or a negative INCA code. */
@@ -188,9 +192,10 @@ struct inca_comm {
 
 double hl_clock_us(struct inca_comm *c);
 
-/* Create with explicit pieces (unit tests use a mock transport). */
+/* Create with explicit pieces (unit tests use a mock transport); tp_state:
+ * what tp->reserve made, or NULL. */
 int hl_comm_create(const struct inca_comm_attr *attr, const struct hl_group_desc *g,
-		   const struct hl_transport_ops *tp, inca_comm_t **out);
+		   const struct hl_transport_ops *tp, void *tp_state, inca_comm_t **out);
 /* Parse a group description from JSON text (config file content). */
 int hl_group_from_json(const char *text, const char *origin, struct hl_group_desc *g,
 		       char *err, size_t errlen);
@@ -207,7 +212,13 @@ double hl_pfc_wait_us(struct inca_comm *c, double now_us);
 
 /* hl_manager.c: INCA_MANAGER */
 struct hl_manager;
-int hl_manager_join(const struct inca_comm_attr *attr, const char *transport,
+/* The rank's data address: attr->local_ip, else the IPv4 address of
+ * attr->ifname. */
+int hl_manager_address(const struct inca_comm_attr *attr, char ip[16], char *err,
+		       size_t errlen);
+/* Register and wait for the group. qpn: the rank's QPN when its transport
+ * chose it (verbs), else 0 (INCA_QPN, or the manager's choice). */
+int hl_manager_join(const struct inca_comm_attr *attr, uint32_t qpn,
 		    struct hl_group_desc *g, struct hl_manager **out, char *err, size_t errlen);
 bool hl_manager_renew(struct hl_manager *m, char *why, size_t whylen);
 void hl_manager_leave(struct hl_manager *m);

@@ -4,8 +4,9 @@
  * Soft-RoCE. The NIC builds BTH/DETH/ICRC; we post the INCA message (header
  * + elements) as a UD SEND to the switch's group QPN with the group's
  * Q_Key, and receive results into buffers that start with the 40-byte GRH.
- * The NIC assigns the QP number: the member's qpn in the group description
- * must be the one it gives (logged at start; rxe hands out 17 first).
+ * The NIC assigns the QP number: in manager mode the QP is made first and
+ * its number registered; in a static group the member's qpn must be the
+ * one the NIC gives (logged at start; rxe hands out 17 first).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -99,7 +100,9 @@ static void verbs_close(struct inca_comm *c)
 	c->tp_state = NULL;
 }
 
-static int verbs_open(struct inca_comm *c)
+/* Device, PD, CQs, buffers and the UD QP (in RESET): its number exists
+ * from here on. */
+static int verbs_setup(struct inca_comm *c)
 {
 	struct ibv_device **list;
 	struct verbs_state *v;
@@ -159,6 +162,30 @@ static int verbs_open(struct inca_comm *c)
 		verbs_close(c);
 		return hl_fail(c, INCA_ERR_TRANSPORT, "create UD QP: %s", strerror(rc));
 	}
+	return 0;
+}
+
+/* In manager mode: the QP exists before the rank registers, with the QPN
+ * the NIC chose. */
+static int verbs_reserve(struct inca_comm *c)
+{
+	int rc = verbs_setup(c);
+
+	if (rc)
+		return rc;
+	c->my_qpn = ((struct verbs_state *)c->tp_state)->qp->qp_num;
+	return 0;
+}
+
+/* Ready the QP for the group (Q_Key, address handle of the switch). */
+static int verbs_open(struct inca_comm *c)
+{
+	struct verbs_state *v;
+	int rc;
+
+	if (!c->tp_state && (rc = verbs_setup(c)))
+		return rc;
+	v = c->tp_state;
 	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .pkey_index = 0,
 				 .port_num = v->port, .qkey = c->g.qkey };
 	if (ibv_modify_qp(v->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
@@ -289,6 +316,7 @@ static int verbs_recv(struct inca_comm *c, struct hl_rx *rx, unsigned max, int t
 
 const struct hl_transport_ops hl_verbs_ops = {
 	.name = "verbs",
+	.reserve = verbs_reserve,
 	.open = verbs_open,
 	.close = verbs_close,
 	.send = verbs_send,

@@ -69,7 +69,7 @@ static int comm_open(uint32_t ip, uint32_t qpn, inca_comm_t **out)
 				   .members = &m };
 	struct inca_comm_attr attr = { .rank = 0, .size = 1, .pfc = -1 };
 
-	return hl_comm_create(&attr, &g, &hl_udp_ops, out);
+	return hl_comm_create(&attr, &g, &hl_udp_ops, NULL, out);
 }
 
 /* own IP QPNS EXPECTS DROPPED READY DONE: open one communicator per QPN,

@@ -5,7 +5,8 @@
 # (b) rdma-core's ibv_ud_pingpong and perftest's ib_send_bw between the VMs
 # through the switch's forwarding path; (c) a contribution with a wrong
 # Q_Key is dropped and counted and rxe never gets a result; (d) tshark and
-# scapy check a capture of the VMs' traffic.
+# scapy check a capture of the VMs' traffic; (e) the same mixed group set
+# up by inca-manager: the verbs ranks register the QPNs rxe gave them.
 # Usage: softroce.sh BUILD_DIR
 BUILD=$(cd "${1:?usage: softroce.sh BUILD_DIR}" && pwd)
 source "$(dirname "$0")/../func/lib.sh"
@@ -19,8 +20,10 @@ fi
 
 WORK=$(mktemp -d /tmp/inca-interop.XXXXXX)
 CAP_PID=
+MGR_PID=
 cleanup() {
 	[ -n "$CAP_PID" ] && kill "$CAP_PID" 2>/dev/null
+	[ -n "$MGR_PID" ] && kill "$MGR_PID" 2>/dev/null
 	"$TB" down
 	rm -rf "$WORK"
 }
@@ -122,4 +125,69 @@ check "(b) ... its 500+ messages crossed the switch in lossless TC3 ($((after - 
 	test $((after - before)) -ge 500
 expect_eq "(b) ... no lossless drop" \
 	"$(telemetry /inca/qos,2 tc3.lossless_headroom_exceeded)/$(telemetry /inca/qos,2 tc3.pfc_watchdog)" 0/0
+
+# (e) manager mode: inca-manager in host 1 (reached by the VMs through the
+# switch at 10.0.0.1, by the switch's agent over the management network),
+# the switch with no static group, the VMs on verbs and the hosts on udp
+"$TB" down
+MPORT=18495
+head -c 24 /dev/urandom | base64 | tr -d '/+=' > "$WORK/admin.token"
+TENANT=$(head -c 24 /dev/urandom | base64 | tr -d '/+=')
+cat > "$WORK/topology.json" <<JSON
+{ "switches": [ { "name": "switch1", "role": "leaf", "ip": "10.0.0.254" } ],
+  "hosts": [ { "name": "h1", "ip": "10.0.0.1", "leaf": "switch1" },
+             { "name": "h2", "ip": "10.0.0.2", "leaf": "switch1" },
+             { "name": "vm1", "ip": "10.0.0.21", "leaf": "switch1" },
+             { "name": "vm2", "ip": "10.0.0.22", "leaf": "switch1" } ],
+  "tenants": [ { "name": "lab", "token": "$TENANT", "max_slots_per_switch": 1024, "max_jobs": 4 } ] }
+JSON
+printf '{ "switch": { "ip": "10.0.0.254", "idle_sleep_us": 20, "rate": "1gbit" } }\n' > "$WORK/switch-mgr.json"
+if "$TB" up --hosts 2 --vms 2 --mgmt --config "$WORK/switch-mgr.json" \
+	--switch "$BUILD/dataplane/inca-switch" --manager "http://192.168.77.1:$MPORT" \
+	--token-file "$WORK/admin.token" > "$WORK/tb-mgr.log" 2>&1; then
+	"$TB" exec 1 "$BUILD/control/inca-manager" --topology "$WORK/topology.json" \
+		--token-file "$WORK/admin.token" --db "$WORK/manager.db" \
+		--listen "0.0.0.0:$MPORT" > "$WORK/manager.log" 2>&1 &
+	MGR_PID=$!
+	for _ in $(seq 100); do
+		"$BUILD/control/incactl" -m "http://192.168.77.1:$MPORT" -k "$WORK/admin.token" \
+			switches 2>/dev/null | grep -q "switch1.* up" && break
+		sleep 0.1
+	done
+	MENV="INCA_MANAGER=http://10.0.0.1:$MPORT INCA_MANAGER_TOKEN=$TENANT INCA_JOB=verbs-mgr \
+INCA_SIZE=4 INCA_WINDOW=8 INCA_SWITCH_TIMEOUT_MS=20000 INCA_TIMEOUT_MS=120000 INCA_FALLBACK=off"
+	ARGS="-d fp32,int64,bf16 -o sum,max -n 1,257,1000"
+	for j in 1 2; do
+		vm $j "env $MENV INCA_LOCAL_IP=10.0.0.2$j INCA_RANK=$((j + 1)) INCA_TRANSPORT=verbs \
+INCA_LOG=info inca-check $ARGS" &
+		eval "vm${j}_pid=$!"
+	done
+	sleep 6
+	for r in 0 1; do
+		"$TB" exec $((r + 1)) env $MENV INCA_LOCAL_IP=10.0.0.$((r + 1)) INCA_RANK=$r \
+			INCA_TRANSPORT=udp "$CHECK" $ARGS > "$WORK/h$r.out" 2>&1 &
+		eval "h${r}_pid=$!"
+	done
+	# the job's tree while it lives (it goes when the ranks leave)
+	tree=""
+	for _ in $(seq 600); do
+		tree=$("$BUILD/control/incactl" -m "http://192.168.77.1:$MPORT" \
+			-k "$WORK/admin.token" tree verbs-mgr 2>&1)
+		case "$tree" in *"10.0.0.21 qpn"*) break ;; esac
+		kill -0 "$h0_pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	rc=0
+	for p in $vm1_pid $vm2_pid $h0_pid $h1_pid; do wait "$p" || rc=1; done
+	for f in vm1 vm2 h0 h1; do sed "s/^/    $f: /" "$WORK/$f.out" | grep -v "^    $f: $" | tail -3; done
+	check "(e) manager mode, 2 rxe VMs (verbs) + 2 hosts (udp): results exact" test $rc -eq 0
+	check "(e) the VMs' ranks ran on verbs, through the switch" grep -q "0 fallbacks" "$WORK/vm1.out"
+	vqpn=$(sed -n 's/.*verbs: UD QP \([0-9]*\),.*/\1/p' "$WORK/vm1.out" | head -1)
+	echo "$tree" | sed 's/^/    /'
+	check "(e) the manager's tree has VM 1 with the QPN rxe gave it (${vqpn:-none})" \
+		bash -c "[ -n '$vqpn' ] && echo '$tree' | grep -q '10.0.0.21 qpn $vqpn\$'"
+else
+	cat "$WORK/tb-mgr.log"
+	not_ok "(e) testbed with the management network and the manager"
+fi
 finish

@@ -169,7 +169,7 @@ static inca_comm_t *mk_comm(uint16_t window, uint16_t elems, inca_fallback_t fb,
 		M.slot_open[i] = -1;
 	M.sw = agg_group_create(&gc, NULL);
 	assert_non_null(M.sw);
-	assert_int_equal(hl_comm_create(&attr, &g, &mock_ops, &c), 0);
+	assert_int_equal(hl_comm_create(&attr, &g, &mock_ops, NULL, &c), 0);
 	c->now_us = mock_now;
 	hl_dcqcn_init(&c->dcqcn, &c->dcqcn.p, 0);
 	return c;
