@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "hl_priv.h"
+#include "hl_shared.h"
 
 #ifdef INCA_HAVE_UDP_STEER
 #include <bpf/bpf.h>
@@ -97,13 +98,6 @@ static bool is_bpffs(const char *path)
 	return !statfs(path, &st) && st.f_type == BPF_FS_MAGIC;
 }
 
-static unsigned long ns_inode(const char *path)
-{
-	struct stat st;
-
-	return stat(path, &st) ? 0 : (unsigned long)st.st_ino;
-}
-
 /* A bpffs every owner on this host sees. `ip netns exec` mounts a fresh
  * /sys in a private mount namespace, hiding /sys/fs/bpf, so a bpffs at
  * /run/inca/bpffs comes first (mounts under /run are shared with it); then
@@ -117,8 +111,8 @@ static const char *steer_bpffs(bool may_mount)
 		return HL_UDP_STEER_RUN_BPFFS;
 	if (is_bpffs("/sys/fs/bpf"))
 		return "/sys/fs/bpf";
-	mine = ns_inode("/proc/self/ns/mnt");
-	if (may_mount && mine && mine == ns_inode("/proc/1/ns/mnt") &&
+	mine = hl_ns_inode("/proc/self/ns/mnt");
+	if (may_mount && mine && mine == hl_ns_inode("/proc/1/ns/mnt") &&
 	    !mount("bpf", "/sys/fs/bpf", "bpf", 0, "mode=0700"))
 		return "/sys/fs/bpf";
 	if (is_bpffs("/proc/1/root/sys/fs/bpf"))
@@ -132,7 +126,7 @@ static int steer_paths(uint32_t ip, bool may_mount, char *dir, size_t dirlen, ch
 		       size_t locklen)
 {
 	const char *fs = steer_bpffs(may_mount);
-	unsigned long net = ns_inode("/proc/self/ns/net");
+	unsigned long net = hl_ns_inode("/proc/self/ns/net");
 	char name[64];
 
 	if (!fs)
@@ -182,29 +176,6 @@ int hl_udp_steer_dropped(uint32_t ip, uint64_t *unowned, uint64_t *too_short)
 	     steer_counter(fd, HL_UDP_STEER_SHORT, too_short);
 	close(fd);
 	return rc ? INCA_ERR_TRANSPORT : INCA_OK;
-}
-
-/* flock the group's lock file, waiting at most STEER_LOCK_WAIT_MS: the
- * holder only loads maps and claims a slot. Returns the fd or -errno. */
-static int steer_lock(const char *path)
-{
-	struct timespec ms = { 0, 1000 * 1000 };
-	int fd, e;
-
-	if (mkdir("/run/inca", 0755) && errno != EEXIST)
-		return -errno;
-	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return -errno;
-	for (int waited = 0; flock(fd, LOCK_EX | LOCK_NB); waited++) {
-		e = errno;
-		if ((e != EWOULDBLOCK && e != EINTR) || waited >= STEER_LOCK_WAIT_MS) {
-			close(fd);
-			return e == EWOULDBLOCK ? -ETIMEDOUT : -e;
-		}
-		nanosleep(&ms, NULL);
-	}
-	return fd;
 }
 
 /* Does any socket sit in the group's sockarray? */
@@ -353,7 +324,7 @@ static int steer_open(struct inca_comm *c, struct udp_state *u, const struct soc
 		free(s);
 		return STEER_UNAVAILABLE;
 	}
-	lock_fd = steer_lock(s->lock);
+	lock_fd = hl_run_lock(s->lock, STEER_LOCK_WAIT_MS);
 	if (lock_fd == -ETIMEDOUT) {
 		rc = hl_fail(c, INCA_ERR_TRANSPORT, "%s: still locked by another process "
 			     "after %d ms", s->lock, STEER_LOCK_WAIT_MS);
@@ -402,7 +373,7 @@ static void steer_release(struct udp_steer *s)
 {
 	struct hl_udp_steer_bpf *skel = s->skel;
 	char path[PATH_MAX];
-	int lock_fd = steer_lock(s->lock);
+	int lock_fd = hl_run_lock(s->lock, STEER_LOCK_WAIT_MS);
 
 	if (lock_fd >= 0 && !steer_has_owner(bpf_map__fd(skel->maps.socks))) {
 		for (size_t i = 0; i < sizeof(steer_pins) / sizeof(steer_pins[0]); i++) {

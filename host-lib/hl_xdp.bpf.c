@@ -21,7 +21,7 @@ struct {
 	__type(value, __u32);
 } xsks SEC(".maps");
 
-/* destination QPN -> XSKMAP index (the socket's queue) */
+/* destination QPN -> XSKMAP index (its owner's socket) */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, HL_XDP_MAX_QPNS);

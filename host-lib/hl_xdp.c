@@ -1,57 +1,122 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * The xdp transport: an AF_XDP socket on the member's interface, and an XDP
- * program (libbpf skeleton of hl_xdp.bpf.c) that steers packets for this
- * worker's QPN to it while ARP, TCP and everything else go to the kernel.
- * Frames are built whole by the library (the same bytes the udp transport's
- * kernel sends) and the switch's MAC comes from the kernel's ARP table.
- * One xdp communicator per interface queue (AF_XDP binds one socket per
- * queue); the program is detached on close, and a leftover one from a
- * worker that died is replaced.
+ * The xdp transport: AF_XDP sockets on queue 0 of the member's interface,
+ * and an XDP program (libbpf skeleton of hl_xdp.bpf.c) that steers each
+ * RoCEv2 packet by its BTH DestQP to the socket that owns it, while ARP,
+ * TCP and everything else go to the kernel. Frames are built whole by the
+ * library (the same bytes the udp transport's kernel sends) and the
+ * switch's MAC comes from the kernel's ARP table.
+ *
+ * Many owners per interface, demultiplexed by QP (DESIGN.md): every
+ * communicator, in whatever process, has its own socket with its own RX
+ * and TX rings, bound with XDP_SHARED_UMEM to queue 0 (a redirect reaches
+ * only sockets of the packet's queue, which veth chooses). The owners share
+ * one UMEM with its fill and completion rings. The UMEM lives in a file
+ * every owner maps, /dev/shm/inca-xdp-if<ifindex>-net<netns inode>.umem
+ * (tmpfs: the kernel does not pin other files' pages for long), after
+ * a header with a robust process-shared mutex (fill-ring producer,
+ * completion-ring consumer, the free TX frames) and the owners' table (pid,
+ * fd and cookie of the socket, QPN; the entry's index is the socket's
+ * XSKMAP index). A newcomer takes a live owner's socket with pidfd_getfd
+ * to bind to, and reaches the program by the id in the header and the maps
+ * through the program: no bpffs is needed. Owners join and leave under
+ * flock(/run/inca/xdp-if<ifindex>-net<netns inode>.lock); the last one
+ * detaches the program and removes the file; a group whose owners all died
+ * is rebuilt by the next one. The UMEM counts once against the locked
+ * memory limit, charged to the owner that registered it.
  */
 #include "hl_priv.h"
 
 #ifdef INCA_HAVE_XDP
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <ifaddrs.h>
+#include <limits.h>
 #include <net/if.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <linux/if_link.h>
-#include <xdp/xsk.h>
+#include <linux/if_xdp.h>
 
+#include "hl_shared.h"
 #include "hl_xdp.h"
 #include "hl_xdp.skel.h"
 
+#ifndef SOL_XDP
+#define SOL_XDP 283
+#endif
+
 #define FRAME_SIZE 2048
-#define NUM_FRAMES 2048          /* 4 MiB of UMEM: under the 8 MiB memlock */
+#define NUM_FRAMES 2048          /* 4 MiB of UMEM per interface: under the 8 MiB memlock */
 #define RX_FRAMES 1024           /* first half for the fill ring */
-#define RING_SIZE 1024
+#define TX_FRAMES (NUM_FRAMES - RX_FRAMES)
+#define RING_SIZE 1024           /* every ring; the fill ring holds all RX frames */
+#define SHARED_HDR (64 * 1024)   /* the header before the UMEM in the shared file */
+#define SHARED_LEN (SHARED_HDR + (size_t)NUM_FRAMES * FRAME_SIZE)
+#define SHARED_MAGIC 0x3150445841434e49ull   /* "INCAXDP1" */
+#define LOCK_WAIT_MS 5000
+#define DRAIN_MS 100             /* for our TX ring to empty before we leave */
+#define BATCH 64
+/* the UMEM's file: shmem (tmpfs), which the kernel pins for long */
+#define XDP_SHM_DIR "/dev/shm"
+
+/* An owner (communicator) of the interface. */
+struct xdp_owner {
+	int32_t pid;             /* 0: a free entry */
+	int32_t fd;              /* its socket, in pid's descriptor table */
+	uint64_t cookie;         /* SO_COOKIE: tells the socket from a reused fd */
+	uint32_t qpn;
+	uint32_t pad;
+};
+
+/* The header of the shared file. owners and prog_id change under the
+ * flock, the rest under mu. */
+struct xdp_shared {
+	uint64_t magic;          /* written last by the owner that builds it */
+	uint32_t prog_id;        /* the group's XDP program */
+	uint32_t xdp_mode;       /* XDP_FLAGS_DRV_MODE or XDP_FLAGS_SKB_MODE */
+	pthread_mutex_t mu;      /* robust, process-shared */
+	struct xdp_owner owners[HL_XDP_MAX_SOCKS];
+	uint32_t nfree_tx;
+	uint64_t free_tx[TX_FRAMES];
+};
+_Static_assert(sizeof(struct xdp_shared) <= SHARED_HDR, "the shared header outgrew its room");
+
+/* One mmapped AF_XDP ring. */
+struct xdp_ring {
+	uint32_t *producer, *consumer;
+	void *descs;
+	void *map;
+	size_t map_len;
+};
 
 struct xdp_state {
-	struct hl_xdp_bpf *skel;
 	int ifindex;
-	uint32_t xdp_mode;
-	void *umem_area;
-	struct xsk_umem *umem;
-	struct xsk_socket *xsk;
-	struct xsk_ring_prod fill, tx;
-	struct xsk_ring_cons comp, rx;
-	uint64_t free_tx[NUM_FRAMES - RX_FRAMES];
-	unsigned nfree_tx;
-	uint64_t refill[64];
+	int fd;                  /* our socket */
+	int lock_fd;             /* >= 0 while we hold the group's flock */
+	int prog_fd, xsks_fd, qpns_fd;
+	int slot;                /* our owners[] entry and XSKMAP index; -1: none */
+	struct xdp_shared *sh;
+	uint8_t *umem;
+	struct xdp_ring fill, comp, rx, tx;   /* fill, comp: the group's */
+	uint64_t refill[BATCH];  /* handed out by the last recv */
 	unsigned nrefill;
 	uint8_t src_mac[6], dst_mac[6];
+	char shm_path[PATH_MAX - 16], lock_path[PATH_MAX];
 };
 
 static int find_ifname(struct inca_comm *c)
@@ -113,53 +178,288 @@ static int resolve_mac(struct inca_comm *c, uint8_t mac[6])
 	return -1;
 }
 
-static void xdp_close(struct inca_comm *c)
-{
-	struct xdp_state *x = c->tp_state;
+/* ---- rings: we are the only producer of a ring we fill (the fill ring
+ * under the group's mutex) and the only consumer of one we drain ---- */
 
-	if (!x)
-		return;
-	if (x->xsk)
-		xsk_socket__delete(x->xsk);
-	if (x->umem)
-		xsk_umem__delete(x->umem);
-	if (x->skel) {
-		bpf_xdp_detach(x->ifindex, x->xdp_mode, NULL);
-		hl_xdp_bpf__destroy(x->skel);
-	}
-	free(x->umem_area);
-	free(x);
-	c->tp_state = NULL;
+static uint32_t ring_room(const struct xdp_ring *r)
+{
+	return RING_SIZE - (__atomic_load_n(r->producer, __ATOMIC_RELAXED) -
+			    __atomic_load_n(r->consumer, __ATOMIC_ACQUIRE));
 }
 
-/* Attach our program; replace a leftover copy of it, refuse anything else. */
-static int attach_prog(struct inca_comm *c, struct xdp_state *x)
+static void ring_submit(struct xdp_ring *r, uint32_t n)
 {
-	int fd = bpf_program__fd(x->skel->progs.inca_steer);
+	__atomic_store_n(r->producer, __atomic_load_n(r->producer, __ATOMIC_RELAXED) + n,
+			 __ATOMIC_RELEASE);
+}
+
+static uint32_t ring_ready(const struct xdp_ring *r)
+{
+	return __atomic_load_n(r->producer, __ATOMIC_ACQUIRE) -
+	       __atomic_load_n(r->consumer, __ATOMIC_RELAXED);
+}
+
+static void ring_release(struct xdp_ring *r, uint32_t n)
+{
+	__atomic_store_n(r->consumer, __atomic_load_n(r->consumer, __ATOMIC_RELAXED) + n,
+			 __ATOMIC_RELEASE);
+}
+
+static int ring_map(int fd, const struct xdp_ring_offset *o, off_t pgoff, size_t desc_size,
+		    struct xdp_ring *r)
+{
+	r->map_len = o->desc + RING_SIZE * desc_size;
+	r->map = mmap(NULL, r->map_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd,
+		      pgoff);
+	if (r->map == MAP_FAILED) {
+		r->map = NULL;
+		return -errno;
+	}
+	r->producer = (uint32_t *)((uint8_t *)r->map + o->producer);
+	r->consumer = (uint32_t *)((uint8_t *)r->map + o->consumer);
+	r->descs = (uint8_t *)r->map + o->desc;
+	return 0;
+}
+
+static void ring_unmap(struct xdp_ring *r)
+{
+	if (r->map)
+		munmap(r->map, r->map_len);
+	r->map = NULL;
+}
+
+/* The group's mutex; an owner that died holding it left the rings
+ * consistent (indices are published after the entries they cover). */
+static int group_lock(struct xdp_state *x)
+{
+	int rc = pthread_mutex_lock(&x->sh->mu);
+
+	if (rc == EOWNERDEAD) {
+		HL_WARN("xdp: an owner of %s died holding its lock; going on", x->shm_path);
+		rc = pthread_mutex_consistent(&x->sh->mu);
+	}
+	return rc;
+}
+
+static void group_unlock(struct xdp_state *x)
+{
+	pthread_mutex_unlock(&x->sh->mu);
+}
+
+/* Under the mutex: frames back to the fill ring; returns how many fit. */
+static unsigned fill_put(struct xdp_state *x, const uint64_t *addr, unsigned n)
+{
+	uint32_t prod = __atomic_load_n(x->fill.producer, __ATOMIC_RELAXED);
+	uint64_t *d = x->fill.descs;
+
+	if (n > ring_room(&x->fill))
+		n = ring_room(&x->fill);
+	for (unsigned i = 0; i < n; i++)
+		d[(prod + i) & (RING_SIZE - 1)] = addr[i];
+	ring_submit(&x->fill, n);
+	return n;
+}
+
+/* Under the mutex: sent frames, any owner's, back to the free TX list. */
+static void comp_reap(struct xdp_state *x)
+{
+	uint32_t n = ring_ready(&x->comp), cons = *x->comp.consumer;
+	const uint64_t *d = x->comp.descs;
+	struct xdp_shared *sh = x->sh;
+
+	for (uint32_t i = 0; i < n; i++)
+		if (sh->nfree_tx < TX_FRAMES)
+			sh->free_tx[sh->nfree_tx++] = d[(cons + i) & (RING_SIZE - 1)];
+	ring_release(&x->comp, n);
+}
+
+/* ---- the group: owners, the shared file, the program ---- */
+
+/* Is owner o alive: its process has the socket still (same cookie)? With
+ * sock, a descriptor for that socket in this process (or -1 when it could
+ * not be had). */
+static bool owner_alive(const struct xdp_owner *o, int *sock)
+{
+	uint64_t cookie = 0;
+	socklen_t len = sizeof(cookie);
+	int pidfd, fd;
+	bool alive;
+
+	if (sock)
+		*sock = -1;
+	if (!o->pid)
+		return false;
+	pidfd = (int)syscall(SYS_pidfd_open, o->pid, 0);
+	if (pidfd < 0)
+		return errno != ESRCH;
+	fd = (int)syscall(SYS_pidfd_getfd, pidfd, o->fd, 0);
+	/* EBADF: no such descriptor; ESRCH: exited. EPERM and the like: it
+	 * may be alive, we cannot tell */
+	alive = fd >= 0 || (errno != EBADF && errno != ESRCH);
+	close(pidfd);
+	if (fd < 0)
+		return alive;
+	alive = !getsockopt(fd, SOL_SOCKET, SO_COOKIE, &cookie, &len) && cookie == o->cookie;
+	if (alive && sock)
+		*sock = fd;
+	else
+		close(fd);
+	return alive;
+}
+
+static uint32_t prog_id_of(int prog_fd)
+{
+	struct bpf_prog_info info = { 0 };
+	uint32_t len = sizeof(info);
+
+	return bpf_obj_get_info_by_fd(prog_fd, &info, &len) ? 0 : info.id;
+}
+
+/* Under the flock: map the group's file. *fresh: it had to be (re)built
+ * (none, a foreign or truncated one, or no owner alive), and we build it. */
+static int shared_map(struct inca_comm *c, struct xdp_state *x, bool *fresh)
+{
+	pthread_mutexattr_t ma;
+	struct stat st;
+	int fd, live = 0;
+
+	*fresh = true;
+	fd = open(x->shm_path, O_RDWR | O_CLOEXEC);
+	if (fd >= 0 && !fstat(fd, &st) && (size_t)st.st_size == SHARED_LEN) {
+		x->sh = mmap(NULL, SHARED_LEN, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		if (x->sh == MAP_FAILED)
+			x->sh = NULL;
+		for (int i = 0; x->sh && x->sh->magic == SHARED_MAGIC && i < HL_XDP_MAX_SOCKS; i++)
+			live += owner_alive(&x->sh->owners[i], NULL);
+		*fresh = live == 0;
+	}
+	if (fd >= 0)
+		close(fd);
+	if (!*fresh) {
+		x->umem = (uint8_t *)x->sh + SHARED_HDR;
+		return 0;
+	}
+	if (x->sh) {
+		HL_INFO("rank %d: xdp: %s had no live owner: rebuilding it", c->rank,
+			x->shm_path);
+		munmap(x->sh, SHARED_LEN);
+		x->sh = NULL;
+	}
+	/* a new file: whoever still maps the old one keeps their pages */
+	unlink(x->shm_path);
+	fd = open(x->shm_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0 || ftruncate(fd, (off_t)SHARED_LEN)) {
+		int e = errno;
+		if (fd >= 0)
+			close(fd);
+		return hl_fail(c, INCA_ERR_TRANSPORT, "create %s (%zu KiB, the shared UMEM): %s",
+			       x->shm_path, SHARED_LEN / 1024, strerror(e));
+	}
+	x->sh = mmap(NULL, SHARED_LEN, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+	close(fd);
+	if (x->sh == MAP_FAILED) {
+		x->sh = NULL;
+		return hl_fail(c, INCA_ERR_TRANSPORT, "map %s: %s", x->shm_path, strerror(errno));
+	}
+	x->umem = (uint8_t *)x->sh + SHARED_HDR;
+	pthread_mutexattr_init(&ma);
+	pthread_mutexattr_setpshared(&ma, PTHREAD_PROCESS_SHARED);
+	pthread_mutexattr_setrobust(&ma, PTHREAD_MUTEX_ROBUST);
+	pthread_mutex_init(&x->sh->mu, &ma);
+	pthread_mutexattr_destroy(&ma);
+	for (uint32_t i = 0; i < TX_FRAMES; i++)
+		x->sh->free_tx[i] = (uint64_t)(RX_FRAMES + i) * FRAME_SIZE;
+	x->sh->nfree_tx = TX_FRAMES;
+	__atomic_store_n(&x->sh->magic, SHARED_MAGIC, __ATOMIC_RELEASE);
+	return 0;
+}
+
+/* Our socket: the UMEM's first (peer < 0: registers it, with the fill
+ * and completion rings) or one more on it (bound with XDP_SHARED_UMEM to
+ * peer, a live owner's socket); then its rings and the group's mapped. */
+static int sock_open(struct inca_comm *c, struct xdp_state *x, int peer)
+{
+	struct sockaddr_xdp sa = { .sxdp_family = AF_XDP, .sxdp_ifindex = (uint32_t)x->ifindex };
+	struct xdp_umem_reg reg = { .addr = (uintptr_t)x->umem,
+				    .len = (uint64_t)NUM_FRAMES * FRAME_SIZE,
+				    .chunk_size = FRAME_SIZE };
+	struct xdp_mmap_offsets off;
+	socklen_t len = sizeof(off);
+	int n = RING_SIZE, rc;
+
+	x->fd = socket(AF_XDP, SOCK_RAW | SOCK_CLOEXEC, 0);
+	if (x->fd < 0)
+		return hl_fail(c, INCA_ERR_TRANSPORT, "AF_XDP socket: %s", strerror(errno));
+	if (peer < 0 && setsockopt(x->fd, SOL_XDP, XDP_UMEM_REG, &reg, sizeof(reg)))
+		return hl_fail(c, INCA_ERR_TRANSPORT, "AF_XDP UMEM (%d KiB in %s): %s (locked "
+			       "memory limit?)", NUM_FRAMES * FRAME_SIZE / 1024, x->shm_path,
+			       strerror(errno));
+	if ((peer < 0 && (setsockopt(x->fd, SOL_XDP, XDP_UMEM_FILL_RING, &n, sizeof(n)) ||
+			  setsockopt(x->fd, SOL_XDP, XDP_UMEM_COMPLETION_RING, &n, sizeof(n)))) ||
+	    setsockopt(x->fd, SOL_XDP, XDP_RX_RING, &n, sizeof(n)) ||
+	    setsockopt(x->fd, SOL_XDP, XDP_TX_RING, &n, sizeof(n)) ||
+	    getsockopt(x->fd, SOL_XDP, XDP_MMAP_OFFSETS, &off, &len))
+		return hl_fail(c, INCA_ERR_TRANSPORT, "AF_XDP rings: %s", strerror(errno));
+	if (peer >= 0) {
+		sa.sxdp_flags = XDP_SHARED_UMEM;
+		sa.sxdp_shared_umem_fd = (uint32_t)peer;
+	}
+	if (bind(x->fd, (struct sockaddr *)&sa, sizeof(sa)))
+		return hl_fail(c, INCA_ERR_TRANSPORT, "AF_XDP socket on %s queue 0%s: %s%s",
+			       c->ifname, peer >= 0 ? " (shared UMEM)" : "", strerror(errno),
+			       errno == EBUSY ? " (an AF_XDP socket outside INCA's group has "
+			       "this queue)" : "");
+	/* the fill and completion rings of a shared UMEM are mapped through
+	 * any of its sockets once bound (Linux 6.x) */
+	rc = ring_map(x->fd, &off.fr, XDP_UMEM_PGOFF_FILL_RING, sizeof(uint64_t), &x->fill);
+	if (!rc)
+		rc = ring_map(x->fd, &off.cr, XDP_UMEM_PGOFF_COMPLETION_RING, sizeof(uint64_t),
+			      &x->comp);
+	if (!rc)
+		rc = ring_map(x->fd, &off.rx, XDP_PGOFF_RX_RING, sizeof(struct xdp_desc), &x->rx);
+	if (!rc)
+		rc = ring_map(x->fd, &off.tx, XDP_PGOFF_TX_RING, sizeof(struct xdp_desc), &x->tx);
+	if (rc)
+		return hl_fail(c, INCA_ERR_TRANSPORT, "map the AF_XDP rings: %s%s", strerror(-rc),
+			       peer >= 0 ? " (a kernel that maps a shared UMEM's fill ring "
+			       "only before bind?)" : "");
+	return 0;
+}
+
+/* Have prog_fd (id prog_id) attached: keep it if it is, replace a leftover
+ * copy of INCA's program, refuse anything else. */
+static int attach_prog(struct inca_comm *c, struct xdp_state *x, int prog_fd, uint32_t prog_id)
+{
 	uint32_t modes[] = { XDP_FLAGS_DRV_MODE, XDP_FLAGS_SKB_MODE };
-	uint32_t old_id = 0;
 	int rc = -1;
 
-	for (int i = 0; i < 2 && rc; i++) {
-		if (bpf_xdp_query_id(x->ifindex, modes[i], &old_id) == 0 && old_id) {
-			struct bpf_prog_info info = { 0 };
-			uint32_t len = sizeof(info);
-			int ofd = bpf_prog_get_fd_by_id(old_id);
-			bool ours = ofd >= 0 && !bpf_obj_get_info_by_fd(ofd, &info, &len) &&
-				    !strcmp(info.name, "inca_steer");
-			if (ofd >= 0)
-				close(ofd);
-			if (!ours)
-				return hl_fail(c, INCA_ERR_TRANSPORT, "%s already runs an XDP "
-					       "program (id %u) that is not INCA's", c->ifname,
-					       old_id);
-			HL_WARN("rank %d: replacing a leftover INCA XDP program on %s",
-				c->rank, c->ifname);
-			bpf_xdp_detach(x->ifindex, modes[i], NULL);
+	for (int i = 0; i < 2; i++) {
+		uint32_t old_id = 0;
+
+		if (bpf_xdp_query_id(x->ifindex, modes[i], &old_id) || !old_id)
+			continue;
+		if (old_id == prog_id) {
+			x->sh->xdp_mode = modes[i];
+			return 0;
 		}
-		rc = bpf_xdp_attach(x->ifindex, fd, modes[i], NULL);
+		struct bpf_prog_info info = { 0 };
+		uint32_t len = sizeof(info);
+		int ofd = bpf_prog_get_fd_by_id(old_id);
+		bool ours = ofd >= 0 && !bpf_obj_get_info_by_fd(ofd, &info, &len) &&
+			    !strcmp(info.name, "inca_steer");
+		if (ofd >= 0)
+			close(ofd);
+		if (!ours)
+			return hl_fail(c, INCA_ERR_TRANSPORT, "%s already runs an XDP program "
+				       "(id %u) that is not INCA's", c->ifname, old_id);
+		HL_WARN("rank %d: replacing a leftover INCA XDP program on %s", c->rank,
+			c->ifname);
+		bpf_xdp_detach(x->ifindex, modes[i], NULL);
+	}
+	for (int i = 0; i < 2 && rc; i++) {
+		rc = bpf_xdp_attach(x->ifindex, prog_fd, modes[i], NULL);
 		if (!rc)
-			x->xdp_mode = modes[i];
+			x->sh->xdp_mode = modes[i];
 	}
 	if (rc)
 		return hl_fail(c, INCA_ERR_TRANSPORT, "attach XDP program to %s: %s", c->ifname,
@@ -167,15 +467,245 @@ static int attach_prog(struct inca_comm *c, struct xdp_state *x)
 	return 0;
 }
 
+/* The first owner: load the program, attach it, publish its id. */
+static int prog_load(struct inca_comm *c, struct xdp_state *x)
+{
+	struct hl_xdp_bpf *skel = hl_xdp_bpf__open_and_load();
+	int rc, fd;
+
+	if (!skel)
+		return hl_fail(c, INCA_ERR_TRANSPORT, "load the XDP program: %s", strerror(errno));
+	fd = bpf_program__fd(skel->progs.inca_steer);
+	rc = attach_prog(c, x, fd, prog_id_of(fd));
+	if (!rc) {
+		x->prog_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+		x->xsks_fd = fcntl(bpf_map__fd(skel->maps.xsks), F_DUPFD_CLOEXEC, 0);
+		x->qpns_fd = fcntl(bpf_map__fd(skel->maps.qpns), F_DUPFD_CLOEXEC, 0);
+		x->sh->prog_id = prog_id_of(fd);
+		if (x->prog_fd < 0 || x->xsks_fd < 0 || x->qpns_fd < 0)
+			rc = hl_fail(c, INCA_ERR_TRANSPORT, "XDP program: %s", strerror(errno));
+	}
+	hl_xdp_bpf__destroy(skel);
+	return rc;
+}
+
+/* A later owner: the group's program by its id, its maps through it; and
+ * attached again if someone took it off. */
+static int prog_find(struct inca_comm *c, struct xdp_state *x)
+{
+	uint32_t ids[4], len;
+	struct bpf_prog_info info = { 0 };
+
+	x->prog_fd = bpf_prog_get_fd_by_id(x->sh->prog_id);
+	if (x->prog_fd < 0)
+		return hl_fail(c, INCA_ERR_TRANSPORT, "the XDP program (id %u) of %s's owners: "
+			       "%s", x->sh->prog_id, c->ifname, strerror(errno));
+	info.nr_map_ids = 4;
+	info.map_ids = (uintptr_t)ids;
+	len = sizeof(info);
+	if (bpf_obj_get_info_by_fd(x->prog_fd, &info, &len))
+		return hl_fail(c, INCA_ERR_TRANSPORT, "XDP program %u: %s", x->sh->prog_id,
+			       strerror(errno));
+	for (uint32_t i = 0; i < info.nr_map_ids && i < 4; i++) {
+		struct bpf_map_info mi = { 0 };
+		uint32_t mlen = sizeof(mi);
+		int fd = bpf_map_get_fd_by_id(ids[i]);
+
+		if (fd < 0 || bpf_obj_get_info_by_fd(fd, &mi, &mlen)) {
+			if (fd >= 0)
+				close(fd);
+			continue;
+		}
+		if (!strcmp(mi.name, "xsks") && x->xsks_fd < 0)
+			x->xsks_fd = fd;
+		else if (!strcmp(mi.name, "qpns") && x->qpns_fd < 0)
+			x->qpns_fd = fd;
+		else
+			close(fd);
+	}
+	if (x->xsks_fd < 0 || x->qpns_fd < 0)
+		return hl_fail(c, INCA_ERR_TRANSPORT, "XDP program %u has no xsks and qpns maps",
+			       x->sh->prog_id);
+	return attach_prog(c, x, x->prog_fd, x->sh->prog_id);
+}
+
+/* Under the flock: forget owners that died (their QPNs too). */
+static void owners_prune(struct xdp_state *x)
+{
+	for (int i = 0; i < HL_XDP_MAX_SOCKS; i++) {
+		struct xdp_owner *o = &x->sh->owners[i];
+		uint32_t idx;
+
+		if (!o->pid || owner_alive(o, NULL))
+			continue;
+		if (!bpf_map_lookup_elem(x->qpns_fd, &o->qpn, &idx) && idx == (uint32_t)i)
+			bpf_map_delete_elem(x->qpns_fd, &o->qpn);
+		memset(o, 0, sizeof(*o));
+	}
+}
+
+/* Under the flock, leaving: what we hold goes back to the group (frames
+ * still in our RX ring, the last recv's, our unsent TX once sent). */
+static void sock_drain(struct xdp_state *x)
+{
+	uint64_t addr[BATCH];
+	uint32_t n;
+
+	for (int ms = 0; ms < DRAIN_MS && ring_ready(&x->tx); ms++) {
+		struct timespec ts = { 0, 1000 * 1000 };
+		sendto(x->fd, NULL, 0, MSG_DONTWAIT, NULL, 0);
+		nanosleep(&ts, NULL);
+	}
+	if (group_lock(x))
+		return;
+	fill_put(x, x->refill, x->nrefill);
+	x->nrefill = 0;
+	while ((n = ring_ready(&x->rx)) > 0) {
+		uint32_t cons = *x->rx.consumer;
+		const struct xdp_desc *d = x->rx.descs;
+
+		if (n > BATCH)
+			n = BATCH;
+		for (uint32_t i = 0; i < n; i++)
+			addr[i] = d[(cons + i) & (RING_SIZE - 1)].addr;
+		fill_put(x, addr, n);
+		ring_release(&x->rx, n);
+	}
+	comp_reap(x);
+	group_unlock(x);
+}
+
+/* Detach the group's program when it is the one attached. */
+static void prog_detach(struct xdp_state *x)
+{
+	uint32_t modes[] = { XDP_FLAGS_DRV_MODE, XDP_FLAGS_SKB_MODE }, id;
+
+	for (int i = 0; i < 2; i++)
+		if (!bpf_xdp_query_id(x->ifindex, modes[i], &id) && id && id == x->sh->prog_id)
+			bpf_xdp_detach(x->ifindex, modes[i], NULL);
+}
+
+static void xdp_close(struct inca_comm *c)
+{
+	struct xdp_state *x = c->tp_state;
+	bool last = true;
+
+	if (!x)
+		return;
+	if (x->lock_fd < 0 && x->sh)
+		x->lock_fd = hl_run_lock(x->lock_path, LOCK_WAIT_MS);
+	if (x->slot >= 0) {
+		uint32_t idx;
+
+		if (!bpf_map_lookup_elem(x->qpns_fd, &c->my_qpn, &idx) && idx == (uint32_t)x->slot)
+			bpf_map_delete_elem(x->qpns_fd, &c->my_qpn);
+		sock_drain(x);
+		memset(&x->sh->owners[x->slot], 0, sizeof(x->sh->owners[x->slot]));
+	}
+	if (x->fd >= 0)
+		close(x->fd);   /* the kernel empties our XSKMAP entry */
+	ring_unmap(&x->fill);
+	ring_unmap(&x->comp);
+	ring_unmap(&x->rx);
+	ring_unmap(&x->tx);
+	if (x->sh) {
+		for (int i = 0; i < HL_XDP_MAX_SOCKS && last; i++)
+			last = !owner_alive(&x->sh->owners[i], NULL);
+		/* without the flock someone may be joining: leave it all */
+		if (last && x->lock_fd >= 0) {
+			if (x->sh->magic == SHARED_MAGIC && x->sh->prog_id)
+				prog_detach(x);
+			unlink(x->shm_path);
+		}
+		munmap(x->sh, SHARED_LEN);
+	}
+	if (x->prog_fd >= 0)
+		close(x->prog_fd);
+	if (x->xsks_fd >= 0)
+		close(x->xsks_fd);
+	if (x->qpns_fd >= 0)
+		close(x->qpns_fd);
+	if (x->lock_fd >= 0)
+		close(x->lock_fd);
+	free(x);
+	c->tp_state = NULL;
+}
+
+/* Under the flock: join (or build) the interface's group. */
+static int group_join(struct inca_comm *c, struct xdp_state *x)
+{
+	uint32_t qpn = c->my_qpn, slot;
+	uint64_t cookie = 0;
+	socklen_t len = sizeof(cookie);
+	bool fresh;
+	int rc, peer = -1;
+
+	rc = shared_map(c, x, &fresh);
+	if (rc)
+		return rc;
+	if (fresh) {
+		rc = sock_open(c, x, -1);
+		if (rc)
+			return rc;
+		uint64_t addr[RX_FRAMES];
+		for (uint32_t i = 0; i < RX_FRAMES; i++)
+			addr[i] = (uint64_t)i * FRAME_SIZE;
+		if (group_lock(x) == 0) {
+			fill_put(x, addr, RX_FRAMES);
+			group_unlock(x);
+		}
+		rc = prog_load(c, x);
+		if (rc)
+			return rc;
+	} else {
+		rc = prog_find(c, x);
+		if (rc)
+			return rc;
+		owners_prune(x);
+		for (int i = 0; i < HL_XDP_MAX_SOCKS; i++)
+			if (x->sh->owners[i].pid && x->sh->owners[i].qpn == qpn)
+				return hl_fail(c, INCA_ERR_TRANSPORT, "QPN %u on %s is already "
+					       "owned by another communicator (pid %d)", qpn,
+					       c->ifname, x->sh->owners[i].pid);
+		for (int i = 0; i < HL_XDP_MAX_SOCKS && peer < 0; i++)
+			owner_alive(&x->sh->owners[i], &peer);
+		if (peer < 0)
+			return hl_fail(c, INCA_ERR_TRANSPORT, "no socket of %s's xdp owners could "
+				       "be reached (pidfd_getfd needs ptrace rights over them)",
+				       c->ifname);
+		rc = sock_open(c, x, peer);
+		close(peer);
+		if (rc)
+			return rc;
+	}
+	for (slot = 0; slot < HL_XDP_MAX_SOCKS && x->sh->owners[slot].pid; slot++)
+		;
+	if (slot == HL_XDP_MAX_SOCKS)
+		return hl_fail(c, INCA_ERR_TRANSPORT, "%s already has %d xdp communicators, the "
+			       "most one interface can carry", c->ifname, HL_XDP_MAX_SOCKS);
+	if (getsockopt(x->fd, SOL_SOCKET, SO_COOKIE, &cookie, &len) ||
+	    bpf_map_update_elem(x->xsks_fd, &slot, &x->fd, 0) ||
+	    bpf_map_update_elem(x->qpns_fd, &qpn, &slot, 0))
+		return hl_fail(c, INCA_ERR_TRANSPORT, "XDP maps: %s", strerror(errno));
+	x->sh->owners[slot] = (struct xdp_owner){ .pid = getpid(), .fd = x->fd,
+						  .cookie = cookie, .qpn = qpn };
+	x->slot = (int)slot;
+	HL_INFO("rank %d: xdp: %s queue 0 (%s mode), QPN %u is socket %u of the shared UMEM "
+		"(%s)", c->rank, c->ifname, x->sh->xdp_mode == XDP_FLAGS_DRV_MODE ? "native" :
+		"generic", qpn, slot, fresh ? "built it" : "joined");
+	return 0;
+}
+
 static int xdp_open(struct inca_comm *c)
 {
 	struct xdp_state *x = calloc(1, sizeof(*x));
 	struct ifreq ifr = { 0 };
-	uint32_t key = 0, qpn = c->my_qpn, idx = 0;
+	unsigned long net = hl_ns_inode("/proc/self/ns/net");
 	int rc, fd;
 
 	if (!x)
 		return hl_fail(c, INCA_ERR_NOMEM, "out of memory");
+	x->fd = x->lock_fd = x->prog_fd = x->xsks_fd = x->qpns_fd = x->slot = -1;
 	c->tp_state = x;
 	if (find_ifname(c)) {
 		xdp_close(c);
@@ -200,99 +730,69 @@ static int xdp_open(struct inca_comm *c)
 			       "resolve (ARP on %s for 2 s)", c->ifname);
 	}
 
-	/* the socket first: it fails cleanly if another worker has the queue */
-	if (posix_memalign(&x->umem_area, 4096, (size_t)NUM_FRAMES * FRAME_SIZE)) {
+	/* an interface index is unique in its network namespace */
+	snprintf(x->shm_path, sizeof(x->shm_path), XDP_SHM_DIR "/inca-xdp-if%d-net%lu.umem",
+		 x->ifindex, net);
+	snprintf(x->lock_path, sizeof(x->lock_path), HL_RUN_DIR "/xdp-if%d-net%lu.lock",
+		 x->ifindex, net);
+	x->lock_fd = hl_run_lock(x->lock_path, LOCK_WAIT_MS);
+	if (x->lock_fd < 0) {
+		rc = -x->lock_fd;
 		xdp_close(c);
-		return hl_fail(c, INCA_ERR_NOMEM, "out of memory for the UMEM");
+		return hl_fail(c, INCA_ERR_TRANSPORT, "%s: %s", x->lock_path, rc == ETIMEDOUT ?
+			       "still locked by another process after 5 s" : strerror(rc));
 	}
-	struct xsk_umem_config ucfg = { .fill_size = RING_SIZE, .comp_size = RING_SIZE,
-					.frame_size = FRAME_SIZE };
-	rc = xsk_umem__create(&x->umem, x->umem_area, (uint64_t)NUM_FRAMES * FRAME_SIZE,
-			      &x->fill, &x->comp, &ucfg);
+	rc = group_join(c, x);
 	if (rc) {
-		xdp_close(c);
-		return hl_fail(c, INCA_ERR_TRANSPORT, "AF_XDP UMEM (%d KiB): %s (locked memory "
-			       "limit?)", NUM_FRAMES * FRAME_SIZE / 1024, strerror(-rc));
-	}
-	struct xsk_socket_config scfg = { .rx_size = RING_SIZE, .tx_size = RING_SIZE,
-					  .libxdp_flags = XSK_LIBXDP_FLAGS__INHIBIT_PROG_LOAD };
-	rc = xsk_socket__create(&x->xsk, c->ifname, 0, x->umem, &x->rx, &x->tx, &scfg);
-	if (rc) {
-		xdp_close(c);
-		return hl_fail(c, INCA_ERR_TRANSPORT, "AF_XDP socket on %s queue 0: %s%s",
-			       c->ifname, strerror(-rc), rc == -EBUSY ? " (another xdp "
-			       "communicator has this queue: one per interface queue)" : "");
-	}
-	x->skel = hl_xdp_bpf__open_and_load();
-	if (!x->skel) {
-		rc = errno;
-		xdp_close(c);
-		return hl_fail(c, INCA_ERR_TRANSPORT, "load the XDP program: %s", strerror(rc));
-	}
-	rc = attach_prog(c, x);
-	if (rc) {
-		hl_xdp_bpf__destroy(x->skel);
-		x->skel = NULL;
 		char msg[256];
+
 		snprintf(msg, sizeof(msg), "%s", c->errmsg);
 		xdp_close(c);
 		return hl_fail(c, rc, "%s", msg);
 	}
-	fd = xsk_socket__fd(x->xsk);
-	if (bpf_map_update_elem(bpf_map__fd(x->skel->maps.xsks), &key, &fd, 0) ||
-	    bpf_map_update_elem(bpf_map__fd(x->skel->maps.qpns), &qpn, &idx, 0)) {
-		rc = errno;
-		xdp_close(c);
-		return hl_fail(c, INCA_ERR_TRANSPORT, "XDP maps: %s", strerror(rc));
-	}
-
-	uint32_t at;
-	if (xsk_ring_prod__reserve(&x->fill, RX_FRAMES, &at) != RX_FRAMES) {
-		xdp_close(c);
-		return hl_fail(c, INCA_ERR_TRANSPORT, "AF_XDP fill ring");
-	}
-	for (uint32_t i = 0; i < RX_FRAMES; i++)
-		*xsk_ring_prod__fill_addr(&x->fill, at + i) = (uint64_t)i * FRAME_SIZE;
-	xsk_ring_prod__submit(&x->fill, RX_FRAMES);
-	for (uint32_t i = 0; i < NUM_FRAMES - RX_FRAMES; i++)
-		x->free_tx[x->nfree_tx++] = (uint64_t)(RX_FRAMES + i) * FRAME_SIZE;
-	HL_INFO("rank %d: xdp: %s queue 0 (%s mode), QPN %u steered to AF_XDP", c->rank,
-		c->ifname, x->xdp_mode == XDP_FLAGS_DRV_MODE ? "native" : "generic", qpn);
+	close(x->lock_fd);
+	x->lock_fd = -1;
 	return 0;
-}
-
-static void reap_tx(struct xdp_state *x)
-{
-	uint32_t at, n = xsk_ring_cons__peek(&x->comp, RING_SIZE, &at);
-
-	for (uint32_t i = 0; i < n; i++)
-		x->free_tx[x->nfree_tx++] = *xsk_ring_cons__comp_addr(&x->comp, at + i);
-	xsk_ring_cons__release(&x->comp, n);
 }
 
 static int xdp_send(struct inca_comm *c, const struct hl_frame *f, unsigned n)
 {
 	struct xdp_state *x = c->tp_state;
-	uint32_t at;
+	struct xdp_desc *d = x->tx.descs;
+	uint64_t addr[BATCH];
+	uint32_t prod;
 
-	reap_tx(x);
-	if (n > x->nfree_tx)
-		n = x->nfree_tx;
-	if (n == 0 || xsk_ring_prod__reserve(&x->tx, n, &at) != n)
-		return 0;
+	if (n > BATCH)
+		n = BATCH;
+	if (n > ring_room(&x->tx))
+		n = ring_room(&x->tx);
+	if (group_lock(x))
+		return hl_fail(c, INCA_ERR_TRANSPORT, "xdp: the lock of %s is unusable",
+			       x->shm_path);
+	comp_reap(x);
+	if (n > x->sh->nfree_tx)
+		n = x->sh->nfree_tx;
 	for (unsigned i = 0; i < n; i++) {
-		uint64_t addr = x->free_tx[--x->nfree_tx];
-		uint8_t *p = xsk_umem__get_data(x->umem_area, addr);
-		struct xdp_desc *d = xsk_ring_prod__tx_desc(&x->tx, at + i);
+		addr[i] = x->sh->free_tx[x->sh->nfree_tx - 1];
+		x->sh->nfree_tx--;
+	}
+	group_unlock(x);
+	if (n == 0)
+		return 0;
+	prod = *x->tx.producer;
+	for (unsigned i = 0; i < n; i++) {
+		uint8_t *p = x->umem + addr[i];
+		struct xdp_desc *e = &d[(prod + i) & (RING_SIZE - 1)];
 
 		memcpy(p, f[i].data, f[i].len);
 		memcpy(p, x->dst_mac, 6);
 		memcpy(p + 6, x->src_mac, 6);
-		d->addr = addr;
-		d->len = f[i].len;
+		e->addr = addr[i];
+		e->len = f[i].len;
+		e->options = 0;
 	}
-	xsk_ring_prod__submit(&x->tx, n);
-	if (sendto(xsk_socket__fd(x->xsk), NULL, 0, MSG_DONTWAIT, NULL, 0) < 0 &&
+	ring_submit(&x->tx, n);
+	if (sendto(x->fd, NULL, 0, MSG_DONTWAIT, NULL, 0) < 0 &&
 	    errno != EAGAIN && errno != EBUSY && errno != ENOBUFS)
 		return hl_fail(c, INCA_ERR_TRANSPORT, "AF_XDP send: %s", strerror(errno));
 	return (int)n;
@@ -301,32 +801,41 @@ static int xdp_send(struct inca_comm *c, const struct hl_frame *f, unsigned n)
 static int xdp_recv(struct inca_comm *c, struct hl_rx *rx, unsigned max, int timeout_us)
 {
 	struct xdp_state *x = c->tp_state;
-	uint32_t at, n;
+	const struct xdp_desc *d = x->rx.descs;
+	uint32_t cons, n;
 	int out = 0;
 
 	/* what the previous call handed out goes back to the fill ring */
-	if (x->nrefill && xsk_ring_prod__reserve(&x->fill, x->nrefill, &at) == x->nrefill) {
-		for (unsigned i = 0; i < x->nrefill; i++)
-			*xsk_ring_prod__fill_addr(&x->fill, at + i) = x->refill[i];
-		xsk_ring_prod__submit(&x->fill, x->nrefill);
-		x->nrefill = 0;
+	if (x->nrefill) {
+		unsigned put;
+
+		if (group_lock(x))
+			return hl_fail(c, INCA_ERR_TRANSPORT, "xdp: the lock of %s is unusable",
+				       x->shm_path);
+		put = fill_put(x, x->refill, x->nrefill);
+		group_unlock(x);
+		memmove(x->refill, x->refill + put, (x->nrefill - put) * sizeof(x->refill[0]));
+		x->nrefill -= put;
 	}
-	if (max > 64)
-		max = 64;
-	n = xsk_ring_cons__peek(&x->rx, max, &at);
+	if (max > BATCH - x->nrefill)
+		max = BATCH - x->nrefill;
+	n = ring_ready(&x->rx);
 	if (n == 0 && timeout_us > 0) {
-		struct pollfd p = { .fd = xsk_socket__fd(x->xsk), .events = POLLIN };
+		struct pollfd p = { .fd = x->fd, .events = POLLIN };
 		struct timespec ts = { timeout_us / 1000000, (timeout_us % 1000000) * 1000L };
 		ppoll(&p, 1, &ts, NULL);
-		n = xsk_ring_cons__peek(&x->rx, max, &at);
+		n = ring_ready(&x->rx);
 	}
+	if (n > max)
+		n = max;
+	cons = *x->rx.consumer;
 	for (uint32_t i = 0; i < n; i++) {
-		const struct xdp_desc *d = xsk_ring_cons__rx_desc(&x->rx, at + i);
-		uint8_t *p = xsk_umem__get_data(x->umem_area, d->addr);
+		const struct xdp_desc *e = &d[(cons + i) & (RING_SIZE - 1)];
+		uint8_t *p = x->umem + e->addr;
 		struct agg_pkt pkt;
 
-		x->refill[x->nrefill++] = d->addr;
-		if (agg_decode(p, d->len, true, &pkt) || pkt.dest_qp != c->my_qpn ||
+		x->refill[x->nrefill++] = e->addr;
+		if (agg_decode(p, e->len, true, &pkt) || pkt.dest_qp != c->my_qpn ||
 		    (pkt.kind == AGG_PKT_INCA && pkt.qkey != c->g.qkey)) {
 			c->stats.rx_dropped++;
 			continue;
@@ -336,11 +845,10 @@ static int xdp_recv(struct inca_comm *c, struct hl_rx *rx, unsigned max, int tim
 			.msg = pkt.payload ? pkt.payload - AGG_INCA_HLEN : NULL,
 			.len = pkt.payload_len + AGG_INCA_HLEN,
 			.src_qp = pkt.src_qp,
-			.len_wire = d->len,
+			.len_wire = e->len,
 		};
 	}
-	xsk_ring_cons__release(&x->rx, n);
-	reap_tx(x);
+	ring_release(&x->rx, n);
 	return out;
 }
 

@@ -1,0 +1,279 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * inca-xdp-steer: the parts of xdp_steer.sh, the exact test of the xdp
+ * transport's sharing of one interface (several communicators, in several
+ * processes, on one UMEM, steered by QPN): owners that count what reaches
+ * each communicator, a sender of well-formed RoCEv2 frames on the peer's
+ * end of the link, and the duplicate-QPN check.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <linux/if_packet.h>
+#include <net/ethernet.h>
+#include <net/if.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hl_priv.h"
+
+#define QKEY 0x5eed0002u
+#define SWITCH_QPN 0x100u
+#define MAX_COMMS 8
+#define DRAIN_US 300000.0          /* after DONE: late frames still count */
+#define LIMIT_US 60000000.0        /* no owner runs longer */
+
+static double now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+static int parse_ip(const char *s, uint32_t *ip)
+{
+	struct in_addr a;
+
+	if (inet_pton(AF_INET, s, &a) != 1) {
+		fprintf(stderr, "inca-xdp-steer: '%s' is not an IPv4 address\n", s);
+		return -1;
+	}
+	*ip = ntohl(a.s_addr);
+	return 0;
+}
+
+/* comma-separated unsigned numbers */
+static int parse_list(const char *s, unsigned long *out, int max)
+{
+	char *end;
+	int n = 0;
+
+	while (n < max) {
+		out[n++] = strtoul(s, &end, 0);
+		if (end == s || (*end && *end != ','))
+			return -1;
+		if (!*end)
+			return n;
+		s = end + 1;
+	}
+	return -1;
+}
+
+/* One xdp communicator owning qpn on ip (its interface), alone in its
+ * group; the peer's address stands for the switch (its MAC by ARP). */
+static int comm_open(uint32_t ip, uint32_t peer, uint32_t qpn, inca_comm_t **out)
+{
+	struct hl_member m = { .ip = ip, .qpn = qpn };
+	struct hl_group_desc g = { .switch_ip = peer, .group_id = 1, .group_qpn = SWITCH_QPN,
+				   .qkey = QKEY, .window = 1, .elems_per_pkt = 1,
+				   .ring_port = 18515, .member_index = -1, .nmembers = 1,
+				   .members = &m };
+	struct inca_comm_attr attr = { .rank = 0, .size = 1, .pfc = -1 };
+
+	return hl_comm_create(&attr, &g, &hl_xdp_ops, NULL, out);
+}
+
+/* own IP PEER QPNS EXPECTS READY DONE: open one communicator per QPN,
+ * create READY, count until DONE exists (then drain). Exit 0 when each got
+ * exactly its expected frames, all its own, and none was dropped. */
+static int cmd_own(char **argv)
+{
+	unsigned long qpns[MAX_COMMS], expect[MAX_COMMS];
+	uint64_t got[MAX_COMMS] = { 0 }, foreign[MAX_COMMS] = { 0 };
+	inca_comm_t *comms[MAX_COMMS] = { 0 };
+	double start = now_us(), done_at = 0;
+	int n, rc = 1;
+	uint32_t ip, peer;
+	FILE *f;
+
+	n = parse_list(argv[2], qpns, MAX_COMMS);
+	if (parse_ip(argv[0], &ip) || parse_ip(argv[1], &peer) || n < 1 ||
+	    parse_list(argv[3], expect, MAX_COMMS) != n) {
+		fprintf(stderr, "inca-xdp-steer own: expected IP PEER QPN,... COUNT,... READY "
+			"DONE\n");
+		return 2;
+	}
+	for (int i = 0; i < n; i++)
+		if (comm_open(ip, peer, (uint32_t)qpns[i], &comms[i])) {
+			fprintf(stderr, "inca-xdp-steer: QPN %lu: %s\n", qpns[i],
+				inca_last_errmsg());
+			goto close_comms;
+		}
+	f = fopen(argv[4], "w");
+	if (!f) {
+		perror(argv[4]);
+		goto close_comms;
+	}
+	fclose(f);
+	while (now_us() - start < LIMIT_US) {
+		if (!done_at && access(argv[5], F_OK) == 0)
+			done_at = now_us();
+		if (done_at && now_us() - done_at > DRAIN_US)
+			break;
+		for (int i = 0; i < n; i++) {
+			struct hl_rx rx[64];
+			int k = comms[i]->tp->recv(comms[i], rx, 64, 2000);
+
+			if (k < 0) {
+				fprintf(stderr, "inca-xdp-steer: recv: %s\n",
+					inca_comm_errmsg(comms[i]));
+				goto close_comms;
+			}
+			for (int j = 0; j < k; j++) {
+				struct agg_hdr h;
+				const uint8_t *payload;
+
+				if (!agg_decode_msg(rx[j].msg, rx[j].len, &h, &payload) &&
+				    h.group_id == qpns[i])
+					got[i]++;
+				else
+					foreign[i]++;
+			}
+		}
+	}
+	rc = done_at ? 0 : 1;
+	if (!done_at)
+		fprintf(stderr, "inca-xdp-steer: %s did not appear in %.0f s\n", argv[5],
+			LIMIT_US / 1e6);
+	for (int i = 0; i < n; i++) {
+		printf("qpn %lu: %llu frames (want %lu), %llu foreign, %llu dropped\n", qpns[i],
+		       (unsigned long long)got[i], expect[i], (unsigned long long)foreign[i],
+		       (unsigned long long)comms[i]->stats.rx_dropped);
+		if (got[i] != expect[i] || foreign[i] || comms[i]->stats.rx_dropped)
+			rc = 1;
+	}
+close_comms:
+	for (int i = 0; i < n; i++)
+		inca_comm_destroy(comms[i]);
+	return rc;
+}
+
+static int parse_mac(const char *s, uint8_t mac[6])
+{
+	unsigned m[6];
+
+	if (sscanf(s, "%x:%x:%x:%x:%x:%x", &m[0], &m[1], &m[2], &m[3], &m[4], &m[5]) != 6)
+		return -1;
+	for (int i = 0; i < 6; i++)
+		mac[i] = (uint8_t)m[i];
+	return 0;
+}
+
+/* send IFNAME SRC_MAC SRC_IP DST_MAC DST_IP QPN COUNT: COUNT well-formed
+ * results for QPN (marked with it in the group id field), whole frames on
+ * IFNAME through a packet socket. */
+static int cmd_send(char **argv)
+{
+	struct agg_frame_spec spec = {
+		.src_qp = SWITCH_QPN, .qkey = QKEY,
+		.hdr = { .version = AGG_VERSION, .type = AGG_TYPE_RESULT,
+			 .dtype = AGG_DTYPE_FP32, .op = AGG_OP_SUM, .count = 1,
+			 .fanin = 1, .coll_seq = 1 },
+	};
+	unsigned long qpn, count;
+	struct sockaddr_ll to = { .sll_family = AF_PACKET, .sll_halen = 6 };
+	uint8_t frame[AGG_MAX_FRAME_LEN];
+	int fd, len, rc = 0;
+
+	if (parse_mac(argv[1], spec.src_mac) || parse_ip(argv[2], &spec.src_ip) ||
+	    parse_mac(argv[3], spec.dst_mac) || parse_ip(argv[4], &spec.dst_ip) ||
+	    parse_list(argv[5], &qpn, 1) != 1 || parse_list(argv[6], &count, 1) != 1 ||
+	    !(to.sll_ifindex = (int)if_nametoindex(argv[0]))) {
+		fprintf(stderr, "inca-xdp-steer send: expected IFNAME SRC_MAC SRC_IP DST_MAC "
+			"DST_IP QPN COUNT\n");
+		return 2;
+	}
+	memcpy(to.sll_addr, spec.dst_mac, 6);
+	fd = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		perror("socket");
+		return 1;
+	}
+	for (unsigned long i = 0; i < count && !rc; i++) {
+		float one = 1.0f;
+
+		spec.dest_qp = (uint32_t)qpn;
+		spec.psn = (uint32_t)i;
+		spec.hdr.group_id = (uint32_t)qpn;
+		spec.hdr.pkt_idx = (uint32_t)i;
+		len = agg_encode(frame, sizeof(frame), &spec, &one);
+		if (len < 0) {
+			fprintf(stderr, "inca-xdp-steer: agg_encode: %d\n", len);
+			rc = 1;
+		} else if (sendto(fd, frame, (size_t)len, 0, (struct sockaddr *)&to,
+				  sizeof(to)) != len) {
+			perror("sendto");
+			rc = 1;
+		}
+		/* a pause now and then: the receivers' rings never fill */
+		if (i % 32 == 31)
+			usleep(2000);
+	}
+	close(fd);
+	return rc;
+}
+
+/* dup IP PEER QPN: opening QPN must fail because a live owner has it. */
+static int cmd_dup(char **argv)
+{
+	unsigned long qpn;
+	inca_comm_t *c = NULL;
+	uint32_t ip, peer;
+
+	if (parse_ip(argv[0], &ip) || parse_ip(argv[1], &peer) ||
+	    parse_list(argv[2], &qpn, 1) != 1)
+		return 2;
+	if (!comm_open(ip, peer, (uint32_t)qpn, &c)) {
+		printf("QPN %lu opened a second time\n", qpn);
+		inca_comm_destroy(c);
+		return 1;
+	}
+	printf("%s\n", inca_last_errmsg());
+	return strstr(inca_last_errmsg(), "is already owned by another communicator") ? 0 : 1;
+}
+
+/* open IP PEER QPN: open and close one communicator, printing the error. */
+static int cmd_open(char **argv)
+{
+	unsigned long qpn;
+	inca_comm_t *c = NULL;
+	uint32_t ip, peer;
+
+	if (parse_ip(argv[0], &ip) || parse_ip(argv[1], &peer) ||
+	    parse_list(argv[2], &qpn, 1) != 1)
+		return 2;
+	if (comm_open(ip, peer, (uint32_t)qpn, &c)) {
+		printf("%s\n", inca_last_errmsg());
+		return 1;
+	}
+	inca_comm_destroy(c);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct { const char *name; int nargs; } cmds[] = {
+		{ "own", 6 }, { "send", 7 }, { "dup", 3 }, { "open", 3 },
+	};
+
+	for (size_t i = 0; argc >= 2 && i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		if (strcmp(argv[1], cmds[i].name))
+			continue;
+		if (argc - 2 != cmds[i].nargs)
+			break;
+		switch (i) {
+		case 0: return cmd_own(argv + 2);
+		case 1: return cmd_send(argv + 2);
+		case 2: return cmd_dup(argv + 2);
+		default: return cmd_open(argv + 2);
+		}
+	}
+	fprintf(stderr, "Usage: inca-xdp-steer own IP PEER QPN,... COUNT,... READY DONE\n"
+		"       inca-xdp-steer send IFNAME SRC_MAC SRC_IP DST_MAC DST_IP QPN COUNT\n"
+		"       inca-xdp-steer dup IP PEER QPN | open IP PEER QPN\n");
+	return 2;
+}
