@@ -39,11 +39,16 @@ struct hl_coll {
 	enum agg_dtype dtype;
 	enum agg_op op;
 	uint32_t elems, npkts, done_pkts, seq, gbase;
+	uint32_t oldest;       /* lowest packet whose result is not in */
 	uint16_t window;
 	struct hl_slot *slots;
 	uint8_t *frames;
 	size_t frame_cap;
 	double start_us, deadline_us, last_progress_us;
+	/* when the latest-sent packet whose result is in was sent: an
+	 * outstanding packet sent before it was probably lost */
+	double newest_done_sent_us;
+	double next_probe_us;  /* no result at all: the next probe, not before */
 	int result;
 	bool finished;
 };
@@ -256,7 +261,14 @@ static int send_due(struct hl_coll *op, double now, double *next_due)
 		*next_due = now + (paused < PFC_RECHECK_US ? paused : PFC_RECHECK_US);
 		return 0;
 	}
-	for (uint32_t s = 0; s < op->window; s++) {
+	/* oldest packet first, as every rank does: results then complete in
+	 * about the order each rank sent them, which is what makes "a packet
+	 * sent after it completed" evidence of a loss */
+	while (op->oldest < op->npkts &&
+	       op->slots[(op->gbase + op->oldest) % op->window].pkt != (int64_t)op->oldest)
+		op->oldest++;
+	for (uint32_t i = 0; i < op->window; i++) {
+		uint32_t s = (op->gbase + op->oldest + i) % op->window;
 		if (n == SEND_BATCH) {
 			rc = send_batch(op, frames, which, retx, n, now);
 			if (rc < 0)
@@ -280,6 +292,19 @@ static int send_due(struct hl_coll *op, double now, double *next_due)
 			if (due < *next_due)
 				*next_due = due;
 			continue;
+		}
+		/* A timeout alone is weak evidence on a shared machine: a slot's
+		 * result waits for every member, and one rank kept off the CPU
+		 * stalls them all. A packet is retransmitted when one sent after
+		 * it has completed; with no such evidence only one probe goes per
+		 * RTO (backed off), the rest wait for its answer. */
+		if (sl->sent && sl->sent_us >= op->newest_done_sent_us) {
+			if (now < op->next_probe_us) {
+				if (op->next_probe_us < *next_due)
+					*next_due = op->next_probe_us;
+				continue;
+			}
+			op->next_probe_us = now + backoff * 2;
 		}
 		uint8_t *buf = op->frames + op->frame_cap * n;
 		rc = build_frame(op, (uint32_t)sl->pkt, sl->sent, &frames[n], buf);
@@ -338,6 +363,8 @@ static void accept_result(struct hl_coll *op, const struct hl_rx *rx, double now
 	       (size_t)h.count * op->esize);
 	if (sl->retx == 0 && sl->sent)
 		hl_rto_sample(&c->rto, now - sl->sent_us);   /* Karn: first sends only */
+	if (sl->sent && sl->sent_us > op->newest_done_sent_us)
+		op->newest_done_sent_us = sl->sent_us;
 	c->stats.results++;
 	c->stats.bytes_received += rx->len_wire;
 	op->done_pkts++;
@@ -401,16 +428,22 @@ int hl_coll_progress(struct hl_coll *op, double budget_us)
 			wait = 0;
 		if (wait > 100000)
 			wait = 100000;
-		rc = c->tp->recv(c, rx, RECV_BATCH, (int)wait);
-		if (rc < 0)
-			goto fail;
-		now = c->now_us(c);
-		for (int i = 0; i < rc; i++) {
-			if (rx[i].kind == HL_RX_CNP)
-				hl_dcqcn_on_cnp(&c->dcqcn, now);
-			else
-				accept_result(op, &rx[i], now);
-		}
+		/* everything already queued is taken before the timers are looked
+		 * at again: a rank kept off the CPU for longer than the RTO finds
+		 * its results waiting, and must not retransmit them */
+		do {
+			rc = c->tp->recv(c, rx, RECV_BATCH, (int)wait);
+			if (rc < 0)
+				goto fail;
+			now = c->now_us(c);
+			for (int i = 0; i < rc; i++) {
+				if (rx[i].kind == HL_RX_CNP)
+					hl_dcqcn_on_cnp(&c->dcqcn, now);
+				else
+					accept_result(op, &rx[i], now);
+			}
+			wait = 0;
+		} while (rc > 0 && op->done_pkts < op->npkts);
 		if (c->dcqcn_on)
 			hl_dcqcn_advance(&c->dcqcn, now, 0);
 		if (op->done_pkts == op->npkts) {
@@ -564,7 +597,7 @@ int inca_bcast(inca_comm_t *c, void *buf, size_t count, inca_dtype_t dtype, int 
 	if (c->rank == root)
 		memcpy(tmp, buf, bytes);
 	rc = inca_allreduce(c, INCA_IN_PLACE, tmp, words, INCA_INT32, INCA_BOR);
-	if (rc == 0)
+	if (rc == 0 && c->rank != root)   /* the root's buffer is only read */
 		memcpy(buf, tmp, bytes);
 	free(tmp);
 	return rc;

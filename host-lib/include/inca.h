@@ -177,7 +177,8 @@ int inca_wait(inca_request_t *req);
 
 /* Every rank has entered the barrier. */
 int inca_barrier(inca_comm_t *comm);
-/* buf on every rank becomes root's buf (count elements of dtype). */
+/* buf on every rank becomes root's buf (count elements of dtype); the
+ * root's buf is only read. */
 int inca_bcast(inca_comm_t *comm, void *buf, size_t count, inca_dtype_t dtype,
 	       int root);
 

@@ -204,8 +204,12 @@ int main(int argc, char **argv)
 	struct inca_stats st;
 	inca_comm_stats(comm, &st);
 	if (rank == 0)
-		printf("# retransmissions %llu, duplicates ignored %llu, CNPs %llu, fallbacks %llu\n"
-		       "# out of bounds values : %ld %s\n", (unsigned long long)st.retransmissions,
+		printf("# packets sent %llu, retransmissions %llu (%.3f%%), duplicates ignored %llu, "
+		       "CNPs %llu, fallbacks %llu\n"
+		       "# out of bounds values : %ld %s\n", (unsigned long long)st.packets_sent,
+		       (unsigned long long)st.retransmissions,
+		       st.packets_sent ? 100.0 * (double)st.retransmissions /
+					 (double)st.packets_sent : 0.0,
 		       (unsigned long long)st.duplicates, (unsigned long long)st.cnps,
 		       (unsigned long long)st.fallbacks, total_wrong, total_wrong ? "FAILED" : "OK");
 	inca_comm_destroy(comm);
