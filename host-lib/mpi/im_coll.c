@@ -118,6 +118,8 @@ static void mpi_poke(void)
 	}
 }
 
+/* The last touch of op: once MPI knows the request is complete, a request
+ * the application already freed (MPI_Request_free) frees op too. */
 static void op_complete(struct im_op *op)
 {
 	op->complete = true;
@@ -128,36 +130,32 @@ static void op_complete(struct im_op *op)
 	PMPI_Grequest_complete(op->greq);
 }
 
-/* libinca finished op's request with rc: a result, or a recovery to run
- * (outside the progress engine: it calls MPI) */
-static void op_finished(struct im_op *op, int rc)
-{
-	op->req = NULL;
-	if (rc == INCA_OK) {
-		im_keep_result(op);
-		op_complete(op);
-	} else {
-		op->failed = true;
-		op->inca_err = rc;
-	}
-}
-
-/* Progress op for at most budget_us; recover it if it failed and may. */
-static void op_drive(struct im_op *op, unsigned budget_us, bool may_recover)
+/* Progress op (not complete) for at most budget_us; recover it if it
+ * failed and may (outside the progress engine: recovery calls MPI).
+ * Returns true when op completed, after which op must not be touched. */
+static bool op_drive(struct im_op *op, unsigned budget_us, bool may_recover)
 {
 	int done = 0, rc;
 
-	if (op->complete)
-		return;
 	if (op->req) {
 		rc = inca_test_timeout(op->req, budget_us, &done);
-		if (done)
-			op_finished(op, rc);
+		if (done) {
+			op->req = NULL;
+			if (rc == INCA_OK) {
+				im_keep_result(op);
+				op_complete(op);
+				return true;
+			}
+			op->failed = true;
+			op->inca_err = rc;
+		}
 	}
-	if (op->failed && !op->complete && may_recover) {
+	if (op->failed && may_recover) {
 		im_recover(op);
 		op_complete(op);
+		return true;
 	}
+	return false;
 }
 
 /* registered with Open MPI's progress engine: runs in every blocking MPI
@@ -171,11 +169,9 @@ static int progress_cb(void)
 	in_progress = true;
 	for (unsigned i = 0; i < npending; i++) {
 		struct im_op *op = pending[i];
-		if (op->req && !op->complete) {
-			op_drive(op, 0, false);
-			events += op->complete;
-			if (op->complete)
-				i--;      /* op_complete moved another op into slot i */
+		if (op->req && op_drive(op, 0, false)) {
+			events++;
+			i--;      /* op_complete moved another op into slot i */
 		}
 	}
 	in_progress = false;
@@ -202,14 +198,42 @@ void im_progress_fini(void)
 
 int im_finish_active(struct im_comm *ic)
 {
+	/* completing the active operation clears ic->active */
+	while (ic->active)
+		if (!op_drive(ic->active, 1000, true))
+			mpi_poke();
+	return MPI_SUCCESS;
+}
+
+void im_abandon_active(struct im_comm *ic)
+{
 	struct im_op *op = ic->active;
 
-	while (op && !op->complete) {
-		op_drive(op, 1000, true);
-		if (!op->complete)
-			mpi_poke();
+	if (!op)
+		return;
+	if (op->req) {
+		int rc = inca_wait(op->req);
+		op->req = NULL;
+		if (rc != INCA_OK)
+			op->failed = true;
 	}
-	return MPI_SUCCESS;
+	if (op->failed)
+		im_log(0, "rank %d: a communicator was released with operation %u unfinished "
+		       "and failed: its result is undefined", ic->rank, op->seq);
+	op_complete(op);
+}
+
+/* ic for an offloadable call on comm, its previous operation finished
+ * first (finishing it may recover it and move the communicator to MPI, and
+ * every rank must see the same state); NULL: pass through. */
+static struct im_comm *comm_ready(MPI_Comm comm)
+{
+	struct im_comm *ic = im_comm_get(comm);
+
+	if (!ic)
+		return NULL;
+	im_finish_active(ic);
+	return ic->failed_synced ? NULL : ic;
 }
 
 /* ---- generalized request callbacks ---- */
@@ -302,8 +326,7 @@ int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype ty
 	if (!im_cfg.enabled)
 		return PMPI_Allreduce(sendbuf, recvbuf, count, type, mop, comm);
 	im_serve_all();
-	if (!allreduce_maps(count, type, mop, &dt, &io, &bytes) || !(ic = im_comm_get(comm)) ||
-	    ic->failed_synced) {
+	if (!allreduce_maps(count, type, mop, &dt, &io, &bytes) || !(ic = comm_ready(comm))) {
 		MPI_Request req;
 		rc = im_comm_offloaded(comm) ? pass_wait(PMPI_Iallreduce(sendbuf, recvbuf, count, type, mop,
 							  comm, &req), &req)
@@ -311,7 +334,6 @@ int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype ty
 		count_call(IM_ALLREDUCE, false, bytes, t0);
 		return rc;
 	}
-	im_finish_active(ic);
 	rc = op_setup(&op, ic, IM_ALLREDUCE, sendbuf, recvbuf, count, type, mop, bytes,
 		      sendbuf == MPI_IN_PLACE);
 	if (rc)
@@ -343,13 +365,14 @@ int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype t
 	if (!im_cfg.enabled)
 		return PMPI_Iallreduce(sendbuf, recvbuf, count, type, mop, comm, request);
 	im_serve_all();
-	if (!allreduce_maps(count, type, mop, &dt, &io, &bytes) || !(ic = im_comm_get(comm)) ||
-	    ic->failed_synced || npending == sizeof(pending) / sizeof(pending[0])) {
+	if (!allreduce_maps(count, type, mop, &dt, &io, &bytes) ||
+	    npending == sizeof(pending) / sizeof(pending[0]) || !(ic = comm_ready(comm))) {
 		rc = PMPI_Iallreduce(sendbuf, recvbuf, count, type, mop, comm, request);
 		count_call(IM_IALLREDUCE, false, bytes, t0);
 		return rc;
 	}
-	im_finish_active(ic);      /* libinca runs one operation per communicator */
+	/* comm_ready finished the previous one: libinca runs one operation
+	 * per communicator */
 	op = malloc(sizeof(*op));
 	if (!op)
 		return MPI_ERR_NO_MEM;
@@ -408,15 +431,14 @@ int MPI_Bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm)
 	bytes = count > 0 ? (size_t)count * (size_t)tsize : 0;
 	/* the decision rests on the byte count alone: the type signatures
 	 * of the root and the others may differ */
-	if (!bytes || !size_ok(bytes) || bytes > INT32_MAX || !(ic = im_comm_get(comm)) ||
-	    ic->failed_synced || root < 0 || root >= ic->size) {
+	if (!bytes || !size_ok(bytes) || bytes > INT32_MAX || root < 0 ||
+	    !(ic = comm_ready(comm)) || root >= ic->size) {
 		MPI_Request req;
 		rc = im_comm_offloaded(comm) ? pass_wait(PMPI_Ibcast(buf, count, type, root, comm, &req), &req)
 				  : PMPI_Bcast(buf, count, type, root, comm);
 		count_call(IM_BCAST, false, bytes, t0);
 		return rc;
 	}
-	im_finish_active(ic);
 	bool direct = contiguous(type) && bytes % 4 == 0 && ((uintptr_t)buf & 3) == 0;
 	cbuf = direct ? buf : malloc((bytes + 3) & ~(size_t)3);
 	if (!cbuf)
@@ -460,13 +482,12 @@ int MPI_Barrier(MPI_Comm comm)
 	if (!im_cfg.enabled)
 		return PMPI_Barrier(comm);
 	im_serve_all();
-	if (!(ic = im_comm_get(comm)) || ic->failed_synced) {
+	if (!(ic = comm_ready(comm))) {
 		MPI_Request req;
 		rc = im_comm_offloaded(comm) ? pass_wait(PMPI_Ibarrier(comm, &req), &req) : PMPI_Barrier(comm);
 		count_call(IM_BARRIER, false, 0, t0);
 		return rc;
 	}
-	im_finish_active(ic);
 	op = (struct im_op){ .kind = IM_BARRIER, .ic = ic, .seq = ++ic->seq, .type = MPI_BYTE,
 			     .op = MPI_OP_NULL, .start_us = t0 };
 	if (ic->state == IM_OFFLOADED) {
@@ -494,8 +515,7 @@ static int drive(int n, MPI_Request *reqs, unsigned budget_us)
 		struct im_op *op = pending_find(reqs[i]);
 		if (!op)
 			continue;
-		op_drive(op, budget_us, true);
-		open += !op->complete;
+		open += !op_drive(op, budget_us, true);
 	}
 	return open;
 }

@@ -33,6 +33,7 @@ static void comm_free(struct im_comm *ic)
 			*p = ic->next;
 			break;
 		}
+	im_abandon_active(ic);
 	inca_comm_destroy(ic->inca);
 	if (ic->shadow != MPI_COMM_NULL)
 		PMPI_Comm_free(&ic->shadow);
@@ -397,7 +398,9 @@ int im_recover(struct im_op *op)
 		free(sends);
 		free(answered);
 		if (data) {
-			if (op->kind != IM_BARRIER)
+			/* a broadcast's root already has it (its buffer may be
+			 * read-only) */
+			if (op->kind != IM_BARRIER && !(op->kind == IM_BCAST && ic->rank == op->root))
 				memcpy(op->out, data + IM_DATA_HDR, op->bytes);
 			free(data);
 			im_log(2, "rank %d: operation %u's result came from a rank that had it",
@@ -411,7 +414,7 @@ int im_recover(struct im_op *op)
 	}
 	rc = redo(op);
 	if (rc == MPI_SUCCESS)
-		ic->done_seq = k;
+		im_keep_result(op);    /* done_seq = k, with k's result to serve */
 	return rc;
 }
 

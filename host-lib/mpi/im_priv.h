@@ -115,6 +115,10 @@ void *im_comm_scratch(struct im_comm *ic, size_t bytes);
 /* im_coll.c: nonblocking operations */
 /* Finish ic's nonblocking operation, if any, before another starts. */
 int im_finish_active(struct im_comm *ic);
+/* ic goes away without MPI_Comm_free (its attribute deleted while an
+ * operation is unfinished): finish that operation with libinca alone (no
+ * MPI calls, no recovery) and complete its request. */
+void im_abandon_active(struct im_comm *ic);
 void im_progress_init(void);
 void im_progress_fini(void);
 

@@ -31,7 +31,11 @@ cleanup() {
 		kill "$MGR_PID" 2>/dev/null
 		wait "$MGR_PID" 2>/dev/null
 	fi
-	rm -rf "$WORK"
+	if [ "$FAILED" -gt 0 ]; then
+		echo "# the programs' output is kept in $WORK"
+	else
+		rm -rf "$WORK"
+	fi
 }
 trap cleanup EXIT
 
@@ -82,13 +86,16 @@ if [ "$FAILED" -gt 0 ]; then
 fi
 
 echo "# Python (mpi4py) program"
-mpi8 /usr/bin/python3 "$SRC/tests/mpi/mpi_check.py" --max 16777216 > "$WORK/py.out" 2> "$WORK/py.err"
+mpi8 /usr/bin/python3 -X faulthandler "$SRC/tests/mpi/mpi_check.py" --max 16777216 > "$WORK/py.out" 2> "$WORK/py.err"
 expect_eq "mpi_check.py exit status" "$?" 0
 check "mpi_check.py: every result exact" grep -q "mpi-check.py: [1-9][0-9]* passed, 0 failed" "$WORK/py.out"
 grep "mpi-check.py:" "$WORK/py.out"
 n=$(stat "$WORK/py.err" MPI_Allreduce 2)
 check "mpi4py's Allreduce offloaded ($n calls)" [ "${n:-0}" -gt 0 ]
 
+# no switch was killed so far: a recovery here means a rank gave up on a
+# live switch (INCA_SWITCH_TIMEOUT_MS without a result)
+echo "# recoveries with the switch alive: $(cat "$WORK/c.err" "$WORK/py.err" | grep -c "switch path failed")"
 echo "# the switch killed mid-job"
 mpi8 "$CHECK" -l 300 > "$WORK/kill.out" 2> "$WORK/kill.err" &
 JOB_PID=$!
