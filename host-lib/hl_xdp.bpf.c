@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: (BSD-3-Clause OR GPL-2.0)
 /*
  * Steers RoCEv2 packets whose BTH destination QP belongs to an INCA worker
- * to that worker's AF_XDP socket; everything else (ARP, TCP, other QPs)
- * goes on to the kernel.
+ * received on queue 0 to that worker's AF_XDP socket; everything else (ARP,
+ * TCP, other QPs, other queues) goes on to the kernel.
  */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -40,6 +40,10 @@ int inca_steer(struct xdp_md *ctx)
 	__u16 proto;
 	__u32 qpn, *idx;
 
+	/* every owner's socket is bound to queue 0: a redirect from another
+	 * queue would find none (and be dropped), the kernel takes it instead */
+	if (ctx->rx_queue_index != 0)
+		return XDP_PASS;
 	if ((void *)(eth + 1) > end)
 		return XDP_PASS;
 	proto = eth->h_proto;

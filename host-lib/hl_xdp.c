@@ -64,13 +64,26 @@
 #define NUM_FRAMES 2048          /* 4 MiB of UMEM per interface: under the 8 MiB memlock */
 #define RX_FRAMES 1024           /* first half for the fill ring */
 #define TX_FRAMES (NUM_FRAMES - RX_FRAMES)
-#define RING_SIZE 1024           /* every ring; the fill ring holds all RX frames */
+#define RING_SIZE 1024           /* fill and completion: each holds every frame of its half */
+/* each socket's RX and TX ring: an owner that does not call recv holds at
+ * most this many RX frames (what arrived for its QPN), so one idle owner
+ * cannot hold the whole RX half; and one owner's queued sends leave TX
+ * frames to the others */
+#define SOCK_RING 256
+/* what the kernel puts before a received frame in its chunk (copy mode) */
+#define RX_HEADROOM 256
+#define KICKS 16                 /* sendto calls per kick while the kernel takes frames */
+#define BIND_RETRY_MS 1000       /* a closed group's queue is released by a workqueue */
 #define SHARED_HDR (64 * 1024)   /* the header before the UMEM in the shared file */
 #define SHARED_LEN (SHARED_HDR + (size_t)NUM_FRAMES * FRAME_SIZE)
 #define SHARED_MAGIC 0x3150445841434e49ull   /* "INCAXDP1" */
 #define LOCK_WAIT_MS 5000
 #define DRAIN_MS 100             /* for our TX ring to empty before we leave */
 #define BATCH 64
+/* bytes around the INCA message in a frame, at most: Ethernet (with a VLAN
+ * tag), IPv4, UDP, BTH, DETH, immediate data, ICRC */
+#define XDP_FRAME_OVERHEAD (AGG_ETH_HLEN + AGG_VLAN_HLEN + AGG_IPV4_HLEN + AGG_UDP_HLEN + \
+			    AGG_BTH_LEN + AGG_DETH_LEN + AGG_IMM_LEN + AGG_ICRC_LEN)
 /* the UMEM's file: shmem (tmpfs), which the kernel pins for long */
 #define XDP_SHM_DIR "/dev/shm"
 
@@ -100,11 +113,13 @@ _Static_assert(sizeof(struct xdp_shared) <= SHARED_HDR, "the shared header outgr
 struct xdp_ring {
 	uint32_t *producer, *consumer;
 	void *descs;
+	uint32_t size;           /* entries, a power of two */
 	void *map;
 	size_t map_len;
 };
 
 struct xdp_state {
+	pid_t pid;               /* the process that opened it (a fork's child only unmaps) */
 	int ifindex;
 	int fd;                  /* our socket */
 	int lock_fd;             /* >= 0 while we hold the group's flock */
@@ -113,8 +128,10 @@ struct xdp_state {
 	struct xdp_shared *sh;
 	uint8_t *umem;
 	struct xdp_ring fill, comp, rx, tx;   /* fill, comp: the group's */
-	uint64_t refill[BATCH];  /* handed out by the last recv */
+	uint64_t refill[BATCH];  /* received frames the fill ring has not taken back yet */
 	unsigned nrefill;
+	uint8_t *rxbuf;          /* BATCH frames: the last recv's messages, copied out */
+	uint64_t tx_refused;     /* frames longer than a UMEM frame, not sent */
 	uint8_t src_mac[6], dst_mac[6];
 	char shm_path[PATH_MAX - 16], lock_path[PATH_MAX];
 };
@@ -183,7 +200,7 @@ static int resolve_mac(struct inca_comm *c, uint8_t mac[6])
 
 static uint32_t ring_room(const struct xdp_ring *r)
 {
-	return RING_SIZE - (__atomic_load_n(r->producer, __ATOMIC_RELAXED) -
+	return r->size - (__atomic_load_n(r->producer, __ATOMIC_RELAXED) -
 			    __atomic_load_n(r->consumer, __ATOMIC_ACQUIRE));
 }
 
@@ -205,10 +222,18 @@ static void ring_release(struct xdp_ring *r, uint32_t n)
 			 __ATOMIC_RELEASE);
 }
 
-static int ring_map(int fd, const struct xdp_ring_offset *o, off_t pgoff, size_t desc_size,
-		    struct xdp_ring *r)
+/* Descriptors our TX ring holds that the kernel has not taken yet. */
+static uint32_t tx_pending(const struct xdp_ring *r)
 {
-	r->map_len = o->desc + RING_SIZE * desc_size;
+	return __atomic_load_n(r->producer, __ATOMIC_RELAXED) -
+	       __atomic_load_n(r->consumer, __ATOMIC_ACQUIRE);
+}
+
+static int ring_map(int fd, const struct xdp_ring_offset *o, off_t pgoff, size_t desc_size,
+		    uint32_t size, struct xdp_ring *r)
+{
+	r->size = size;
+	r->map_len = o->desc + size * desc_size;
 	r->map = mmap(NULL, r->map_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd,
 		      pgoff);
 	if (r->map == MAP_FAILED) {
@@ -237,6 +262,8 @@ static int group_lock(struct xdp_state *x)
 	if (rc == EOWNERDEAD) {
 		HL_WARN("xdp: an owner of %s died holding its lock; going on", x->shm_path);
 		rc = pthread_mutex_consistent(&x->sh->mu);
+		if (rc)
+			pthread_mutex_unlock(&x->sh->mu);
 	}
 	return rc;
 }
@@ -255,22 +282,56 @@ static unsigned fill_put(struct xdp_state *x, const uint64_t *addr, unsigned n)
 	if (n > ring_room(&x->fill))
 		n = ring_room(&x->fill);
 	for (unsigned i = 0; i < n; i++)
-		d[(prod + i) & (RING_SIZE - 1)] = addr[i];
+		d[(prod + i) & (x->fill.size - 1)] = addr[i];
 	ring_submit(&x->fill, n);
 	return n;
 }
 
-/* Under the mutex: sent frames, any owner's, back to the free TX list. */
+/* Under the mutex: sent frames, any owner's, back to the free TX list.
+ * Entries are copied out and the ring released before the list's count is
+ * published: an owner dying in between loses those frames to the group,
+ * where publishing first would let the next lock holder (EOWNERDEAD) reap
+ * the same entries again and hand one frame out twice. */
 static void comp_reap(struct xdp_state *x)
 {
-	uint32_t n = ring_ready(&x->comp), cons = *x->comp.consumer;
 	const uint64_t *d = x->comp.descs;
 	struct xdp_shared *sh = x->sh;
+	uint64_t addr[BATCH];
+	uint32_t n;
 
-	for (uint32_t i = 0; i < n; i++)
-		if (sh->nfree_tx < TX_FRAMES)
-			sh->free_tx[sh->nfree_tx++] = d[(cons + i) & (RING_SIZE - 1)];
-	ring_release(&x->comp, n);
+	while ((n = ring_ready(&x->comp)) > 0) {
+		uint32_t cons = *x->comp.consumer, nf = sh->nfree_tx;
+
+		if (n > BATCH)
+			n = BATCH;
+		for (uint32_t i = 0; i < n; i++)
+			addr[i] = d[(cons + i) & (x->comp.size - 1)];
+		ring_release(&x->comp, n);
+		if (nf > TX_FRAMES)
+			nf = TX_FRAMES;
+		for (uint32_t i = 0; i < n && nf + i < TX_FRAMES; i++)
+			sh->free_tx[nf + i] = addr[i];
+		__atomic_store_n(&sh->nfree_tx, nf + n < TX_FRAMES ? nf + n : TX_FRAMES,
+				 __ATOMIC_RELEASE);
+	}
+}
+
+/* Have the kernel send what our TX ring holds: copy mode sends a batch per
+ * sendto, so call again while it makes progress (bounded). Returns 0 or an
+ * INCA code. */
+static int tx_kick(struct inca_comm *c, struct xdp_state *x)
+{
+	for (int i = 0; i < KICKS && tx_pending(&x->tx); i++) {
+		uint32_t before = __atomic_load_n(x->tx.consumer, __ATOMIC_ACQUIRE);
+
+		if (sendto(x->fd, NULL, 0, MSG_DONTWAIT, NULL, 0) < 0 && errno != EAGAIN &&
+		    errno != EBUSY && errno != ENOBUFS && errno != EINTR)
+			return c ? hl_fail(c, INCA_ERR_TRANSPORT, "AF_XDP send: %s",
+					   strerror(errno)) : INCA_ERR_TRANSPORT;
+		if (__atomic_load_n(x->tx.consumer, __ATOMIC_ACQUIRE) == before)
+			break;
+	}
+	return 0;
 }
 
 /* ---- the group: owners, the shared file, the program ---- */
@@ -316,25 +377,51 @@ static uint32_t prog_id_of(int prog_fd)
 }
 
 /* Under the flock: map the group's file. *fresh: it had to be (re)built
- * (none, a foreign or truncated one, or no owner alive), and we build it. */
+ * (none, an empty or unfinished one, or no owner alive), and we build it.
+ * A file we cannot map, or one of another size (another libinca's layout?),
+ * is refused and left alone: its owners may be alive. */
 static int shared_map(struct inca_comm *c, struct xdp_state *x, bool *fresh)
 {
 	pthread_mutexattr_t ma;
+	char tmp[PATH_MAX];
 	struct stat st;
 	int fd, live = 0;
 
 	*fresh = true;
 	fd = open(x->shm_path, O_RDWR | O_CLOEXEC);
-	if (fd >= 0 && !fstat(fd, &st) && (size_t)st.st_size == SHARED_LEN) {
-		x->sh = mmap(NULL, SHARED_LEN, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-		if (x->sh == MAP_FAILED)
-			x->sh = NULL;
-		for (int i = 0; x->sh && x->sh->magic == SHARED_MAGIC && i < HL_XDP_MAX_SOCKS; i++)
-			live += owner_alive(&x->sh->owners[i], NULL);
-		*fresh = live == 0;
-	}
-	if (fd >= 0)
+	if (fd < 0 && errno != ENOENT)
+		return hl_fail(c, INCA_ERR_TRANSPORT, "open %s (the shared UMEM): %s",
+			       x->shm_path, strerror(errno));
+	if (fd >= 0) {
+		if (fstat(fd, &st)) {
+			int e = errno;
+			close(fd);
+			return hl_fail(c, INCA_ERR_TRANSPORT, "stat %s: %s", x->shm_path,
+				       strerror(e));
+		}
+		/* an empty file holds nothing anyone could map: a leftover */
+		if (st.st_size != 0 && (size_t)st.st_size != SHARED_LEN) {
+			close(fd);
+			return hl_fail(c, INCA_ERR_TRANSPORT, "%s has %lld bytes, not the %zu "
+				       "this libinca uses (a group of another version?); remove "
+				       "it once no INCA process uses %s", x->shm_path,
+				       (long long)st.st_size, SHARED_LEN, c->ifname);
+		}
+		if (st.st_size != 0) {
+			x->sh = mmap(NULL, SHARED_LEN, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+			if (x->sh == MAP_FAILED) {
+				int e = errno;
+				x->sh = NULL;
+				close(fd);
+				return hl_fail(c, INCA_ERR_TRANSPORT, "map %s (the shared UMEM): %s",
+					       x->shm_path, strerror(e));
+			}
+			for (int i = 0; x->sh->magic == SHARED_MAGIC && i < HL_XDP_MAX_SOCKS; i++)
+				live += owner_alive(&x->sh->owners[i], NULL);
+			*fresh = live == 0;
+		}
 		close(fd);
+	}
 	if (!*fresh) {
 		x->umem = (uint8_t *)x->sh + SHARED_HDR;
 		return 0;
@@ -345,21 +432,27 @@ static int shared_map(struct inca_comm *c, struct xdp_state *x, bool *fresh)
 		munmap(x->sh, SHARED_LEN);
 		x->sh = NULL;
 	}
-	/* a new file: whoever still maps the old one keeps their pages */
-	unlink(x->shm_path);
-	fd = open(x->shm_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	/* a new file, built aside and renamed over the old one (whoever still
+	 * maps that keeps its pages): the path never shows a partial file */
+	snprintf(tmp, sizeof(tmp), "%s.%d", x->shm_path, (int)getpid());
+	unlink(tmp);
+	fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (fd < 0 || ftruncate(fd, (off_t)SHARED_LEN)) {
 		int e = errno;
-		if (fd >= 0)
+		if (fd >= 0) {
 			close(fd);
+			unlink(tmp);
+		}
 		return hl_fail(c, INCA_ERR_TRANSPORT, "create %s (%zu KiB, the shared UMEM): %s",
-			       x->shm_path, SHARED_LEN / 1024, strerror(e));
+			       tmp, SHARED_LEN / 1024, strerror(e));
 	}
 	x->sh = mmap(NULL, SHARED_LEN, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
 	close(fd);
 	if (x->sh == MAP_FAILED) {
+		int e = errno;
 		x->sh = NULL;
-		return hl_fail(c, INCA_ERR_TRANSPORT, "map %s: %s", x->shm_path, strerror(errno));
+		unlink(tmp);
+		return hl_fail(c, INCA_ERR_TRANSPORT, "map %s: %s", tmp, strerror(e));
 	}
 	x->umem = (uint8_t *)x->sh + SHARED_HDR;
 	pthread_mutexattr_init(&ma);
@@ -371,6 +464,12 @@ static int shared_map(struct inca_comm *c, struct xdp_state *x, bool *fresh)
 		x->sh->free_tx[i] = (uint64_t)(RX_FRAMES + i) * FRAME_SIZE;
 	x->sh->nfree_tx = TX_FRAMES;
 	__atomic_store_n(&x->sh->magic, SHARED_MAGIC, __ATOMIC_RELEASE);
+	if (rename(tmp, x->shm_path)) {
+		int e = errno;
+		unlink(tmp);
+		return hl_fail(c, INCA_ERR_TRANSPORT, "rename %s to %s: %s", tmp, x->shm_path,
+			       strerror(e));
+	}
 	return 0;
 }
 
@@ -385,7 +484,7 @@ static int sock_open(struct inca_comm *c, struct xdp_state *x, int peer)
 				    .chunk_size = FRAME_SIZE };
 	struct xdp_mmap_offsets off;
 	socklen_t len = sizeof(off);
-	int n = RING_SIZE, rc;
+	int n = RING_SIZE, ns = SOCK_RING, rc;
 
 	x->fd = socket(AF_XDP, SOCK_RAW | SOCK_CLOEXEC, 0);
 	if (x->fd < 0)
@@ -396,29 +495,39 @@ static int sock_open(struct inca_comm *c, struct xdp_state *x, int peer)
 			       strerror(errno));
 	if ((peer < 0 && (setsockopt(x->fd, SOL_XDP, XDP_UMEM_FILL_RING, &n, sizeof(n)) ||
 			  setsockopt(x->fd, SOL_XDP, XDP_UMEM_COMPLETION_RING, &n, sizeof(n)))) ||
-	    setsockopt(x->fd, SOL_XDP, XDP_RX_RING, &n, sizeof(n)) ||
-	    setsockopt(x->fd, SOL_XDP, XDP_TX_RING, &n, sizeof(n)) ||
+	    setsockopt(x->fd, SOL_XDP, XDP_RX_RING, &ns, sizeof(ns)) ||
+	    setsockopt(x->fd, SOL_XDP, XDP_TX_RING, &ns, sizeof(ns)) ||
 	    getsockopt(x->fd, SOL_XDP, XDP_MMAP_OFFSETS, &off, &len))
 		return hl_fail(c, INCA_ERR_TRANSPORT, "AF_XDP rings: %s", strerror(errno));
 	if (peer >= 0) {
 		sa.sxdp_flags = XDP_SHARED_UMEM;
 		sa.sxdp_shared_umem_fd = (uint32_t)peer;
 	}
-	if (bind(x->fd, (struct sockaddr *)&sa, sizeof(sa)))
+	/* a group closed just before still has the queue until a kernel
+	 * workqueue releases its UMEM: a fresh group waits for that */
+	for (int ms = 0; (rc = bind(x->fd, (struct sockaddr *)&sa, sizeof(sa))) &&
+	     errno == EBUSY && peer < 0 && ms < BIND_RETRY_MS; ms += 10) {
+		struct timespec ts = { 0, 10 * 1000 * 1000 };
+		nanosleep(&ts, NULL);
+	}
+	if (rc)
 		return hl_fail(c, INCA_ERR_TRANSPORT, "AF_XDP socket on %s queue 0%s: %s%s",
 			       c->ifname, peer >= 0 ? " (shared UMEM)" : "", strerror(errno),
-			       errno == EBUSY ? " (an AF_XDP socket outside INCA's group has "
-			       "this queue)" : "");
+			       errno == EBUSY && peer < 0 ? " for 1 s (another AF_XDP socket, "
+			       "outside INCA's group, has this queue)" : "");
 	/* the fill and completion rings of a shared UMEM are mapped through
 	 * any of its sockets once bound (Linux 6.x) */
-	rc = ring_map(x->fd, &off.fr, XDP_UMEM_PGOFF_FILL_RING, sizeof(uint64_t), &x->fill);
+	rc = ring_map(x->fd, &off.fr, XDP_UMEM_PGOFF_FILL_RING, sizeof(uint64_t), RING_SIZE,
+		      &x->fill);
 	if (!rc)
 		rc = ring_map(x->fd, &off.cr, XDP_UMEM_PGOFF_COMPLETION_RING, sizeof(uint64_t),
-			      &x->comp);
+			      RING_SIZE, &x->comp);
 	if (!rc)
-		rc = ring_map(x->fd, &off.rx, XDP_PGOFF_RX_RING, sizeof(struct xdp_desc), &x->rx);
+		rc = ring_map(x->fd, &off.rx, XDP_PGOFF_RX_RING, sizeof(struct xdp_desc),
+			      SOCK_RING, &x->rx);
 	if (!rc)
-		rc = ring_map(x->fd, &off.tx, XDP_PGOFF_TX_RING, sizeof(struct xdp_desc), &x->tx);
+		rc = ring_map(x->fd, &off.tx, XDP_PGOFF_TX_RING, sizeof(struct xdp_desc),
+			      SOCK_RING, &x->tx);
 	if (rc)
 		return hl_fail(c, INCA_ERR_TRANSPORT, "map the AF_XDP rings: %s%s", strerror(-rc),
 			       peer >= 0 ? " (a kernel that maps a shared UMEM's fill ring "
@@ -551,9 +660,9 @@ static void sock_drain(struct xdp_state *x)
 	uint64_t addr[BATCH];
 	uint32_t n;
 
-	for (int ms = 0; ms < DRAIN_MS && ring_ready(&x->tx); ms++) {
+	for (int ms = 0; ms < DRAIN_MS && tx_pending(&x->tx); ms++) {
 		struct timespec ts = { 0, 1000 * 1000 };
-		sendto(x->fd, NULL, 0, MSG_DONTWAIT, NULL, 0);
+		tx_kick(NULL, x);
 		nanosleep(&ts, NULL);
 	}
 	if (group_lock(x))
@@ -567,7 +676,7 @@ static void sock_drain(struct xdp_state *x)
 		if (n > BATCH)
 			n = BATCH;
 		for (uint32_t i = 0; i < n; i++)
-			addr[i] = d[(cons + i) & (RING_SIZE - 1)].addr;
+			addr[i] = d[(cons + i) & (x->rx.size - 1)].addr;
 		fill_put(x, addr, n);
 		ring_release(&x->rx, n);
 	}
@@ -585,6 +694,29 @@ static void prog_detach(struct xdp_state *x)
 			bpf_xdp_detach(x->ifindex, modes[i], NULL);
 }
 
+/* This process's part: descriptors, mappings, memory. */
+static void state_free(struct xdp_state *x)
+{
+	if (x->fd >= 0)
+		close(x->fd);   /* the kernel empties our XSKMAP entry */
+	ring_unmap(&x->fill);
+	ring_unmap(&x->comp);
+	ring_unmap(&x->rx);
+	ring_unmap(&x->tx);
+	if (x->sh)
+		munmap(x->sh, SHARED_LEN);
+	if (x->prog_fd >= 0)
+		close(x->prog_fd);
+	if (x->xsks_fd >= 0)
+		close(x->xsks_fd);
+	if (x->qpns_fd >= 0)
+		close(x->qpns_fd);
+	if (x->lock_fd >= 0)
+		close(x->lock_fd);
+	free(x->rxbuf);
+	free(x);
+}
+
 static void xdp_close(struct inca_comm *c)
 {
 	struct xdp_state *x = c->tp_state;
@@ -592,22 +724,28 @@ static void xdp_close(struct inca_comm *c)
 
 	if (!x)
 		return;
+	c->tp_state = NULL;
+	/* a forked child's copy: the socket, its table entry and the program
+	 * are the parent's, which goes on using them */
+	if (x->pid != getpid()) {
+		state_free(x);
+		return;
+	}
 	if (x->lock_fd < 0 && x->sh)
 		x->lock_fd = hl_run_lock(x->lock_path, LOCK_WAIT_MS);
 	if (x->slot >= 0) {
-		uint32_t idx;
+		uint32_t idx, slot = (uint32_t)x->slot;
 
-		if (!bpf_map_lookup_elem(x->qpns_fd, &c->my_qpn, &idx) && idx == (uint32_t)x->slot)
+		/* no new frames for us before we give ours back */
+		if (!bpf_map_lookup_elem(x->qpns_fd, &c->my_qpn, &idx) && idx == slot)
 			bpf_map_delete_elem(x->qpns_fd, &c->my_qpn);
+		bpf_map_delete_elem(x->xsks_fd, &slot);
 		sock_drain(x);
-		memset(&x->sh->owners[x->slot], 0, sizeof(x->sh->owners[x->slot]));
+		memset(&x->sh->owners[slot], 0, sizeof(x->sh->owners[slot]));
 	}
 	if (x->fd >= 0)
-		close(x->fd);   /* the kernel empties our XSKMAP entry */
-	ring_unmap(&x->fill);
-	ring_unmap(&x->comp);
-	ring_unmap(&x->rx);
-	ring_unmap(&x->tx);
+		close(x->fd);
+	x->fd = -1;
 	if (x->sh) {
 		for (int i = 0; i < HL_XDP_MAX_SOCKS && last; i++)
 			last = !owner_alive(&x->sh->owners[i], NULL);
@@ -617,18 +755,8 @@ static void xdp_close(struct inca_comm *c)
 				prog_detach(x);
 			unlink(x->shm_path);
 		}
-		munmap(x->sh, SHARED_LEN);
 	}
-	if (x->prog_fd >= 0)
-		close(x->prog_fd);
-	if (x->xsks_fd >= 0)
-		close(x->xsks_fd);
-	if (x->qpns_fd >= 0)
-		close(x->qpns_fd);
-	if (x->lock_fd >= 0)
-		close(x->lock_fd);
-	free(x);
-	c->tp_state = NULL;
+	state_free(x);
 }
 
 /* Under the flock: join (or build) the interface's group. */
@@ -698,13 +826,25 @@ static int group_join(struct inca_comm *c, struct xdp_state *x)
 
 static int xdp_open(struct inca_comm *c)
 {
-	struct xdp_state *x = calloc(1, sizeof(*x));
+	struct xdp_state *x;
 	struct ifreq ifr = { 0 };
 	unsigned long net = hl_ns_inode("/proc/self/ns/net");
+	unsigned frame_max = XDP_FRAME_OVERHEAD + c->g.ib_mtu;
 	int rc, fd;
 
-	if (!x)
+	/* a frame (received: after the kernel's headroom) fits one chunk */
+	if (frame_max > FRAME_SIZE - RX_HEADROOM)
+		return hl_fail(c, INCA_ERR_CONFIG, "mtu %u: frames of up to %u bytes, an AF_XDP "
+			       "frame holds %d; mtu 1024 at most (or the udp transport)",
+			       c->g.ib_mtu, frame_max, FRAME_SIZE - RX_HEADROOM);
+	x = calloc(1, sizeof(*x));
+	if (x)
+		x->rxbuf = malloc((size_t)BATCH * FRAME_SIZE);
+	if (!x || !x->rxbuf) {
+		free(x);
 		return hl_fail(c, INCA_ERR_NOMEM, "out of memory");
+	}
+	x->pid = getpid();
 	x->fd = x->lock_fd = x->prog_fd = x->xsks_fd = x->qpns_fd = x->slot = -1;
 	c->tp_state = x;
 	if (find_ifname(c)) {
@@ -760,42 +900,56 @@ static int xdp_send(struct inca_comm *c, const struct hl_frame *f, unsigned n)
 	struct xdp_state *x = c->tp_state;
 	struct xdp_desc *d = x->tx.descs;
 	uint64_t addr[BATCH];
-	uint32_t prod;
+	unsigned i, want = 0, cap, put = 0;
+	uint32_t prod, nf;
+	int rc;
 
 	if (n > BATCH)
 		n = BATCH;
-	if (n > ring_room(&x->tx))
-		n = ring_room(&x->tx);
 	if (group_lock(x))
 		return hl_fail(c, INCA_ERR_TRANSPORT, "xdp: the lock of %s is unusable",
 			       x->shm_path);
 	comp_reap(x);
-	if (n > x->sh->nfree_tx)
-		n = x->sh->nfree_tx;
-	for (unsigned i = 0; i < n; i++) {
-		addr[i] = x->sh->free_tx[x->sh->nfree_tx - 1];
-		x->sh->nfree_tx--;
+	nf = x->sh->nfree_tx;
+	if (nf > TX_FRAMES)
+		nf = TX_FRAMES;
+	cap = ring_room(&x->tx) < nf ? ring_room(&x->tx) : nf;
+	/* the frames we take: one per sendable frame; one that does not fit a
+	 * UMEM frame (or has no Ethernet header) is refused, not sent */
+	for (i = 0; i < n; i++) {
+		if (f[i].len > FRAME_SIZE || f[i].len < AGG_ETH_HLEN)
+			continue;
+		if (want == cap)
+			break;
+		want++;
 	}
+	n = i;
+	memcpy(addr, &x->sh->free_tx[nf - want], want * sizeof(addr[0]));
+	__atomic_store_n(&x->sh->nfree_tx, nf - want, __ATOMIC_RELEASE);
 	group_unlock(x);
-	if (n == 0)
-		return 0;
 	prod = *x->tx.producer;
-	for (unsigned i = 0; i < n; i++) {
-		uint8_t *p = x->umem + addr[i];
-		struct xdp_desc *e = &d[(prod + i) & (RING_SIZE - 1)];
+	for (i = 0; i < n; i++) {
+		if (f[i].len > FRAME_SIZE || f[i].len < AGG_ETH_HLEN) {
+			if (!x->tx_refused++)
+				HL_WARN("rank %d: xdp: a frame of %u bytes is not sent (a UMEM "
+					"frame holds %d)", c->rank, f[i].len, FRAME_SIZE);
+			continue;
+		}
+		uint8_t *p = x->umem + addr[put];
+		struct xdp_desc *e = &d[(prod + put) & (x->tx.size - 1)];
 
 		memcpy(p, f[i].data, f[i].len);
 		memcpy(p, x->dst_mac, 6);
 		memcpy(p + 6, x->src_mac, 6);
-		e->addr = addr[i];
+		e->addr = addr[put];
 		e->len = f[i].len;
 		e->options = 0;
+		put++;
 	}
-	ring_submit(&x->tx, n);
-	if (sendto(x->fd, NULL, 0, MSG_DONTWAIT, NULL, 0) < 0 &&
-	    errno != EAGAIN && errno != EBUSY && errno != ENOBUFS)
-		return hl_fail(c, INCA_ERR_TRANSPORT, "AF_XDP send: %s", strerror(errno));
-	return (int)n;
+	ring_submit(&x->tx, put);
+	/* also when nothing new was queued: what is queued must go out */
+	rc = tx_kick(c, x);
+	return rc ? rc : (int)n;
 }
 
 static int xdp_recv(struct inca_comm *c, struct hl_rx *rx, unsigned max, int timeout_us)
@@ -803,20 +957,12 @@ static int xdp_recv(struct inca_comm *c, struct hl_rx *rx, unsigned max, int tim
 	struct xdp_state *x = c->tp_state;
 	const struct xdp_desc *d = x->rx.descs;
 	uint32_t cons, n;
-	int out = 0;
+	int out = 0, rc;
 
-	/* what the previous call handed out goes back to the fill ring */
-	if (x->nrefill) {
-		unsigned put;
-
-		if (group_lock(x))
-			return hl_fail(c, INCA_ERR_TRANSPORT, "xdp: the lock of %s is unusable",
-				       x->shm_path);
-		put = fill_put(x, x->refill, x->nrefill);
-		group_unlock(x);
-		memmove(x->refill, x->refill + put, (x->nrefill - put) * sizeof(x->refill[0]));
-		x->nrefill -= put;
-	}
+	/* our sends go on while we wait for results */
+	rc = tx_kick(c, x);
+	if (rc)
+		return rc;
 	if (max > BATCH - x->nrefill)
 		max = BATCH - x->nrefill;
 	n = ring_ready(&x->rx);
@@ -828,13 +974,22 @@ static int xdp_recv(struct inca_comm *c, struct hl_rx *rx, unsigned max, int tim
 	}
 	if (n > max)
 		n = max;
+	/* each message is copied out (valid until our next call) and its frame
+	 * goes back to the fill ring now: the group's RX frames are not held
+	 * by an owner that stops receiving */
 	cons = *x->rx.consumer;
 	for (uint32_t i = 0; i < n; i++) {
-		const struct xdp_desc *e = &d[(cons + i) & (RING_SIZE - 1)];
-		uint8_t *p = x->umem + e->addr;
+		const struct xdp_desc *e = &d[(cons + i) & (x->rx.size - 1)];
+		uint8_t *p = x->rxbuf + (size_t)out * FRAME_SIZE;
 		struct agg_pkt pkt;
 
 		x->refill[x->nrefill++] = e->addr;
+		if (e->len > FRAME_SIZE ||
+		    e->addr > (uint64_t)NUM_FRAMES * FRAME_SIZE - e->len) {
+			c->stats.rx_dropped++;
+			continue;
+		}
+		memcpy(p, x->umem + e->addr, e->len);
 		if (agg_decode(p, e->len, true, &pkt) || pkt.dest_qp != c->my_qpn ||
 		    (pkt.kind == AGG_PKT_INCA && pkt.qkey != c->g.qkey)) {
 			c->stats.rx_dropped++;
@@ -849,6 +1004,18 @@ static int xdp_recv(struct inca_comm *c, struct hl_rx *rx, unsigned max, int tim
 		};
 	}
 	ring_release(&x->rx, n);
+	if (x->nrefill) {
+		unsigned put;
+
+		if (group_lock(x))
+			return hl_fail(c, INCA_ERR_TRANSPORT, "xdp: the lock of %s is unusable",
+				       x->shm_path);
+		put = fill_put(x, x->refill, x->nrefill);
+		comp_reap(x);
+		group_unlock(x);
+		memmove(x->refill, x->refill + put, (x->nrefill - put) * sizeof(x->refill[0]));
+		x->nrefill -= put;
+	}
 	return out;
 }
 

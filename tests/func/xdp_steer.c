@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -65,22 +66,30 @@ static int parse_list(const char *s, unsigned long *out, int max)
 
 /* One xdp communicator owning qpn on ip (its interface), alone in its
  * group; the peer's address stands for the switch (its MAC by ARP). */
-static int comm_open(uint32_t ip, uint32_t peer, uint32_t qpn, inca_comm_t **out)
+static int comm_open_mtu(uint32_t ip, uint32_t peer, uint32_t qpn, uint16_t mtu,
+			 inca_comm_t **out)
 {
 	struct hl_member m = { .ip = ip, .qpn = qpn };
 	struct hl_group_desc g = { .switch_ip = peer, .group_id = 1, .group_qpn = SWITCH_QPN,
 				   .qkey = QKEY, .window = 1, .elems_per_pkt = 1,
 				   .ring_port = 18515, .member_index = -1, .nmembers = 1,
-				   .members = &m };
+				   .ib_mtu = mtu, .members = &m };
 	struct inca_comm_attr attr = { .rank = 0, .size = 1, .pfc = -1 };
 
 	return hl_comm_create(&attr, &g, &hl_xdp_ops, NULL, out);
 }
 
+static int comm_open(uint32_t ip, uint32_t peer, uint32_t qpn, inca_comm_t **out)
+{
+	return comm_open_mtu(ip, peer, qpn, 0, out);
+}
+
 /* own IP PEER QPNS EXPECTS READY DONE: open one communicator per QPN,
  * create READY, count until DONE exists (then drain). Exit 0 when each got
- * exactly its expected frames, all its own, and none was dropped. */
-static int cmd_own(char **argv)
+ * exactly its expected frames, all its own, and none was dropped. With
+ * forked, a child first destroys its copies of the communicators: the
+ * parent's must go on as they were. */
+static int cmd_own(char **argv, bool forked)
 {
 	unsigned long qpns[MAX_COMMS], expect[MAX_COMMS];
 	uint64_t got[MAX_COMMS] = { 0 }, foreign[MAX_COMMS] = { 0 };
@@ -103,6 +112,23 @@ static int cmd_own(char **argv)
 				inca_last_errmsg());
 			goto close_comms;
 		}
+	if (forked) {
+		int st;
+		pid_t child = fork();
+
+		if (child == 0) {
+			for (int i = 0; i < n; i++)
+				inca_comm_destroy(comms[i]);
+			_exit(0);
+		}
+		if (child < 0 || waitpid(child, &st, 0) != child || !WIFEXITED(st) ||
+		    WEXITSTATUS(st)) {
+			fprintf(stderr, "inca-xdp-steer: the forked child failed\n");
+			goto close_comms;
+		}
+		printf("a forked child destroyed its copies\n");
+		fflush(stdout);
+	}
 	f = fopen(argv[4], "w");
 	if (!f) {
 		perror(argv[4]);
@@ -236,6 +262,140 @@ static int cmd_dup(char **argv)
 	return strstr(inca_last_errmsg(), "is already owned by another communicator") ? 0 : 1;
 }
 
+/* idle IP PEER QPN READY DONE: own QPN but never receive, until DONE. */
+static int cmd_idle(char **argv)
+{
+	unsigned long qpn;
+	inca_comm_t *c = NULL;
+	uint32_t ip, peer;
+	double start = now_us();
+	FILE *f;
+
+	if (parse_ip(argv[0], &ip) || parse_ip(argv[1], &peer) ||
+	    parse_list(argv[2], &qpn, 1) != 1)
+		return 2;
+	if (comm_open(ip, peer, (uint32_t)qpn, &c)) {
+		fprintf(stderr, "inca-xdp-steer: QPN %lu: %s\n", qpn, inca_last_errmsg());
+		return 1;
+	}
+	f = fopen(argv[3], "w");
+	if (f)
+		fclose(f);
+	while (access(argv[4], F_OK) && now_us() - start < LIMIT_US)
+		usleep(10000);
+	inca_comm_destroy(c);
+	return 0;
+}
+
+/* tx IP PEER QPN COUNT: send COUNT frames to PEER's QPN through the
+ * transport (many more than the group's TX frames), then receive for a
+ * while without sending: every frame must be accepted within 10 s, and the
+ * kernel given them all (the caller counts them on the peer). A frame
+ * longer than a UMEM frame comes first: it is refused, never copied. */
+static int cmd_tx(char **argv)
+{
+	struct agg_frame_spec spec = {
+		.src_qp = SWITCH_QPN, .qkey = QKEY,
+		.hdr = { .version = AGG_VERSION, .type = AGG_TYPE_CONTRIB,
+			 .dtype = AGG_DTYPE_FP32, .op = AGG_OP_SUM, .count = 1,
+			 .fanin = 1, .coll_seq = 1 },
+	};
+	static uint8_t frames[64][256], big[4096];
+	struct hl_frame f[64];
+	unsigned long qpn, count, sent = 0;
+	inca_comm_t *c = NULL;
+	uint32_t ip, peer;
+	double start;
+	int len;
+
+	if (parse_ip(argv[0], &ip) || parse_ip(argv[1], &peer) ||
+	    parse_list(argv[2], &qpn, 1) != 1 || parse_list(argv[3], &count, 1) != 1)
+		return 2;
+	if (comm_open(ip, peer, 60, &c)) {
+		fprintf(stderr, "inca-xdp-steer: %s\n", inca_last_errmsg());
+		return 1;
+	}
+	spec.src_ip = ip;
+	spec.dst_ip = peer;
+	spec.dest_qp = (uint32_t)qpn;
+	for (int i = 0; i < 64; i++) {
+		float one = 1.0f;
+
+		spec.psn = (uint32_t)i;
+		len = agg_encode(frames[i], sizeof(frames[i]), &spec, &one);
+		if (len < 0) {
+			fprintf(stderr, "inca-xdp-steer: agg_encode: %d\n", len);
+			inca_comm_destroy(c);
+			return 1;
+		}
+		f[i] = (struct hl_frame){ .data = frames[i], .len = (uint16_t)len };
+	}
+	f[0] = (struct hl_frame){ .data = big, .len = sizeof(big) - 48 };
+	start = now_us();
+	while (sent < count + 1 && now_us() - start < 10e6) {
+		unsigned want = count + 1 - sent > 64 ? 64 : (unsigned)(count + 1 - sent);
+		int k = c->tp->send(c, sent ? f + 1 : f, sent ? (want < 63 ? want : 63) : want);
+
+		if (k < 0) {
+			fprintf(stderr, "inca-xdp-steer: send: %s\n", inca_comm_errmsg(c));
+			break;
+		}
+		sent += (unsigned long)k;
+	}
+	/* only receiving now: what is still queued goes out too */
+	for (int i = 0; i < 20; i++) {
+		struct hl_rx rx[64];
+
+		c->tp->recv(c, rx, 64, 10000);
+	}
+	printf("%lu of %lu frames accepted in %.0f ms (the first, of %zu bytes, refused)\n",
+	       sent ? sent - 1 : 0, count, (now_us() - start) / 1e3, sizeof(big) - 48);
+	inca_comm_destroy(c);
+	return sent == count + 1 ? 0 : 1;
+}
+
+/* mtu IP PEER MTU: opening with that IB MTU must be refused, saying why. */
+static int cmd_mtu(char **argv)
+{
+	unsigned long mtu;
+	inca_comm_t *c = NULL;
+	uint32_t ip, peer;
+	int rc;
+
+	if (parse_ip(argv[0], &ip) || parse_ip(argv[1], &peer) ||
+	    parse_list(argv[2], &mtu, 1) != 1)
+		return 2;
+	rc = comm_open_mtu(ip, peer, 70, (uint16_t)mtu, &c);
+	if (!rc) {
+		printf("mtu %lu was accepted\n", mtu);
+		inca_comm_destroy(c);
+		return 1;
+	}
+	printf("%s (%d)\n", inca_last_errmsg(), rc);
+	return rc == INCA_ERR_CONFIG ? 0 : 1;
+}
+
+/* reopen IP PEER QPN N: build the group, close it, N times in a row. */
+static int cmd_reopen(char **argv)
+{
+	unsigned long qpn, n;
+	uint32_t ip, peer;
+
+	if (parse_ip(argv[0], &ip) || parse_ip(argv[1], &peer) ||
+	    parse_list(argv[2], &qpn, 1) != 1 || parse_list(argv[3], &n, 1) != 1)
+		return 2;
+	for (unsigned long i = 0; i < n; i++) {
+		inca_comm_t *c = NULL;
+
+		if (comm_open(ip, peer, (uint32_t)qpn, &c)) {
+			printf("open %lu of %lu: %s\n", i + 1, n, inca_last_errmsg());
+			return 1;
+		}
+		inca_comm_destroy(c);
+	}
+	return 0;
+}
+
 /* open IP PEER QPN: open and close one communicator, printing the error. */
 static int cmd_open(char **argv)
 {
@@ -257,7 +417,8 @@ static int cmd_open(char **argv)
 int main(int argc, char **argv)
 {
 	static const struct { const char *name; int nargs; } cmds[] = {
-		{ "own", 6 }, { "send", 7 }, { "dup", 3 }, { "open", 3 },
+		{ "own", 6 }, { "send", 7 }, { "dup", 3 }, { "open", 3 }, { "ownfork", 6 },
+		{ "idle", 5 }, { "tx", 4 }, { "mtu", 3 }, { "reopen", 4 },
 	};
 
 	for (size_t i = 0; argc >= 2 && i < sizeof(cmds) / sizeof(cmds[0]); i++) {
@@ -266,14 +427,23 @@ int main(int argc, char **argv)
 		if (argc - 2 != cmds[i].nargs)
 			break;
 		switch (i) {
-		case 0: return cmd_own(argv + 2);
+		case 0: return cmd_own(argv + 2, false);
 		case 1: return cmd_send(argv + 2);
 		case 2: return cmd_dup(argv + 2);
-		default: return cmd_open(argv + 2);
+		case 3: return cmd_open(argv + 2);
+		case 4: return cmd_own(argv + 2, true);
+		case 5: return cmd_idle(argv + 2);
+		case 6: return cmd_tx(argv + 2);
+		case 7: return cmd_mtu(argv + 2);
+		default: return cmd_reopen(argv + 2);
 		}
 	}
 	fprintf(stderr, "Usage: inca-xdp-steer own IP PEER QPN,... COUNT,... READY DONE\n"
 		"       inca-xdp-steer send IFNAME SRC_MAC SRC_IP DST_MAC DST_IP QPN COUNT\n"
+		"       inca-xdp-steer ownfork (as own; a forked child destroys its copies)\n"
+		"       inca-xdp-steer idle IP PEER QPN READY DONE\n"
+		"       inca-xdp-steer tx IP PEER QPN COUNT | mtu IP PEER MTU\n"
+		"       inca-xdp-steer reopen IP PEER QPN N\n"
 		"       inca-xdp-steer dup IP PEER QPN | open IP PEER QPN\n");
 	return 2;
 }

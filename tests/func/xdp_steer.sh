@@ -6,7 +6,12 @@
 # owner that built the UMEM leaves while others go on, a killed owner's QPN
 # is taken again, a group whose owners all died is rebuilt, a live
 # duplicate QPN and a foreign XDP program are refused, and the last owner
-# detaches the program and removes the shared file.
+# detaches the program and removes the shared file. Also: an idle owner
+# does not starve the others of RX frames, a sender's queued frames all
+# leave (also once it only receives), an oversized frame is refused, an
+# IB MTU whose frames do not fit is refused at open, a group can be built
+# again right after it closed, and a forked child's destroy leaves the
+# parent's communicator alone.
 # Usage: xdp_steer.sh BUILD_DIR
 BUILD=$(cd "${1:?usage: xdp_steer.sh BUILD_DIR}" && pwd)
 source "$(dirname "$0")/lib.sh"
@@ -47,9 +52,16 @@ if [[ "$out" == *"built without the xdp transport"* ]]; then
 	exit 77
 fi
 
-# owner NAME QPNS EXPECTS: a process owning QPNS, in the background
+# owner NAME QPNS EXPECTS [CMD]: a process owning QPNS, in the background
+# (CMD: own, ownfork)
 owner() {
-	timeout 90 ip netns exec "$NSO" env INCA_LOG=info "$TOOL" own $IP $PEER "$2" "$3" \
+	timeout 90 ip netns exec "$NSO" env INCA_LOG=info "$TOOL" "${4:-own}" $IP $PEER "$2" \
+		"$3" "$WORK/$1.ready" "$WORK/$1.done" > "$WORK/$1.out" 2>&1 &
+	PID[$1]=$!
+}
+# idle NAME QPN: a process owning QPN that never receives
+idle() {
+	timeout 90 ip netns exec "$NSO" env INCA_LOG=info "$TOOL" idle $IP $PEER "$2" \
 		"$WORK/$1.ready" "$WORK/$1.done" > "$WORK/$1.out" 2>&1 &
 	PID[$1]=$!
 }
@@ -82,7 +94,6 @@ killed() {
 	[ -n "$child" ] && kill -KILL $child 2>/dev/null
 	wait "${PID[$1]}" 2>/dev/null
 	unset "PID[$1]"
-	sleep 0.2
 }
 send() { ip netns exec "$NSP" "$TOOL" send x1 $PEER_MAC $PEER $MAC $IP "$1" "$2"; }
 prog_attached() { ip -n "$NSO" -d link show x0 | grep -q "prog/xdp"; }
@@ -131,6 +142,44 @@ check "a new owner rebuilds the group" ready g
 check "... saying so" grep -q "had no live owner: rebuilding it" "$WORK/g.out"
 check "9 frames to it" send 32 9
 check "the owner of the rebuilt group got exactly its 9 frames" done_with g
+check "... and left nothing behind" eval '! prog_attached && test ! -e "$SHM"'
+
+# an owner that never receives holds at most its RX ring (256 frames), not
+# the group's 1024: the others still receive
+idle i 40
+owner h 41 200
+check "an idle owner and a receiving one" ready i h
+check "1100 frames to the idle one's QPN, then 200 to the other's" \
+	eval 'send 40 1100 && send 41 200'
+check "the receiving owner got exactly its 200 frames" done_with h
+check "the idle owner leaves" done_with i
+
+# one sender, 4000 frames (the group has 1024 TX frames): all accepted and
+# all on the wire, the last ones sent while it only receives
+rx_peer() { ip netns exec "$NSP" cat /sys/class/net/x1/statistics/rx_packets; }
+before=$(rx_peer)
+out=$(ip netns exec "$NSO" env INCA_LOG=warn "$TOOL" tx $IP $PEER 77 4000 2>&1)
+rc=$?
+echo "$out" | sed 's/^/    tx: /'
+check "4000 frames sent through one communicator, an oversized one refused" test $rc -eq 0
+check "... and said so" eval '[[ "$out" == *"frame of 4048 bytes is not sent"* ]]'
+after=$(rx_peer)
+check "... all 4000 reached the peer ($((after - before)) packets)" test $((after - before)) -ge 4000
+
+out=$(ip netns exec "$NSO" "$TOOL" mtu $IP $PEER 2048)
+check "IB MTU 2048 is refused at open: '$out'" \
+	eval '[[ "$out" == *"mtu 2048: frames of up to 2122 bytes, an AF_XDP frame holds 1792; mtu 1024 at most"* ]]'
+check "... leaving nothing behind" eval '! prog_attached && test ! -e "$SHM"'
+
+out=$(ip netns exec "$NSO" "$TOOL" reopen $IP $PEER 50 20)
+check "the group built and closed 20 times in a row $out" test -z "$out"
+
+# a forked child destroys its copy of the communicator: the parent's stays
+owner k 42 30 ownfork
+check "an owner whose forked child destroyed its copy" ready k
+check "... said so" grep -q "a forked child destroyed its copies" "$WORK/k.out"
+check "30 frames to it" send 42 30
+check "the parent still got exactly its 30 frames" done_with k
 check "... and left nothing behind" eval '! prog_attached && test ! -e "$SHM"'
 
 # a program that is not INCA's: refused, and left alone
