@@ -25,7 +25,8 @@
 
 struct hl_slot {
 	int64_t pkt;           /* outstanding packet index, -1: slot done */
-	double sent_us;
+	double sent_us;        /* the latest transmission */
+	double first_sent_us;  /* the first one */
 	bool sent;
 	unsigned retx;
 };
@@ -45,10 +46,11 @@ struct hl_coll {
 	uint8_t *frames;
 	size_t frame_cap;
 	double start_us, deadline_us, last_progress_us;
-	/* when the latest-sent packet whose result is in was sent: an
-	 * outstanding packet sent before it was probably lost */
+	/* the first transmission of the latest-sent packet whose result is
+	 * in: an outstanding packet first sent before it was probably lost */
 	double newest_done_sent_us;
 	double next_probe_us;  /* no result at all: the next probe, not before */
+	unsigned probes;       /* probes since the last result */
 	int result;
 	bool finished;
 };
@@ -227,6 +229,8 @@ static int send_batch(struct hl_coll *op, const struct hl_frame *frames,
 		struct hl_slot *sl = &op->slots[(op->gbase + which[i]) % op->window];
 
 		sl->sent_us = now;
+		if (!sl->sent)
+			sl->first_sent_us = now;
 		sl->sent = true;
 		if (retx[i]) {
 			sl->retx++;
@@ -286,8 +290,9 @@ static int send_due(struct hl_coll *op, double now, double *next_due)
 		 * beyond the RTO ceiling (several tries fit in the switch
 		 * timeout) */
 		double backoff = rto * (double)(1u << (sl->retx < 6 ? sl->retx : 6));
-		double due = !sl->sent ? now :
-			     sl->sent_us + (backoff < c->rto.max ? backoff : c->rto.max);
+		if (backoff > c->rto.max)
+			backoff = c->rto.max;
+		double due = !sl->sent ? now : sl->sent_us + backoff;
 		if (due > now) {
 			if (due < *next_due)
 				*next_due = due;
@@ -295,16 +300,20 @@ static int send_due(struct hl_coll *op, double now, double *next_due)
 		}
 		/* A timeout alone is weak evidence on a shared machine: a slot's
 		 * result waits for every member, and one rank kept off the CPU
-		 * stalls them all. A packet is retransmitted when one sent after
-		 * it has completed; with no such evidence only one probe goes per
-		 * RTO (backed off), the rest wait for its answer. */
-		if (sl->sent && sl->sent_us >= op->newest_done_sent_us) {
+		 * stalls them all. A packet is retransmitted when one first sent
+		 * after it has completed; with no such evidence only one probe
+		 * goes per RTO (backed off), the rest wait for its answer. */
+		if (sl->sent && sl->first_sent_us >= op->newest_done_sent_us) {
 			if (now < op->next_probe_us) {
 				if (op->next_probe_us < *next_due)
 					*next_due = op->next_probe_us;
 				continue;
 			}
-			op->next_probe_us = now + backoff * 2;
+			/* a stall's probes back off until a result comes */
+			double wait = rto * (double)(1u << (op->probes < 6 ? op->probes : 6));
+			op->next_probe_us = now + (wait < c->rto.max ? wait : c->rto.max);
+			op->probes++;
+			c->stats.probes++;
 		}
 		uint8_t *buf = op->frames + op->frame_cap * n;
 		rc = build_frame(op, (uint32_t)sl->pkt, sl->sent, &frames[n], buf);
@@ -361,14 +370,24 @@ static void accept_result(struct hl_coll *op, const struct hl_rx *rx, double now
 	}
 	memcpy(op->out + (size_t)h.pkt_idx * op->elems * op->esize, pl,
 	       (size_t)h.count * op->esize);
-	if (sl->retx == 0 && sl->sent)
-		hl_rto_sample(&c->rto, now - sl->sent_us);   /* Karn: first sends only */
-	if (sl->sent && sl->sent_us > op->newest_done_sent_us)
-		op->newest_done_sent_us = sl->sent_us;
+	/* Karn: first sends only. And one sample per round trip, as TCP
+	 * takes them (RFC 6298's gains assume it): with one per packet the
+	 * estimator would forget a stall within a window and time out again at
+	 * the next one */
+	if (sl->retx == 0 && sl->sent &&
+	    (!c->rto.have_sample || now - c->last_rtt_sample_us >= c->rto.srtt)) {
+		hl_rto_sample(&c->rto, now - sl->sent_us);
+		c->last_rtt_sample_us = now;
+	}
+	/* a probe's answer says the stall ended, not that the packets sent
+	 * with it were lost: its first transmission counts */
+	if (sl->sent && sl->first_sent_us > op->newest_done_sent_us)
+		op->newest_done_sent_us = sl->first_sent_us;
 	c->stats.results++;
 	c->stats.bytes_received += rx->len_wire;
 	op->done_pkts++;
 	op->last_progress_us = now;
+	op->probes = 0;
 	uint64_t next = h.pkt_idx + (uint64_t)op->window;
 	sl->pkt = next < op->npkts ? (int64_t)next : -1;
 	sl->sent = false;

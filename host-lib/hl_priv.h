@@ -175,6 +175,7 @@ struct inca_comm {
 	uint32_t gcount;          /* packets sent before: slot/set base */
 	struct hl_rto rto;
 	double last_backoff_us;
+	double last_rtt_sample_us;
 	struct hl_dcqcn dcqcn;
 	struct hl_coll *active;   /* operation in progress */
 

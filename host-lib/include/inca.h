@@ -201,6 +201,9 @@ struct inca_stats {
 	uint64_t pfc_frames;        /* PFC frames received */
 	uint64_t pfc_malformed;     /* MAC control frames that were not valid PFC */
 	uint64_t pfc_waits;         /* times sending waited on a paused priority */
+	uint64_t probes;            /* retransmissions sent on a timeout with no sign of a
+				       loss (no later packet completed): a stalled peer,
+				       switch or CPU rather than a dropped packet */
 };
 int inca_comm_stats(const inca_comm_t *comm, struct inca_stats *stats);
 

@@ -3,13 +3,16 @@
  * inca-allreduce-perf: all-reduce bandwidth and latency through libinca,
  * printed like nccl-tests' all_reduce_perf. One process per rank; rank and
  * size come from INCA_RANK/INCA_SIZE (or Open MPI's OMPI_COMM_WORLD_*), the
- * group from INCA_CONFIG or INCA_SWITCH... (see inca.h).
+ * group from INCA_CONFIG or INCA_SWITCH... (see inca.h). The time is the
+ * median over the timed iterations of the slowest rank's time; cpu is the
+ * user+system CPU time of a rank (mean over ranks) per GB reduced.
  */
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "inca.h"
@@ -21,6 +24,29 @@ static double now_s(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* user + system CPU seconds of this process */
+static double cpu_s(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6 +
+	       (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof(*v), cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 static void usage(FILE *out)
@@ -39,7 +65,11 @@ static void usage(FILE *out)
 		"  -h        this text\n"
 		"Rank and size: INCA_RANK/INCA_SIZE or OMPI_COMM_WORLD_RANK/SIZE. The group:\n"
 		"INCA_CONFIG=file.json, or INCA_SWITCH, INCA_GROUP, INCA_GROUP_QPN, INCA_QKEY,\n"
-		"INCA_MEMBERS. Transport: INCA_TRANSPORT=udp|xdp|verbs.\n");
+		"INCA_MEMBERS. Transport: INCA_TRANSPORT=udp|xdp|verbs.\n"
+		"time: the median over the timed iterations of the slowest rank; cpu: user +\n"
+		"system CPU seconds per GB reduced, per rank (mean over ranks).\n"
+		"Exit status 1 when a result is wrong on any rank, or (without -F) when any\n"
+		"call fell back to the host ring.\n");
 }
 
 static int parse_size(const char *s, size_t *out)
@@ -139,7 +169,8 @@ int main(int argc, char **argv)
 	}
 	int rank = inca_comm_rank(comm), size = inca_comm_size(comm);
 	void *sendbuf = malloc(maxb + 8), *recvbuf = malloc(maxb + 8), *want = malloc(maxb + 8);
-	if (!sendbuf || !recvbuf || !want) {
+	double *its = malloc(sizeof(double) * (size_t)iters);
+	if (!sendbuf || !recvbuf || !want || !its) {
 		fprintf(stderr, "inca-allreduce-perf: out of memory for %zu bytes\n", maxb);
 		return 1;
 	}
@@ -147,12 +178,12 @@ int main(int argc, char **argv)
 		printf("# inca-allreduce-perf: %d ranks, transport %s%s, %d iterations, "
 		       "%d warm-up\n", size, ring_only ? "tcp ring (fallback only)" :
 		       inca_comm_transport(comm), "", iters, warmup);
-		printf("#%11s %12s %9s %6s %11s %9s %9s %7s %13s\n", "size", "count", "type",
-		       "redop", "time", "algbw", "busbw", "#wrong", "wire/rank");
-		printf("#%11s %12s %9s %6s %11s %9s %9s %7s %13s\n", "(B)", "(elements)", "",
-		       "", "(us)", "(GB/s)", "(GB/s)", "", "(B)");
+		printf("#%11s %12s %9s %6s %11s %9s %9s %7s %13s %9s\n", "size", "count", "type",
+		       "redop", "time", "algbw", "busbw", "#wrong", "wire/rank", "cpu");
+		printf("#%11s %12s %9s %6s %11s %9s %9s %7s %13s %9s\n", "(B)", "(elements)", "",
+		       "", "(us)", "(GB/s)", "(GB/s)", "", "(B)", "(s/GB)");
 	}
-	long total_wrong = 0;
+	long total_wrong = 0, fell_back = 0;
 	int status = 0;
 	for (int di = 0; di < ndt && !status; di++)
 		for (int oi = 0; oi < nop && !status; oi++) {
@@ -171,10 +202,13 @@ int main(int argc, char **argv)
 					rc = inca_allreduce(comm, sendbuf, recvbuf, count, dt, op);
 				struct inca_stats st0, st1;
 				inca_comm_stats(comm, &st0);
-				double t0 = now_s();
-				for (int it = 0; it < iters && !rc; it++)
+				double cpu0 = cpu_s();
+				for (int it = 0; it < iters && !rc; it++) {
+					double t0 = now_s();
 					rc = inca_allreduce(comm, sendbuf, recvbuf, count, dt, op);
-				double us = (now_s() - t0) * 1e6 / iters;
+					its[it] = (now_s() - t0) * 1e6;
+				}
+				double cpu = cpu_s() - cpu0;
 				inca_comm_stats(comm, &st1);
 				if (rc) {
 					fprintf(stderr, "inca-allreduce-perf: rank %d: %s: %s\n", rank,
@@ -187,34 +221,66 @@ int main(int argc, char **argv)
 					for (size_t i = 0; i < count; i++)
 						wrong += memcmp((uint8_t *)recvbuf + i * es,
 								(uint8_t *)want + i * es, es) != 0;
-					total_wrong += wrong;
 				}
+				/* every rank's view, through the communicator itself:
+				 * each iteration's slowest rank, the CPU and the wrong
+				 * elements summed (not counted in wire/rank) */
+				double sums[3] = { cpu, (double)wrong,
+						   (double)(st1.fallbacks - st0.fallbacks) };
+				rc = inca_allreduce(comm, INCA_IN_PLACE, its, (size_t)iters,
+						    INCA_FLOAT64, INCA_MAX);
+				if (!rc)
+					rc = inca_allreduce(comm, INCA_IN_PLACE, sums, 3,
+							    INCA_FLOAT64, INCA_SUM);
+				if (rc) {
+					fprintf(stderr, "inca-allreduce-perf: rank %d: gathering the "
+						"figures: %s: %s\n", rank, inca_strerror(rc),
+						inca_comm_errmsg(comm));
+					status = 1;
+					break;
+				}
+				wrong = (long)sums[1];
+				total_wrong += wrong;
+				/* a row some rank completed on the host ring is not an
+				 * in-network figure */
+				if (sums[2] > 0 && !ring_only)
+					fell_back++;
+				double us = median(its, iters);
+				double cpu_per_gb = sums[0] / size / ((double)(count * es) * iters / 1e9);
 				double algbw = (double)(count * es) / us / 1e3;
 				double busbw = algbw * 2.0 * (size - 1) / size;
 				uint64_t wire = (st1.bytes_sent + st1.ring_bytes_sent -
 						 st0.bytes_sent - st0.ring_bytes_sent) / (uint64_t)iters;
 				if (rank == 0)
-					printf("%12zu %12zu %9s %6s %11.1f %9.3f %9.3f %7ld %13llu\n",
-					       count * es, count, type_names[dt], op_names[op], us,
-					       algbw, busbw, check ? wrong : -1L,
-					       (unsigned long long)wire);
+					printf("%12zu %12zu %9s %6s %11.1f %9.3f %9.3f %7ld %13llu "
+					       "%9.2f\n", count * es, count, type_names[dt],
+					       op_names[op], us, algbw, busbw, check ? wrong : -1L,
+					       (unsigned long long)wire, cpu_per_gb);
+				if (rank == 0 && sums[2] > 0 && !ring_only)
+					printf("# ^ %.0f calls of this row fell back to the host ring: "
+					       "not an in-network figure\n", sums[2]);
 				fflush(stdout);
 			}
 		}
 	struct inca_stats st;
 	inca_comm_stats(comm, &st);
 	if (rank == 0)
-		printf("# packets sent %llu, retransmissions %llu (%.3f%%), duplicates ignored %llu, "
-		       "CNPs %llu, fallbacks %llu\n"
+		printf("# packets sent %llu, retransmissions %llu (%.3f%%; %llu of them probes), "
+		       "duplicates ignored %llu, CNPs %llu, fallbacks %llu\n"
 		       "# out of bounds values : %ld %s\n", (unsigned long long)st.packets_sent,
 		       (unsigned long long)st.retransmissions,
 		       st.packets_sent ? 100.0 * (double)st.retransmissions /
 					 (double)st.packets_sent : 0.0,
+		       (unsigned long long)st.probes,
 		       (unsigned long long)st.duplicates, (unsigned long long)st.cnps,
 		       (unsigned long long)st.fallbacks, total_wrong, total_wrong ? "FAILED" : "OK");
 	inca_comm_destroy(comm);
 	free(sendbuf);
 	free(recvbuf);
 	free(want);
-	return status ? status : total_wrong ? 1 : 0;
+	free(its);
+	if (fell_back && rank == 0)
+		fprintf(stderr, "inca-allreduce-perf: %ld rows fell back to the host ring: "
+			"these figures do not count\n", fell_back);
+	return status ? status : total_wrong || fell_back ? 1 : 0;
 }
