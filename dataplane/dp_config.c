@@ -594,8 +594,6 @@ int dp_config_load(struct dp_config *cfg, const char *path)
 	cfg->result_dscp = 26;
 	cfg->idle_sleep_us = 0;
 	cfg->mac_age_s = 300;
-	if (!cfg->port_default.queue_bytes)
-		cfg->port_default.queue_bytes = 512 * 1024;
 	dp_qos_cfg_default(&cfg->qos);
 
 	root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);

@@ -78,7 +78,7 @@ extern const char *const dp_drop_names[DP_DROP_COUNT];
 
 struct dp_port_cfg {
 	uint64_t rate_bps;       /* 0: line rate, no shaping */
-	uint32_t queue_bytes;    /* egress queue limit (tail drop beyond) */
+	uint32_t queue_bytes;    /* egress queue limit (tail drop beyond); 0: by rate */
 	bool set;                /* named in the config file */
 };
 
