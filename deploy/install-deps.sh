@@ -19,6 +19,8 @@ PKGS=(
 	# baselines and Soft-RoCE VMs
 	openmpi-bin libopenmpi-dev python3-mpi4py python3-numpy
 	qemu-system-x86 busybox-static cpio
+	# benchmark plots (PNG)
+	python3-matplotlib
 )
 
 usage() {

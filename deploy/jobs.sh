@@ -49,7 +49,7 @@ inca_job() {
 	shift 2
 	for r in $(seq 0 $((n - 1))); do
 		INCA_RANK=$r INCA_LOCAL_IP=10.0.0.$((r + 1)) INCA_RING_IP=192.168.77.$((r + 1)) \
-			timeout 900 "$here/deploy/testbed" exec $((r + 1)) \
+			timeout 900 "$here/deploy/testbed" exec $((r + 1)) ${INCA_RANK_CPUS:+taskset -c "$INCA_RANK_CPUS"} \
 			"$here/build/host-lib/inca-allreduce-perf" "$@" > "$WORK/rank$r.log" 2>&1 &
 		pids+=($!)
 	done
@@ -68,12 +68,12 @@ openmpi_job() {
 	local n=$1 out=$2 hosts
 	shift 2
 	hosts=$(seq -s, -f "10.0.0.%g" 1 "$n")
-	if ! timeout 900 "$here/deploy/testbed" exec 1 env INCA_TESTBED="$INCA_TESTBED" \
-		mpirun --allow-run-as-root --oversubscribe --host "$hosts" -np "$n" \
+	if ! timeout 900 "$here/deploy/testbed" exec 1 ${INCA_RANK_CPUS:+taskset -c "$INCA_RANK_CPUS"} \
+		env INCA_TESTBED="$INCA_TESTBED" INCA_RANK_CPUS="${INCA_RANK_CPUS:-}" mpirun --allow-run-as-root --oversubscribe --host "$hosts" -np "$n" \
 		--mca plm_rsh_agent "$here/tests/bench/ns-rsh" --mca btl tcp,self \
-		--mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 \
+		--mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 --mca btl_tcp_links 2 \
 		--mca mpi_yield_when_idle 1 --mca coll_tuned_use_dynamic_rules 1 \
-		--mca coll_tuned_allreduce_algorithm 4 \
+		--mca coll_tuned_allreduce_algorithm "${OMPI_ALLREDUCE_ALGORITHM:-4}" \
 		"$here/build/tests/bench/mpi-allreduce-perf" "$@" > "$out" 2>&1; then
 		echo "the Open MPI job failed:" >&2
 		tail -n 5 "$out" >&2

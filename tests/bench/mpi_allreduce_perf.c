@@ -5,6 +5,9 @@
  * by line. The all-reduce itself is Open MPI's (its ring when told to use
  * coll_tuned algorithm 4); only this harness is ours.
  * Usage: mpirun ... mpi-allreduce-perf [-b MIN] [-e MAX] [-f F] [-n N] [-w W] [-o]
+ * The time is the median over the timed iterations of the slowest rank's
+ * time; cpu is a rank's user+system CPU seconds per GB reduced (mean over
+ * ranks; Open MPI's daemons not counted).
  * -o: the OSU micro-benchmarks' table (# Size  Avg Latency(us)) instead.
  * Run it with libinca-mpi preloaded and the same binary's MPI_Allreduce
  * goes through the switch (tests/bench/run-mpi.sh).
@@ -13,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 static size_t parse_size(const char *s)
@@ -25,6 +29,22 @@ static size_t parse_size(const char *s)
 	case 'G': case 'g': v *= 1024.0 * 1024 * 1024; break;
 	}
 	return (size_t)v;
+}
+
+static double cpu_s(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6 +
+	       (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
 }
 
 int main(int argc, char **argv)
@@ -58,7 +78,8 @@ int main(int argc, char **argv)
 	}
 	long total_wrong = 0;
 	float *in = malloc(maxb), *out = malloc(maxb);
-	if (!in || !out)
+	double *its = malloc(sizeof(double) * (size_t)iters), *slowest = malloc(sizeof(double) * (size_t)iters);
+	if (!in || !out || !its || !slowest)
 		MPI_Abort(MPI_COMM_WORLD, 1);
 	if (rank == 0 && osu) {
 		printf("# OSU-style MPI Allreduce Latency Test (mpi-allreduce-perf), %d ranks\n"
@@ -66,8 +87,10 @@ int main(int argc, char **argv)
 	} else if (rank == 0) {
 		printf("# mpi-allreduce-perf: %d ranks, Open MPI MPI_Allreduce, %d iterations, "
 		       "%d warm-up\n", size, iters, warmup);
-		printf("#%11s %12s %9s %6s %11s %9s %9s %7s\n", "size", "count", "type", "redop",
-		       "time", "algbw", "busbw", "#wrong");
+		printf("#%11s %12s %9s %6s %11s %9s %9s %7s %9s\n", "size", "count", "type", "redop",
+		       "time", "algbw", "busbw", "#wrong", "cpu");
+		printf("#%11s %12s %9s %6s %11s %9s %9s %7s %9s\n", "(B)", "(elements)", "", "",
+		       "(us)", "(GB/s)", "(GB/s)", "", "(s/GB)");
 	}
 	for (size_t bytes = minb; bytes <= maxb; bytes = (size_t)((double)bytes * factor + 0.5)) {
 		size_t count = bytes / 4;
@@ -77,27 +100,45 @@ int main(int argc, char **argv)
 		for (int w = 0; w < warmup; w++)
 			MPI_Allreduce(in, out, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
 		MPI_Barrier(MPI_COMM_WORLD);
-		double t0 = MPI_Wtime();
-		for (int it = 0; it < iters; it++)
+		double cpu0 = cpu_s(), t0 = MPI_Wtime(), mean_us;
+		for (int it = 0; it < iters; it++) {
+			double ti = MPI_Wtime();
 			MPI_Allreduce(in, out, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-		double us = (MPI_Wtime() - t0) * 1e6 / iters;
+			its[it] = (MPI_Wtime() - ti) * 1e6;
+		}
+		mean_us = (MPI_Wtime() - t0) * 1e6 / iters;
+		double cpu = cpu_s() - cpu0, cpu_sum = 0;
 		for (size_t i = 0; i < count; i++) {
 			float want = 0;
 			for (int r = 0; r < size; r++)
 				want += (float)((int)((r * 131 + i * 17) % 41) - 20);
 			wrong += out[i] != want;
 		}
+		/* MPI_Reduce: not intercepted by libinca-mpi, so these do not
+		 * count among the calls measured */
+		long wrong_all = 0;
+		MPI_Reduce(its, slowest, iters, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+		MPI_Reduce(&cpu, &cpu_sum, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+		MPI_Reduce(&wrong, &wrong_all, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
 		total_wrong += wrong;
+		qsort(slowest, (size_t)iters, sizeof(double), cmp_double);
+		double us = iters % 2 ? slowest[iters / 2]
+				      : (slowest[iters / 2 - 1] + slowest[iters / 2]) / 2;
 		double algbw = (double)bytes / us / 1e3;
+		double cpu_per_gb = cpu_sum / size / ((double)bytes * iters / 1e9);
+		wrong = wrong_all;
 		if (rank == 0 && osu)
-			printf("%-10zu %18.2f%s\n", bytes, us, wrong ? "  WRONG" : "");
+			printf("%-10zu %18.2f%s\n", bytes, mean_us, wrong ? "  WRONG" : "");
 		else if (rank == 0)
-			printf("%12zu %12zu %9s %6s %11.1f %9.3f %9.3f %7ld\n", bytes, count, "float",
-			       "sum", us, algbw, algbw * 2.0 * (size - 1) / size, wrong);
+			printf("%12zu %12zu %9s %6s %11.1f %9.3f %9.3f %7ld %9.2f\n", bytes, count,
+			       "float", "sum", us, algbw, algbw * 2.0 * (size - 1) / size, wrong,
+			       cpu_per_gb);
 		fflush(stdout);
 	}
 	free(in);
 	free(out);
+	free(its);
+	free(slowest);
 	MPI_Finalize();
 	if (total_wrong)
 		fprintf(stderr, "mpi-allreduce-perf: %ld wrong elements: these figures do not count\n",

@@ -1,72 +1,199 @@
 #!/usr/bin/python3
-"""allreduce.csv -> allreduce.md (tables, ratios) and two SVG plots (busbw and
-latency against size, log-log), without plotting libraries.
-Usage: report.py CSV OUTDIR RATE"""
+"""The report of tests/bench/run-allreduce.sh.
+
+report.py DIR
+    DIR/allreduce.csv, floor.csv, retx.csv -> DIR/allreduce.md (summary at
+    the largest size against the physical limits, the latency floor, CPU
+    and retransmissions, then every row) and plots of busbw and time
+    against size per rate, as SVG (no library needed) and PNG (matplotlib).
+report.py --compare DIR1 DIR2
+    The ratios of two runs of the same command side by side; exit 1 when
+    one differs by more than 10%.
+"""
 import csv
 import math
 import sys
 from collections import defaultdict
 
-src, out, rate = sys.argv[1:4]
-rows = list(csv.DictReader(open(src)))
-data = defaultdict(dict)          # (tool, ranks) -> bytes -> row
-for r in rows:
-    data[(r["tool"], int(r["ranks"]))][int(r["bytes"])] = r
-tools = sorted({t for t, _ in data})
-ranks = sorted({n for _, n in data})
-link = {"1gbit": 0.125}.get(rate, None)
+INCA = ("inca-udp", "inca-xdp")
+RING = "openmpi-ring"
+TOOLS = INCA + (RING,)
 
-md = ["# All-reduce: in-network (inca-switch) vs Open MPI ring", "",
-      "float sum; time in µs (mean per call), algbw = size / time, busbw = algbw · 2(N−1)/N, "
-      "GB/s. Links shaped to %s by the switch." % rate, ""]
-for n in ranks:
-    md += ["## %d ranks" % n, "",
-           "| size (B) | " + " | ".join("%s time | %s algbw | %s busbw" % (t, t, t) for t in tools) +
-           " | in-network / ring algbw (udp) | ring / in-network time (udp) |",
-           "|---:|" + "---:|" * (3 * len(tools) + 2)]
-    sizes = sorted({b for t in tools for b in data[(t, n)]})
-    for b in sizes:
-        cells = []
-        for t in tools:
-            r = data[(t, n)].get(b)
-            cells += [r["time_us"], r["algbw_GBps"], r["busbw_GBps"]] if r else ["", "", ""]
-        a, m = data[("inca-udp", n)].get(b), data[("openmpi-ring", n)].get(b)
-        ratio = lat = ""
-        if a and m and float(m["algbw_GBps"]) > 0:
-            ratio = "%.2f" % (float(a["algbw_GBps"]) / float(m["algbw_GBps"]))
-        if a and m:
-            lat = "%.2f" % (float(m["time_us"]) / float(a["time_us"]))
-        md.append("| %d | %s | %s | %s |" % (b, " | ".join(cells), ratio, lat))
-    md.append("")
-    if link:
-        m = data[("openmpi-ring", n)]
-        if m:
-            big = max(m)
-            md.append("Open MPI ring at %d B: busbw %.3f GB/s = %.0f%% of the %s link." %
-                      (big, float(m[big]["busbw_GBps"]), 100 * float(m[big]["busbw_GBps"]) / link, rate))
+
+def rate_Bps(rate):
+    """'200mbit' -> bytes per second"""
+    units = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9}
+    for u, m in units.items():
+        if rate.endswith(u):
+            return float(rate[: -len(u)]) * m / 8
+    raise SystemExit("report.py: rate %r: expected NNNkbit, NNNmbit or NNNgbit" % rate)
+
+
+def load(d):
+    rows = defaultdict(dict)     # (rate, tool, ranks) -> bytes -> row
+    for r in csv.DictReader(open(d + "/allreduce.csv")):
+        rows[(r["rate"], r["tool"], int(r["ranks"]))][int(r["bytes"])] = r
+    floor = {}                   # (rate, ranks, what) -> µs
+    for r in csv.DictReader(open(d + "/floor.csv")):
+        floor[(r["rate"], int(r["ranks"]), r["what"])] = float(r["median_us"])
+    retx = {}                    # (rate, tool, ranks) -> (packets, retx, probes)
+    for r in csv.DictReader(open(d + "/retx.csv")):
+        retx[(r["rate"], r["tool"], int(r["ranks"]))] = (
+            int(r["packets"]), int(r["retransmissions"]), int(r["probes"]))
+    rates = list(dict.fromkeys(k[0] for k in rows))
+    ranks = sorted({k[2] for k in rows})
+    return rows, floor, retx, rates, ranks
+
+
+def ratios(rows, rates, ranks):
+    """(rate, n, what) -> ratio: in-network / ring algbw at the largest size,
+    ring / in-network time at the smallest"""
+    out = {}
+    for rate in rates:
+        for n in ranks:
+            ring = rows.get((rate, RING, n))
+            if not ring:
+                continue
+            big, small = max(ring), min(ring)
+            for t in INCA:
+                a = rows.get((rate, t, n))
+                if not a or big not in a or small not in a:
+                    continue
+                out[(rate, n, "%s algbw / ring at %d B" % (t, big))] = \
+                    float(a[big]["algbw_GBps"]) / float(ring[big]["algbw_GBps"])
+                out[(rate, n, "ring time / %s at %d B" % (t, small))] = \
+                    float(ring[small]["time_us"]) / float(a[small]["time_us"])
+    return out
+
+
+def compare(d1, d2):
+    r1 = ratios(*[load(d1)[i] for i in (0, 3, 4)])
+    r2 = ratios(*[load(d2)[i] for i in (0, 3, 4)])
+    worst = 0
+    print("| rate | ranks | ratio | run 1 | run 2 | difference |")
+    print("|---|---:|---|---:|---:|---:|")
+    for k in r1:
+        if k not in r2:
+            continue
+        diff = abs(r2[k] - r1[k]) / r1[k]
+        worst = max(worst, diff)
+        print("| %s | %d | %s | %.2f | %.2f | %.1f%% |" % (k[0], k[1], k[2], r1[k], r2[k], 100 * diff))
+    ok = worst <= 0.10
+    print("\nlargest difference between the two runs: %.1f%% (%s the 10%% bound)" %
+          (100 * worst, "within" if ok else "OUTSIDE"))
+    return 0 if ok else 1
+
+
+def report(d):
+    rows, floor, retx, rates, ranks = load(d)
+    md = ["# All-reduce: in-network (inca-switch) vs Open MPI's ring", "",
+          "float sum. time: median over the iterations of the slowest rank (µs); "
+          "algbw = size / time; busbw = algbw · 2(N−1)/N (GB/s); cpu: user + system "
+          "CPU seconds per GB reduced, per rank (mean over ranks; Open MPI's daemons "
+          "not counted). Every result checked element by element on every rank.", ""]
+    for rate in rates:
+        link = rate_Bps(rate) / 1e9
+        md += ["## Links of %s (%.4f GB/s)" % (rate, link), "",
+               "### At the largest size, against the physical limits", "",
+               "The ring moves 2(N−1)/N of the buffer in and out of every host, in-network "
+               "aggregation once, so in-network algbw ÷ ring algbw is at most 2(N−1)/N when "
+               "both reach the link. *link* is each side's payload rate in each direction "
+               "÷ the link rate: in-network algbw (the buffer once each way), the ring's "
+               "busbw. Header overheads cap it below 1: INCA 992 B of floats per 1114 B "
+               "on the wire at IB MTU 1024 (89%), TCP 1448 per 1538 (94%).", "",
+               "| ranks | size | udp GB/s | xdp GB/s | ring GB/s | udp ÷ ring | xdp ÷ ring | "
+               "ceiling | udp link | xdp link | ring link | cpu s/GB udp | xdp | ring |",
+               "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for n in ranks:
+            ring = rows.get((rate, RING, n), {})
+            if not ring:
+                continue
+            big = max(ring)
+            get = lambda t, k: float(rows.get((rate, t, n), {}).get(big, {}).get(k, "nan"))
+            u, x, m = get("inca-udp", "algbw_GBps"), get("inca-xdp", "algbw_GBps"), get(RING, "algbw_GBps")
+            md.append("| %d | %d | %.4f | %.4f | %.4f | %.2f | %.2f | %.2f | %.0f%% | %.0f%% | %.0f%% | "
+                      "%.1f | %.1f | %.1f |" % (
+                          n, big, u, x, m, u / m, x / m, 2 * (n - 1) / n, 100 * u / link,
+                          100 * x / link, 100 * get(RING, "busbw_GBps") / link,
+                          get("inca-udp", "cpu_s_per_GB"), get("inca-xdp", "cpu_s_per_GB"),
+                          get(RING, "cpu_s_per_GB")))
+        md += ["", "### The latency floor (median µs)", "",
+               "| ranks | ping switch | ping host | 8 B UDP echo (host) | 8 B udp | 8 B xdp | 8 B ring |",
+               "|---:|---:|---:|---:|---:|---:|---:|"]
+        for n in ranks:
+            small = lambda t: rows.get((rate, t, n), {}).get(8, {}).get("time_us", "–")
+            f = lambda w: "%.1f" % floor[(rate, n, w)] if (rate, n, w) in floor else "–"
+            md.append("| %d | %s | %s | %s | %s | %s | %s |" % (
+                n, f("ping-switch"), f("ping-host"), f("udp-echo-host"),
+                small("inca-udp"), small("inca-xdp"), small(RING)))
+        md += ["", "INCA's 8 B all-reduce is one round trip to the switch (compare *ping "
+               "switch*) plus the wait for the slowest rank; the echo crosses the switch "
+               "twice each way.", "",
+               "### Retransmissions (links that drop nothing)", "",
+               "| ranks | transport | packets (rank 0) | retransmitted | rate | of them probes |",
+               "|---:|---|---:|---:|---:|---:|"]
+        for n in ranks:
+            for t in INCA:
+                if (rate, t, n) in retx:
+                    p, r, pr = retx[(rate, t, n)]
+                    md.append("| %d | %s | %d | %d | %.3f%% | %d |" % (
+                        n, t[5:], p, r, 100.0 * r / p if p else 0, pr))
+        md.append("")
+        for n in ranks:
+            md += ["### %d ranks, every size" % n, "",
+                   "| size (B) | " + " | ".join("%s µs | GB/s algbw | cpu s/GB" % t for t in TOOLS) +
+                   " | udp ÷ ring algbw |",
+                   "|---:|" + "---:|" * (3 * len(TOOLS) + 1)]
+            sizes = sorted({b for t in TOOLS for b in rows.get((rate, t, n), {})})
+            for b in sizes:
+                cells = []
+                for t in TOOLS:
+                    r = rows.get((rate, t, n), {}).get(b)
+                    cells += [r["time_us"], r["algbw_GBps"], r["cpu_s_per_GB"]] if r else ["", "", ""]
+                a, m = rows.get((rate, "inca-udp", n), {}).get(b), rows.get((rate, RING, n), {}).get(b)
+                ratio = "%.2f" % (float(m["time_us"]) / float(a["time_us"])) if a and m else ""
+                md.append("| %d | %s | %s |" % (b, " | ".join(cells), ratio))
             md.append("")
-open(out + "/allreduce.md", "w").write("\n".join(md) + "\n")
+        plots(d, rows, rate, ranks)
+        md += ["Plots: [busbw](allreduce-busbw-%s.png) ([svg](allreduce-busbw-%s.svg)), "
+               "[time](allreduce-time-%s.png) ([svg](allreduce-time-%s.svg))." % ((rate,) * 4), ""]
+    open(d + "/allreduce.md", "w").write("\n".join(md) + "\n")
+    print("\n".join(md[: 40]))
 
-colors = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22"]
-dashes = {2: "", 4: "6,3", 8: "2,2"}
 
-def svg(metric, ylabel, fname, logy):
-    W, H, L, R, T, B = 760, 480, 70, 200, 30, 50
-    pts = {k: [(b, float(r[metric])) for b, r in sorted(v.items()) if float(r[metric]) > 0]
-           for k, v in data.items()}
-    xs = [b for v in pts.values() for b, _ in v]
-    ys = [y for v in pts.values() for _, y in v]
+COLORS = {"inca-udp": "#1f77b4", "inca-xdp": "#2ca02c", RING: "#d62728"}
+DASHES = {2: "", 4: "6,3", 8: "2,2"}
+
+
+def plots(d, rows, rate, ranks):
+    for metric, label, logy, name in (("busbw_GBps", "busbw (GB/s)", False, "busbw"),
+                                      ("time_us", "time per all-reduce (µs)", True, "time")):
+        series = []
+        for n in ranks:
+            for t in TOOLS:
+                pts = [(b, float(r[metric])) for b, r in sorted(rows.get((rate, t, n), {}).items())
+                       if float(r[metric]) > 0]
+                if pts:
+                    series.append(("%s, %d ranks" % (t, n), COLORS[t], DASHES.get(n, "1,1"), pts))
+        title = "All-reduce, float sum, links of %s" % rate
+        base = "%s/allreduce-%s-%s" % (d, name, rate)
+        svg(base + ".svg", series, label, logy, title)
+        png(base + ".png", series, label, logy, title)
+
+
+def svg(path, series, ylabel, logy, title):
+    W, H, L, R, T, B = 800, 480, 70, 210, 40, 50
+    xs = [b for s in series for b, _ in s[3]]
+    ys = [y for s in series for _, y in s[3]]
     if not xs:
         return
     x0, x1 = math.log10(min(xs)), math.log10(max(xs))
-    if logy:
-        y0, y1 = math.floor(math.log10(min(ys))), math.ceil(math.log10(max(ys)))
-    else:
-        y0, y1 = 0, max(ys) * 1.1
+    y0, y1 = (math.floor(math.log10(min(ys))), math.ceil(math.log10(max(ys)))) if logy else (0, max(ys) * 1.1)
     fx = lambda b: L + (math.log10(b) - x0) / ((x1 - x0) or 1) * (W - L - R)
     fy = lambda y: H - B - ((math.log10(y) if logy else y) - y0) / ((y1 - y0) or 1) * (H - T - B)
     s = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="11">' % (W, H),
          '<rect width="100%" height="100%" fill="white"/>',
+         '<text x="%d" y="20" font-size="13">%s</text>' % (L, title),
          '<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>' % (L, H - B, W - R, H - B),
          '<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>' % (L, T, L, H - B)]
     for e in range(int(math.floor(x0)), int(math.ceil(x1)) + 1):
@@ -75,18 +202,47 @@ def svg(metric, ylabel, fname, logy):
             s.append('<text x="%.0f" y="%d" text-anchor="middle">1e%d</text>' % (x, H - B + 15, e))
     ticks = [10 ** e for e in range(int(y0), int(y1) + 1)] if logy else [y1 * i / 5 for i in range(6)]
     for y in ticks:
-        s.append('<text x="%d" y="%.0f" text-anchor="end">%s</text>' % (L - 5, fy(y) + 4, ("%g" % y)))
+        s.append('<text x="%d" y="%.0f" text-anchor="end">%s</text>' % (L - 5, fy(y) + 4, "%.3g" % y))
         s.append('<line x1="%d" y1="%.0f" x2="%d" y2="%.0f" stroke="#ddd"/>' % (L, fy(y), W - R, fy(y)))
     s.append('<text x="%d" y="%d" text-anchor="middle">size (bytes)</text>' % ((L + W - R) // 2, H - 10))
     s.append('<text x="15" y="%d" transform="rotate(-90 15 %d)" text-anchor="middle">%s</text>' % (H // 2, H // 2, ylabel))
-    for i, (k, v) in enumerate(sorted(pts.items())):
-        c = colors[tools.index(k[0]) % len(colors)]
-        d = " ".join("%.1f,%.1f" % (fx(b), fy(y)) for b, y in v)
-        s.append('<polyline fill="none" stroke="%s" stroke-width="2" stroke-dasharray="%s" points="%s"/>' % (c, dashes.get(k[1], ""), d))
-        s.append('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="2" stroke-dasharray="%s"/>' % (W - R + 10, T + 15 * i, W - R + 35, T + 15 * i, c, dashes.get(k[1], "")))
-        s.append('<text x="%d" y="%d">%s, %d ranks</text>' % (W - R + 40, T + 15 * i + 4, k[0], k[1]))
+    for i, (name, color, dash, pts) in enumerate(series):
+        d = " ".join("%.1f,%.1f" % (fx(b), fy(y)) for b, y in pts)
+        s.append('<polyline fill="none" stroke="%s" stroke-width="2" stroke-dasharray="%s" points="%s"/>' % (color, dash, d))
+        s.append('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="2" stroke-dasharray="%s"/>' % (W - R + 10, T + 15 * i, W - R + 35, T + 15 * i, color, dash))
+        s.append('<text x="%d" y="%d">%s</text>' % (W - R + 40, T + 15 * i + 4, name))
     s.append("</svg>")
-    open(out + "/" + fname, "w").write("\n".join(s) + "\n")
+    open(path, "w").write("\n".join(s) + "\n")
 
-svg("busbw_GBps", "busbw (GB/s)", "allreduce-busbw.svg", False)
-svg("time_us", "time per all-reduce (us)", "allreduce-latency.svg", True)
+
+def png(path, series, ylabel, logy, title):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("report.py: no matplotlib (python3-matplotlib): %s not drawn" % path, file=sys.stderr)
+        return
+    fig, ax = plt.subplots(figsize=(9, 5.4), dpi=100)
+    for name, color, dash, pts in series:
+        style = {"": "-", "6,3": "--", "2,2": ":"}.get(dash, "-.")
+        ax.plot([b for b, _ in pts], [y for _, y in pts], style, color=color, label=name, linewidth=1.8)
+    ax.set_xscale("log", base=2)
+    if logy:
+        ax.set_yscale("log")
+    ax.set_xlabel("size (bytes)")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.0, 0.5))
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "--compare":
+        sys.exit(compare(sys.argv[2], sys.argv[3]))
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    report(sys.argv[1])

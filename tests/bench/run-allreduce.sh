@@ -1,59 +1,124 @@
 #!/usr/bin/env bash
-# In-network (inca-switch via libinca, udp and xdp) vs Open MPI's ring
-# all-reduce, over the same shaped testbed links, for N = 2, 4, 8 ranks and
-# 8 B .. 64 MiB (doubling) of float sum. Writes CSV, Markdown and SVG plots.
-# Usage: tests/bench/run-allreduce.sh [--out DIR] [--ranks "2 4 8"] [--rate 1gbit]
-#                                     [--max 64M] [--iters 3]
+# In-network (inca-switch via libinca, udp and xdp) against Open MPI's ring
+# all-reduce (TCP, ring algorithm forced), on the same testbed and links, for
+# N = 2, 4, 8 ranks, 8 B .. 16 MiB of float sum, at each rate given: the
+# link-bound rate(s) where both sides are limited by the links, and the
+# CPU-bound 1 Gbit/s. Beside them, in the same run, the latency floor (ping
+# to the switch and to another host, an 8-byte UDP echo through the switch)
+# and every side's CPU-seconds per GB and retransmissions. Times are medians
+# over the iterations (each iteration's slowest rank). A failed launch is
+# retried once and said; a wrong result or a call that fell back to the host
+# ring fails the run. Writes CSV, Markdown, SVG and PNG plots to --out.
+# Usage: tests/bench/run-allreduce.sh [--out DIR] [--ranks "2 4 8"]
+#          [--rates "200mbit 1gbit"] [--max 16M] [--iters 20] [--repeat 1]
+#   --repeat 2 runs everything twice and compares the ratios of the two runs
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
-out=$here/bench-results ranks="2 4 8" rate=1gbit max=64M iters=3
+out=$here/bench-results ranks="2 4 8" rates="200mbit 1gbit" max=16M iters=20 repeat=1
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--out) out=${2:?}; shift 2 ;;
 	--ranks) ranks=${2:?}; shift 2 ;;
-	--rate) rate=${2:?}; shift 2 ;;
+	--rates|--rate) rates=${2:?}; shift 2 ;;
 	--max) max=${2:?}; shift 2 ;;
 	--iters) iters=${2:?}; shift 2 ;;
-	-h|--help) sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-	*) echo "run-allreduce.sh: unknown option '$1'" >&2; exit 2 ;;
+	--repeat) repeat=${2:?}; shift 2 ;;
+	-h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	*) echo "run-allreduce.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
 	esac
 done
 [ "$(id -u)" -eq 0 ] || { echo "run-allreduce.sh: run as root" >&2; exit 1; }
+[[ "$repeat" =~ ^[12]$ ]] || { echo "run-allreduce.sh: --repeat 1 or 2" >&2; exit 2; }
 B=$here/build
-for f in "$B/dataplane/inca-switch" "$B/host-lib/inca-allreduce-perf" "$B/tests/bench/mpi-allreduce-perf"; do
+for f in "$B/dataplane/inca-switch" "$B/host-lib/inca-allreduce-perf" \
+	 "$B/tests/bench/mpi-allreduce-perf" "$B/tests/bench/udp-echo"; do
 	[ -x "$f" ] || { echo "run-allreduce.sh: $f not built" >&2; exit 1; }
 done
 export INCA_TESTBED=incabench
 TB=$here/deploy/testbed
 WORK=$(mktemp -d /tmp/inca-bench.XXXXXX)
-trap '"$TB" down >/dev/null 2>&1 || true; rm -rf "$WORK"' EXIT
+ECHO_PID=
+trap '[ -n "$ECHO_PID" ] && kill "$ECHO_PID" 2>/dev/null; "$TB" down >/dev/null 2>&1 || true; rm -rf "$WORK"' EXIT
 mkdir -p "$out"
-csv=$out/allreduce.csv
-echo "tool,ranks,bytes,time_us,algbw_GBps,busbw_GBps,wrong" > "$csv"
-SIZES=(-b 8 -e "$max" -f 2 -n "$iters" -w 1)
-
-# rows TOOL N FILE: the table lines of a perf output as CSV
-rows() {
-	awk -v tool="$1" -v n="$2" '/^ *[0-9]/ { printf "%s,%s,%s,%s,%s,%s,%s\n", tool, n, $1, $5, $6, $7, $8 }' "$3" >> "$csv"
-}
+SIZES=(-b 8 -e "$max" -f 2 -n "$iters" -w 2)
 
 # shellcheck source=deploy/jobs.sh
 source "$here/deploy/jobs.sh"
-for n in $ranks; do
-	group_config "$n" "$WORK/switch.json"
-	for tp in udp xdp; do
-		echo "== $n ranks, in-network, $tp" >&2
-		"$TB" up --hosts "$n" --rate "$rate" --config "$WORK/switch.json" >/dev/null
-		INCA_TRANSPORT=$tp INCA_LINE_RATE_GBPS=1 inca_job "$n" "$WORK/inca-$tp-$n.txt" "${SIZES[@]}"
-		cat "$WORK/inca-$tp-$n.txt" >&2
-		rows "inca-$tp" "$n" "$WORK/inca-$tp-$n.txt"
+
+# retry WHAT CMD...: CMD, and once more if it fails (said on stderr)
+retry() {
+	local what=$1
+	shift
+	"$@" && return 0
+	echo "run-allreduce.sh: $what failed; retrying once" >&2
+	"$@"
+}
+
+# ping_median HOST: the median RTT in µs of 200 pings from host 1
+ping_median() {
+	"$TB" exec 1 ping -n -q -c 1 "$1" >/dev/null 2>&1 || true    # ARP first
+	"$TB" exec 1 ping -n -c 200 -i 0.005 "$1" |
+		sed -n 's/.*time=\([0-9.]*\) ms.*/\1/p' | sort -n |
+		awk '{ v[NR] = $1 } END { if (NR < 150) exit 1; printf "%.1f\n", v[int((NR + 1) / 2)] * 1000 }'
+}
+
+# one_run RUN: every rate and rank count once, into $out/RUN/
+one_run() {
+	local dir=$1 rate n tp
+	mkdir -p "$dir"
+	echo "rate,tool,ranks,bytes,time_us,algbw_GBps,busbw_GBps,wrong,cpu_s_per_GB" > "$dir/allreduce.csv"
+	echo "rate,ranks,what,median_us" > "$dir/floor.csv"
+	echo "rate,tool,ranks,packets,retransmissions,probes" > "$dir/retx.csv"
+	for rate in $rates; do
+		for n in $ranks; do
+			group_config "$n" "$WORK/switch.json"
+			"$TB" up --hosts "$n" --rate "$rate" --config "$WORK/switch.json" >/dev/null
+			echo "== $rate, $n ranks: the latency floor" >&2
+			local ps ph ue
+			ps=$(ping_median 10.0.0.254) || { echo "ping to the switch lost replies" >&2; exit 1; }
+			ph=$(ping_median 10.0.0.2) || { echo "ping to host 2 lost replies" >&2; exit 1; }
+			"$TB" exec 2 "$B/tests/bench/udp-echo" -s > /dev/null 2>&1 &
+			ECHO_PID=$!
+			sleep 0.3
+			ue=$("$TB" exec 1 "$B/tests/bench/udp-echo" -c 10.0.0.2 -n 1000 |
+			     sed -n 's/.*median \([0-9.]*\) us.*/\1/p')
+			kill "$ECHO_PID" 2>/dev/null; wait "$ECHO_PID" 2>/dev/null || true
+			ECHO_PID=
+			[ -n "$ue" ] || { echo "the UDP echo through the switch failed" >&2; exit 1; }
+			printf '%s,%s,ping-switch,%s\n%s,%s,ping-host,%s\n%s,%s,udp-echo-host,%s\n' \
+				"$rate" "$n" "$ps" "$rate" "$n" "$ph" "$rate" "$n" "$ue" >> "$dir/floor.csv"
+			echo "   ping switch $ps us, ping host $ph us, 8 B UDP echo $ue us" >&2
+			for tp in udp xdp; do
+				echo "== $rate, $n ranks, in-network, $tp" >&2
+				"$TB" up --hosts "$n" --rate "$rate" --config "$WORK/switch.json" >/dev/null
+				export INCA_TRANSPORT=$tp INCA_LINE_RATE_GBPS=1
+				retry "the in-network $tp job ($n ranks, $rate)" \
+					inca_job "$n" "$WORK/inca.txt" "${SIZES[@]}"
+				cat "$WORK/inca.txt" >&2
+				awk -v r="$rate" -v t="inca-$tp" -v n="$n" '/^ *[0-9]/ {
+					printf "%s,%s,%s,%s,%s,%s,%s,%s,%s\n", r, t, n, $1, $5, $6, $7, $8, $10 }' \
+					"$WORK/inca.txt" >> "$dir/allreduce.csv"
+				sed -n 's/^# packets sent \([0-9]*\), retransmissions \([0-9]*\) .*; \([0-9]*\) of them probes.*/\1,\2,\3/p' \
+					"$WORK/inca.txt" | sed "s/^/$rate,inca-$tp,$n,/" >> "$dir/retx.csv"
+			done
+			echo "== $rate, $n ranks, Open MPI ring (coll_tuned allreduce algorithm 4)" >&2
+			"$TB" up --hosts "$n" --rate "$rate" --config "$WORK/switch.json" >/dev/null
+			retry "the Open MPI job ($n ranks, $rate)" openmpi_job "$n" "$WORK/mpi.txt" "${SIZES[@]}"
+			cat "$WORK/mpi.txt" >&2
+			awk -v r="$rate" -v n="$n" '/^ *[0-9]/ {
+				printf "%s,openmpi-ring,%s,%s,%s,%s,%s,%s,%s\n", r, n, $1, $5, $6, $7, $8, $9 }' \
+				"$WORK/mpi.txt" >> "$dir/allreduce.csv"
+		done
 	done
-	echo "== $n ranks, Open MPI ring (coll_tuned allreduce algorithm 4)" >&2
-	"$TB" up --hosts "$n" --rate "$rate" --config "$WORK/switch.json" >/dev/null
-	openmpi_job "$n" "$WORK/mpi-$n.txt" "${SIZES[@]}"
-	cat "$WORK/mpi-$n.txt" >&2
-	rows "openmpi-ring" "$n" "$WORK/mpi-$n.txt"
-done
-"$TB" down >/dev/null
-/usr/bin/python3 "$here/tests/bench/report.py" "$csv" "$out" "$rate"
-echo "results: $out (allreduce.csv, allreduce.md, allreduce-busbw.svg, allreduce-latency.svg)" >&2
+	"$TB" down >/dev/null
+	/usr/bin/python3 "$here/tests/bench/report.py" "$dir"
+}
+
+if [ "$repeat" = 1 ]; then
+	one_run "$out"
+	echo "results: $out (allreduce.md, allreduce.csv, floor.csv, retx.csv, plots)" >&2
+else
+	one_run "$out/run1"
+	one_run "$out/run2"
+	/usr/bin/python3 "$here/tests/bench/report.py" --compare "$out/run1" "$out/run2" | tee "$out/repeat.md"
+fi
