@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The README's main command: installs what INCA needs, builds it, brings up a
-# lab testbed (inca-manager, inca-switch and 4 hosts on 1 Gbit/s links), runs
+# lab testbed (inca-manager, inca-switch and 4 hosts on 200 Mbit/s links, a
+# rate this 2-core lab can fill from both sides), runs
 # an all-reduce job whose group the manager sets up on the switch, the same
 # job as Open MPI's ring all-reduce (or libinca's TCP ring without Open MPI),
 # prints them side by side, and tears everything down (also on Ctrl-C).
@@ -10,7 +11,7 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
-hosts=4 rate=1gbit maxsize=16M install=1
+hosts=4 rate=200mbit maxsize=16M install=1
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--hosts) hosts=${2:?}; shift 2 ;;
@@ -74,7 +75,9 @@ printf '{ "switch": { "ip": "10.0.0.254", "idle_sleep_us": 20 } }\n' > "$WORK/sw
 sleep 0.5
 incactl switches
 export INCA_TRANSPORT=udp INCA_JOB=demo-$$
-SIZES=(-b 8 -e "$maxsize" -f 8 -n 5 -w 1)
+SIZES=(-b 8 -e "$maxsize" -f 8 -n 10 -w 2)    # medians of 10
+# the link's rate in GB/s, for the fractions below
+link=$(echo "$rate" | awk '/gbit$/ { print $1 / 8 } /mbit$/ { print $1 / 8000 } /kbit$/ { print $1 / 8e6 }')
 
 step "all-reduce through the switch (in-network), 8 B .. $maxsize, float sum; the manager sets up the group"
 inca_job "$hosts" "$WORK/switch.txt" "${SIZES[@]}" &
@@ -97,22 +100,26 @@ else
 fi
 cat "$WORK/ring.txt"
 
-step "side by side: switch vs $ring_name (time in µs, algbw in GB/s; a ring moves 2(N-1)/N of the data in and out of every host, in-network once)"
-awk 'FNR == 1 { f++ }
-     /^ *[0-9]/ { t[f, $1] = $5; a[f, $1] = $6; if (f == 1) order[++n] = $1 }
+step "side by side: switch vs $ring_name (median time in µs, algbw in GB/s, link: each side's payload rate per direction / the $rate link)"
+echo "A ring moves 2(N-1)/N of the buffer in and out of every host, in-network aggregation once:"
+echo "with both at the link, the speed-up is at most $(awk -v n="$hosts" 'BEGIN { printf "%.2f", 2 * (n - 1) / n }')x ($hosts ranks)."
+awk -v link="$link" -v n="$hosts" 'FNR == 1 { f++ }
+     /^ *[0-9]/ { t[f, $1] = $5; a[f, $1] = $6; if (f == 1) order[++m] = $1 }
      END {
-	printf "%12s %14s %14s %12s %12s %9s\n", "size (B)", "switch (us)", "ring (us)", "switch GB/s", "ring GB/s", "speed-up"
-	for (i = 1; i <= n; i++) {
+	printf "%12s %12s %12s %12s %12s %7s %7s %9s\n", "size (B)", "switch (us)", "ring (us)",
+	       "switch GB/s", "ring GB/s", "link", "link", "speed-up"
+	for (i = 1; i <= m; i++) {
 		s = order[i]
 		if (!((2, s) in t)) continue
-		printf "%12s %14s %14s %12s %12s %8.2fx\n", s, t[1, s], t[2, s], a[1, s], a[2, s], t[2, s] / t[1, s]
+		printf "%12s %12s %12s %12s %12s %6.0f%% %6.0f%% %8.2fx\n", s, t[1, s], t[2, s], a[1, s],
+		       a[2, s], 100 * a[1, s] / link, 100 * a[2, s] * 2 * (n - 1) / n / link, t[2, s] / t[1, s]
 	}
      }' "$WORK/switch.txt" "$WORK/ring.txt"
 
 if command -v mpirun >/dev/null && [ -e build/host-lib/mpi/libinca-mpi.so ]; then
 	step "the same Open MPI binary, unchanged, without and with libinca-mpi preloaded (docs/mpi.md)"
 	export MPI_NET=10.0.0.0/24      # MPI's own traffic on the same links
-	OSU=(build/tests/bench/mpi-allreduce-perf -o -b 8 -e "$maxsize" -f 8 -n 5 -w 1)
+	OSU=(build/tests/bench/mpi-allreduce-perf -o -b 8 -e "$maxsize" -f 8 -n 10 -w 2)
 	if INCA_MPI=0 mpi_ranks "$hosts" 1 "$here/build/host-lib/mpi/libinca-mpi.so" "${OSU[@]}" \
 		> "$WORK/osu-mpi.txt" 2> "$WORK/osu-mpi.err" &&
 	   INCA_MPI=1 mpi_ranks "$hosts" 1 "$here/build/host-lib/mpi/libinca-mpi.so" "${OSU[@]}" \

@@ -121,7 +121,7 @@ mpi_ranks() {
 	done
 	timeout 900 mpirun --allow-run-as-root --oversubscribe -np "$np" --host "$hosts" \
 		--mca plm_rsh_agent "$here/tests/bench/ns-rsh" --mca btl tcp,self \
-		--mca btl_tcp_if_include "${MPI_NET:-192.168.77.0/24}" \
+		--mca btl_tcp_if_include "${MPI_NET:-192.168.77.0/24}" --mca btl_tcp_links 2 \
 		--mca oob_tcp_if_include 192.168.77.0/24 --mca mpi_yield_when_idle 1 \
 		-x INCA_TESTBED -x LD_PRELOAD="$lib" -x INCA_MANAGER -x INCA_MANAGER_TOKEN_FILE \
 		-x INCA_IFNAME=eth0 -x INCA_TRANSPORT="${INCA_TRANSPORT:-udp}" \
