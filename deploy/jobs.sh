@@ -62,8 +62,11 @@ inca_job() {
 	return $rc
 }
 
-# openmpi_job N OUT ARGS...: Open MPI's ring MPI_Allreduce on hosts 1..N,
-# mpirun started in host 1 with tests/bench/ns-rsh as launcher agent
+# openmpi_job N OUT ARGS...: Open MPI's MPI_Allreduce at its best on hosts
+# 1..N (two TCP connections per peer: one halves a bidirectional transfer;
+# recursive doubling below 4 KiB, the ring from 4 KiB, as the rules file
+# says; OMPI_ALLREDUCE_ALGORITHM forces one), mpirun started in host 1 with
+# tests/bench/ns-rsh as launcher agent
 openmpi_job() {
 	local n=$1 out=$2 hosts
 	shift 2
@@ -73,7 +76,8 @@ openmpi_job() {
 		--mca plm_rsh_agent "$here/tests/bench/ns-rsh" --mca btl tcp,self \
 		--mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 --mca btl_tcp_links 2 \
 		--mca mpi_yield_when_idle 1 --mca coll_tuned_use_dynamic_rules 1 \
-		--mca coll_tuned_allreduce_algorithm "${OMPI_ALLREDUCE_ALGORITHM:-4}" \
+		${OMPI_ALLREDUCE_ALGORITHM:+--mca coll_tuned_allreduce_algorithm "$OMPI_ALLREDUCE_ALGORITHM"} \
+		--mca coll_tuned_dynamic_rules_filename "$here/tests/bench/ompi-allreduce-rules.conf" \
 		"$here/build/tests/bench/mpi-allreduce-perf" "$@" > "$out" 2>&1; then
 		echo "the Open MPI job failed:" >&2
 		tail -n 5 "$out" >&2

@@ -12,41 +12,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <time.h>
 
 #include "inca.h"
 #include "inca/agg.h"
 #include "expect.h"
+#include "perf_stats.h"
 
 static double now_s(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* user + system CPU seconds of this process */
-static double cpu_s(void)
-{
-	struct rusage ru;
-
-	getrusage(RUSAGE_SELF, &ru);
-	return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6 +
-	       (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof(*v), cmp_double);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 static void usage(FILE *out)
@@ -59,6 +36,7 @@ static void usage(FILE *out)
 		"  -d TYPE   float half bfloat16 int32 int64 double, or all (default float)\n"
 		"  -o OP     sum prod min max band bor bxor, or all (default sum)\n"
 		"  -n N      timed iterations per size (default 20)\n"
+		"  -N N      timed iterations per size up to 64 KiB (default: -n)\n"
 		"  -w N      warm-up iterations per size (default 5)\n"
 		"  -c 0|1    check results against a locally computed reference (default 1)\n"
 		"  -F        fallback only: run the host ring over TCP (the baseline)\n"
@@ -98,12 +76,13 @@ int main(int argc, char **argv)
 {
 	size_t minb = 8, maxb = 64 << 20;
 	double factor = 2;
-	int iters = 20, warmup = 5, check = 1, opt, dts[6] = { INCA_FLOAT32 }, ndt = 1;
+	int iters = 20, small_iters = 0, warmup = 5, check = 1, opt, dts[6] = { INCA_FLOAT32 };
+	int ndt = 1;
 	int ops[7] = { INCA_SUM }, nop = 1;
 	bool ring_only = false;
 	struct inca_comm_attr attr = { 0 };
 
-	while ((opt = getopt(argc, argv, "b:e:f:d:o:n:w:c:Fh")) != -1) {
+	while ((opt = getopt(argc, argv, "b:e:f:d:o:n:N:w:c:Fh")) != -1) {
 		switch (opt) {
 		case 'b':
 		case 'e':
@@ -137,6 +116,7 @@ int main(int argc, char **argv)
 			}
 			break;
 		case 'n': iters = atoi(optarg); break;
+		case 'N': small_iters = atoi(optarg); break;
 		case 'w': warmup = atoi(optarg); break;
 		case 'c': check = atoi(optarg); break;
 		case 'F': ring_only = true; break;
@@ -144,8 +124,10 @@ int main(int argc, char **argv)
 		default: usage(stderr); return 2;
 		}
 	}
-	if (minb < 1 || maxb < minb || factor <= 1 || iters < 1 || warmup < 0) {
-		fprintf(stderr, "inca-allreduce-perf: need 1 <= -b <= -e, -f > 1, -n >= 1\n");
+	if (!small_iters)
+		small_iters = iters;
+	if (minb < 1 || maxb < minb || factor <= 1 || iters < 1 || small_iters < 1 || warmup < 0) {
+		fprintf(stderr, "inca-allreduce-perf: need 1 <= -b <= -e, -f > 1, -n and -N >= 1\n");
 		return 2;
 	}
 	const char *r = getenv("INCA_RANK") ? getenv("INCA_RANK") : getenv("OMPI_COMM_WORLD_RANK");
@@ -169,15 +151,16 @@ int main(int argc, char **argv)
 	}
 	int rank = inca_comm_rank(comm), size = inca_comm_size(comm);
 	void *sendbuf = malloc(maxb + 8), *recvbuf = malloc(maxb + 8), *want = malloc(maxb + 8);
-	double *its = malloc(sizeof(double) * (size_t)iters);
+	int max_iters = iters > small_iters ? iters : small_iters;
+	double *its = malloc(sizeof(double) * (size_t)max_iters);
 	if (!sendbuf || !recvbuf || !want || !its) {
 		fprintf(stderr, "inca-allreduce-perf: out of memory for %zu bytes\n", maxb);
 		return 1;
 	}
 	if (rank == 0) {
-		printf("# inca-allreduce-perf: %d ranks, transport %s%s, %d iterations, "
-		       "%d warm-up\n", size, ring_only ? "tcp ring (fallback only)" :
-		       inca_comm_transport(comm), "", iters, warmup);
+		printf("# inca-allreduce-perf: %d ranks, transport %s%s, %d iterations (%d up to "
+		       "64 KiB), %d warm-up\n", size, ring_only ? "tcp ring (fallback only)" :
+		       inca_comm_transport(comm), "", iters, small_iters, warmup);
 		printf("#%11s %12s %9s %6s %11s %9s %9s %7s %13s %9s\n", "size", "count", "type",
 		       "redop", "time", "algbw", "busbw", "#wrong", "wire/rank", "cpu");
 		printf("#%11s %12s %9s %6s %11s %9s %9s %7s %13s %9s\n", "(B)", "(elements)", "",
@@ -195,6 +178,7 @@ int main(int argc, char **argv)
 			     bytes = (size_t)ceil((double)bytes * factor)) {
 				size_t count = bytes / es;
 				long wrong = 0;
+				int n_it = bytes <= PERF_SMALL_BYTES ? small_iters : iters;
 				if (count == 0)
 					continue;
 				fill(dt, op, rank, sendbuf, count);
@@ -202,13 +186,13 @@ int main(int argc, char **argv)
 					rc = inca_allreduce(comm, sendbuf, recvbuf, count, dt, op);
 				struct inca_stats st0, st1;
 				inca_comm_stats(comm, &st0);
-				double cpu0 = cpu_s();
-				for (int it = 0; it < iters && !rc; it++) {
+				double cpu0 = perf_cpu_s();
+				for (int it = 0; it < n_it && !rc; it++) {
 					double t0 = now_s();
 					rc = inca_allreduce(comm, sendbuf, recvbuf, count, dt, op);
 					its[it] = (now_s() - t0) * 1e6;
 				}
-				double cpu = cpu_s() - cpu0;
+				double cpu = perf_cpu_s() - cpu0;
 				inca_comm_stats(comm, &st1);
 				if (rc) {
 					fprintf(stderr, "inca-allreduce-perf: rank %d: %s: %s\n", rank,
@@ -227,7 +211,7 @@ int main(int argc, char **argv)
 				 * elements summed (not counted in wire/rank) */
 				double sums[3] = { cpu, (double)wrong,
 						   (double)(st1.fallbacks - st0.fallbacks) };
-				rc = inca_allreduce(comm, INCA_IN_PLACE, its, (size_t)iters,
+				rc = inca_allreduce(comm, INCA_IN_PLACE, its, (size_t)n_it,
 						    INCA_FLOAT64, INCA_MAX);
 				if (!rc)
 					rc = inca_allreduce(comm, INCA_IN_PLACE, sums, 3,
@@ -245,12 +229,12 @@ int main(int argc, char **argv)
 				 * in-network figure */
 				if (sums[2] > 0 && !ring_only)
 					fell_back++;
-				double us = median(its, iters);
-				double cpu_per_gb = sums[0] / size / ((double)(count * es) * iters / 1e9);
+				double us = perf_median(its, n_it);
+				double cpu_per_gb = sums[0] / size / ((double)(count * es) * n_it / 1e9);
 				double algbw = (double)(count * es) / us / 1e3;
 				double busbw = algbw * 2.0 * (size - 1) / size;
 				uint64_t wire = (st1.bytes_sent + st1.ring_bytes_sent -
-						 st0.bytes_sent - st0.ring_bytes_sent) / (uint64_t)iters;
+						 st0.bytes_sent - st0.ring_bytes_sent) / (uint64_t)n_it;
 				if (rank == 0)
 					printf("%12zu %12zu %9s %6s %11.1f %9.3f %9.3f %7ld %13llu "
 					       "%9.2f\n", count * es, count, type_names[dt],

@@ -4,7 +4,8 @@
  * the same columns as inca-allreduce-perf, so the two can be compared line
  * by line. The all-reduce itself is Open MPI's (its ring when told to use
  * coll_tuned algorithm 4); only this harness is ours.
- * Usage: mpirun ... mpi-allreduce-perf [-b MIN] [-e MAX] [-f F] [-n N] [-w W] [-o]
+ * Usage: mpirun ... mpi-allreduce-perf [-b MIN] [-e MAX] [-f F] [-n N] [-N N] [-w W] [-o]
+ * -N: iterations for sizes up to 64 KiB (default -n).
  * The time is the median over the timed iterations of the slowest rank's
  * time; cpu is a rank's user+system CPU seconds per GB reduced (mean over
  * ranks; Open MPI's daemons not counted).
@@ -16,8 +17,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <unistd.h>
+
+#include "perf_stats.h"
 
 static size_t parse_size(const char *s)
 {
@@ -31,62 +33,51 @@ static size_t parse_size(const char *s)
 	return (size_t)v;
 }
 
-static double cpu_s(void)
-{
-	struct rusage ru;
-
-	getrusage(RUSAGE_SELF, &ru);
-	return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6 +
-	       (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 int main(int argc, char **argv)
 {
 	size_t minb = 8, maxb = 64 << 20;
 	double factor = 2;
-	int iters = 20, warmup = 5, opt, rank, size, osu = 0;
+	int iters = 20, small_iters = 0, warmup = 5, opt, rank, size, osu = 0;
 
 	MPI_Init(&argc, &argv);
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
-	while ((opt = getopt(argc, argv, "b:e:f:n:w:o")) != -1) {
+	while ((opt = getopt(argc, argv, "b:e:f:n:N:w:o")) != -1) {
 		switch (opt) {
 		case 'b': minb = parse_size(optarg); break;
 		case 'e': maxb = parse_size(optarg); break;
 		case 'f': factor = atof(optarg); break;
 		case 'n': iters = atoi(optarg); break;
+		case 'N': small_iters = atoi(optarg); break;
 		case 'w': warmup = atoi(optarg); break;
 		case 'o': osu = 1; break;
 		default:
 			if (rank == 0)
 				fprintf(stderr, "usage: mpi-allreduce-perf [-b MIN] [-e MAX] [-f F] "
-					"[-n N] [-w W] [-o]\n");
+					"[-n N] [-N N] [-w W] [-o]\n");
 			MPI_Abort(MPI_COMM_WORLD, 2);
 		}
 	}
-	if (minb < 4 || maxb < minb || factor <= 1 || iters < 1) {
+	if (!small_iters)
+		small_iters = iters;
+	if (minb < 4 || maxb < minb || factor <= 1 || iters < 1 || small_iters < 1) {
 		if (rank == 0)
 			fprintf(stderr, "mpi-allreduce-perf: need 4 <= -b <= -e, -f > 1, -n >= 1\n");
 		MPI_Abort(MPI_COMM_WORLD, 2);
 	}
 	long total_wrong = 0;
 	float *in = malloc(maxb), *out = malloc(maxb);
-	double *its = malloc(sizeof(double) * (size_t)iters), *slowest = malloc(sizeof(double) * (size_t)iters);
+	int max_iters = iters > small_iters ? iters : small_iters;
+	double *its = malloc(sizeof(double) * (size_t)max_iters);
+	double *slowest = malloc(sizeof(double) * (size_t)max_iters);
 	if (!in || !out || !its || !slowest)
 		MPI_Abort(MPI_COMM_WORLD, 1);
 	if (rank == 0 && osu) {
 		printf("# OSU-style MPI Allreduce Latency Test (mpi-allreduce-perf), %d ranks\n"
 		       "# Size       Avg Latency(us)\n", size);
 	} else if (rank == 0) {
-		printf("# mpi-allreduce-perf: %d ranks, Open MPI MPI_Allreduce, %d iterations, "
-		       "%d warm-up\n", size, iters, warmup);
+		printf("# mpi-allreduce-perf: %d ranks, Open MPI MPI_Allreduce, %d iterations (%d up "
+		       "to 64 KiB), %d warm-up\n", size, iters, small_iters, warmup);
 		printf("#%11s %12s %9s %6s %11s %9s %9s %7s %9s\n", "size", "count", "type", "redop",
 		       "time", "algbw", "busbw", "#wrong", "cpu");
 		printf("#%11s %12s %9s %6s %11s %9s %9s %7s %9s\n", "(B)", "(elements)", "", "",
@@ -95,19 +86,20 @@ int main(int argc, char **argv)
 	for (size_t bytes = minb; bytes <= maxb; bytes = (size_t)((double)bytes * factor + 0.5)) {
 		size_t count = bytes / 4;
 		long wrong = 0;
+		int n_it = bytes <= PERF_SMALL_BYTES ? small_iters : iters;
 		for (size_t i = 0; i < count; i++)
 			in[i] = (float)((int)((rank * 131 + i * 17) % 41) - 20);
 		for (int w = 0; w < warmup; w++)
 			MPI_Allreduce(in, out, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
 		MPI_Barrier(MPI_COMM_WORLD);
-		double cpu0 = cpu_s(), t0 = MPI_Wtime(), mean_us;
-		for (int it = 0; it < iters; it++) {
+		double cpu0 = perf_cpu_s(), t0 = MPI_Wtime(), mean_us;
+		for (int it = 0; it < n_it; it++) {
 			double ti = MPI_Wtime();
 			MPI_Allreduce(in, out, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
 			its[it] = (MPI_Wtime() - ti) * 1e6;
 		}
-		mean_us = (MPI_Wtime() - t0) * 1e6 / iters;
-		double cpu = cpu_s() - cpu0, cpu_sum = 0;
+		mean_us = (MPI_Wtime() - t0) * 1e6 / n_it;
+		double cpu = perf_cpu_s() - cpu0, cpu_sum = 0;
 		for (size_t i = 0; i < count; i++) {
 			float want = 0;
 			for (int r = 0; r < size; r++)
@@ -117,15 +109,13 @@ int main(int argc, char **argv)
 		/* MPI_Reduce: not intercepted by libinca-mpi, so these do not
 		 * count among the calls measured */
 		long wrong_all = 0;
-		MPI_Reduce(its, slowest, iters, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+		MPI_Reduce(its, slowest, n_it, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
 		MPI_Reduce(&cpu, &cpu_sum, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
 		MPI_Reduce(&wrong, &wrong_all, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
 		total_wrong += wrong;
-		qsort(slowest, (size_t)iters, sizeof(double), cmp_double);
-		double us = iters % 2 ? slowest[iters / 2]
-				      : (slowest[iters / 2 - 1] + slowest[iters / 2]) / 2;
+		double us = perf_median(slowest, n_it);
 		double algbw = (double)bytes / us / 1e3;
-		double cpu_per_gb = cpu_sum / size / ((double)bytes * iters / 1e9);
+		double cpu_per_gb = cpu_sum / size / ((double)bytes * n_it / 1e9);
 		wrong = wrong_all;
 		if (rank == 0 && osu)
 			printf("%-10zu %18.2f%s\n", bytes, mean_us, wrong ? "  WRONG" : "");
