@@ -7,6 +7,8 @@
 # Usage: udp_steer.sh BUILD_DIR
 BUILD=$(cd "${1:?usage: udp_steer.sh BUILD_DIR}" && pwd)
 source "$(dirname "$0")/lib.sh"
+# shellcheck source=deploy/netns.sh
+source "$SRC/deploy/netns.sh"
 need_root
 TOOL="$BUILD/tests/func/inca-udp-steer"
 NS=inca-steer-$$
@@ -18,7 +20,7 @@ cleanup() {
 	local p
 	for p in "${PID[@]}"; do kill "$p" 2>/dev/null; done
 	wait 2>/dev/null
-	ip netns del "$NS" 2>/dev/null
+	netns_del "$NS" 2>/dev/null
 	rm -rf "$WORK"
 }
 trap cleanup EXIT

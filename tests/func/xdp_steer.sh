@@ -15,6 +15,8 @@
 # Usage: xdp_steer.sh BUILD_DIR
 BUILD=$(cd "${1:?usage: xdp_steer.sh BUILD_DIR}" && pwd)
 source "$(dirname "$0")/lib.sh"
+# shellcheck source=deploy/netns.sh
+source "$SRC/deploy/netns.sh"
 need_root
 TOOL="$BUILD/tests/func/inca-xdp-steer"
 NSO=inca-xso-$$ NSP=inca-xsp-$$
@@ -27,8 +29,8 @@ cleanup() {
 	local p
 	for p in "${PID[@]}"; do kill -KILL "$p" 2>/dev/null; done
 	wait 2>/dev/null
-	ip netns del "$NSO" 2>/dev/null
-	ip netns del "$NSP" 2>/dev/null
+	netns_del "$NSO" 2>/dev/null
+	netns_del "$NSP" 2>/dev/null
 	rm -f "${SHM:-/nonexistent}"
 	rm -rf "$WORK"
 }
