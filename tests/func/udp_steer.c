@@ -15,49 +15,12 @@
 #include <unistd.h>
 
 #include "hl_priv.h"
+#include "steer_util.h"
+
+#define PROG "inca-udp-steer"
 
 #define QKEY 0x5eed0001u
 #define SWITCH_QPN 0x100u
-#define MAX_COMMS 8
-#define DRAIN_US 300000.0          /* after DONE: late frames still count */
-#define LIMIT_US 60000000.0        /* no owner runs longer */
-
-static double now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
-
-static int parse_ip(const char *s, uint32_t *ip)
-{
-	struct in_addr a;
-
-	if (inet_pton(AF_INET, s, &a) != 1) {
-		fprintf(stderr, "inca-udp-steer: '%s' is not an IPv4 address\n", s);
-		return -1;
-	}
-	*ip = ntohl(a.s_addr);
-	return 0;
-}
-
-/* comma-separated unsigned numbers */
-static int parse_list(const char *s, unsigned long *out, int max)
-{
-	char *end;
-	int n = 0;
-
-	while (n < max) {
-		out[n++] = strtoul(s, &end, 0);
-		if (end == s || (*end && *end != ','))
-			return -1;
-		if (!*end)
-			return n;
-		s = end + 1;
-	}
-	return -1;
-}
 
 /* One udp communicator owning qpn on ip, alone in its group. */
 static int comm_open(uint32_t ip, uint32_t qpn, inca_comm_t **out)
@@ -81,13 +44,11 @@ static int cmd_own(char **argv)
 	unsigned long qpns[MAX_COMMS], expect[MAX_COMMS], want_dropped;
 	uint64_t got[MAX_COMMS] = { 0 }, foreign[MAX_COMMS] = { 0 }, dropped = 0;
 	inca_comm_t *comms[MAX_COMMS] = { 0 };
-	double start = now_us(), done_at = 0;
 	int n, rc = 1;
 	uint32_t ip;
-	FILE *f;
 
 	n = parse_list(argv[1], qpns, MAX_COMMS);
-	if (parse_ip(argv[0], &ip) || n < 1 || parse_list(argv[2], expect, MAX_COMMS) != n ||
+	if (parse_ip(PROG, argv[0], &ip) || n < 1 || parse_list(argv[2], expect, MAX_COMMS) != n ||
 	    parse_list(argv[3], &want_dropped, 1) != 1) {
 		fprintf(stderr, "inca-udp-steer own: expected IP QPN,... COUNT,... DROPPED "
 			"READY DONE\n");
@@ -99,42 +60,7 @@ static int cmd_own(char **argv)
 				inca_last_errmsg());
 			goto close_comms;
 		}
-	f = fopen(argv[4], "w");
-	if (!f) {
-		perror(argv[4]);
-		goto close_comms;
-	}
-	fclose(f);
-	while (now_us() - start < LIMIT_US) {
-		if (!done_at && access(argv[5], F_OK) == 0)
-			done_at = now_us();
-		if (done_at && now_us() - done_at > DRAIN_US)
-			break;
-		for (int i = 0; i < n; i++) {
-			struct hl_rx rx[64];
-			int k = comms[i]->tp->recv(comms[i], rx, 64, 2000);
-
-			if (k < 0) {
-				fprintf(stderr, "inca-udp-steer: recv: %s\n",
-					inca_comm_errmsg(comms[i]));
-				goto close_comms;
-			}
-			for (int j = 0; j < k; j++) {
-				struct agg_hdr h;
-				const uint8_t *payload;
-
-				if (!agg_decode_msg(rx[j].msg, rx[j].len, &h, &payload) &&
-				    h.group_id == qpns[i])
-					got[i]++;
-				else
-					foreign[i]++;
-			}
-		}
-	}
-	rc = done_at ? 0 : 1;
-	if (!done_at)
-		fprintf(stderr, "inca-udp-steer: %s did not appear in %.0f s\n", argv[5],
-			LIMIT_US / 1e6);
+	rc = steer_count(PROG, comms, qpns, n, argv[4], argv[5], got, foreign);
 	for (int i = 0; i < n; i++) {
 		dropped += comms[i]->stats.rx_dropped;
 		printf("qpn %lu: %llu frames (want %lu), %llu foreign, %llu dropped\n", qpns[i],
@@ -164,7 +90,7 @@ static int cmd_send(char **argv, bool too_short)
 	uint32_t ip;
 	int fd, len, rc = 0;
 
-	if (parse_ip(argv[0], &ip) || (!too_short && parse_list(argv[1], &qpn, 1) != 1) ||
+	if (parse_ip(PROG, argv[0], &ip) || (!too_short && parse_list(argv[1], &qpn, 1) != 1) ||
 	    parse_list(argv[too_short ? 1 : 2], &count, 1) != 1) {
 		fprintf(stderr, "inca-udp-steer send: expected IP QPN COUNT\n");
 		return 2;
@@ -211,7 +137,7 @@ static int cmd_dup(char **argv)
 	inca_comm_t *c = NULL;
 	uint32_t ip;
 
-	if (parse_ip(argv[0], &ip) || parse_list(argv[1], &qpn, 1) != 1)
+	if (parse_ip(PROG, argv[0], &ip) || parse_list(argv[1], &qpn, 1) != 1)
 		return 2;
 	if (!comm_open(ip, (uint32_t)qpn, &c)) {
 		printf("QPN %lu opened a second time\n", qpn);
@@ -230,7 +156,7 @@ static int cmd_counters(char **argv)
 	uint32_t ip;
 	int rc;
 
-	if (parse_ip(argv[0], &ip))
+	if (parse_ip(PROG, argv[0], &ip))
 		return 2;
 	rc = hl_udp_steer_dropped(ip, &unowned, &too_short);
 	if (rc == INCA_ERR_UNSUPPORTED)

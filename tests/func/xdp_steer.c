@@ -20,49 +20,12 @@
 #include <unistd.h>
 
 #include "hl_priv.h"
+#include "steer_util.h"
+
+#define PROG "inca-xdp-steer"
 
 #define QKEY 0x5eed0002u
 #define SWITCH_QPN 0x100u
-#define MAX_COMMS 8
-#define DRAIN_US 300000.0          /* after DONE: late frames still count */
-#define LIMIT_US 60000000.0        /* no owner runs longer */
-
-static double now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
-
-static int parse_ip(const char *s, uint32_t *ip)
-{
-	struct in_addr a;
-
-	if (inet_pton(AF_INET, s, &a) != 1) {
-		fprintf(stderr, "inca-xdp-steer: '%s' is not an IPv4 address\n", s);
-		return -1;
-	}
-	*ip = ntohl(a.s_addr);
-	return 0;
-}
-
-/* comma-separated unsigned numbers */
-static int parse_list(const char *s, unsigned long *out, int max)
-{
-	char *end;
-	int n = 0;
-
-	while (n < max) {
-		out[n++] = strtoul(s, &end, 0);
-		if (end == s || (*end && *end != ','))
-			return -1;
-		if (!*end)
-			return n;
-		s = end + 1;
-	}
-	return -1;
-}
 
 /* One xdp communicator owning qpn on ip (its interface), alone in its
  * group; the peer's address stands for the switch (its MAC by ARP). */
@@ -94,13 +57,11 @@ static int cmd_own(char **argv, bool forked)
 	unsigned long qpns[MAX_COMMS], expect[MAX_COMMS];
 	uint64_t got[MAX_COMMS] = { 0 }, foreign[MAX_COMMS] = { 0 };
 	inca_comm_t *comms[MAX_COMMS] = { 0 };
-	double start = now_us(), done_at = 0;
 	int n, rc = 1;
 	uint32_t ip, peer;
-	FILE *f;
 
 	n = parse_list(argv[2], qpns, MAX_COMMS);
-	if (parse_ip(argv[0], &ip) || parse_ip(argv[1], &peer) || n < 1 ||
+	if (parse_ip(PROG, argv[0], &ip) || parse_ip(PROG, argv[1], &peer) || n < 1 ||
 	    parse_list(argv[3], expect, MAX_COMMS) != n) {
 		fprintf(stderr, "inca-xdp-steer own: expected IP PEER QPN,... COUNT,... READY "
 			"DONE\n");
@@ -129,42 +90,7 @@ static int cmd_own(char **argv, bool forked)
 		printf("a forked child destroyed its copies\n");
 		fflush(stdout);
 	}
-	f = fopen(argv[4], "w");
-	if (!f) {
-		perror(argv[4]);
-		goto close_comms;
-	}
-	fclose(f);
-	while (now_us() - start < LIMIT_US) {
-		if (!done_at && access(argv[5], F_OK) == 0)
-			done_at = now_us();
-		if (done_at && now_us() - done_at > DRAIN_US)
-			break;
-		for (int i = 0; i < n; i++) {
-			struct hl_rx rx[64];
-			int k = comms[i]->tp->recv(comms[i], rx, 64, 2000);
-
-			if (k < 0) {
-				fprintf(stderr, "inca-xdp-steer: recv: %s\n",
-					inca_comm_errmsg(comms[i]));
-				goto close_comms;
-			}
-			for (int j = 0; j < k; j++) {
-				struct agg_hdr h;
-				const uint8_t *payload;
-
-				if (!agg_decode_msg(rx[j].msg, rx[j].len, &h, &payload) &&
-				    h.group_id == qpns[i])
-					got[i]++;
-				else
-					foreign[i]++;
-			}
-		}
-	}
-	rc = done_at ? 0 : 1;
-	if (!done_at)
-		fprintf(stderr, "inca-xdp-steer: %s did not appear in %.0f s\n", argv[5],
-			LIMIT_US / 1e6);
+	rc = steer_count(PROG, comms, qpns, n, argv[4], argv[5], got, foreign);
 	for (int i = 0; i < n; i++) {
 		printf("qpn %lu: %llu frames (want %lu), %llu foreign, %llu dropped\n", qpns[i],
 		       (unsigned long long)got[i], expect[i], (unsigned long long)foreign[i],
@@ -205,8 +131,8 @@ static int cmd_send(char **argv)
 	uint8_t frame[AGG_MAX_FRAME_LEN];
 	int fd, len, rc = 0;
 
-	if (parse_mac(argv[1], spec.src_mac) || parse_ip(argv[2], &spec.src_ip) ||
-	    parse_mac(argv[3], spec.dst_mac) || parse_ip(argv[4], &spec.dst_ip) ||
+	if (parse_mac(argv[1], spec.src_mac) || parse_ip(PROG, argv[2], &spec.src_ip) ||
+	    parse_mac(argv[3], spec.dst_mac) || parse_ip(PROG, argv[4], &spec.dst_ip) ||
 	    parse_list(argv[5], &qpn, 1) != 1 || parse_list(argv[6], &count, 1) != 1 ||
 	    !(to.sll_ifindex = (int)if_nametoindex(argv[0]))) {
 		fprintf(stderr, "inca-xdp-steer send: expected IFNAME SRC_MAC SRC_IP DST_MAC "
@@ -250,7 +176,7 @@ static int cmd_dup(char **argv)
 	inca_comm_t *c = NULL;
 	uint32_t ip, peer;
 
-	if (parse_ip(argv[0], &ip) || parse_ip(argv[1], &peer) ||
+	if (parse_ip(PROG, argv[0], &ip) || parse_ip(PROG, argv[1], &peer) ||
 	    parse_list(argv[2], &qpn, 1) != 1)
 		return 2;
 	if (!comm_open(ip, peer, (uint32_t)qpn, &c)) {
@@ -271,7 +197,7 @@ static int cmd_idle(char **argv)
 	double start = now_us();
 	FILE *f;
 
-	if (parse_ip(argv[0], &ip) || parse_ip(argv[1], &peer) ||
+	if (parse_ip(PROG, argv[0], &ip) || parse_ip(PROG, argv[1], &peer) ||
 	    parse_list(argv[2], &qpn, 1) != 1)
 		return 2;
 	if (comm_open(ip, peer, (uint32_t)qpn, &c)) {
@@ -308,7 +234,7 @@ static int cmd_tx(char **argv)
 	double start;
 	int len;
 
-	if (parse_ip(argv[0], &ip) || parse_ip(argv[1], &peer) ||
+	if (parse_ip(PROG, argv[0], &ip) || parse_ip(PROG, argv[1], &peer) ||
 	    parse_list(argv[2], &qpn, 1) != 1 || parse_list(argv[3], &count, 1) != 1)
 		return 2;
 	if (comm_open(ip, peer, 60, &c)) {
@@ -362,7 +288,7 @@ static int cmd_mtu(char **argv)
 	uint32_t ip, peer;
 	int rc;
 
-	if (parse_ip(argv[0], &ip) || parse_ip(argv[1], &peer) ||
+	if (parse_ip(PROG, argv[0], &ip) || parse_ip(PROG, argv[1], &peer) ||
 	    parse_list(argv[2], &mtu, 1) != 1)
 		return 2;
 	rc = comm_open_mtu(ip, peer, 70, (uint16_t)mtu, &c);
@@ -381,7 +307,7 @@ static int cmd_reopen(char **argv)
 	unsigned long qpn, n;
 	uint32_t ip, peer;
 
-	if (parse_ip(argv[0], &ip) || parse_ip(argv[1], &peer) ||
+	if (parse_ip(PROG, argv[0], &ip) || parse_ip(PROG, argv[1], &peer) ||
 	    parse_list(argv[2], &qpn, 1) != 1 || parse_list(argv[3], &n, 1) != 1)
 		return 2;
 	for (unsigned long i = 0; i < n; i++) {
@@ -403,7 +329,7 @@ static int cmd_open(char **argv)
 	inca_comm_t *c = NULL;
 	uint32_t ip, peer;
 
-	if (parse_ip(argv[0], &ip) || parse_ip(argv[1], &peer) ||
+	if (parse_ip(PROG, argv[0], &ip) || parse_ip(PROG, argv[1], &peer) ||
 	    parse_list(argv[2], &qpn, 1) != 1)
 		return 2;
 	if (comm_open(ip, peer, (uint32_t)qpn, &c)) {
