@@ -59,3 +59,29 @@ for k in sys.argv[1].split("."):
     v = v[k]
 print(v)' "$2"
 }
+
+# The steering tests' owner processes (udp_steer.sh, xdp_steer.sh): each
+# NAME runs in the background with its pid in PID[NAME], creates
+# $WORK/NAME.ready once its communicators exist, counts until
+# $WORK/NAME.done exists and writes $WORK/NAME.out.
+# ready NAME...: every one created its communicators (10 s at most)
+ready() {
+	local n
+	for n in "$@"; do
+		for _ in $(seq 100); do
+			[ -e "$WORK/$n.ready" ] && break
+			kill -0 "${PID[$n]}" 2>/dev/null || break
+			sleep 0.1
+		done
+		[ -e "$WORK/$n.ready" ] || { sed "s/^/    $n: /" "$WORK/$n.out"; return 1; }
+	done
+}
+# done_with NAME: stop it; its exit status says whether its counts were exact
+done_with() {
+	local rc=0
+	touch "$WORK/$1.done"
+	wait "${PID[$1]}" || rc=$?
+	unset "PID[$1]"
+	sed "s/^/    $1: /" "$WORK/$1.out"
+	return $rc
+}

@@ -67,27 +67,6 @@ idle() {
 		"$WORK/$1.ready" "$WORK/$1.done" > "$WORK/$1.out" 2>&1 &
 	PID[$1]=$!
 }
-# ready NAME...: every one created its communicators (10 s at most)
-ready() {
-	local n
-	for n in "$@"; do
-		for _ in $(seq 100); do
-			[ -e "$WORK/$n.ready" ] && break
-			kill -0 "${PID[$n]}" 2>/dev/null || break
-			sleep 0.1
-		done
-		[ -e "$WORK/$n.ready" ] || { sed "s/^/    $n: /" "$WORK/$n.out"; return 1; }
-	done
-}
-# done_with NAME: stop it; its exit status says whether its counts were exact
-done_with() {
-	local rc=0
-	touch "$WORK/$1.done"
-	wait "${PID[$1]}" || rc=$?
-	unset "PID[$1]"
-	sed "s/^/    $1: /" "$WORK/$1.out"
-	return $rc
-}
 # killed NAME: kill -9, as a crash
 killed() {
 	local child

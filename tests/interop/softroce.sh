@@ -57,6 +57,16 @@ vm() {
 		--ping 10.0.0.254 --timeout 300 -- "$@" > "$WORK/vm$j.out" 2>&1
 }
 
+# mixed_group_done CASE WHAT: the two VM ranks ($vm1_pid, $vm2_pid) and the
+# two host ranks ($h0_pid, $h1_pid) all succeeded, the VMs on the switch
+mixed_group_done() {
+	local rc=0 p f
+	for p in $vm1_pid $vm2_pid $h0_pid $h1_pid; do wait "$p" || rc=1; done
+	for f in vm1 vm2 h0 h1; do sed "s/^/    $f: /" "$WORK/$f.out" | grep -v "^    $f: $" | tail -3; done
+	check "$1 2 rxe VMs (verbs) + 2 hosts (udp): $2" test $rc -eq 0
+	check "$1 the VMs' ranks ran on verbs, through the switch" grep -q "0 fallbacks" "$WORK/vm1.out"
+}
+
 # (a) + (d): the mixed group, captured on the VMs' switch ports
 dumpcap -q -i "$INCA_TESTBED-v1" -i "$INCA_TESTBED-v2" -f "udp port 4791" -a duration:280 \
 	-w "$WORK/vms.pcapng" >/dev/null 2>&1 &
@@ -74,11 +84,7 @@ for r in 0 1; do
 		"$CHECK" $ARGS > "$WORK/h$r.out" 2>&1 &
 	eval "h${r}_pid=$!"
 done
-rc=0
-for p in $vm1_pid $vm2_pid $h0_pid $h1_pid; do wait "$p" || rc=1; done
-for f in vm1 vm2 h0 h1; do sed "s/^/    $f: /" "$WORK/$f.out" | grep -v "^    $f: $" | tail -3; done
-check "(a) 2 rxe VMs (verbs) + 2 hosts (udp): every dtype and op, 1..1000 elements" test $rc -eq 0
-check "(a) the VMs' ranks ran on verbs, through the switch" grep -q "0 fallbacks" "$WORK/vm1.out"
+mixed_group_done "(a)" "every dtype and op, 1..1000 elements"
 sleep 1
 kill "$CAP_PID" 2>/dev/null
 wait "$CAP_PID" 2>/dev/null
@@ -177,11 +183,7 @@ INCA_LOG=info inca-check $ARGS" &
 		kill -0 "$h0_pid" 2>/dev/null || break
 		sleep 0.1
 	done
-	rc=0
-	for p in $vm1_pid $vm2_pid $h0_pid $h1_pid; do wait "$p" || rc=1; done
-	for f in vm1 vm2 h0 h1; do sed "s/^/    $f: /" "$WORK/$f.out" | grep -v "^    $f: $" | tail -3; done
-	check "(e) manager mode, 2 rxe VMs (verbs) + 2 hosts (udp): results exact" test $rc -eq 0
-	check "(e) the VMs' ranks ran on verbs, through the switch" grep -q "0 fallbacks" "$WORK/vm1.out"
+	mixed_group_done "(e)" "manager mode, results exact"
 	vqpn=$(sed -n 's/.*verbs: UD QP \([0-9]*\),.*/\1/p' "$WORK/vm1.out" | head -1)
 	echo "$tree" | sed 's/^/    /'
 	check "(e) the manager's tree has VM 1 with the QPN rxe gave it (${vqpn:-none})" \
