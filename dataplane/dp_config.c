@@ -396,7 +396,7 @@ static int parse_qos(struct ctx *c, json_t *o, struct dp_qos_cfg *q)
 	static const char *const keys[] = { "dscp_to_tc", "default_tc", "lossless_tcs",
 		"strict_tcs", "wrr_weights", "pfc", "xoff_bytes", "xon_bytes",
 		"headroom_bytes", "pause_quanta", "ecn", "cnp", "watchdog", NULL };
-	static const char *const ecn_keys[] = { "enabled", "kmin_bytes", "kmax_bytes",
+	static const char *const ecn_keys[] = { "enabled", "lossy", "kmin_bytes", "kmax_bytes",
 		"pmax", NULL };
 	static const char *const cnp_keys[] = { "enabled", "interval_us", "dscp", NULL };
 	static const char *const wd_keys[] = { "enabled", "detection_ms",
@@ -490,6 +490,11 @@ static int parse_qos(struct ctx *c, json_t *o, struct dp_qos_cfg *q)
 		if ((e = json_object_get(v, "enabled"))) {
 			at(c, "qos.ecn.enabled");
 			if ((rc = get_bool(c, e, &q->ecn)))
+				return rc;
+		}
+		if ((e = json_object_get(v, "lossy"))) {
+			at(c, "qos.ecn.lossy");
+			if ((rc = get_bool(c, e, &q->ecn_lossy)))
 				return rc;
 		}
 		if ((e = json_object_get(v, "kmin_bytes"))) {

@@ -103,6 +103,7 @@ struct dp_qos_cfg {
 	uint32_t xoff_bytes, xon_bytes, headroom_bytes;
 	uint16_t pause_quanta;       /* in the XOFF frames the switch sends */
 	bool ecn;
+	bool ecn_lossy;              /* mark ECT frames of lossy TCs too */
 	uint32_t kmin_bytes, kmax_bytes;
 	double pmax;
 	bool cnp;

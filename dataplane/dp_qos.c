@@ -3,7 +3,7 @@
  * Egress: per (worker, port) one FIFO per traffic class, a scheduler
  * (strict priority for the strict TCs, deficit round robin weighted by
  * wrr_weights for the rest), PFC pauses honoured per TC, ECN marking at
- * dequeue on lossless TCs, and a token bucket so that a veth link behaves
+ * dequeue (lossless TCs, and lossy ones unless ecn.lossy is off), and a token bucket so that a veth link behaves
  * like a link with a line rate and congestion builds in these queues.
  *
  * Buffer: lossy TCs tail-drop at the port's queue limit; lossless TCs are
@@ -44,6 +44,7 @@ void dp_qos_cfg_default(struct dp_qos_cfg *q)
 	q->headroom_bytes = 256 * 1024;
 	q->pause_quanta = 0xffff;
 	q->ecn = true;
+	q->ecn_lossy = true;
 	q->kmin_bytes = 32 * 1024;
 	q->kmax_bytes = 128 * 1024;
 	q->pmax = 0.2;
@@ -221,16 +222,26 @@ static inline uint32_t coin(struct dp_egress *q)
 }
 
 /* RED-like marking on the queue's instantaneous bytes: 0 at Kmin, Pmax at
- * Kmax, every ECT packet beyond Kmax. IPv4 checksum rewritten; the ICRC
- * masks the TOS byte, so it stays valid. */
+ * Kmax, every ECT packet beyond Kmax. A lossy class tail-drops at
+ * limit_bytes, which may lie below Kmax: there the curve is pulled inside
+ * the queue (Kmin at most a quarter of it, Kmax at most half), so that ECN
+ * senders such as TCP back off before the queue drops. IPv4 checksum
+ * rewritten; the ICRC masks the TOS byte, so it stays valid. */
 static void ecn_mark(struct dp_egress *q, struct rte_mbuf *m, uint32_t qbytes,
-		     unsigned tc)
+		     unsigned tc, bool lossless)
 {
 	const struct dp_qos_cfg *cfg = q->qos->cfg;
+	uint32_t kmin = cfg->kmin_bytes, kmax = cfg->kmax_bytes;
 	size_t off;
 	struct rte_ipv4_hdr *ip;
 
-	if (qbytes <= cfg->kmin_bytes)
+	if (!lossless) {
+		kmin = RTE_MIN(kmin, q->limit_bytes / 4);
+		kmax = RTE_MIN(kmax, q->limit_bytes / 2);
+		if (kmax <= kmin)
+			kmax = kmin + 1;
+	}
+	if (qbytes <= kmin)
 		return;
 	off = dp_ipv4_offset(m);
 	if (!off)
@@ -238,9 +249,8 @@ static void ecn_mark(struct dp_egress *q, struct rte_mbuf *m, uint32_t qbytes,
 	ip = rte_pktmbuf_mtod_offset(m, struct rte_ipv4_hdr *, off);
 	if ((ip->type_of_service & 3) == 0 || (ip->type_of_service & 3) == 3)
 		return;      /* not ECN-capable, or already CE */
-	if (qbytes < cfg->kmax_bytes) {
-		double p = cfg->pmax * (double)(qbytes - cfg->kmin_bytes) /
-			   (double)(cfg->kmax_bytes - cfg->kmin_bytes);
+	if (qbytes < kmax) {
+		double p = cfg->pmax * (double)(qbytes - kmin) / (double)(kmax - kmin);
 		if ((double)coin(q) >= p * 4294967296.0)
 			return;
 	}
@@ -329,8 +339,12 @@ uint32_t dp_egress_flush(struct dp_egress *q, uint64_t now)
 				rte_pktmbuf_free(m);
 				continue;
 			}
-			if (cfg->ecn && dp_tc_lossless(cfg, (unsigned)tc))
-				ecn_mark(q, m, qbytes, (unsigned)tc);
+			if (cfg->ecn) {
+				bool ll = dp_tc_lossless(cfg, (unsigned)tc);
+
+				if (ll || cfg->ecn_lossy)
+					ecn_mark(q, m, qbytes, (unsigned)tc, ll);
+			}
 			if (q->rate_bps)
 				q->tokens -= cost;
 			burst[n++] = m;

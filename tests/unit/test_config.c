@@ -99,6 +99,8 @@ static void test_errors_name_the_field(void **state)
 		{ "{\"switch\":{\"ip\":\"10.0.0.254\"},\"groups\":[{\"id\":5,\"qpn\":256,\"qkey\":\"0xzz\","
 		  "\"members\":" MEMBERS "}]}",
 		  ": groups[0].qkey: expected an integer, got \"0xzz\"" },
+		{ "{\"switch\":{\"ip\":\"10.0.0.254\"},\"qos\":{\"ecn\":{\"lossy\":1}}}",
+		  ": qos.ecn.lossy: expected true or false" },
 	};
 	struct dp_config cfg;
 
@@ -153,6 +155,15 @@ static void test_valid_config(void **state)
 	assert_int_equal(g->members[1].fanin, 3);
 	dp_config_free(&cfg);
 	assert_null(cfg.groups);
+	/* ECN on lossy classes: on by default, off when asked */
+	assert_int_equal(load("{\"switch\":{\"ip\":\"10.1.2.3\"}}", &cfg), 0);
+	assert_true(cfg.qos.ecn_lossy);
+	dp_config_free(&cfg);
+	assert_int_equal(load("{\"switch\":{\"ip\":\"10.1.2.3\"},\"qos\":{\"ecn\":{\"lossy\":false}}}",
+			      &cfg), 0);
+	assert_false(cfg.qos.ecn_lossy);
+	assert_true(cfg.qos.ecn);
+	dp_config_free(&cfg);
 }
 
 static void test_impair(void **state)

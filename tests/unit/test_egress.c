@@ -288,13 +288,57 @@ static void test_dequeue_ecn(void **state)
 	for (int i = 92; i < 101; i++)
 		assert_false(ce[i]);
 	assert_int_equal(stats[3].ecn_marked, marked);
-	/* lossy TCs are not marked */
+	/* with ecn.lossy off, lossy TCs are not marked */
+	qcfg.ecn_lossy = false;
 	for (int i = 0; i < 60; i++)
 		assert_int_equal(dp_egress_enqueue(&q, pkt_tc(1000, 0, 2, 2, 0)), DP_Q_OK);
 	assert_int_equal(dp_egress_flush(&q, 2000), 60);
 	assert_int_equal(take_sent(tags, ce, 128), 60);
 	for (int i = 0; i < 60; i++)
 		assert_false(ce[i]);
+}
+
+/* A lossy TC is marked too (ecn.lossy, on by default), on a curve pulled
+ * inside its queue: Kmin at most a quarter of the limit, Kmax at most half,
+ * so that TCP with ECN backs off before the tail drop. */
+static void test_lossy_ecn(void **state)
+{
+	static struct dp_egress q;
+	uint8_t tags[64];
+	bool ce[64];
+	unsigned marked = 0;
+
+	(void)state;
+	init(&q, 0, 40000);
+	assert_true(qcfg.ecn_lossy);
+	qcfg.pmax = 1.0;             /* Kmin 32 KiB, Kmax 128 KiB: beyond the queue */
+	for (int i = 0; i < 40; i++)
+		assert_int_equal(dp_egress_enqueue(&q, pkt_tc(1000, 0, DP_NO_PORT, 2, (uint8_t)i)),
+				 DP_Q_OK);
+	assert_int_equal(dp_egress_enqueue(&q, pkt_tc(1000, 0, DP_NO_PORT, 2, 40)),
+			 DP_QDROP_LOSSY_FULL);
+	assert_int_equal(dp_egress_flush(&q, 10), 40);
+	assert_int_equal(take_sent(tags, ce, 64), 40);
+	/* the i-th leaves with (40 - i) * 1000 B queued: always marked from
+	 * the pulled-in Kmax (20 000) up, never at or below Kmin (10 000) */
+	for (int i = 0; i < 40; i++) {
+		assert_int_equal(tags[i], i);
+		if (i <= 20)
+			assert_true(ce[i]);
+		if (i >= 30)
+			assert_false(ce[i]);
+		marked += ce[i];
+	}
+	assert_in_range(marked, 21, 30);
+	assert_int_equal(stats[0].ecn_marked, marked);
+	/* not ECN-capable: never marked, however full the queue */
+	for (int i = 0; i < 40; i++)
+		assert_int_equal(dp_egress_enqueue(&q, pkt_tc(1000, 0, DP_NO_PORT, 0, 0)), DP_Q_OK);
+	assert_int_equal(dp_egress_flush(&q, 20), 40);
+	assert_int_equal(take_sent(tags, ce, 64), 40);
+	for (int i = 0; i < 40; i++)
+		assert_false(ce[i]);
+	assert_int_equal(stats[0].ecn_marked, marked);
 }
 
 /* Lossless admission: XOFF + headroom per ingress port, then drops; the
@@ -358,6 +402,7 @@ int main(void)
 		cmocka_unit_test(test_scheduler),
 		cmocka_unit_test(test_pause_per_tc),
 		cmocka_unit_test(test_dequeue_ecn),
+		cmocka_unit_test(test_lossy_ecn),
 		cmocka_unit_test(test_headroom_and_watchdog),
 	};
 	int failed = cmocka_run_group_tests_name("egress", tests, setup, NULL);
