@@ -45,23 +45,44 @@ def load(d):
     for r in csv.DictReader(open(d + "/retx.csv")):
         retx[(r["rate"], r["tool"], int(r["ranks"]))] = (
             int(r["packets"]), int(r["retransmissions"]), int(r["probes"]))
+    lat = defaultdict(lambda: defaultdict(list))  # (rate, tool, ranks) -> round -> µs
+    try:
+        for r in csv.DictReader(open(d + "/latency.csv")):
+            if int(r["bytes"]) <= SMALL:
+                lat[(r["rate"], r["tool"], int(r["ranks"]))][int(r["round"])].append(
+                    float(r["time_us"]))
+    except FileNotFoundError:
+        pass                     # a run before the latency rounds
     rates = list(dict.fromkeys(k[0] for k in rows))
     ranks = sorted({k[2] for k in rows})
-    return rows, floor, retx, rates, ranks
+    return rows, floor, retx, rates, ranks, lat
 
 
 SMALL = 256   # calls up to this are latency-bound: their median time is one figure
 
 
-def small_time(series):
-    """the median over the sizes up to SMALL of their median times (µs)"""
-    t = sorted(float(r["time_us"]) for b, r in series.items() if b <= SMALL)
+def median(v):
+    t = sorted(v)
     return (t[(len(t) - 1) // 2] + t[len(t) // 2]) / 2 if t else float("nan")
 
 
-def ratios(rows, rates, ranks):
+def small_time(series):
+    """the median over the sizes up to SMALL of their median times (µs)"""
+    return median(float(r["time_us"]) for b, r in series.items() if b <= SMALL)
+
+
+def latency(lat, rows, key):
+    """(µs, rounds): the median over the interleaved rounds of each round's
+    median over 8..SMALL B; without rounds, small_time of the sweep"""
+    rounds = lat.get(key)
+    if rounds:
+        return median(median(v) for v in rounds.values()), len(rounds)
+    return small_time(rows.get(key, {})), 0
+
+
+def ratios(rows, lat, rates, ranks):
     """(rate, n, what) -> ratio: in-network / ring algbw at the largest size,
-    ring / in-network time of the small calls (8..256 B)"""
+    ring / in-network time of the small calls (8..256 B, the rounds' median)"""
     out = {}
     for rate in rates:
         for n in ranks:
@@ -76,13 +97,13 @@ def ratios(rows, rates, ranks):
                 out[(rate, n, "%s algbw / ring at %d B" % (t, big))] = \
                     float(a[big]["algbw_GBps"]) / float(ring[big]["algbw_GBps"])
                 out[(rate, n, "ring time / %s, calls of 8..%d B" % (t, SMALL))] = \
-                    small_time(ring) / small_time(a)
+                    latency(lat, rows, (rate, RING, n))[0] / latency(lat, rows, (rate, t, n))[0]
     return out
 
 
 def compare(d1, d2, judged):
-    r1 = ratios(*[load(d1)[i] for i in (0, 3, 4)])
-    r2 = ratios(*[load(d2)[i] for i in (0, 3, 4)])
+    r1 = ratios(*[load(d1)[i] for i in (0, 5, 3, 4)])
+    r2 = ratios(*[load(d2)[i] for i in (0, 5, 3, 4)])
     worst = 0
     print("# Two runs of the same command, ratio by ratio", "",
           "| rate | ranks | ratio | run 1 | run 2 | difference |",
@@ -102,7 +123,7 @@ def compare(d1, d2, judged):
 
 
 def report(d):
-    rows, floor, retx, rates, ranks = load(d)
+    rows, floor, retx, rates, ranks, lat = load(d)
     md = ["# All-reduce: in-network (inca-switch) vs Open MPI", "",
           "Open MPI at its best here (*ring* below): TCP with two connections per peer, "
           "recursive doubling below 4 KiB and the ring from 4 KiB "
@@ -137,15 +158,21 @@ def report(d):
                           100 * x / link, 100 * get(RING, "busbw_GBps") / link,
                           get("inca-udp", "cpu_s_per_GB"), get("inca-xdp", "cpu_s_per_GB"),
                           get(RING, "cpu_s_per_GB")))
+        nr = max((latency(lat, rows, (rate, t, n))[1] for t in TOOLS for n in ranks), default=0)
         md += ["", "### The latency floor (median µs)", "",
-               "*8..256 B*: the median over the sizes 8 to 256 B of their median times "
-               "(every such call is one latency; one figure is steadier than a size's).", "",
+               ("*8..256 B*: the median over %d rounds, taken in turn by udp, xdp and the "
+                "ring, of each round's median over the sizes 8 to 256 B of their median "
+                "times (every such call is one latency; taking turns spreads the "
+                "machine's slow drifts over every side)." % nr) if nr else
+               ("*8..256 B*: the median over the sizes 8 to 256 B of their median times "
+                "(every such call is one latency; one figure is steadier than a size's)."),
+               "*8 B*: the 8 B row of the sweep below.", "",
                "| ranks | ping switch | ping host | 8 B UDP echo (host) | 8 B udp | 8 B xdp | 8 B ring | "
                "8..256 B udp | xdp | ring | ring ÷ udp |",
                "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
         for n in ranks:
             small = lambda t: rows.get((rate, t, n), {}).get(8, {}).get("time_us", "–")
-            band = lambda t: small_time(rows.get((rate, t, n), {}))
+            band = lambda t: latency(lat, rows, (rate, t, n))[0]
             f = lambda w: "%.1f" % floor[(rate, n, w)] if (rate, n, w) in floor else "–"
             md.append("| %d | %s | %s | %s | %s | %s | %s | %.1f | %.1f | %.1f | %.2f |" % (
                 n, f("ping-switch"), f("ping-host"), f("udp-echo-host"),

@@ -8,19 +8,24 @@
 # CPU-bound 1 Gbit/s. Beside them, in the same run, the latency floor (ping
 # to the switch and to another host, an 8-byte UDP echo through the switch)
 # and every side's CPU-seconds per GB and retransmissions. Times are medians
-# over the iterations (each iteration's slowest rank). A failed launch is
+# over the iterations (each iteration's slowest rank). Small calls (8..256
+# B) are measured again in --rounds short rounds that take turns (udp, xdp,
+# the ring, udp, ...), so that the machine's slow drifts fall on every side
+# alike; their latency is the median over the rounds. A failed launch is
 # retried once and said; a wrong result or a call that fell back to the host
 # ring fails the run. Writes CSV, Markdown, SVG and PNG plots to --out.
 # Usage: tests/bench/run-allreduce.sh [--out DIR] [--ranks "2 4 8"]
-#          [--rates "200mbit 1gbit"] [--max 16M] [--iters 20] [--repeat 1]
+#          [--rates "200mbit 1gbit"] [--max 16M] [--iters 20] [--rounds 5]
+#          [--repeat 1]
 #   --iters N  timed iterations from 128 KiB up; 10 N below (medians of
 #              small, noisy calls need more)
+#   --rounds R the interleaved latency rounds per rank count and rate
 #   --repeat 2 runs everything twice and compares the ratios of the two
 #              runs: exit 1 when one at the first (link-bound) rate differs
 #              by more than 10% (the CPU-bound rates are shown, not judged)
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
-out=$here/bench-results ranks="2 4 8" rates="200mbit 1gbit" max=16M iters=20 repeat=1
+out=$here/bench-results ranks="2 4 8" rates="200mbit 1gbit" max=16M iters=20 repeat=1 rounds=5
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--out) out=${2:?}; shift 2 ;;
@@ -29,12 +34,14 @@ while [ $# -gt 0 ]; do
 	--max) max=${2:?}; shift 2 ;;
 	--iters) iters=${2:?}; shift 2 ;;
 	--repeat) repeat=${2:?}; shift 2 ;;
-	-h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	--rounds) rounds=${2:?}; shift 2 ;;
+	-h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "run-allreduce.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
 	esac
 done
 [ "$(id -u)" -eq 0 ] || { echo "run-allreduce.sh: run as root" >&2; exit 1; }
 [[ "$repeat" =~ ^[12]$ ]] || { echo "run-allreduce.sh: --repeat 1 or 2" >&2; exit 2; }
+[[ "$rounds" =~ ^[1-9][0-9]?$ ]] || { echo "run-allreduce.sh: --rounds 1..99" >&2; exit 2; }
 B=$here/build
 for f in "$B/dataplane/inca-switch" "$B/host-lib/inca-allreduce-perf" \
 	 "$B/tests/bench/mpi-allreduce-perf" "$B/tests/bench/udp-echo"; do
@@ -48,6 +55,8 @@ trap '[ -n "$ECHO_PID" ] && kill "$ECHO_PID" 2>/dev/null; "$TB" down >/dev/null 
 mkdir -p "$out"
 # sizes up to 64 KiB with ten times the iterations (-N)
 SIZES=(-b 8 -e "$max" -f 2 -n "$iters" -N $((iters * 10)) -w 3)
+# one latency round: 8..256 B
+SMALL=(-b 8 -e 256 -f 2 -n "$iters" -N $((iters * 10)) -w 20)
 
 # shellcheck source=deploy/jobs.sh
 source "$here/deploy/jobs.sh"
@@ -69,6 +78,28 @@ ping_median() {
 		awk '{ v[NR] = $1 } END { if (NR < 150) exit 1; printf "%.1f\n", v[int((NR + 1) / 2)] * 1000 }'
 }
 
+# latency_rounds DIR RATE N: $rounds rounds of 8..256 B calls, the three
+# sides taking turns on a fresh switch each, into DIR/latency.csv
+latency_rounds() {
+	local dir=$1 rate=$2 n=$3 r tool
+	echo "== $rate, $n ranks: $rounds latency rounds (udp, xdp, ring in turn)" >&2
+	for r in $(seq "$rounds"); do
+		for tool in inca-udp inca-xdp openmpi-ring; do
+			"$TB" up --hosts "$n" --rate "$rate" --config "$WORK/switch.json" >/dev/null
+			if [ "$tool" = openmpi-ring ]; then
+				retry "the Open MPI latency round ($n ranks, $rate)" \
+					openmpi_job "$n" "$WORK/lat.txt" "${SMALL[@]}"
+			else
+				INCA_TRANSPORT=${tool#inca-} INCA_LINE_RATE_GBPS=1 \
+					retry "the in-network ${tool#inca-} latency round ($n ranks, $rate)" \
+					inca_job "$n" "$WORK/lat.txt" "${SMALL[@]}"
+			fi
+			awk -v p="$rate,$tool,$n,$r" '/^ *[0-9]/ { printf "%s,%s,%s\n", p, $1, $5 }' \
+				"$WORK/lat.txt" >> "$dir/latency.csv"
+		done
+	done
+}
+
 # one_run RUN: every rate and rank count once, into $out/RUN/
 one_run() {
 	local dir=$1 rate n tp
@@ -76,6 +107,7 @@ one_run() {
 	echo "rate,tool,ranks,bytes,time_us,algbw_GBps,busbw_GBps,wrong,cpu_s_per_GB" > "$dir/allreduce.csv"
 	echo "rate,ranks,what,median_us" > "$dir/floor.csv"
 	echo "rate,tool,ranks,packets,retransmissions,probes" > "$dir/retx.csv"
+	echo "rate,tool,ranks,round,bytes,time_us" > "$dir/latency.csv"
 	for rate in $rates; do
 		for n in $ranks; do
 			group_config "$n" "$WORK/switch.json"
@@ -95,6 +127,7 @@ one_run() {
 			printf '%s,%s,ping-switch,%s\n%s,%s,ping-host,%s\n%s,%s,udp-echo-host,%s\n' \
 				"$rate" "$n" "$ps" "$rate" "$n" "$ph" "$rate" "$n" "$ue" >> "$dir/floor.csv"
 			echo "   ping switch $ps us, ping host $ph us, 8 B UDP echo $ue us" >&2
+			latency_rounds "$dir" "$rate" "$n"
 			for tp in udp xdp; do
 				echo "== $rate, $n ranks, in-network, $tp" >&2
 				"$TB" up --hosts "$n" --rate "$rate" --config "$WORK/switch.json" >/dev/null
@@ -125,7 +158,7 @@ one_run() {
 
 if [ "$repeat" = 1 ]; then
 	one_run "$out"
-	echo "results: $out (allreduce.md, allreduce.csv, floor.csv, retx.csv, plots)" >&2
+	echo "results: $out (allreduce.md, allreduce.csv, latency.csv, floor.csv, retx.csv, plots)" >&2
 else
 	one_run "$out/run1"
 	one_run "$out/run2"
