@@ -273,6 +273,8 @@ int agg_group_ingest(struct agg_group *g, const struct agg_pkt *pkt,
 		return drop(g, -AGG_E_QKEY);
 	if (AGG_UNLIKELY(h->type != AGG_TYPE_CONTRIB))
 		return drop(g, -AGG_E_TYPE);
+	if (AGG_UNLIKELY(h->flags & AGG_FLAG_COLL))
+		return drop(g, -AGG_E_COLL);       /* all-reduce only, so far */
 	if (AGG_UNLIKELY(c->dtype_mask && !(c->dtype_mask & (1u << h->dtype))))
 		return drop(g, -AGG_E_DTYPE);
 	if (AGG_UNLIKELY(h->rank >= c->nmembers))
@@ -388,6 +390,8 @@ int agg_group_parent_result(struct agg_group *g, const struct agg_pkt *pkt,
 		return drop(g, -AGG_E_QKEY);
 	if (AGG_UNLIKELY(h->type != AGG_TYPE_RESULT))
 		return drop(g, -AGG_E_TYPE);
+	if (AGG_UNLIKELY(h->flags & AGG_FLAG_COLL))
+		return drop(g, -AGG_E_COLL);       /* all-reduce only, so far */
 	if (AGG_UNLIKELY(h->slot >= g->cfg.window))
 		return drop(g, -AGG_E_SLOT);
 	s = &g->sets[(size_t)h->slot * 2 + (h->flags & AGG_FLAG_SHADOW_SET)];

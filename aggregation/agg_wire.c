@@ -39,13 +39,13 @@ void agg_hdr_write(uint8_t *p, const struct agg_hdr *h)
 	p[2] = h->dtype;
 	p[3] = h->op;
 	p[4] = h->flags;
-	p[5] = 0;
+	p[5] = (h->flags & AGG_FLAG_COLL) ? h->coll : 0;
 	agg_wr16(p + 6, h->count);
 	agg_wr32(p + 8, h->group_id);
 	agg_wr16(p + 12, h->rank);
 	agg_wr16(p + 14, h->fanin);
 	agg_wr16(p + 16, h->slot);
-	agg_wr16(p + 18, 0);
+	agg_wr16(p + 18, (h->flags & AGG_FLAG_COLL) ? h->root : 0);
 	agg_wr32(p + 20, h->coll_seq);
 	agg_wr32(p + 24, h->pkt_idx);
 	agg_wr32(p + 28, 0);
@@ -65,6 +65,9 @@ void agg_hdr_read(const uint8_t *p, struct agg_hdr *h)
 	h->slot = agg_rd16(p + 16);
 	h->coll_seq = agg_rd32(p + 20);
 	h->pkt_idx = agg_rd32(p + 24);
+	/* without the COLL flag both bytes are reserved: ignored */
+	h->coll = (h->flags & AGG_FLAG_COLL) ? p[5] : 0;
+	h->root = (h->flags & AGG_FLAG_COLL) ? agg_rd16(p + 18) : 0;
 }
 
 uint16_t agg_ipv4_csum(const uint8_t *ip, size_t len)
@@ -95,7 +98,21 @@ static int hdr_check(const struct agg_hdr *hdr)
 		return -AGG_E_OP_DTYPE;
 	if (hdr->flags & ~AGG_FLAGS_KNOWN)
 		return -AGG_E_FLAGS;
+	/* a collective other than all-reduce says so with the flag (old
+	 * receivers drop it as an unknown flag); an all-reduce always
+	 * carries its elements */
+	if ((hdr->flags & AGG_FLAG_COLL) &&
+	    (hdr->coll == AGG_COLL_ALLREDUCE || hdr->coll >= AGG_COLL_COUNT))
+		return -AGG_E_COLL;
+	if ((hdr->flags & AGG_FLAG_NO_DATA) && !(hdr->flags & AGG_FLAG_COLL))
+		return -AGG_E_COLL;
 	return 0;
+}
+
+/* Bytes of elements that follow the header. */
+static size_t hdr_elems(const struct agg_hdr *hdr)
+{
+	return agg_hdr_has_data(hdr) ? (size_t)hdr->count * agg_dtype_size(hdr->dtype) : 0;
 }
 
 int agg_decode_msg(const void *msg, size_t len, struct agg_hdr *hdr,
@@ -110,7 +127,7 @@ int agg_decode_msg(const void *msg, size_t len, struct agg_hdr *hdr,
 	rc = hdr_check(hdr);
 	if (rc)
 		return rc;
-	elems = (size_t)hdr->count * agg_dtype_size(hdr->dtype);
+	elems = hdr_elems(hdr);
 	if ((hdr->count == 0 && hdr->type != AGG_TYPE_CONTROL) ||
 	    hdr->count > AGG_MAX_ELEMS || len - AGG_INCA_HLEN != elems)
 		return -AGG_E_COUNT;
@@ -182,7 +199,7 @@ static int decode_roce(const uint8_t *b, size_t rest, const uint8_t *ip,
 		return rc;
 
 	avail = rest - need - AGG_INCA_HLEN - AGG_ICRC_LEN;
-	elems = (size_t)hdr->count * agg_dtype_size(hdr->dtype);
+	elems = hdr_elems(hdr);
 	if ((hdr->count == 0 && hdr->type != AGG_TYPE_CONTROL) ||
 	    hdr->count > AGG_MAX_ELEMS || pkt->pad > avail ||
 	    elems != avail - pkt->pad)
@@ -345,7 +362,7 @@ int agg_encode(void *buf, size_t cap, const struct agg_frame_spec *s,
 		return -AGG_E_DTYPE;
 	if (opcode != AGG_OP_UD_SEND_ONLY && opcode != AGG_OP_UD_SEND_ONLY_IMM)
 		return -AGG_E_INVAL;
-	elems = (size_t)s->hdr.count * esize;
+	elems = agg_hdr_has_data(&s->hdr) ? (size_t)s->hdr.count * esize : 0;
 	if (elems > AGG_MAX_PAYLOAD)
 		return -AGG_E_INVAL;
 	pad = agg_pad_len(elems);

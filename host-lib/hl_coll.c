@@ -350,7 +350,7 @@ static void accept_result(struct hl_coll *op, const struct hl_rx *rx, double now
 	struct hl_slot *sl;
 
 	if (agg_decode_msg(rx->msg, rx->len, &h, &pl) || h.type != AGG_TYPE_RESULT ||
-	    h.group_id != c->g.group_id || h.coll_seq != op->seq ||
+	    (h.flags & AGG_FLAG_COLL) || h.group_id != c->g.group_id || h.coll_seq != op->seq ||
 	    h.pkt_idx >= op->npkts || h.rank != c->member_index) {
 		c->stats.duplicates++;
 		return;

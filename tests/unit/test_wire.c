@@ -177,6 +177,8 @@ static void test_each_error_code(void **state)
 		{ "op 7", INCA + 3, 7, true, -AGG_E_OP },
 		{ "band on fp32", INCA + 3, AGG_OP_BAND, true, -AGG_E_OP_DTYPE },
 		{ "flags 0x80", INCA + 4, 0x80, true, -AGG_E_FLAGS },
+		{ "COLL flag on an all-reduce", INCA + 4, AGG_FLAG_COLL, true, -AGG_E_COLL },
+		{ "NO_DATA without COLL", INCA + 4, AGG_FLAG_NO_DATA, true, -AGG_E_COLL },
 		{ "count 8 for 7", INCA + 7, 8, true, -AGG_E_COUNT },
 		{ "count 0", INCA + 7, 0, true, -AGG_E_COUNT },
 		{ "pad 1", BTH + 1, 0x10, true, -AGG_E_COUNT },
@@ -198,6 +200,75 @@ static void test_each_error_code(void **state)
 			fail_msg("%s: got %d (%s), want %d (%s)", c->what, rc,
 				 agg_errname(rc), c->expect, agg_errname(c->expect));
 	}
+}
+
+/* The collective fields: coll (byte 5) and root (bytes 18-19) mean
+ * something only with the COLL flag; NO_DATA packets end after the header. */
+static void test_collective_header(void **state)
+{
+	uint8_t f[AGG_MAX_FRAME_LEN], msg[64];
+	struct agg_pkt pkt;
+	struct agg_hdr h;
+	const uint8_t *pl;
+	int len;
+
+	(void)state;
+	/* a bcast contribution without data: header and ICRC only */
+	struct agg_frame_spec s = test_spec(AGG_DTYPE_FP16, AGG_OP_SUM, 701);
+	s.hdr.flags = AGG_FLAG_COLL | AGG_FLAG_NO_DATA | AGG_FLAG_SHADOW_SET;
+	s.hdr.coll = AGG_COLL_BCAST;
+	s.hdr.root = 0x1234;
+	len = agg_encode(f, sizeof(f), &s, NULL);
+	assert_int_equal(len, AGG_FRAME_HDR_LEN + 4);
+	assert_int_equal(f[BTH + 1] >> 4 & 3, 0);          /* PadCnt 0 */
+	assert_int_equal(f[INCA + 5], AGG_COLL_BCAST);
+	assert_int_equal(f[INCA + 18], 0x12);
+	assert_int_equal(f[INCA + 19], 0x34);
+	assert_int_equal(agg_decode(f, (size_t)len, true, &pkt), 0);
+	assert_int_equal(pkt.hdr.coll, AGG_COLL_BCAST);
+	assert_int_equal(pkt.hdr.root, 0x1234);
+	assert_int_equal(pkt.hdr.count, 701);
+	assert_int_equal(pkt.hdr.flags, AGG_FLAG_COLL | AGG_FLAG_NO_DATA | AGG_FLAG_SHADOW_SET);
+	assert_false(agg_hdr_has_data(&pkt.hdr));
+	assert_int_equal(pkt.payload_len, 0);
+	assert_int_equal(pkt.pad, 0);
+	/* as an RDMA receive sees it */
+	memcpy(msg, f + INCA, AGG_INCA_HLEN);
+	assert_int_equal(agg_decode_msg(msg, AGG_INCA_HLEN, &h, &pl), 0);
+	assert_int_equal(h.coll, AGG_COLL_BCAST);
+	assert_int_equal(h.root, 0x1234);
+	/* elements after a NO_DATA header: a length error */
+	assert_int_equal(agg_decode_msg(msg, AGG_INCA_HLEN + 2, &h, &pl), -AGG_E_COUNT);
+	/* a reduce-scatter contribution with data: fields round-trip */
+	s = test_spec(AGG_DTYPE_FP32, AGG_OP_SUM, 7);
+	s.hdr.flags = AGG_FLAG_COLL;
+	s.hdr.coll = AGG_COLL_REDUCE_SCATTER;
+	s.hdr.root = 5;
+	len = agg_encode(f, sizeof(f), &s, payload);
+	assert_int_equal(len, AGG_FRAME_HDR_LEN + 28 + 4);
+	assert_int_equal(agg_decode(f, (size_t)len, true, &pkt), 0);
+	assert_int_equal(pkt.hdr.coll, AGG_COLL_REDUCE_SCATTER);
+	assert_int_equal(pkt.hdr.root, 5);
+	assert_int_equal(pkt.payload_len, 28);
+	/* every collective number past bcast is refused */
+	for (unsigned c = AGG_COLL_COUNT; c < 256; c++) {
+		f[INCA + 5] = (uint8_t)c;
+		test_refresh(f, L3, sizeof(f));
+		assert_int_equal(agg_decode(f, (size_t)len, true, &pkt), -AGG_E_COLL);
+	}
+	/* without the flag, coll and root are reserved: written 0, ignored */
+	s = test_spec(AGG_DTYPE_FP32, AGG_OP_SUM, 7);
+	s.hdr.coll = AGG_COLL_ALLGATHER;
+	s.hdr.root = 9;
+	len = agg_encode(f, sizeof(f), &s, payload);
+	assert_int_equal(f[INCA + 5], 0);
+	assert_int_equal(f[INCA + 18] | f[INCA + 19], 0);
+	f[INCA + 5] = AGG_COLL_ALLGATHER;
+	f[INCA + 19] = 9;
+	test_refresh(f, L3, sizeof(f));
+	assert_int_equal(agg_decode(f, (size_t)len, true, &pkt), 0);
+	assert_int_equal(pkt.hdr.coll, AGG_COLL_ALLREDUCE);
+	assert_int_equal(pkt.hdr.root, 0);
 }
 
 static void test_layer_errors(void **state)
@@ -428,6 +499,7 @@ int main(void)
 		cmocka_unit_test(test_ethernet_padding_accepted),
 		cmocka_unit_test(test_every_truncation_refused),
 		cmocka_unit_test(test_each_error_code),
+		cmocka_unit_test(test_collective_header),
 		cmocka_unit_test(test_layer_errors),
 		cmocka_unit_test(test_pad_error),
 		cmocka_unit_test(test_encode_refuses),

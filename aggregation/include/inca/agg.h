@@ -92,11 +92,24 @@ enum agg_op {
 	AGG_OP_COUNT
 };
 
+/* The collective a packet belongs to (header byte 5, meaningful with
+ * AGG_FLAG_COLL). docs/protocol.md, "Collectives". */
+enum agg_coll {
+	AGG_COLL_ALLREDUCE      = 0,   /* every member sends, every member gets */
+	AGG_COLL_REDUCE         = 1,   /* every member sends, root gets */
+	AGG_COLL_REDUCE_SCATTER = 2,   /* every member sends, the shard's owner gets */
+	AGG_COLL_ALLGATHER      = 3,   /* the shard's owner sends, every member gets */
+	AGG_COLL_BCAST          = 4,   /* root sends, every member gets */
+	AGG_COLL_COUNT
+};
+
 /* INCA header flags. */
 #define AGG_FLAG_SHADOW_SET   0x01  /* which of the slot's two sets */
 #define AGG_FLAG_RETRANSMIT   0x02  /* sender timed out and resent */
 #define AGG_FLAG_REPRODUCIBLE 0x04  /* result reduced in rank order */
-#define AGG_FLAGS_KNOWN       0x07
+#define AGG_FLAG_NO_DATA      0x08  /* no elements follow (count names the use's) */
+#define AGG_FLAG_COLL         0x10  /* coll and root are set: not an all-reduce */
+#define AGG_FLAGS_KNOWN       0x1f
 
 /* ------------------------------------------------------------------ */
 /* Errors and outcomes                                                 */
@@ -133,6 +146,7 @@ enum agg_op {
 	X(OP,            "op",             "INCA op is unknown") \
 	X(OP_DTYPE,      "op_dtype",       "bitwise op on a floating-point dtype") \
 	X(FLAGS,         "flags",          "INCA flags has unknown bits set") \
+	X(COLL,          "coll",           "collective unknown, or set without the COLL flag, or no data on an all-reduce") \
 	X(COUNT,         "count",          "element count disagrees with the payload length") \
 	X(FANIN,         "fanin",          "fan-in is zero or not what the member is configured for") \
 	X(GROUP,         "group",          "unknown group (id or QPN)") \
@@ -194,7 +208,15 @@ struct agg_hdr {
 	uint16_t slot;
 	uint32_t coll_seq;   /* collective sequence number */
 	uint32_t pkt_idx;    /* packet index within the collective */
+	uint8_t coll;        /* enum agg_coll; 0 unless flags has AGG_FLAG_COLL */
+	uint16_t root;       /* the rank the data comes from or goes to (rooted) */
 };
+
+/* Bytes of elements a packet with this header carries: 0 with NO_DATA. */
+static inline bool agg_hdr_has_data(const struct agg_hdr *h)
+{
+	return !(h->flags & AGG_FLAG_NO_DATA);
+}
 
 enum agg_pkt_kind {
 	AGG_PKT_INCA = 1,    /* UD SEND carrying an INCA header */
@@ -245,7 +267,7 @@ struct agg_pkt {
 	enum agg_pkt_kind kind;
 	struct agg_hdr hdr;
 	const uint8_t *payload;   /* elements, little-endian */
-	uint32_t payload_len;     /* count * dtype size */
+	uint32_t payload_len;     /* count * dtype size; 0 with AGG_FLAG_NO_DATA */
 	uint32_t icrc;            /* as carried (host value of the LE bytes) */
 };
 
@@ -293,7 +315,8 @@ struct agg_frame_spec {
 	uint32_t qkey;
 	uint32_t src_qp;
 	uint32_t imm;        /* used with AGG_OP_UD_SEND_ONLY_IMM */
-	struct agg_hdr hdr;  /* hdr.count elements of hdr.dtype follow */
+	struct agg_hdr hdr;  /* hdr.count elements of hdr.dtype follow (none
+			      * with AGG_FLAG_NO_DATA) */
 };
 
 /*
