@@ -1,10 +1,18 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * The baseline: Open MPI's MPI_Allreduce (float sum), timed and printed in
- * the same columns as inca-allreduce-perf, so the two can be compared line
- * by line. The all-reduce itself is Open MPI's (its ring when told to use
- * coll_tuned algorithm 4); only this harness is ours.
- * Usage: mpirun ... mpi-allreduce-perf [-b MIN] [-e MAX] [-f F] [-n N] [-N N] [-w W] [-o]
+ * The baseline: Open MPI's collectives (float sum where they reduce), timed
+ * and printed in the same columns as inca-allreduce-perf, so the two can be
+ * compared line by line. The collectives are Open MPI's (MPI_Allreduce,
+ * MPI_Reduce_scatter_block, MPI_Allgather, MPI_Bcast, MPI_Reduce,
+ * MPI_Barrier); only this harness is ours.
+ * Usage: mpirun ... mpi-allreduce-perf [-c COLL] [-r ROOT] [-b MIN] [-e MAX]
+ *                   [-f F] [-n N] [-N N] [-w W] [-o]
+ * -c: allreduce (default), reduce_scatter, allgather, bcast, reduce, barrier.
+ *     The size is the whole buffer as nccl-tests counts it (reduce_scatter:
+ *     the send buffer, N shards; allgather: the receive buffer), rounded
+ *     down to whole shards; busbw = algbw x 2(N-1)/N (allreduce), (N-1)/N
+ *     (reduce_scatter, allgather), 1 (bcast, reduce).
+ * -r: the root of bcast and reduce (default 0).
  * -N: iterations for sizes up to 64 KiB (default -n).
  * The time is the median over the timed iterations of the slowest rank's
  * time; cpu is a rank's user+system CPU seconds per GB reduced (mean over
@@ -14,12 +22,90 @@
  * goes through the switch (tests/bench/run-mpi.sh).
  */
 #include <mpi.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "perf_stats.h"
+
+enum coll { ALLREDUCE, REDUCE_SCATTER, ALLGATHER, BCAST, REDUCE, BARRIER };
+static const char *const coll_names[] = { "allreduce", "reduce_scatter", "allgather",
+					  "bcast", "reduce", "barrier" };
+
+/* every rank's input element i, small integers so float sums are exact */
+static float value(int rank, size_t i)
+{
+	return (float)((int)((rank * 131 + i * 17) % 41) - 20);
+}
+
+static void run(enum coll c, const float *in, float *out, size_t count, int root, int size)
+{
+	switch (c) {
+	case ALLREDUCE:
+		MPI_Allreduce(in, out, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+		break;
+	case REDUCE_SCATTER:
+		MPI_Reduce_scatter_block(in, out, (int)(count / (size_t)size), MPI_FLOAT, MPI_SUM,
+					 MPI_COMM_WORLD);
+		break;
+	case ALLGATHER:
+		MPI_Allgather(in, (int)(count / (size_t)size), MPI_FLOAT, out,
+			      (int)(count / (size_t)size), MPI_FLOAT, MPI_COMM_WORLD);
+		break;
+	case BCAST:
+		MPI_Bcast(out, (int)count, MPI_FLOAT, root, MPI_COMM_WORLD);
+		break;
+	case REDUCE:
+		MPI_Reduce(in, out, (int)count, MPI_FLOAT, MPI_SUM, root, MPI_COMM_WORLD);
+		break;
+	case BARRIER:
+		MPI_Barrier(MPI_COMM_WORLD);
+		break;
+	}
+}
+
+/* elements of this rank's result that are wrong */
+static long check(enum coll c, const float *out, size_t count, int root, int rank, int size)
+{
+	size_t shard = count / (size_t)size;
+	long wrong = 0;
+
+	switch (c) {
+	case ALLREDUCE:
+	case REDUCE:
+		if (c == REDUCE && rank != root)
+			break;
+		for (size_t i = 0; i < count; i++) {
+			float want = 0;
+			for (int r = 0; r < size; r++)
+				want += value(r, i);
+			wrong += out[i] != want;
+		}
+		break;
+	case REDUCE_SCATTER:
+		for (size_t j = 0; j < shard; j++) {
+			float want = 0;
+			for (int r = 0; r < size; r++)
+				want += value(r, (size_t)rank * shard + j);
+			wrong += out[j] != want;
+		}
+		break;
+	case ALLGATHER:
+		for (int r = 0; r < size; r++)
+			for (size_t j = 0; j < shard; j++)
+				wrong += out[(size_t)r * shard + j] != value(r, j);
+		break;
+	case BCAST:
+		for (size_t i = 0; i < count; i++)
+			wrong += out[i] != value(root, i);
+		break;
+	case BARRIER:
+		break;
+	}
+	return wrong;
+}
 
 static size_t parse_size(const char *s)
 {
@@ -37,13 +123,30 @@ int main(int argc, char **argv)
 {
 	size_t minb = 8, maxb = 64 << 20;
 	double factor = 2;
-	int iters = 20, small_iters = 0, warmup = 5, opt, rank, size, osu = 0;
+	int iters = 20, small_iters = 0, warmup = 5, opt, rank, size, osu = 0, root = 0;
+	enum coll coll = ALLREDUCE;
 
 	MPI_Init(&argc, &argv);
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
-	while ((opt = getopt(argc, argv, "b:e:f:n:N:w:o")) != -1) {
+	while ((opt = getopt(argc, argv, "c:r:b:e:f:n:N:w:o")) != -1) {
 		switch (opt) {
+		case 'c': {
+			int k = -1;
+			for (int i = 0; i <= BARRIER; i++)
+				if (!strcmp(optarg, coll_names[i]))
+					k = i;
+			if (k < 0) {
+				if (rank == 0)
+					fprintf(stderr, "mpi-allreduce-perf: -c %s: expected allreduce, "
+						"reduce_scatter, allgather, bcast, reduce or barrier\n",
+						optarg);
+				MPI_Abort(MPI_COMM_WORLD, 2);
+			}
+			coll = (enum coll)k;
+			break;
+		}
+		case 'r': root = atoi(optarg); break;
 		case 'b': minb = parse_size(optarg); break;
 		case 'e': maxb = parse_size(optarg); break;
 		case 'f': factor = atof(optarg); break;
@@ -53,18 +156,25 @@ int main(int argc, char **argv)
 		case 'o': osu = 1; break;
 		default:
 			if (rank == 0)
-				fprintf(stderr, "usage: mpi-allreduce-perf [-b MIN] [-e MAX] [-f F] "
-					"[-n N] [-N N] [-w W] [-o]\n");
+				fprintf(stderr, "usage: mpi-allreduce-perf [-c COLL] [-r ROOT] [-b MIN] "
+					"[-e MAX] [-f F] [-n N] [-N N] [-w W] [-o]\n");
 			MPI_Abort(MPI_COMM_WORLD, 2);
 		}
 	}
 	if (!small_iters)
 		small_iters = iters;
-	if (minb < 4 || maxb < minb || factor <= 1 || iters < 1 || small_iters < 1) {
+	if (minb < 4 || maxb < minb || factor <= 1 || iters < 1 || small_iters < 1 ||
+	    root < 0 || root >= size) {
 		if (rank == 0)
-			fprintf(stderr, "mpi-allreduce-perf: need 4 <= -b <= -e, -f > 1, -n >= 1\n");
+			fprintf(stderr, "mpi-allreduce-perf: need 4 <= -b <= -e, -f > 1, -n >= 1, "
+				"0 <= -r < %d\n", size);
 		MPI_Abort(MPI_COMM_WORLD, 2);
 	}
+	const bool sharded = coll == REDUCE_SCATTER || coll == ALLGATHER;
+	const double busf = coll == ALLREDUCE ? 2.0 * (size - 1) / size :
+			    sharded ? (double)(size - 1) / size : 1.0;
+	const char *redop = coll == ALLREDUCE || coll == REDUCE_SCATTER || coll == REDUCE ?
+			    "sum" : "none";
 	long total_wrong = 0;
 	float *in = malloc(maxb), *out = malloc(maxb);
 	int max_iters = iters > small_iters ? iters : small_iters;
@@ -73,39 +183,47 @@ int main(int argc, char **argv)
 	if (!in || !out || !its || !slowest)
 		MPI_Abort(MPI_COMM_WORLD, 1);
 	if (rank == 0 && osu) {
-		printf("# OSU-style MPI Allreduce Latency Test (mpi-allreduce-perf), %d ranks\n"
-		       "# Size       Avg Latency(us)\n", size);
+		printf("# OSU-style MPI %s Latency Test (mpi-allreduce-perf), %d ranks\n"
+		       "# Size       Avg Latency(us)\n", coll_names[coll], size);
 	} else if (rank == 0) {
-		printf("# mpi-allreduce-perf: %d ranks, Open MPI MPI_Allreduce, %d iterations (%d up "
-		       "to 64 KiB), %d warm-up\n", size, iters, small_iters, warmup);
+		printf("# mpi-allreduce-perf: %d ranks, Open MPI %s%s, %d iterations (%d up "
+		       "to 64 KiB), %d warm-up\n", size, coll_names[coll],
+		       coll == BCAST || coll == REDUCE ? (root ? " (root set)" : " (root 0)") : "",
+		       iters, small_iters, warmup);
 		printf("#%11s %12s %9s %6s %11s %9s %9s %7s %9s\n", "size", "count", "type", "redop",
 		       "time", "algbw", "busbw", "#wrong", "cpu");
 		printf("#%11s %12s %9s %6s %11s %9s %9s %7s %9s\n", "(B)", "(elements)", "", "",
 		       "(us)", "(GB/s)", "(GB/s)", "", "(s/GB)");
 	}
-	for (size_t bytes = minb; bytes <= maxb; bytes = (size_t)((double)bytes * factor + 0.5)) {
-		size_t count = bytes / 4;
+	for (size_t b = minb; b <= maxb; b = (size_t)((double)b * factor + 0.5)) {
+		/* whole shards of whole elements */
+		size_t count = sharded ? b / 4 / (size_t)size * (size_t)size : b / 4;
+		size_t bytes = coll == BARRIER ? 0 : count * 4;
 		long wrong = 0;
-		int n_it = bytes <= PERF_SMALL_BYTES ? small_iters : iters;
+		int n_it = b <= PERF_SMALL_BYTES ? small_iters : iters;
+		if (count == 0 && coll != BARRIER)
+			continue;
+		/* allgather sends its own shard: value(rank, j) for j < shard */
 		for (size_t i = 0; i < count; i++)
-			in[i] = (float)((int)((rank * 131 + i * 17) % 41) - 20);
+			in[i] = value(rank, i);
+		if (coll == BCAST)
+			for (size_t i = 0; i < count; i++)
+				out[i] = rank == root ? value(root, i) : -1000.0f;
 		for (int w = 0; w < warmup; w++)
-			MPI_Allreduce(in, out, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+			run(coll, in, out, count, root, size);
 		MPI_Barrier(MPI_COMM_WORLD);
+		if (coll == BCAST)   /* a bcast that did nothing must show */
+			for (size_t i = 0; i < count; i++)
+				out[i] = rank == root ? value(root, i) : -1000.0f;
 		double cpu0 = perf_cpu_s(), t0 = MPI_Wtime(), mean_us;
 		for (int it = 0; it < n_it; it++) {
 			double ti = MPI_Wtime();
-			MPI_Allreduce(in, out, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+			run(coll, in, out, count, root, size);
 			its[it] = (MPI_Wtime() - ti) * 1e6;
 		}
 		mean_us = (MPI_Wtime() - t0) * 1e6 / n_it;
 		double cpu = perf_cpu_s() - cpu0, cpu_sum = 0;
-		for (size_t i = 0; i < count; i++) {
-			float want = 0;
-			for (int r = 0; r < size; r++)
-				want += (float)((int)((r * 131 + i * 17) % 41) - 20);
-			wrong += out[i] != want;
-		}
+		wrong = check(coll, out, count, root, rank, size);
 		/* MPI_Reduce: not intercepted by libinca-mpi, so these do not
 		 * count among the calls measured */
 		long wrong_all = 0;
@@ -115,14 +233,15 @@ int main(int argc, char **argv)
 		total_wrong += wrong;
 		double us = perf_median(slowest, n_it);
 		double algbw = (double)bytes / us / 1e3;
-		double cpu_per_gb = cpu_sum / size / ((double)bytes * n_it / 1e9);
+		double cpu_per_gb = bytes ? cpu_sum / size / ((double)bytes * n_it / 1e9) : 0;
 		wrong = wrong_all;
 		if (rank == 0 && osu)
 			printf("%-10zu %18.2f%s\n", bytes, mean_us, wrong ? "  WRONG" : "");
 		else if (rank == 0)
 			printf("%12zu %12zu %9s %6s %11.1f %9.3f %9.3f %7ld %9.2f\n", bytes, count,
-			       "float", "sum", us, algbw, algbw * 2.0 * (size - 1) / size, wrong,
-			       cpu_per_gb);
+			       "float", redop, us, algbw, algbw * busf, wrong, cpu_per_gb);
+		if (coll == BARRIER)
+			break;      /* one row: sizes mean nothing */
 		fflush(stdout);
 	}
 	free(in);
