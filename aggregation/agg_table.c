@@ -2,7 +2,8 @@
 /*
  * Group and slot tables: who may contribute, the window of slots with two
  * shadow sets each, per-set contribution bitmaps, completion, duplicates,
- * retained results, and the reproducible (rank-ordered) mode.
+ * retained results, the reproducible (rank-ordered) mode, and which member
+ * each job rank is under for the rooted collectives.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -16,6 +17,9 @@ struct agg_set {
 	uint8_t state;
 	uint8_t dtype;
 	uint8_t op;
+	uint8_t coll;          /* enum agg_coll */
+	uint16_t root;
+	uint16_t owner;        /* the member root is under, or AGG_NO_MEMBER */
 	uint16_t count;
 	uint16_t nseen;
 	uint32_t coll_seq;     /* which use of the slot this set holds */
@@ -30,9 +34,17 @@ struct agg_set {
 	struct agg_result res;
 };
 
+/* One job rank and the member it is under; sorted by rank. */
+struct rank_owner {
+	uint16_t rank;
+	uint16_t member;
+};
+
 struct agg_group {
 	struct agg_group_config cfg;
 	struct agg_member *members;
+	uint16_t *member_ranks;    /* copies of the members' rank lists */
+	struct rank_owner *owners; /* total_fanin entries */
 	uint32_t *member_psn;
 	uint16_t total_fanin;
 	uint16_t bitmap_words;
@@ -76,11 +88,79 @@ static const char *group_check(const struct agg_group_config *c)
 	}
 	if (fanin > UINT16_MAX)
 		return "members[].fanin: total fan-in exceeds 65535";
+	if (c->members[0].ranks || c->members[0].nranks) {
+		if (c->first_rank)
+			return "first_rank: not with members[].ranks (they name every rank)";
+		for (uint16_t m = 0; m < c->nmembers; m++) {
+			if (!c->members[m].ranks || !c->members[m].nranks)
+				return "members[].ranks: every member needs its list once one has";
+			if (c->members[m].nranks != c->members[m].fanin)
+				return "members[].ranks: need exactly fanin ranks";
+		}
+	} else {
+		for (uint16_t m = 1; m < c->nmembers; m++)
+			if (c->members[m].ranks || c->members[m].nranks)
+				return "members[].ranks: every member needs its list once one has";
+		if ((uint32_t)c->first_rank + fanin - 1 > UINT16_MAX)
+			return "first_rank: its ranks (first_rank + total fan-in) exceed 65535";
+	}
 	if (c->parent.ip && (c->parent.qpn < 2 || c->parent.qpn > AGG_QPN_MASK))
 		return "parent.qpn: need 2 to 0xffffff";
 	if (c->parent.ip && c->parent.rank >= AGG_MAX_MEMBERS)
 		return "parent.rank: need 0 to 1023";
 	return NULL;
+}
+
+static int rank_owner_cmp(const void *a, const void *b)
+{
+	const struct rank_owner *x = a, *y = b;
+
+	return (x->rank > y->rank) - (x->rank < y->rank);
+}
+
+/* The rank -> member map, sorted by rank; copies the members' lists.
+ * Returns NULL, or the error of a rank listed twice. */
+static const char *rank_map_build(struct agg_group *g, const struct agg_group_config *cfg)
+{
+	uint32_t k = 0;
+
+	for (uint16_t m = 0; m < cfg->nmembers; m++) {
+		const struct agg_member *mb = &cfg->members[m];
+
+		for (uint16_t i = 0; i < mb->fanin; i++, k++) {
+			g->owners[k].member = m;
+			g->owners[k].rank = mb->ranks ? mb->ranks[i] :
+					    (uint16_t)(cfg->first_rank + k);
+		}
+		if (mb->ranks) {
+			memcpy(g->member_ranks + k - mb->fanin, mb->ranks,
+			       mb->fanin * sizeof(*mb->ranks));
+			g->members[m].ranks = g->member_ranks + k - mb->fanin;
+		}
+	}
+	if (!cfg->members[0].ranks)
+		return NULL;        /* consecutive: sorted already */
+	qsort(g->owners, k, sizeof(*g->owners), rank_owner_cmp);
+	for (uint32_t i = 1; i < k; i++)
+		if (g->owners[i].rank == g->owners[i - 1].rank)
+			return "members[].ranks: a rank is listed twice";
+	return NULL;
+}
+
+uint16_t agg_group_rank_owner(const struct agg_group *g, uint16_t rank)
+{
+	const struct rank_owner *o = g->owners;
+	uint32_t lo = 0, hi = g->total_fanin;
+
+	while (lo < hi) {
+		uint32_t mid = (lo + hi) / 2;
+
+		if (o[mid].rank < rank)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < g->total_fanin && o[lo].rank == rank ? o[lo].member : AGG_NO_MEMBER;
 }
 
 struct agg_group *agg_group_create(const struct agg_group_config *cfg,
@@ -109,6 +189,13 @@ struct agg_group *agg_group_create(const struct agg_group_config *cfg,
 	g->cfg.members = g->members;
 	for (uint16_t m = 0; m < cfg->nmembers; m++)
 		g->total_fanin += cfg->members[m].fanin;
+	g->owners = calloc(g->total_fanin, sizeof(*g->owners));
+	g->member_ranks = calloc(g->total_fanin, sizeof(*g->member_ranks));
+	if (!g->owners || !g->member_ranks)
+		goto err_free_group;
+	err = rank_map_build(g, cfg);
+	if (err)
+		goto err_free_group;
 
 	/* Only float dtypes need staging: integer ops are exact and
 	 * order-independent already. */
@@ -153,13 +240,16 @@ struct agg_group *agg_group_create(const struct agg_group_config *cfg,
 err_free_sets:
 	free(g->sets);
 err_free_group:
+	free(g->owners);
+	free(g->member_ranks);
 	free(g->member_psn);
 	free(g->members);
 	free(g);
 err_oom:
+	/* err is still NULL unless the members' ranks were refused */
 	if (why)
-		*why = "out of memory for the group's slots";
-	errno = ENOMEM;
+		*why = err ? err : "out of memory for the group's slots";
+	errno = err ? EINVAL : ENOMEM;
 	return NULL;
 }
 
@@ -169,6 +259,8 @@ void agg_group_destroy(struct agg_group *g)
 		return;
 	free(g->mem);
 	free(g->sets);
+	free(g->owners);
+	free(g->member_ranks);
 	free(g->member_psn);
 	free(g->members);
 	free(g);
@@ -206,22 +298,58 @@ static inline int drop(struct agg_group *g, int rc)
 	return rc;
 }
 
+/* Allgather and bcast copy the owner's elements; the others reduce. */
+static inline bool coll_copies(uint8_t coll)
+{
+	return coll >= AGG_COLL_ALLGATHER;
+}
+
+/* docs/protocol.md 2.1: does member send elements for this packet's use?
+ * Reductions: every member; allgather, bcast: the root's owner only. */
+static int coll_contrib_check(const struct agg_group *g, const struct agg_hdr *h,
+			      uint16_t owner)
+{
+	bool want = coll_copies(h->coll) ? owner == h->rank : true;
+
+	/* at the top of a tree every rank is under some member */
+	if (owner == AGG_NO_MEMBER && !g->cfg.parent.ip)
+		return -AGG_E_COLL;
+	return agg_hdr_has_data(h) == want ? 0 : -AGG_E_COLL_DATA;
+}
+
+/* Set res's payload to len bytes of s->out (0: none). */
+static void result_payload(struct agg_set *s, size_t len)
+{
+	uint8_t pad = agg_pad_len(len);
+
+	memset(s->out + len, 0, pad);
+	s->res.payload = s->out;
+	s->res.payload_len = (uint32_t)len;
+	s->res.pad = pad;
+	s->res.payload_crc = agg_crc32(0, s->out, len + pad);
+	s->res.payload_shift = agg_crc32_shift_op(len + pad);
+}
+
 static void set_complete(struct agg_group *g, struct agg_set *s)
 {
 	size_t esize = agg_dtype_size(s->dtype);
 	size_t len = (size_t)s->count * esize;
-	uint8_t pad = agg_pad_len(len);
+	bool has_data = true;
 
-	if (g->staged && agg_dtype_is_float(s->dtype)) {
-		/* Rank order, whatever the arrival order. */
-		agg_acc_load(s->dtype, s->acc, s->stage, s->count);
-		for (uint16_t m = 1; m < g->cfg.nmembers; m++)
-			agg_acc_reduce(s->dtype, s->op, s->acc,
-				       s->stage + (size_t)m * g->row_bytes,
-				       s->count);
+	if (AGG_UNLIKELY(coll_copies(s->coll))) {
+		/* s->out holds the owner's elements, if it is here */
+		has_data = s->owner != AGG_NO_MEMBER;
+	} else {
+		if (g->staged && agg_dtype_is_float(s->dtype)) {
+			/* Rank order, whatever the arrival order. */
+			agg_acc_load(s->dtype, s->acc, s->stage, s->count);
+			for (uint16_t m = 1; m < g->cfg.nmembers; m++)
+				agg_acc_reduce(s->dtype, s->op, s->acc,
+					       s->stage + (size_t)m * g->row_bytes,
+					       s->count);
+		}
+		agg_acc_store(s->dtype, s->out, s->acc, s->count);
 	}
-	agg_acc_store(s->dtype, s->out, s->acc, s->count);
-	memset(s->out + len, 0, pad);
 
 	s->res.hdr = (struct agg_hdr){
 		.version = AGG_VERSION,
@@ -229,7 +357,9 @@ static void set_complete(struct agg_group *g, struct agg_set *s)
 		.dtype = s->dtype,
 		.op = s->op,
 		.flags = (uint8_t)((s - g->sets) & 1) |
-			 (g->cfg.reproducible ? AGG_FLAG_REPRODUCIBLE : 0),
+			 (g->cfg.reproducible ? AGG_FLAG_REPRODUCIBLE : 0) |
+			 (s->coll ? AGG_FLAG_COLL : 0) |
+			 (has_data ? 0 : AGG_FLAG_NO_DATA),
 		.count = s->count,
 		.group_id = g->cfg.group_id,
 		.rank = 0,
@@ -237,12 +367,13 @@ static void set_complete(struct agg_group *g, struct agg_set *s)
 		.slot = (uint16_t)((s - g->sets) / 2),
 		.coll_seq = s->coll_seq,
 		.pkt_idx = s->pkt_idx,
+		.coll = s->coll,
+		.root = s->root,
 	};
-	s->res.payload = s->out;
-	s->res.payload_len = (uint32_t)len;
-	s->res.pad = pad;
-	s->res.payload_crc = agg_crc32(0, s->out, len + pad);
-	s->res.payload_shift = agg_crc32_shift_op(len + pad);
+	result_payload(s, has_data ? len : 0);
+	/* reduce, reduce-scatter: the root's owner only */
+	s->res.data_to_all = s->coll == AGG_COLL_ALLREDUCE || coll_copies(s->coll);
+	s->res.owner = s->owner;
 	g->stats.completions++;
 	if (g->cfg.parent.ip) {
 		/* a partial for the parent, as one contribution */
@@ -264,7 +395,8 @@ int agg_group_ingest(struct agg_group *g, const struct agg_pkt *pkt,
 	const struct agg_member *mb;
 	struct agg_set *s;
 	uint64_t bit, *word;
-	int cmp;
+	uint16_t owner = AGG_NO_MEMBER;
+	int cmp, rc;
 
 	if (AGG_UNLIKELY(pkt->kind != AGG_PKT_INCA ||
 			 h->group_id != c->group_id || pkt->dest_qp != c->qpn))
@@ -273,8 +405,6 @@ int agg_group_ingest(struct agg_group *g, const struct agg_pkt *pkt,
 		return drop(g, -AGG_E_QKEY);
 	if (AGG_UNLIKELY(h->type != AGG_TYPE_CONTRIB))
 		return drop(g, -AGG_E_TYPE);
-	if (AGG_UNLIKELY(h->flags & AGG_FLAG_COLL))
-		return drop(g, -AGG_E_COLL);       /* all-reduce only, so far */
 	if (AGG_UNLIKELY(c->dtype_mask && !(c->dtype_mask & (1u << h->dtype))))
 		return drop(g, -AGG_E_DTYPE);
 	if (AGG_UNLIKELY(h->rank >= c->nmembers))
@@ -288,6 +418,12 @@ int agg_group_ingest(struct agg_group *g, const struct agg_pkt *pkt,
 		return drop(g, -AGG_E_SLOT);
 	if (AGG_UNLIKELY(h->count > c->elems_per_pkt))
 		return drop(g, -AGG_E_TOO_LONG);
+	if (AGG_UNLIKELY(h->flags & AGG_FLAG_COLL)) {
+		owner = agg_group_rank_owner(g, h->root);
+		rc = coll_contrib_check(g, h, owner);
+		if (rc)
+			return drop(g, rc);
+	}
 	if (member_out)
 		*member_out = h->rank;
 
@@ -302,6 +438,9 @@ int agg_group_ingest(struct agg_group *g, const struct agg_pkt *pkt,
 		s->state = SET_OPEN;
 		s->dtype = h->dtype;
 		s->op = h->op;
+		s->coll = h->coll;
+		s->root = h->root;
+		s->owner = owner;
 		s->count = h->count;
 		s->nseen = 0;
 		s->coll_seq = h->coll_seq;
@@ -331,7 +470,8 @@ int agg_group_ingest(struct agg_group *g, const struct agg_pkt *pkt,
 		}
 		return drop(g, -AGG_E_STALE);
 	} else if (AGG_UNLIKELY(h->dtype != s->dtype || h->op != s->op ||
-				h->count != s->count)) {
+				h->count != s->count || h->coll != s->coll ||
+				h->root != s->root)) {
 		return drop(g, -AGG_E_MISMATCH);
 	}
 
@@ -355,7 +495,12 @@ int agg_group_ingest(struct agg_group *g, const struct agg_pkt *pkt,
 	}
 	*word |= bit;
 
-	if (g->staged && agg_dtype_is_float(h->dtype))
+	if (AGG_UNLIKELY(coll_copies(h->coll))) {
+		/* allgather, bcast: the owner's bytes as they are (checked:
+		 * only the owner sends any) */
+		if (agg_hdr_has_data(h))
+			memcpy(s->out, pkt->payload, pkt->payload_len);
+	} else if (g->staged && agg_dtype_is_float(h->dtype))
 		memcpy(s->stage + (size_t)h->rank * g->row_bytes, pkt->payload,
 		       pkt->payload_len);
 	else if (s->nseen == 0)
@@ -379,7 +524,7 @@ int agg_group_parent_result(struct agg_group *g, const struct agg_pkt *pkt,
 	const struct agg_parent *p = &g->cfg.parent;
 	struct agg_set *s;
 	size_t len;
-	uint8_t pad;
+	bool has_data;
 
 	if (AGG_UNLIKELY(pkt->kind != AGG_PKT_INCA || h->group_id != g->cfg.group_id ||
 			 pkt->dest_qp != g->cfg.qpn || !p->ip))
@@ -390,32 +535,33 @@ int agg_group_parent_result(struct agg_group *g, const struct agg_pkt *pkt,
 		return drop(g, -AGG_E_QKEY);
 	if (AGG_UNLIKELY(h->type != AGG_TYPE_RESULT))
 		return drop(g, -AGG_E_TYPE);
-	if (AGG_UNLIKELY(h->flags & AGG_FLAG_COLL))
-		return drop(g, -AGG_E_COLL);       /* all-reduce only, so far */
 	if (AGG_UNLIKELY(h->slot >= g->cfg.window))
 		return drop(g, -AGG_E_SLOT);
 	s = &g->sets[(size_t)h->slot * 2 + (h->flags & AGG_FLAG_SHADOW_SET)];
 	if (s->state == SET_IDLE || s->state == SET_OPEN || key_cmp(h, s) != 0)
 		return drop(g, -AGG_E_STALE);
-	if (AGG_UNLIKELY(h->dtype != s->dtype || h->op != s->op || h->count != s->count))
+	if (AGG_UNLIKELY(h->dtype != s->dtype || h->op != s->op || h->count != s->count ||
+			 h->coll != s->coll || h->root != s->root))
 		return drop(g, -AGG_E_MISMATCH);
+	/* docs/protocol.md, section 4: the result comes down with data when
+	 * every member gets data, or to the child that owns the root */
+	has_data = s->coll == AGG_COLL_ALLREDUCE || coll_copies(s->coll) ||
+		   s->owner != AGG_NO_MEMBER;
+	if (AGG_UNLIKELY(agg_hdr_has_data(h) != has_data))
+		return drop(g, -AGG_E_COLL_DATA);
 	if (s->state == SET_DONE) {
 		g->stats.duplicates++;
 		return AGG_V_DUPLICATE;
 	}
-	len = (size_t)s->count * agg_dtype_size(s->dtype);
+	len = has_data ? (size_t)s->count * agg_dtype_size(s->dtype) : 0;
 	if (AGG_UNLIKELY(pkt->payload_len != len))
 		return drop(g, -AGG_E_MISMATCH);
-	pad = agg_pad_len(len);
 	memcpy(s->out, pkt->payload, len);
-	memset(s->out + len, 0, pad);
 	s->res.hdr = *h;
 	s->res.hdr.rank = 0;
-	s->res.payload = s->out;
-	s->res.payload_len = (uint32_t)len;
-	s->res.pad = pad;
-	s->res.payload_crc = agg_crc32(0, s->out, len + pad);
-	s->res.payload_shift = agg_crc32_shift_op(len + pad);
+	result_payload(s, len);
+	s->res.data_to_all = s->coll == AGG_COLL_ALLREDUCE || coll_copies(s->coll);
+	s->res.owner = s->owner;
 	s->state = SET_DONE;
 	g->stats.parent_results++;
 	*res = s->res;
@@ -432,11 +578,14 @@ int agg_result_encode(struct agg_group *g, uint16_t member,
 	size_t roce, off, total, body;
 	struct agg_hdr hdr;
 	uint32_t crc;
+	bool has_data;
 
 	if (member >= g->cfg.nmembers)
 		return -AGG_E_INVAL;
 	mb = &g->members[member];
-	body = res->payload_len + res->pad;
+	/* reduce, reduce-scatter: the others get the header alone */
+	has_data = agg_result_has_data_for(res, member);
+	body = AGG_LIKELY(has_data) ? res->payload_len + res->pad : 0;
 	roce = AGG_BTH_LEN + AGG_DETH_LEN + AGG_INCA_HLEN + body + AGG_ICRC_LEN;
 	total = AGG_ETH_HLEN + (l2->has_vlan ? AGG_VLAN_HLEN : 0) +
 		AGG_IPV4_HLEN + AGG_UDP_HLEN + roce;
@@ -460,7 +609,7 @@ int agg_result_encode(struct agg_group *g, uint16_t member,
 				  roce);
 	b = f + off;
 	b[0] = AGG_OP_UD_SEND_ONLY;
-	b[1] = (uint8_t)(res->pad << 4);
+	b[1] = (uint8_t)(has_data ? res->pad << 4 : 0);
 	agg_wr16(b + 2, AGG_PKEY_DEFAULT);
 	b[4] = 0;
 	agg_wr24(b + 5, mb->qpn);
@@ -471,14 +620,17 @@ int agg_result_encode(struct agg_group *g, uint16_t member,
 	agg_wr24(b + 17, g->cfg.qpn);
 	hdr = res->hdr;
 	hdr.rank = member;   /* a result names the member it is for */
+	if (!has_data)
+		hdr.flags |= AGG_FLAG_NO_DATA;
 	agg_hdr_write(b + AGG_BTH_LEN + AGG_DETH_LEN, &hdr);
 	off += AGG_BTH_LEN + AGG_DETH_LEN + AGG_INCA_HLEN;
-	memcpy(f + off, res->payload, body);
-
-	/* CRC-32 is linear: header CRC combined with the payload's, which
-	 * was computed once for all members. */
 	crc = agg_icrc_ipv4_prefix(ip, (size_t)(f + off - ip));
-	crc = agg_crc32_combine_op(crc, res->payload_crc, res->payload_shift);
+	if (AGG_LIKELY(has_data)) {
+		memcpy(f + off, res->payload, body);
+		/* CRC-32 is linear: header CRC combined with the payload's,
+		 * which was computed once for all members. */
+		crc = agg_crc32_combine_op(crc, res->payload_crc, res->payload_shift);
+	}
 	agg_icrc_store(f + off + body, crc);
 	return (int)total;
 }

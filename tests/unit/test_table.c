@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Group and slot tables: completion, duplicates, retained results, drop
- * reasons, shadow sets, fan-in, reproducible mode, result frames, and a
- * lossy, duplicating, reordering network simulated end to end.
+ * reasons, shadow sets, fan-in, reproducible mode, result frames, a lossy,
+ * duplicating, reordering network simulated end to end, and the rooted
+ * collectives (who sends and gets data) on one switch and in a tree.
  */
 #include <errno.h>
 #include <math.h>
@@ -977,6 +978,801 @@ static void test_two_level_tree(void **state)
 	agg_group_destroy(spine);
 }
 
+/* ---- collectives other than all-reduce (docs/protocol.md, 2.1) ---- */
+
+/* A contribution of collective coll rooted at root; payload NULL: none
+ * (AGG_FLAG_NO_DATA). */
+static void mk_coll(struct contrib *c, uint16_t member, uint8_t dtype, uint16_t count,
+		    uint16_t slot, uint32_t seq, uint32_t idx, uint8_t coll,
+		    uint16_t root, const void *payload)
+{
+	struct agg_frame_spec s = {
+		.src_ip = members[member % NM].ip, .dst_ip = SWITCH_IP, .dscp = 26,
+		.dest_qp = GROUP_QPN, .qkey = QKEY, .src_qp = members[member % NM].qpn,
+		.hdr = {
+			.version = AGG_VERSION, .type = AGG_TYPE_CONTRIB, .dtype = dtype,
+			.op = AGG_OP_SUM, .count = count, .group_id = 42, .rank = member,
+			.fanin = 1, .slot = slot, .coll_seq = seq, .pkt_idx = idx,
+			.flags = AGG_FLAG_COLL | (payload ? 0 : AGG_FLAG_NO_DATA),
+			.coll = coll, .root = root,
+		},
+	};
+	int len = agg_encode(c->frame, sizeof(c->frame), &s, payload);
+	assert_true(len > 0);
+	assert_int_equal(agg_decode(c->frame, (size_t)len, true, &c->pkt), 0);
+}
+
+static size_t pad_of(size_t n)
+{
+	return (4 - n % 4) % 4;
+}
+
+static const struct agg_result_l2 coll_l2 = {
+	.src_mac = { 0x02, 0, 0, 0, 0, 0xfe }, .switch_ip = SWITCH_IP, .dscp = 26,
+};
+
+/* Member m's result frame: decoded (ICRC verified) into *p; the header
+ * names the use; with data or not. */
+static void check_result_frame(struct agg_group *g, const struct agg_result *res,
+			       uint16_t m, bool data, struct agg_pkt *p, uint8_t *f)
+{
+	int len = agg_result_encode(g, m, res, &coll_l2, NULL, f, AGG_MAX_FRAME_LEN);
+	size_t body = (size_t)res->hdr.count * agg_dtype_size(res->hdr.dtype);
+
+	assert_int_equal(agg_result_has_data_for(res, m), data);
+	assert_int_equal(len, AGG_FRAME_HDR_LEN + (data ? body + pad_of(body) : 0) + 4);
+	assert_int_equal(agg_decode(f, (size_t)len, true, p), 0);
+	assert_int_equal(agg_icrc_load(f + len - 4), agg_icrc_ipv4(f + 14, (size_t)len - 14));
+	assert_int_equal(p->hdr.type, AGG_TYPE_RESULT);
+	assert_int_equal(p->hdr.rank, m);
+	assert_int_equal(p->hdr.count, res->hdr.count);
+	assert_int_equal(p->hdr.dtype, res->hdr.dtype);
+	assert_int_equal(p->hdr.coll, res->hdr.coll);
+	assert_int_equal(p->hdr.root, res->hdr.root);
+	assert_int_equal(p->hdr.coll_seq, res->hdr.coll_seq);
+	assert_int_equal(p->hdr.pkt_idx, res->hdr.pkt_idx);
+	assert_int_equal(p->hdr.flags, (res->hdr.flags & ~AGG_FLAG_NO_DATA) |
+				       (data ? 0 : AGG_FLAG_NO_DATA));
+	assert_int_equal(p->pad, data ? pad_of(body) : 0);
+	assert_int_equal(p->payload_len, data ? body : 0);
+}
+
+static void test_coll_reduce(void **state)
+{
+	struct agg_group *g = *state;
+	const struct agg_group_stats *st = agg_group_stats(g);
+	uint8_t f[AGG_MAX_FRAME_LEN];
+	struct agg_result res;
+	struct agg_pkt p;
+	struct contrib c;
+	int32_t v[10];
+
+	/* reduce to rank 5: every member sends, only member 5 gets the sum */
+	for (uint16_t m = 0; m < NM; m++) {
+		for (int i = 0; i < 10; i++)
+			v[i] = ival(m, i);
+		mk_coll(&c, m, AGG_DTYPE_INT32, 10, 1, 3, 0, AGG_COLL_REDUCE, 5, v);
+		assert_int_equal(agg_group_ingest(g, &c.pkt, &res, NULL),
+				 m == NM - 1 ? AGG_V_COMPLETE : AGG_V_ACCEPTED);
+	}
+	assert_int_equal(res.hdr.flags, AGG_FLAG_COLL);
+	assert_int_equal(res.hdr.coll, AGG_COLL_REDUCE);
+	assert_int_equal(res.hdr.root, 5);
+	assert_int_equal(res.data_to_all, false);
+	assert_int_equal(res.owner, 5);
+	check_int32_sum(&res, 10);
+	for (uint16_t m = 0; m < NM; m++) {
+		check_result_frame(g, &res, m, m == 5, &p, f);
+		if (m == 5)
+			assert_memory_equal(p.payload, res.payload, 40);
+	}
+	/* member 2 lost its (empty) result: the retransmission answer is empty
+	 * too; member 5's carries the sum */
+	for (int i = 0; i < 10; i++)
+		v[i] = ival(2, i);
+	mk_coll(&c, 2, AGG_DTYPE_INT32, 10, 1, 3, 0, AGG_COLL_REDUCE, 5, v);
+	assert_int_equal(agg_group_ingest(g, &c.pkt, &res, NULL), AGG_V_RETRANSMIT);
+	check_result_frame(g, &res, 2, false, &p, f);
+	mk_coll(&c, 5, AGG_DTYPE_INT32, 10, 1, 3, 0, AGG_COLL_REDUCE, 5, v);
+	assert_int_equal(agg_group_ingest(g, &c.pkt, &res, NULL), AGG_V_RETRANSMIT);
+	check_result_frame(g, &res, 5, true, &p, f);
+
+	/* reduce-scatter: packet k holds shard k's elements, rank k gets it */
+	for (uint32_t k = 0; k < 4; k++)
+		for (uint16_t m = 0; m < NM; m++) {
+			for (int i = 0; i < 10; i++)
+				v[i] = ival(m, i) * (int32_t)(k + 1);
+			mk_coll(&c, m, AGG_DTYPE_INT32, 10, (uint16_t)k, 4, k,
+				AGG_COLL_REDUCE_SCATTER, (uint16_t)(2 * k + 1), v);
+			assert_int_equal(agg_group_ingest(g, &c.pkt, &res, NULL),
+					 m == NM - 1 ? AGG_V_COMPLETE : AGG_V_ACCEPTED);
+			if (m < NM - 1)
+				continue;
+			assert_int_equal(res.owner, 2 * k + 1);
+			for (int i = 0; i < 10; i++) {
+				int32_t want = 0, got;
+				for (int mm = 0; mm < NM; mm++)
+					want += ival(mm, i) * (int32_t)(k + 1);
+				memcpy(&got, res.payload + 4 * i, 4);
+				assert_int_equal(got, want);
+			}
+			for (uint16_t mm = 0; mm < NM; mm++)
+				check_result_frame(g, &res, mm, mm == 2 * k + 1, &p, f);
+		}
+	assert_int_equal(st->completions, 5);
+	assert_int_equal(st->retransmits, 2);
+	assert_int_equal(st->drops[AGG_E_COLL_DATA], 0);
+}
+
+/* Allgather and bcast copy the owner's bytes: NaN payloads, signalling
+ * NaNs, -0 and subnormals arrive as sent, in a reproducible group too. */
+static void test_coll_copy(void **state)
+{
+	static const uint16_t h16[7] = { 0x7c01, 0xfd23, 0x7e00, 0x8000, 0x0001, 0x7bff, 0xfc00 };
+	static const uint32_t h32[4] = { 0x7f800001u, 0xffc12345u, 0x80000000u, 0x00000001u };
+	struct agg_group_config cfg = base_cfg();
+	uint8_t f[AGG_MAX_FRAME_LEN];
+	struct agg_result res;
+	struct agg_pkt p;
+	struct contrib c;
+
+	(void)state;
+	for (int repro = 0; repro < 2; repro++) {
+		cfg.reproducible = repro;
+		struct agg_group *g = agg_group_create(&cfg, NULL);
+		assert_non_null(g);
+		/* allgather, shard of rank 2: 7 fp16 elements (PadCnt 2) */
+		for (uint16_t k = 0; k < NM; k++) {
+			uint16_t m = (uint16_t)((k + 1) % NM);   /* the owner second */
+			mk_coll(&c, m, AGG_DTYPE_FP16, 7, 0, 1, 0, AGG_COLL_ALLGATHER, 2,
+				m == 2 ? h16 : NULL);
+			assert_int_equal(agg_group_ingest(g, &c.pkt, &res, NULL),
+					 k == NM - 1 ? AGG_V_COMPLETE : AGG_V_ACCEPTED);
+		}
+		assert_int_equal(res.hdr.flags, AGG_FLAG_COLL | (repro ? AGG_FLAG_REPRODUCIBLE : 0));
+		assert_true(res.data_to_all);
+		assert_int_equal(res.payload_len, 14);
+		assert_int_equal(res.pad, 2);
+		assert_memory_equal(res.payload, h16, 14);
+		assert_int_equal(res.payload_crc, agg_crc32(0, res.payload, 16));
+		for (uint16_t m = 0; m < NM; m++) {
+			check_result_frame(g, &res, m, true, &p, f);
+			assert_memory_equal(p.payload, h16, 14);
+		}
+		/* bcast from rank 7, fp32; the owner comes first this time */
+		for (uint16_t k = 0; k < NM; k++) {
+			uint16_t m = (uint16_t)(NM - 1 - k);
+			mk_coll(&c, m, AGG_DTYPE_FP32, 4, 1, 1, 1, AGG_COLL_BCAST, 7,
+				m == 7 ? h32 : NULL);
+			assert_int_equal(agg_group_ingest(g, &c.pkt, &res, NULL),
+					 k == NM - 1 ? AGG_V_COMPLETE : AGG_V_ACCEPTED);
+		}
+		assert_memory_equal(res.payload, h32, 16);
+		for (uint16_t m = 0; m < NM; m++) {
+			check_result_frame(g, &res, m, true, &p, f);
+			assert_memory_equal(p.payload, h32, 16);
+		}
+		assert_int_equal(agg_group_stats(g)->completions, 2);
+		assert_int_equal(agg_group_stats(g)->contributions, 2 * NM);
+		agg_group_destroy(g);
+	}
+}
+
+static void test_coll_drops(void **state)
+{
+	struct agg_group *g = *state;
+	const struct agg_group_stats *st = agg_group_stats(g);
+	struct agg_result res;
+	struct contrib c;
+	int32_t v[4] = { 1, 2, 3, 4 };
+
+	/* data presence that the collective and root do not allow */
+	mk_coll(&c, 1, AGG_DTYPE_INT32, 4, 0, 1, 0, AGG_COLL_REDUCE, 0, NULL);
+	assert_int_equal(agg_group_ingest(g, &c.pkt, &res, NULL), -AGG_E_COLL_DATA);
+	mk_coll(&c, 1, AGG_DTYPE_INT32, 4, 0, 1, 0, AGG_COLL_REDUCE_SCATTER, 1, NULL);
+	assert_int_equal(agg_group_ingest(g, &c.pkt, &res, NULL), -AGG_E_COLL_DATA);
+	mk_coll(&c, 1, AGG_DTYPE_INT32, 4, 0, 1, 0, AGG_COLL_ALLGATHER, 0, v);
+	assert_int_equal(agg_group_ingest(g, &c.pkt, &res, NULL), -AGG_E_COLL_DATA);
+	mk_coll(&c, 1, AGG_DTYPE_INT32, 4, 0, 1, 0, AGG_COLL_BCAST, 1, NULL);
+	assert_int_equal(agg_group_ingest(g, &c.pkt, &res, NULL), -AGG_E_COLL_DATA);
+	assert_int_equal(st->drops[AGG_E_COLL_DATA], 4);
+	/* a root that is no rank of this (top-level) group */
+	mk_coll(&c, 1, AGG_DTYPE_INT32, 4, 0, 1, 0, AGG_COLL_REDUCE, NM, v);
+	assert_int_equal(agg_group_ingest(g, &c.pkt, &res, NULL), -AGG_E_COLL);
+	mk_coll(&c, 1, AGG_DTYPE_INT32, 4, 0, 1, 0, AGG_COLL_BCAST, 0xffff, NULL);
+	assert_int_equal(agg_group_ingest(g, &c.pkt, &res, NULL), -AGG_E_COLL);
+	assert_int_equal(st->drops[AGG_E_COLL], 2);
+	assert_int_equal(st->contributions, 0);
+
+	/* one use: the collective and the root must match like dtype and op */
+	mk_coll(&c, 1, AGG_DTYPE_INT32, 4, 0, 1, 0, AGG_COLL_BCAST, 3, NULL);
+	assert_int_equal(agg_group_ingest(g, &c.pkt, &res, NULL), AGG_V_ACCEPTED);
+	mk_coll(&c, 2, AGG_DTYPE_INT32, 4, 0, 1, 0, AGG_COLL_BCAST, 4, NULL);
+	assert_int_equal(agg_group_ingest(g, &c.pkt, &res, NULL), -AGG_E_MISMATCH);
+	mk_coll(&c, 2, AGG_DTYPE_INT32, 4, 0, 1, 0, AGG_COLL_ALLGATHER, 3, NULL);
+	assert_int_equal(agg_group_ingest(g, &c.pkt, &res, NULL), -AGG_E_MISMATCH);
+	mk(&c, 2, AGG_DTYPE_INT32, AGG_OP_SUM, 4, 0, false, 1, 0, v);   /* all-reduce */
+	assert_int_equal(agg_group_ingest(g, &c.pkt, &res, NULL), -AGG_E_MISMATCH);
+	mk_coll(&c, 2, AGG_DTYPE_INT32, 5, 0, 1, 0, AGG_COLL_BCAST, 3, NULL);
+	assert_int_equal(agg_group_ingest(g, &c.pkt, &res, NULL), -AGG_E_MISMATCH);
+	/* and an all-reduce set refuses a collective for its key */
+	mk(&c, 2, AGG_DTYPE_INT32, AGG_OP_SUM, 4, 1, false, 1, 1, v);
+	assert_int_equal(agg_group_ingest(g, &c.pkt, &res, NULL), AGG_V_ACCEPTED);
+	mk_coll(&c, 3, AGG_DTYPE_INT32, 4, 1, 1, 1, AGG_COLL_REDUCE, 0, v);
+	assert_int_equal(agg_group_ingest(g, &c.pkt, &res, NULL), -AGG_E_MISMATCH);
+	assert_int_equal(st->drops[AGG_E_MISMATCH], 5);
+	/* a NO_DATA duplicate is a duplicate */
+	mk_coll(&c, 1, AGG_DTYPE_INT32, 4, 0, 1, 0, AGG_COLL_BCAST, 3, NULL);
+	assert_int_equal(agg_group_ingest(g, &c.pkt, &res, NULL), AGG_V_DUPLICATE);
+	assert_int_equal(st->contributions, 2);
+	assert_int_equal(st->duplicates, 1);
+}
+
+static void test_rank_map(void **state)
+{
+	struct agg_member m3[3] = {
+		{ .ip = 0x0a000101, .qpn = 0x10, .fanin = 4 },
+		{ .ip = 0x0a000102, .qpn = 0x11, .fanin = 1 },
+		{ .ip = 0x0a000103, .qpn = 0x11, .fanin = 3 },
+	};
+	static const uint16_t r0[4] = { 9, 2, 40, 7 }, r1[1] = { 0 }, r2[3] = { 65535, 3, 8 };
+	struct agg_group_config cfg = base_cfg();
+	struct agg_group *g;
+	const char *why = NULL;
+
+	(void)state;
+	cfg.members = m3;
+	cfg.nmembers = 3;
+	/* default: consecutive from first_rank */
+	cfg.first_rank = 10;
+	g = agg_group_create(&cfg, NULL);
+	assert_non_null(g);
+	static const struct { uint16_t rank, member; } dflt[] = {
+		{ 9, AGG_NO_MEMBER }, { 10, 0 }, { 13, 0 }, { 14, 1 }, { 15, 2 },
+		{ 17, 2 }, { 18, AGG_NO_MEMBER }, { 0, AGG_NO_MEMBER }, { 65535, AGG_NO_MEMBER },
+	};
+	for (size_t i = 0; i < sizeof(dflt) / sizeof(dflt[0]); i++)
+		assert_int_equal(agg_group_rank_owner(g, dflt[i].rank), dflt[i].member);
+	agg_group_destroy(g);
+
+	/* listed: any ranks, copied (the caller's arrays may go) */
+	uint16_t mine[4];
+	memcpy(mine, r0, sizeof(mine));
+	m3[0].ranks = mine;
+	m3[0].nranks = 4;
+	m3[1].ranks = r1;
+	m3[1].nranks = 1;
+	m3[2].ranks = r2;
+	m3[2].nranks = 3;
+	cfg.first_rank = 0;
+	g = agg_group_create(&cfg, &why);
+	assert_non_null(g);
+	memset(mine, 0, sizeof(mine));
+	static const struct { uint16_t rank, member; } listed[] = {
+		{ 0, 1 }, { 1, AGG_NO_MEMBER }, { 2, 0 }, { 3, 2 }, { 7, 0 }, { 8, 2 },
+		{ 9, 0 }, { 10, AGG_NO_MEMBER }, { 40, 0 }, { 65535, 2 }, { 65534, AGG_NO_MEMBER },
+	};
+	for (size_t i = 0; i < sizeof(listed) / sizeof(listed[0]); i++)
+		assert_int_equal(agg_group_rank_owner(g, listed[i].rank), listed[i].member);
+	assert_int_equal(agg_group_config(g)->members[0].ranks[2], 40);
+	agg_group_destroy(g);
+
+	static const struct {
+		int field;
+		const char *why;
+	} cases[] = {
+		{ 0, "members[].ranks: every member needs its list once one has" },
+		{ 1, "members[].ranks: every member needs its list once one has" },
+		{ 2, "members[].ranks: need exactly fanin ranks" },
+		{ 3, "members[].ranks: a rank is listed twice" },
+		{ 4, "first_rank: not with members[].ranks (they name every rank)" },
+		{ 5, "first_rank: its ranks (first_rank + total fan-in) exceed 65535" },
+		{ 6, "members[].ranks: every member needs its list once one has" },
+	};
+	static const uint16_t dup[3] = { 5, 6, 2 };   /* 2 is member 0's too */
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		m3[0].ranks = r0, m3[0].nranks = 4;
+		m3[1].ranks = r1, m3[1].nranks = 1;
+		m3[2].ranks = r2, m3[2].nranks = 3;
+		cfg.first_rank = 0;
+		switch (cases[i].field) {
+		case 0: m3[1].ranks = NULL, m3[1].nranks = 0; break;
+		case 1: m3[2].ranks = NULL; break;
+		case 2: m3[2].nranks = 2; break;
+		case 3: m3[2].ranks = dup; break;
+		case 4: cfg.first_rank = 1; break;
+		case 5:
+			for (int k = 0; k < 3; k++)
+				m3[k].ranks = NULL, m3[k].nranks = 0;
+			cfg.first_rank = 65535 - 7;   /* 8 ranks: 65528 .. 65535 fit */
+			g = agg_group_create(&cfg, NULL);
+			assert_non_null(g);
+			assert_int_equal(agg_group_rank_owner(g, 65535), 2);
+			agg_group_destroy(g);
+			cfg.first_rank = 65535 - 6;
+			break;
+		case 6:
+			m3[0].ranks = NULL, m3[0].nranks = 0;
+			break;
+		}
+		errno = 0;
+		why = NULL;
+		assert_null(agg_group_create(&cfg, &why));
+		assert_int_equal(errno, EINVAL);
+		assert_string_equal(why, cases[i].why);
+	}
+}
+
+/* ---- every collective over a lossy network, one level and a tree ---- */
+
+#define CS_N 6        /* ranks */
+#define CS_W 4
+#define CS_E 15       /* odd: fp16 copies carry PadCnt 2 */
+#define CS_PKTS 24
+#define CS_MSGS 8192
+
+enum cs_hop { TO_HOST, TO_LEAF, TO_SPINE };
+
+struct cs_msg {
+	uint8_t to;           /* enum cs_hop */
+	uint16_t idx;         /* the rank, the leaf */
+	uint16_t len;
+	uint8_t frame[AGG_FRAME_HDR_LEN + CS_E * 4 + 8];
+};
+
+struct cs_net {
+	struct cs_msg q[CS_MSGS];
+	int nq;
+	uint64_t lost, duplicated, no_data_results, data_results;
+};
+
+/* Ranks on one switch (nleaves 1, the default rank map) or on two leaves
+ * holding ranks {0, 3, 5} and {1, 2, 4} under a spine (listed ranks). */
+struct cs_tree {
+	int nleaves;
+	int leaf_of[CS_N], index_of[CS_N];
+	int nhosts[2];
+	uint16_t rank_at[2][CS_N];        /* a leaf's member -> rank */
+	struct agg_member hosts[2][CS_N], leaves[2];
+	uint16_t one_rank[CS_N];
+	struct agg_group *leaf[2], *spine;
+};
+
+static void cs_tree_build(struct cs_tree *t, int nleaves)
+{
+	memset(t, 0, sizeof(*t));
+	t->nleaves = nleaves;
+	for (uint16_t r = 0; r < CS_N; r++) {
+		int l = nleaves == 1 ? 0 : (r == 0 || r == 3 || r == 5) ? 0 : 1;
+		int i = t->nhosts[l]++;
+
+		t->leaf_of[r] = l;
+		t->index_of[r] = i;
+		t->rank_at[l][i] = r;
+		t->one_rank[r] = r;
+		t->hosts[l][i] = (struct agg_member){ .ip = 0x0a000001u + r, .qpn = 17u + r,
+						      .fanin = 1 };
+		if (nleaves == 2) {
+			t->hosts[l][i].ranks = &t->one_rank[r];
+			t->hosts[l][i].nranks = 1;
+		}
+	}
+	for (int l = 0; l < nleaves; l++) {
+		struct agg_group_config c = {
+			.group_id = 42, .qpn = LEAF_QPN, .qkey = QKEY,
+			.nmembers = (uint16_t)t->nhosts[l], .window = CS_W,
+			.elems_per_pkt = CS_E, .members = t->hosts[l],
+		};
+		if (nleaves == 2)
+			c.parent = (struct agg_parent){ .ip = SPINE_IP, .qpn = SPINE_QPN,
+							.qkey = SPINE_QKEY, .rank = (uint16_t)l };
+		t->leaf[l] = agg_group_create(&c, NULL);
+		assert_non_null(t->leaf[l]);
+		t->leaves[l] = (struct agg_member){ .ip = LEAF_IP(l), .qpn = LEAF_QPN,
+						    .fanin = (uint16_t)t->nhosts[l],
+						    .ranks = t->rank_at[l],
+						    .nranks = (uint16_t)t->nhosts[l] };
+	}
+	if (nleaves == 2) {
+		struct agg_group_config sc = {
+			.group_id = 42, .qpn = SPINE_QPN, .qkey = SPINE_QKEY, .nmembers = 2,
+			.window = CS_W, .elems_per_pkt = CS_E, .members = t->leaves,
+		};
+		t->spine = agg_group_create(&sc, NULL);
+		assert_non_null(t->spine);
+		for (uint16_t r = 0; r < CS_N; r++)
+			assert_int_equal(agg_group_rank_owner(t->spine, r), t->leaf_of[r]);
+	}
+}
+
+static void cs_send(struct cs_net *n, enum cs_hop to, int idx, const uint8_t *f, int len)
+{
+	int copies = 1;
+
+	assert_true(len > 0 && (size_t)len <= sizeof(n->q[0].frame));
+	if (test_rand_below(100) < 10) {
+		n->lost++;
+		return;
+	}
+	if (test_rand_below(100) < 5) {
+		n->duplicated++;
+		copies = 2;
+	}
+	while (copies-- && n->nq < CS_MSGS) {
+		struct cs_msg *m = &n->q[n->nq++];
+		m->to = (uint8_t)to;
+		m->idx = (uint16_t)idx;
+		m->len = (uint16_t)len;
+		memcpy(m->frame, f, (size_t)len);
+	}
+}
+
+static uint16_t cs_root(uint8_t coll, int k)
+{
+	return coll == AGG_COLL_REDUCE ? 4 : coll == AGG_COLL_BCAST ? 3 : (uint16_t)(k % CS_N);
+}
+
+static bool cs_copies(uint8_t coll)
+{
+	return coll == AGG_COLL_ALLGATHER || coll == AGG_COLL_BCAST;
+}
+
+/* Rank r's elements for packet k: small integers as fp32 (exact sums), or
+ * fp16 bit patterns for the copies: NaNs with payloads, -0, a subnormal. */
+static void cs_elems(uint8_t coll, int seq, int r, int k, void *out)
+{
+	for (int j = 0; j < CS_E; j++)
+		if (cs_copies(coll)) {
+			uint16_t h = j == 0 ? 0x8000 : j == 1 ? 0x0001 :
+				     (uint16_t)(0x7c01 + ((r * 16 + j + k * 3 + seq) & 0x1fe));
+			memcpy((uint8_t *)out + 2 * j, &h, 2);
+		} else {
+			float f = (float)(r * 7 + seq * 3 + k + j);
+			memcpy((uint8_t *)out + 4 * j, &f, 4);
+		}
+}
+
+static int cs_host_frame(struct cs_tree *t, uint8_t coll, int seq, int r, uint32_t gpkt,
+			 int k, bool retx, uint8_t *f, size_t cap)
+{
+	uint8_t v[CS_E * 4];
+	uint16_t root = cs_root(coll, k);
+	bool data = !cs_copies(coll) || root == r;
+	int l = t->leaf_of[r];
+
+	cs_elems(coll, seq, r, k, v);
+	struct agg_frame_spec s = {
+		.src_ip = t->hosts[l][t->index_of[r]].ip, .dst_ip = LEAF_IP(l),
+		.dest_qp = LEAF_QPN, .qkey = QKEY, .src_qp = t->hosts[l][t->index_of[r]].qpn,
+		.hdr = {
+			.version = AGG_VERSION, .type = AGG_TYPE_CONTRIB,
+			.dtype = cs_copies(coll) ? AGG_DTYPE_FP16 : AGG_DTYPE_FP32,
+			.op = AGG_OP_SUM,
+			.flags = (uint8_t)(((gpkt / CS_W) & 1) | (retx ? AGG_FLAG_RETRANSMIT : 0) |
+					   (coll ? AGG_FLAG_COLL : 0) |
+					   (data ? 0 : AGG_FLAG_NO_DATA)),
+			.count = CS_E, .group_id = 42, .rank = (uint16_t)t->index_of[r],
+			.fanin = 1, .slot = (uint16_t)(gpkt % CS_W),
+			.coll_seq = (uint32_t)seq, .pkt_idx = (uint32_t)k,
+			.coll = coll, .root = coll ? root : 0,
+		},
+	};
+	return agg_encode(f, cap, &s, data ? v : NULL);
+}
+
+static void cs_host_send(struct cs_net *n, struct cs_tree *t, uint8_t coll, int seq,
+			 int r, uint32_t gpkt, int k, bool retx)
+{
+	uint8_t f[sizeof(n->q[0].frame)];
+
+	cs_send(n, TO_LEAF, t->leaf_of[r],
+		f, cs_host_frame(t, coll, seq, r, gpkt, k, retx, f, sizeof(f)));
+}
+
+/* Results of a switch to its members: every one, or one on a retransmission. */
+static void cs_results(struct cs_net *n, struct cs_tree *t, struct agg_group *g, int l,
+		       const struct agg_result *res, int only)
+{
+	uint8_t f[sizeof(n->q[0].frame)];
+	struct agg_result_l2 l2 = { .switch_ip = g == t->spine ? SPINE_IP : LEAF_IP(l) };
+	uint16_t nm = agg_group_config(g)->nmembers;
+
+	for (uint16_t m = 0; m < nm; m++) {
+		if (only >= 0 && m != only)
+			continue;
+		int len = agg_result_encode(g, m, res, &l2, NULL, f, sizeof(f));
+		if (g == t->spine)
+			cs_send(n, TO_LEAF, m, f, len);
+		else
+			cs_send(n, TO_HOST, t->rank_at[l][m], f, len);
+	}
+}
+
+static void cs_switch_input(struct cs_net *n, struct cs_tree *t, const struct cs_msg *m)
+{
+	struct agg_group *g = m->to == TO_SPINE ? t->spine : t->leaf[m->idx];
+	uint8_t f[sizeof(n->q[0].frame)];
+	struct agg_result res;
+	struct agg_pkt pkt;
+	uint16_t who;
+	int v;
+
+	assert_int_equal(agg_decode(m->frame, m->len, true, &pkt), 0);
+	if (pkt.hdr.type == AGG_TYPE_RESULT) {
+		v = agg_group_parent_result(g, &pkt, &res);
+		if (v == AGG_V_COMPLETE)
+			cs_results(n, t, g, m->idx, &res, -1);
+		assert_true(v == AGG_V_COMPLETE || v == AGG_V_DUPLICATE || v == -AGG_E_STALE);
+		return;
+	}
+	v = agg_group_ingest(g, &pkt, &res, &who);
+	if (v == -AGG_E_STALE)
+		return;
+	assert_true(v >= 0);
+	if (v == AGG_V_COMPLETE || v == AGG_V_RETRANSMIT) {
+		cs_results(n, t, g, m->idx, &res, v == AGG_V_RETRANSMIT ? who : -1);
+	} else if (v == AGG_V_UPSTREAM) {
+		struct agg_frame_spec s = {
+			.src_ip = LEAF_IP(m->idx), .dst_ip = SPINE_IP, .dest_qp = SPINE_QPN,
+			.qkey = SPINE_QKEY, .src_qp = LEAF_QPN, .hdr = res.hdr,
+		};
+		/* the partial carries data unless it is a copy whose root is
+		 * under the other leaf */
+		assert_int_equal(agg_hdr_has_data(&res.hdr),
+				 !cs_copies(res.hdr.coll) ||
+				 t->leaf_of[res.hdr.root] == m->idx);
+		cs_send(n, TO_SPINE, 0, f, agg_encode(f, sizeof(f), &s, res.payload));
+	}
+}
+
+/* Rank r receives a result; returns the packet index it completes, or -1. */
+static int cs_host_input(struct cs_net *n, uint8_t coll, int seq, const struct cs_msg *m,
+			 bool got[CS_N][CS_PKTS])
+{
+	struct agg_pkt pkt;
+	uint8_t want[CS_E * 4];
+	int r = m->idx;
+
+	assert_int_equal(agg_decode(m->frame, m->len, true, &pkt), 0);
+	int k = (int)pkt.hdr.pkt_idx;
+	if (pkt.hdr.coll_seq != (uint32_t)seq || got[r][k])
+		return -1;        /* late or duplicate */
+	uint16_t root = cs_root(coll, k);
+	bool data = coll == AGG_COLL_ALLREDUCE || cs_copies(coll) || root == r;
+	assert_int_equal(pkt.hdr.coll, coll);
+	assert_int_equal(pkt.hdr.root, coll ? root : 0);
+	assert_int_equal(pkt.hdr.count, CS_E);
+	assert_int_equal(pkt.hdr.fanin, CS_N);
+	assert_int_equal(agg_hdr_has_data(&pkt.hdr), data);
+	got[r][k] = true;
+	if (!data) {
+		assert_int_equal(pkt.payload_len, 0);
+		n->no_data_results++;
+		return k;
+	}
+	n->data_results++;
+	if (cs_copies(coll)) {
+		cs_elems(coll, seq, root, k, want);
+		assert_memory_equal(pkt.payload, want, CS_E * 2);
+	} else {
+		for (int j = 0; j < CS_E; j++) {
+			float sum = 0, got_v;
+			for (int rr = 0; rr < CS_N; rr++) {
+				float x;
+				cs_elems(coll, seq, rr, k, want);
+				memcpy(&x, want + 4 * j, 4);
+				sum += x;
+			}
+			memcpy(&got_v, pkt.payload + 4 * j, 4);
+			assert_true(got_v == sum);
+		}
+	}
+	return k;
+}
+
+static void cs_run(int nleaves)
+{
+	static struct cs_net net;
+	static bool got[CS_N][CS_PKTS], sent[CS_N][CS_PKTS];
+	struct cs_tree t;
+	uint32_t base_g = 0;
+	uint64_t steps = 0, timeouts = 0;
+	int seq = 0;
+
+	memset(&net, 0, sizeof(net));
+	cs_tree_build(&t, nleaves);
+	/* every collective twice, all-reduce between them */
+	static const uint8_t order[] = { 1, 2, 3, 4, 0, 4, 3, 2, 1 };
+	for (size_t o = 0; o < sizeof(order); o++) {
+		uint8_t coll = order[o];
+
+		seq++;
+		memset(got, 0, sizeof(got));
+		memset(sent, 0, sizeof(sent));
+		for (int r = 0; r < CS_N; r++)
+			for (int k = 0; k < CS_W; k++) {
+				cs_host_send(&net, &t, coll, seq, r, base_g + (uint32_t)k, k, false);
+				sent[r][k] = true;
+			}
+		for (;;) {
+			assert_true(++steps < 4000000);
+			if (net.nq == 0) {
+				bool all = true;
+				timeouts++;
+				for (int r = 0; r < CS_N; r++)
+					for (int k = 0; k < CS_PKTS; k++)
+						if (sent[r][k] && !got[r][k]) {
+							all = false;
+							cs_host_send(&net, &t, coll, seq, r,
+								     base_g + (uint32_t)k, k, true);
+						}
+				if (all)
+					break;
+				continue;
+			}
+			int i = (int)test_rand_below((uint32_t)net.nq);
+			struct cs_msg m = net.q[i];
+			net.q[i] = net.q[--net.nq];
+			if (m.to != TO_HOST) {
+				cs_switch_input(&net, &t, &m);
+				continue;
+			}
+			int k = cs_host_input(&net, coll, seq, &m, got);
+			if (k >= 0 && k + CS_W < CS_PKTS) {
+				cs_host_send(&net, &t, coll, seq, m.idx,
+					     base_g + (uint32_t)(k + CS_W), k + CS_W, false);
+				sent[m.idx][k + CS_W] = true;
+			}
+		}
+		base_g += CS_PKTS;
+	}
+	/* per use: reduce 1 rank with data, reduce-scatter 1, the others all */
+	uint64_t uses = (uint64_t)CS_PKTS * sizeof(order);
+	assert_int_equal(net.data_results + net.no_data_results, uses * CS_N);
+	assert_int_equal(net.no_data_results, (uint64_t)CS_PKTS * 4 * (CS_N - 1));
+	struct agg_group *all[3] = { t.leaf[0], t.leaf[1], t.spine };
+	for (int i = 0; i < 3; i++) {
+		if (!all[i])
+			continue;
+		const struct agg_group_stats *st = agg_group_stats(all[i]);
+		for (int d = 1; d < AGG_E__COUNT; d++)
+			if (d != AGG_E_STALE && st->drops[d])
+				fail_msg("switch %d: %llu %s drops", i,
+					 (unsigned long long)st->drops[d], agg_errname(-d));
+		assert_int_equal(st->completions, uses);
+		assert_int_equal(st->preempted, 0);
+		agg_group_destroy(all[i]);
+	}
+	printf("# %d level(s): %llu lost, %llu duplicated, %llu timeouts, %llu results "
+	       "with data, %llu without\n", nleaves, (unsigned long long)net.lost,
+	       (unsigned long long)net.duplicated, (unsigned long long)timeouts,
+	       (unsigned long long)net.data_results, (unsigned long long)net.no_data_results);
+	assert_true(net.lost > 0 && net.duplicated > 0);
+}
+
+/* In a tree, the parent's result comes down with data to the leaf that
+ * owns a reduce's root and without to the other; the leaf passes data on
+ * to the root only. The wrong presence, collective or root is refused. */
+static void test_coll_tree_results(void **state)
+{
+	uint8_t f[AGG_MAX_FRAME_LEN], down[2][AGG_MAX_FRAME_LEN];
+	struct agg_pkt p, pd[2];
+	struct agg_result r;
+	struct cs_tree t;
+	int downlen[2];
+
+	(void)state;
+	cs_tree_build(&t, 2);
+	/* reduce to rank 4: leaf 1's member 2 */
+	for (int rank = 0; rank < CS_N; rank++) {
+		int l = t.leaf_of[rank];
+		decode_ok(f, cs_host_frame(&t, AGG_COLL_REDUCE, 1, rank, 0, 0, false, f,
+					   sizeof(f)), &p);
+		int v = agg_group_ingest(t.leaf[l], &p, &r, NULL);
+		assert_int_equal(v, t.index_of[rank] == 2 ? AGG_V_UPSTREAM : AGG_V_ACCEPTED);
+		if (v != AGG_V_UPSTREAM)
+			continue;
+		assert_int_equal(r.hdr.flags, AGG_FLAG_COLL);   /* with data */
+		struct agg_frame_spec s = {
+			.src_ip = LEAF_IP(l), .dst_ip = SPINE_IP, .dest_qp = SPINE_QPN,
+			.qkey = SPINE_QKEY, .src_qp = LEAF_QPN, .hdr = r.hdr,
+		};
+		decode_ok(f, agg_encode(f, sizeof(f), &s, r.payload), &p);
+		/* rank 4 completes leaf 1, then rank 5 leaf 0 */
+		assert_int_equal(agg_group_ingest(t.spine, &p, &r, NULL),
+				 l == 0 ? AGG_V_COMPLETE : AGG_V_ACCEPTED);
+	}
+	assert_int_equal(r.owner, 1);
+	struct agg_result_l2 l2 = { .switch_ip = SPINE_IP };
+	for (int l = 0; l < 2; l++) {
+		downlen[l] = agg_result_encode(t.spine, (uint16_t)l, &r, &l2, NULL, down[l],
+					       AGG_MAX_FRAME_LEN);
+		decode_ok(down[l], downlen[l], &pd[l]);
+		assert_int_equal(agg_hdr_has_data(&pd[l].hdr), l == 1);
+	}
+	/* each leaf refuses the other's */
+	for (int l = 0; l < 2; l++)
+		assert_int_equal(agg_group_parent_result(t.leaf[l], &pd[!l], &r),
+				 -AGG_E_COLL_DATA);
+	p = pd[1];
+	p.hdr.root = 5;
+	assert_int_equal(agg_group_parent_result(t.leaf[1], &p, &r), -AGG_E_MISMATCH);
+	p.hdr.root = 4;
+	p.hdr.coll = AGG_COLL_REDUCE_SCATTER;
+	assert_int_equal(agg_group_parent_result(t.leaf[1], &p, &r), -AGG_E_MISMATCH);
+	for (int l = 0; l < 2; l++) {
+		assert_int_equal(agg_group_stats(t.leaf[l])->drops[AGG_E_COLL_DATA], 1);
+		assert_int_equal(agg_group_parent_result(t.leaf[l], &pd[l], &r), AGG_V_COMPLETE);
+		assert_int_equal(r.hdr.rank, 0);
+		assert_int_equal(r.owner, l == 1 ? 2 : AGG_NO_MEMBER);
+		struct agg_result_l2 ll2 = { .switch_ip = LEAF_IP(l) };
+		for (uint16_t m = 0; m < 3; m++) {
+			bool data = l == 1 && m == 2;
+			int len = agg_result_encode(t.leaf[l], m, &r, &ll2, NULL, f, sizeof(f));
+			decode_ok(f, len, &p);
+			assert_int_equal(agg_hdr_has_data(&p.hdr), data);
+			assert_int_equal(p.hdr.root, 4);
+			assert_int_equal(p.hdr.fanin, CS_N);
+			if (data) {
+				float x;
+				memcpy(&x, p.payload, 4);
+				/* element 0: sum over ranks of 7 r + 3 */
+				assert_true(x == (float)(7 * 15 + 3 * CS_N));
+			}
+		}
+	}
+
+	/* allgather of rank 3's shard (leaf 0, member 1), packet 1: leaf 1
+	 * sends up nothing, the spine sends both leaves the shard */
+	for (int rank = 0; rank < CS_N; rank++) {
+		int l = t.leaf_of[rank];
+		decode_ok(f, cs_host_frame(&t, AGG_COLL_ALLGATHER, 2, rank, 1, 3, false, f,
+					   sizeof(f)), &p);
+		int v = agg_group_ingest(t.leaf[l], &p, &r, NULL);
+		if (v != AGG_V_UPSTREAM)
+			continue;
+		assert_int_equal(agg_hdr_has_data(&r.hdr), l == 0);
+		assert_int_equal(r.payload_len, l == 0 ? CS_E * 2 : 0);
+		struct agg_frame_spec s = {
+			.src_ip = LEAF_IP(l), .dst_ip = SPINE_IP, .dest_qp = SPINE_QPN,
+			.qkey = SPINE_QKEY, .src_qp = LEAF_QPN, .hdr = r.hdr,
+		};
+		decode_ok(f, agg_encode(f, sizeof(f), &s, r.payload), &p);
+		/* rank 4 completes leaf 1, then rank 5 leaf 0 */
+		assert_int_equal(agg_group_ingest(t.spine, &p, &r, NULL),
+				 l == 0 ? AGG_V_COMPLETE : AGG_V_ACCEPTED);
+	}
+	assert_true(r.data_to_all);
+	uint8_t want[CS_E * 2];
+	cs_elems(AGG_COLL_ALLGATHER, 2, 3, 3, want);
+	assert_memory_equal(r.payload, want, sizeof(want));
+	downlen[1] = agg_result_encode(t.spine, 1, &r, &l2, NULL, down[1], AGG_MAX_FRAME_LEN);
+	decode_ok(down[1], downlen[1], &p);
+	/* without its data the result is refused */
+	struct agg_pkt empty = p;
+	empty.hdr.flags |= AGG_FLAG_NO_DATA;
+	empty.payload_len = 0;
+	assert_int_equal(agg_group_parent_result(t.leaf[1], &empty, &r), -AGG_E_COLL_DATA);
+	assert_int_equal(agg_group_parent_result(t.leaf[1], &p, &r), AGG_V_COMPLETE);
+	struct agg_result_l2 ll2 = { .switch_ip = LEAF_IP(1) };
+	for (uint16_t m = 0; m < 3; m++) {
+		decode_ok(f, agg_result_encode(t.leaf[1], m, &r, &ll2, NULL, f, sizeof(f)), &p);
+		assert_int_equal(p.payload_len, CS_E * 2);
+		assert_memory_equal(p.payload, want, sizeof(want));
+	}
+	for (int l = 0; l < 2; l++)
+		agg_group_destroy(t.leaf[l]);
+	agg_group_destroy(t.spine);
+}
+
+static void test_coll_lossy_network(void **state)
+{
+	(void)state;
+	test_seed_init("coll_lossy_network");
+	cs_run(1);
+	cs_run(2);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -991,6 +1787,12 @@ int main(void)
 		cmocka_unit_test(test_reproducible_orders),
 		cmocka_unit_test(test_lossy_network),
 		cmocka_unit_test(test_two_level_tree),
+		cmocka_unit_test_setup_teardown(test_coll_reduce, setup, teardown),
+		cmocka_unit_test(test_coll_copy),
+		cmocka_unit_test_setup_teardown(test_coll_drops, setup, teardown),
+		cmocka_unit_test(test_rank_map),
+		cmocka_unit_test(test_coll_tree_results),
+		cmocka_unit_test(test_coll_lossy_network),
 	};
 	return cmocka_run_group_tests_name("table", tests, NULL, NULL);
 }

@@ -146,7 +146,8 @@ enum agg_coll {
 	X(OP,            "op",             "INCA op is unknown") \
 	X(OP_DTYPE,      "op_dtype",       "bitwise op on a floating-point dtype") \
 	X(FLAGS,         "flags",          "INCA flags has unknown bits set") \
-	X(COLL,          "coll",           "collective unknown, or set without the COLL flag, or no data on an all-reduce") \
+	X(COLL,          "coll",           "collective unknown, or set without the COLL flag, or no data on an all-reduce, or root is no rank of the group") \
+	X(COLL_DATA,     "coll_data",      "elements where the collective and root say none, or none where they say elements") \
 	X(COUNT,         "count",          "element count disagrees with the payload length") \
 	X(FANIN,         "fanin",          "fan-in is zero or not what the member is configured for") \
 	X(GROUP,         "group",          "unknown group (id or QPN)") \
@@ -154,7 +155,7 @@ enum agg_coll {
 	X(NOT_MEMBER,    "not_member",     "sender rank, address or QPN is not a member of the group") \
 	X(SLOT,          "slot",           "slot index is outside the group's window") \
 	X(TOO_LONG,      "too_long",       "element count exceeds the group's elements per packet") \
-	X(MISMATCH,      "mismatch",       "dtype, op, count or flags differ from the slot's other contributions") \
+	X(MISMATCH,      "mismatch",       "dtype, op, count, collective or root differ from the slot's other contributions") \
 	X(STALE,         "stale",          "contribution for an older use of the slot") \
 	X(NOSPACE,       "nospace",        "buffer too small") \
 	X(INVAL,         "inval",          "invalid argument")
@@ -467,6 +468,13 @@ struct agg_member {
 	uint32_t qpn;
 	uint8_t mac[6];      /* all zero: resolve at run time */
 	uint16_t fanin;      /* 1 for a host, k for a child switch */
+	/* The job's ranks under this member (docs/protocol.md, section 4,
+	 * "Ranks in a tree"): NULL in every member for the default (member i
+	 * covers first_rank + the fan-ins of the members before it, fanin
+	 * ranks in a row), else given for every member, exactly fanin
+	 * distinct ranks each. agg_group_create copies them. */
+	const uint16_t *ranks;
+	uint16_t nranks;
 };
 
 /* Where a group in a tree sends its partial: the parent switch's group.
@@ -489,7 +497,12 @@ struct agg_group_config {
 	bool reproducible;
 	const struct agg_member *members;
 	struct agg_parent parent;
+	uint16_t first_rank; /* the job rank of member 0's first contribution,
+			      * when the members list no ranks */
 };
+
+/* "No member": a rank that no member of this switch covers. */
+#define AGG_NO_MEMBER 0xffff
 
 /* Counters per group; every drop reason of agg_group_ingest is counted. */
 struct agg_group_stats {
@@ -518,7 +531,14 @@ struct agg_group;
 
 /*
  * A completed set's result as the data path needs it to build packets:
- * the wire-format payload (zero-padded to 4 bytes) and its CRC.
+ * the wire-format payload (zero-padded to 4 bytes) and its CRC, and which
+ * members get it (docs/protocol.md, section 2.1): with data_to_all every
+ * member (all-reduce, allgather, bcast), else only the member owner
+ * (reduce, reduce-scatter; AGG_NO_MEMBER: none here). The others get a
+ * result without data (AGG_FLAG_NO_DATA, the same header otherwise);
+ * agg_result_encode builds either. With AGG_FLAG_NO_DATA in hdr there is
+ * no payload at all (payload_len 0; a partial of an allgather or bcast
+ * whose root is not under this switch).
  */
 struct agg_result {
 	struct agg_hdr hdr;       /* type RESULT, total fan-in, rank 0 */
@@ -527,12 +547,21 @@ struct agg_result {
 	uint8_t pad;              /* PadCnt: zero bytes after the payload */
 	uint32_t payload_crc;     /* agg_crc32 over payload + pad bytes */
 	uint32_t payload_shift;   /* agg_crc32_shift_op(payload_len + pad) */
+	bool data_to_all;         /* every member gets the payload */
+	uint16_t owner;           /* else the member that does, or AGG_NO_MEMBER */
 };
 
+/* Whether member gets res's elements or a result without data. */
+static inline bool agg_result_has_data_for(const struct agg_result *res,
+					   uint16_t member)
+{
+	return res->data_to_all || res->owner == member;
+}
+
 /*
- * Create a group: validates the config (-AGG_E_INVAL with errno-style
- * detail in *why if non-NULL) and allocates all slot memory up front.
- * Returns NULL on failure.
+ * Create a group: validates the config (errno EINVAL and what is wrong,
+ * naming the field, in *why if non-NULL) and allocates all slot memory up
+ * front. Returns NULL on failure (errno EINVAL or ENOMEM).
  */
 struct agg_group *agg_group_create(const struct agg_group_config *cfg,
 				   const char **why);
@@ -541,13 +570,19 @@ const struct agg_group_config *agg_group_config(const struct agg_group *g);
 const struct agg_group_stats *agg_group_stats(const struct agg_group *g);
 /* Forget all slot state (e.g. the job restarted); counters are kept. */
 void agg_group_reset(struct agg_group *g);
+/* The member that job rank is, or is under (its owner for a collective
+ * rooted at rank), or AGG_NO_MEMBER when no member of this switch is. */
+uint16_t agg_group_rank_owner(const struct agg_group *g, uint16_t rank);
 
 /*
  * Ingest a decoded contribution. Checks group QPN, Q_Key, header type,
- * dtype allowed, member (rank, source IPv4 and QPN), fan-in, slot and
- * count, then reduces. Returns an agg_verdict (>= 0) or a negative AGG_E_*
- * code; every negative return is counted in the group's drops[].
- * On AGG_V_COMPLETE and AGG_V_RETRANSMIT, *res describes the result.
+ * dtype allowed, member (rank, source IPv4 and QPN), fan-in, slot, count
+ * and, for a collective other than all-reduce, its root and whether the
+ * packet must carry elements (docs/protocol.md, section 2.1), then reduces
+ * (allgather, bcast: keeps the owner's elements as they are). Returns an
+ * agg_verdict (>= 0) or a negative AGG_E_* code; every negative return is
+ * counted in the group's drops[]. On AGG_V_COMPLETE and AGG_V_RETRANSMIT,
+ * *res describes the result (and who gets its data).
  * *member_out receives the sender's member index.
  */
 int agg_group_ingest(struct agg_group *g, const struct agg_pkt *pkt,
@@ -559,11 +594,14 @@ int agg_group_ingest(struct agg_group *g, const struct agg_pkt *pkt,
  * (type CONTRIB, rank = parent.rank, fanin = the group's total fan-in),
  * to be sent to the parent (agg_encode, DETH SrcQP = the group's QPN), and
  * again whenever a member retransmits before the final result came. The
- * parent's result comes back through this call: checked against the
- * parent's address, QPN and Q_Key and the pending set, it becomes the
- * set's retained result; returns AGG_V_COMPLETE (send *res to every
- * member), AGG_V_DUPLICATE (already had it) or a negative AGG_E_* code,
- * counted.
+ * partial carries elements unless it is an allgather's or bcast's whose
+ * root is not under this switch (then AGG_FLAG_NO_DATA). The parent's
+ * result comes back through this call: checked against the parent's
+ * address, QPN and Q_Key, the pending set and whether it must carry
+ * elements (-AGG_E_COLL_DATA), it becomes the set's retained result;
+ * returns AGG_V_COMPLETE (send *res to every member, with or without
+ * data as agg_result_has_data_for says), AGG_V_DUPLICATE (already had it)
+ * or a negative AGG_E_* code, counted.
  */
 int agg_group_parent_result(struct agg_group *g, const struct agg_pkt *pkt,
 			    struct agg_result *res);
@@ -573,7 +611,9 @@ int agg_group_parent_result(struct agg_group *g, const struct agg_pkt *pkt,
  * member's MAC (dst_mac overrides when non-NULL), IPv4 from switch_ip,
  * BTH to the member's QPN with its next PSN, DETH with the group's Q_Key
  * and QPN, INCA header from res; IPv4 checksum, and ICRC by combining the
- * header CRC with res->payload_crc (the payload is not re-CRCed).
+ * header CRC with res->payload_crc (the payload is not re-CRCed). A member
+ * that gets no data (agg_result_has_data_for) gets the header alone with
+ * AGG_FLAG_NO_DATA, PadCnt 0 and the ICRC over the headers.
  * Returns the frame length or a negative code.
  */
 struct agg_result_l2 {
