@@ -142,7 +142,7 @@ static int reconcile(struct dp_switch *sw, struct dp_agent *a, json_t *groups)
 			snprintf(a->error, sizeof(a->error), "%s", err);
 			rc = -1;
 		}
-		free(gc.members);
+		dp_group_cfg_free(&gc);
 	}
 	return rc;
 }

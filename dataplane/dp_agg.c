@@ -2,7 +2,9 @@
 /*
  * The aggregation path: RoCEv2 UD contributions addressed to the switch are
  * decoded, checked and reduced by the worker that owns their group, and on
- * completion one result per member leaves through the member's port.
+ * completion one result per member leaves through the member's port: with
+ * the elements, or (reduce, reduce-scatter: every member but the root's)
+ * the header alone, as docs/protocol.md 2.1 says.
  */
 #include <rte_ethdev.h>
 #include <rte_hash.h>
@@ -123,10 +125,11 @@ int dp_group_add(struct dp_switch *sw, const struct dp_group_cfg *gc, char *err,
 	sw->ngroups++;
 	if (idx >= sw->group_hwm)
 		sw->group_hwm = (uint16_t)(idx + 1);
-	DP_LOG(INFO, "group %u: qpn %u, %u members, window %u, %u elements per packet%s%s, "
+	DP_LOG(INFO, "group %u: qpn %u, %u members, window %u, %u elements per packet%s%s%s, "
 	       "worker %u\n", ac->group_id, ac->qpn, ac->nmembers, ac->window,
 	       ac->elems_per_pkt, ac->reproducible ? ", reproducible" : "",
-	       ac->parent.ip ? ", partials to a parent" : "", sw->groups[idx].owner);
+	       ac->parent.ip ? ", partials to a parent" : "",
+	       ac->members[0].ranks ? ", ranks listed" : "", sw->groups[idx].owner);
 out:
 	if (g && rc)
 		group_free_slot(g);
@@ -224,15 +227,18 @@ static void send_result(struct dp_switch *sw, struct dp_worker *w,
 		.vlan_tci = (uint16_t)g->member_vlan[member],
 	};
 	memcpy(l2.src_mac, sw->port_mac[port].addr_bytes, 6);
+	/* with the elements or without, as the collective says for member */
 	len = agg_result_encode(g->agg, member, res, &l2,
 				g->member_mac[member].addr_bytes,
 				rte_pktmbuf_mtod(m, void *), rte_pktmbuf_tailroom(m));
 	g->results_sent += len >= 0;
+	g->results_no_data += len >= 0 && !agg_result_has_data_for(res, member);
 	send_built(sw, w, m, len, sw->cfg->result_dscp, port);
 }
 
 /* In a tree: the set completed here, its partial goes to the parent as
- * one contribution (and again when a member retransmits). */
+ * one contribution (and again when a member retransmits); without elements
+ * for an allgather or bcast whose root is not under this switch. */
 static void send_up(struct dp_switch *sw, struct dp_worker *w, struct dp_group *g,
 		    const struct agg_result *res)
 {
@@ -275,6 +281,7 @@ static void send_up(struct dp_switch *sw, struct dp_worker *w, struct dp_group *
 	len = agg_encode(rte_pktmbuf_mtod(m, void *), rte_pktmbuf_tailroom(m), &spec,
 			 res->payload);
 	g->up_sent += len >= 0;
+	g->up_no_data += len >= 0 && !agg_hdr_has_data(&res->hdr);
 	send_built(sw, w, m, len, sw->cfg->result_dscp, (uint16_t)port);
 }
 

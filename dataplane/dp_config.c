@@ -217,9 +217,31 @@ static int parse_port(struct ctx *c, json_t *o, struct dp_port_cfg *p)
 	return 0;
 }
 
-static int parse_member(struct ctx *c, json_t *o, struct agg_member *m)
+/* The job ranks under a member ("ranks": [0, 3]), into *next, which moves on. */
+static int parse_ranks(struct ctx *c, json_t *v, struct agg_member *m, uint16_t **next)
 {
-	static const char *const keys[] = { "ip", "qpn", "mac", "fanin", NULL };
+	json_t *e;
+	size_t i;
+
+	if (!json_is_array(v) || json_array_size(v) == 0)
+		return bad(c, "expected a list of the job's ranks under this member, such as [0, 3]");
+	if (json_array_size(v) != m->fanin)
+		return bad(c, "expected %u ranks (the member's fanin), got %zu", m->fanin,
+			   json_array_size(v));
+	m->ranks = *next;
+	m->nranks = (uint16_t)json_array_size(v);
+	json_array_foreach(v, i, e) {
+		if (!json_is_integer(e) || json_integer_value(e) < 0 ||
+		    json_integer_value(e) > UINT16_MAX)
+			return bad(c, "element %zu: expected a rank 0..65535", i);
+		*(*next)++ = (uint16_t)json_integer_value(e);
+	}
+	return 0;
+}
+
+static int parse_member(struct ctx *c, json_t *o, struct agg_member *m, uint16_t **ranks)
+{
+	static const char *const keys[] = { "ip", "qpn", "mac", "fanin", "ranks", NULL };
 	char base[sizeof(c->field)];
 	json_t *v;
 	uint64_t u;
@@ -249,18 +271,25 @@ static int parse_member(struct ctx *c, json_t *o, struct agg_member *m)
 			return rc;
 		m->fanin = (uint16_t)u;
 	}
+	if ((v = json_object_get(o, "ranks"))) {
+		at(c, "%s.ranks", base);
+		if ((rc = parse_ranks(c, v, m, ranks)))
+			return rc;
+	}
 	return 0;
 }
 
 static int parse_group(struct ctx *c, json_t *o, struct dp_group_cfg *g)
 {
 	static const char *const keys[] = { "id", "qpn", "qkey", "window",
-		"elems_per_pkt", "dtypes", "reproducible", "members", "parent", NULL };
+		"elems_per_pkt", "dtypes", "reproducible", "members", "parent",
+		"first_rank", NULL };
 	static const char *const parent_keys[] = { "ip", "qpn", "qkey", "rank", NULL };
 	char base[sizeof(c->field)];
 	struct agg_group_config *a = &g->agg;
 	json_t *v, *e;
-	size_t i;
+	uint16_t *next_rank;
+	size_t i, nranks = 0;
 	int rc;
 
 	if ((rc = check_keys(c, o, keys)))
@@ -273,9 +302,10 @@ static int parse_group(struct ctx *c, json_t *o, struct dp_group_cfg *g)
 		{ "qkey", 0, UINT32_MAX, UINT64_MAX },
 		{ "window", 1, AGG_MAX_WINDOW, 64 },
 		{ "elems_per_pkt", 1, AGG_MAX_ELEMS, 256 },
+		{ "first_rank", 0, UINT16_MAX, 0 },
 	};
-	uint64_t val[5];
-	for (i = 0; i < 5; i++) {
+	uint64_t val[6];
+	for (i = 0; i < 6; i++) {
 		at(c, "%s.%s", base, nums[i].key);
 		v = json_object_get(o, nums[i].key);
 		if (!v) {
@@ -291,6 +321,7 @@ static int parse_group(struct ctx *c, json_t *o, struct dp_group_cfg *g)
 	a->qkey = (uint32_t)val[2];
 	a->window = (uint16_t)val[3];
 	a->elems_per_pkt = (uint16_t)val[4];
+	a->first_rank = (uint16_t)val[5];
 
 	if ((v = json_object_get(o, "dtypes"))) {
 		at(c, "%s.dtypes", base);
@@ -316,12 +347,16 @@ static int parse_group(struct ctx *c, json_t *o, struct dp_group_cfg *g)
 	    json_array_size(v) > AGG_MAX_MEMBERS)
 		return bad(c, "expected a list of 1..%d members", AGG_MAX_MEMBERS);
 	a->nmembers = (uint16_t)json_array_size(v);
+	json_array_foreach(v, i, e)
+		nranks += json_array_size(json_object_get(e, "ranks"));
 	g->members = calloc(a->nmembers, sizeof(*g->members));
-	if (!g->members)
+	g->ranks = calloc(nranks ? nranks : 1, sizeof(*g->ranks));
+	if (!g->members || !g->ranks)
 		return bad(c, "out of memory");
+	next_rank = g->ranks;
 	json_array_foreach(v, i, e) {
 		at(c, "%s.members[%zu]", base, i);
-		if ((rc = parse_member(c, e, &g->members[i])))
+		if ((rc = parse_member(c, e, &g->members[i], &next_rank)))
 			return rc;
 	}
 	a->members = g->members;
@@ -744,17 +779,23 @@ int dp_config_parse_group(json_t *o, const char *origin, struct dp_group_cfg *g,
 	memset(g, 0, sizeof(*g));
 	at(&c, "group");
 	rc = parse_group(&c, o, g);
-	if (rc) {
-		free(g->members);
-		g->members = NULL;
-	}
+	if (rc)
+		dp_group_cfg_free(g);
 	return rc;
+}
+
+void dp_group_cfg_free(struct dp_group_cfg *g)
+{
+	free(g->members);
+	free(g->ranks);
+	g->members = NULL;
+	g->ranks = NULL;
 }
 
 void dp_config_free(struct dp_config *cfg)
 {
 	for (uint16_t i = 0; i < cfg->ngroups; i++)
-		free(cfg->groups[i].members);
+		dp_group_cfg_free(&cfg->groups[i]);
 	free(cfg->groups);
 	cfg->groups = NULL;
 	cfg->ngroups = 0;

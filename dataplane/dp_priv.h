@@ -118,6 +118,7 @@ void dp_qos_cfg_default(struct dp_qos_cfg *q);
 struct dp_group_cfg {
 	struct agg_group_config agg;
 	struct agg_member *members;
+	uint16_t *ranks;             /* every member's "ranks", one after another */
 };
 
 struct dp_config {
@@ -140,10 +141,12 @@ struct dp_config {
 int dp_config_load(struct dp_config *cfg, const char *path);
 void dp_config_free(struct dp_config *cfg);
 /* One group object (the config file's format) from the manager; on error
- * the message ("ORIGIN: group.FIELD: ...") is in err. Free g->members. */
+ * the message ("ORIGIN: group.FIELD: ...") is in err. Free it with
+ * dp_group_cfg_free. */
 struct json_t;
 int dp_config_parse_group(struct json_t *o, const char *origin, struct dp_group_cfg *g,
 			  char *err, size_t errlen);
+void dp_group_cfg_free(struct dp_group_cfg *g);
 /* "1gbit", "100mbit", "2.5gbit", "500kbit", "1000000" (bit/s) */
 int dp_parse_rate(const char *s, uint64_t *bps);
 /* netem-style "loss 1% duplicate 1% reorder 5%"; on error *bad points at
@@ -331,7 +334,9 @@ struct dp_group {
 	uint64_t cnp_sent, cnp_limited;
 	uint32_t up_psn;                     /* PSN of partials to the parent */
 	uint64_t up_sent, up_no_route, arp_tsc;
+	uint64_t up_no_data;                 /* partials sent without elements */
 	uint64_t results_sent;
+	uint64_t results_no_data;            /* of which without elements */
 	uint64_t results_no_route;
 };
 

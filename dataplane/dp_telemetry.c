@@ -394,6 +394,7 @@ static int cmd_group(const char *cmd, const char *params, struct rte_tel_data *d
 		rte_tel_data_add_dict_u64(d, "preempted", s->preempted);
 		rte_tel_data_add_dict_u64(d, "restarts", s->restarts);
 		rte_tel_data_add_dict_u64(d, "results_sent", g->results_sent);
+		rte_tel_data_add_dict_u64(d, "results_no_data", g->results_no_data);
 		rte_tel_data_add_dict_u64(d, "results_no_route", g->results_no_route);
 		rte_tel_data_add_dict_u64(d, "cnp_sent", g->cnp_sent);
 		rte_tel_data_add_dict_u64(d, "cnp_rate_limited", g->cnp_limited);
@@ -407,6 +408,7 @@ static int cmd_group(const char *cmd, const char *params, struct rte_tel_data *d
 			rte_tel_data_add_dict_u64(d, "upstream", s->upstream);
 			rte_tel_data_add_dict_u64(d, "upstream_resends", s->upstream_resends);
 			rte_tel_data_add_dict_u64(d, "upstream_sent", g->up_sent);
+			rte_tel_data_add_dict_u64(d, "upstream_no_data", g->up_no_data);
 			rte_tel_data_add_dict_u64(d, "upstream_no_route", g->up_no_route);
 			rte_tel_data_add_dict_u64(d, "parent_results", s->parent_results);
 		}

@@ -47,6 +47,7 @@ static int load(const char *json, struct dp_config *cfg)
 }
 
 #define MEMBERS "[{\"ip\":\"10.0.0.1\",\"qpn\":17},{\"ip\":\"10.0.0.2\",\"qpn\":18}]"
+#define GROUP "{\"switch\":{\"ip\":\"10.0.0.254\"},\"groups\":[{\"id\":5,\"qpn\":256,\"qkey\":1,"
 
 static void test_errors_name_the_field(void **state)
 {
@@ -101,6 +102,33 @@ static void test_errors_name_the_field(void **state)
 		  ": groups[0].qkey: expected an integer, got \"0xzz\"" },
 		{ "{\"switch\":{\"ip\":\"10.0.0.254\"},\"qos\":{\"ecn\":{\"lossy\":1}}}",
 		  ": qos.ecn.lossy: expected true or false" },
+		/* the rank map of the rooted collectives */
+		{ GROUP "\"first_rank\":65536,\"members\":" MEMBERS "}]}",
+		  ": groups[0].first_rank: expected 0..65535, got 65536" },
+		{ GROUP "\"members\":[{\"ip\":\"10.0.0.1\",\"qpn\":17,\"ranks\":3}]}]}",
+		  ": groups[0].members[0].ranks: expected a list of the job's ranks under this "
+		  "member, such as [0, 3]" },
+		{ GROUP "\"members\":[{\"ip\":\"10.0.0.1\",\"qpn\":17,\"ranks\":[]}]}]}",
+		  ": groups[0].members[0].ranks: expected a list" },
+		{ GROUP "\"members\":[{\"ip\":\"10.0.0.1\",\"qpn\":17,\"fanin\":2,"
+		  "\"ranks\":[4]}]}]}",
+		  ": groups[0].members[0].ranks: expected 2 ranks (the member's fanin), got 1" },
+		{ GROUP "\"members\":[{\"ip\":\"10.0.0.1\",\"qpn\":17,\"fanin\":2,"
+		  "\"ranks\":[4,65536]}]}]}",
+		  ": groups[0].members[0].ranks: element 1: expected a rank 0..65535" },
+		{ GROUP "\"members\":[{\"ip\":\"10.0.0.1\",\"qpn\":17,\"ranks\":[\"1\"]}]}]}",
+		  ": groups[0].members[0].ranks: element 0: expected a rank 0..65535" },
+		{ GROUP "\"members\":[{\"ip\":\"10.0.0.1\",\"qpn\":17,\"ranks\":[0]},"
+		  "{\"ip\":\"10.0.0.2\",\"qpn\":18}]}]}",
+		  ": groups[0]: members[].ranks: every member needs its list once one has" },
+		{ GROUP "\"members\":[{\"ip\":\"10.0.0.1\",\"qpn\":17,\"ranks\":[3]},"
+		  "{\"ip\":\"10.0.0.2\",\"qpn\":18,\"fanin\":2,\"ranks\":[1,3]}]}]}",
+		  ": groups[0]: members[].ranks: a rank is listed twice" },
+		{ GROUP "\"first_rank\":2,\"members\":[{\"ip\":\"10.0.0.1\",\"qpn\":17,"
+		  "\"ranks\":[3]}]}]}",
+		  ": groups[0]: first_rank: not with members[].ranks (they name every rank)" },
+		{ GROUP "\"first_rank\":65535,\"members\":" MEMBERS "}]}",
+		  ": groups[0]: first_rank: its ranks (first_rank + total fan-in) exceed 65535" },
 	};
 	struct dp_config cfg;
 
@@ -153,7 +181,26 @@ static void test_valid_config(void **state)
 	assert_int_equal(g->members[0].fanin, 1);
 	assert_int_equal(g->members[1].qpn, 18);
 	assert_int_equal(g->members[1].fanin, 3);
+	assert_int_equal(g->first_rank, 0);
+	assert_null(g->members[0].ranks);
 	dp_config_free(&cfg);
+	/* the rank map: consecutive from first_rank, or listed per member */
+	assert_int_equal(load(GROUP "\"first_rank\":12,\"members\":" MEMBERS "}]}", &cfg), 0);
+	assert_int_equal(cfg.groups[0].agg.first_rank, 12);
+	dp_config_free(&cfg);
+	assert_int_equal(load(GROUP "\"members\":[{\"ip\":\"10.0.0.1\",\"qpn\":17,\"fanin\":3,"
+			      "\"ranks\":[0,5,3]},{\"ip\":\"10.0.0.2\",\"qpn\":18,\"ranks\":[65535]},"
+			      "{\"ip\":\"10.0.0.3\",\"qpn\":18,\"fanin\":2,\"ranks\":[4,1]}]}]}",
+			      &cfg), 0);
+	g = &cfg.groups[0].agg;
+	static const uint16_t want[3][3] = { { 0, 5, 3 }, { 65535 }, { 4, 1 } };
+	static const uint16_t nwant[3] = { 3, 1, 2 };
+	for (int m = 0; m < 3; m++) {
+		assert_int_equal(g->members[m].nranks, nwant[m]);
+		assert_memory_equal(g->members[m].ranks, want[m], nwant[m] * sizeof(uint16_t));
+	}
+	dp_config_free(&cfg);
+	assert_null(cfg.groups);
 	assert_null(cfg.groups);
 	/* ECN on lossy classes: on by default, off when asked */
 	assert_int_equal(load("{\"switch\":{\"ip\":\"10.1.2.3\"}}", &cfg), 0);
