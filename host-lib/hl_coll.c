@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * All-reduce through the switch: the buffer is split into packets of E
- * elements; packet k uses slot (gbase + k) mod W and shadow set
- * ((gbase + k) / W) mod 2; a slot's next packet (k + W) is sent only when
- * k's result is in (self-clocking), so state is O(W) whatever the count.
+ * Collectives through the switch: each is split into packets (which of
+ * them carry elements: docs/protocol.md 2.1), numbered in one stream per
+ * communicator; packet g of the stream uses slot g mod W and shadow set
+ * (g / W) mod 2 and is sent only once g - W's result is in (self-clocking),
+ * so up to HL_MAX_INFLIGHT collectives are pipelined in O(W) state.
  * Retransmission on an adaptive timeout (RFC 6298 estimator, Karn's rule,
  * exponential back-off), DCQCN pacing, a deadline on everything, and the
  * TCP ring when the switch does not answer.
@@ -23,37 +24,51 @@
 /* while paused by PFC, look for an XON this often */
 #define PFC_RECHECK_US 100
 
-struct hl_slot {
-	int64_t pkt;           /* outstanding packet index, -1: slot done */
-	double sent_us;        /* the latest transmission */
-	double first_sent_us;  /* the first one */
-	bool sent;
-	unsigned retx;
-};
-
 struct hl_coll {
 	struct inca_comm *c;
-	const uint8_t *in;
-	uint8_t *out;
+	enum agg_coll coll;
+	const uint8_t *in;     /* what this rank contributes: the buffer, the
+				  shards (reduce-scatter), its shard (allgather) */
+	uint8_t *out;          /* NULL: reduce at a rank that is not the root */
 	uint8_t *copy;         /* in-place input kept for the fallback */
-	size_t count, esize;
+	size_t count;          /* elements of the buffer, or of one shard */
+	size_t esize;
 	enum agg_dtype dtype;
 	enum agg_op op;
-	uint32_t elems, npkts, done_pkts, seq, gbase;
-	uint32_t oldest;       /* lowest packet whose result is not in */
-	uint16_t window;
-	struct hl_slot *slots;
-	uint8_t *frames;
-	size_t frame_cap;
-	double start_us, deadline_us, last_progress_us;
-	/* the first transmission of the latest-sent packet whose result is
-	 * in: an outstanding packet first sent before it was probably lost */
-	double newest_done_sent_us;
-	double next_probe_us;  /* no result at all: the next probe, not before */
-	unsigned probes;       /* probes since the last result */
+	int root;
+	uint32_t elems;        /* per packet */
+	uint32_t pps;          /* packets per shard (reduce-scatter, allgather) */
+	uint32_t npkts, done_pkts, seq;
+	uint64_t gbase;        /* its first packet in the stream */
+	double start_us, deadline_us;
 	int result;
+	bool ring;             /* completes on the TCP ring */
 	bool finished;
 };
+
+/* What one packet of a collective is, for this rank. */
+struct hl_use {
+	uint32_t count;
+	uint16_t root;         /* the header's root: the shard's rank, the root */
+	const uint8_t *src;    /* our elements; NULL: we send no data */
+	bool want_data;        /* its result carries elements for us */
+	uint8_t *dst;          /* where they go; NULL: we have them already */
+};
+
+const char *hl_coll_name(enum agg_coll coll)
+{
+	static const char *const names[AGG_COLL_COUNT] = {
+		[AGG_COLL_ALLREDUCE] = "allreduce", [AGG_COLL_REDUCE] = "reduce",
+		[AGG_COLL_REDUCE_SCATTER] = "reduce_scatter",
+		[AGG_COLL_ALLGATHER] = "allgather", [AGG_COLL_BCAST] = "bcast",
+	};
+	return coll < AGG_COLL_COUNT ? names[coll] : "?";
+}
+
+static bool sharded(enum agg_coll coll)
+{
+	return coll == AGG_COLL_REDUCE_SCATTER || coll == AGG_COLL_ALLGATHER;
+}
 
 /* ---- RFC 6298 retransmission timeout ---- */
 
@@ -89,105 +104,245 @@ void hl_rto_backoff(struct hl_rto *r)
 		r->rto = r->max;
 }
 
-/* ---- the operation ---- */
+/* ---- packets ---- */
 
-static uint32_t pkt_count(const struct hl_coll *op, uint32_t k)
+static void pkt_use(const struct hl_coll *op, uint32_t k, struct hl_use *u)
 {
-	size_t first = (size_t)k * op->elems;
-	size_t n = op->count - first;
+	int me = op->c->rank;
+	uint32_t shard = sharded(op->coll) ? k / op->pps : 0;
+	size_t first = (size_t)(sharded(op->coll) ? k % op->pps : k) * op->elems;
+	size_t left = op->count - first, es = op->esize;
 
-	return (uint32_t)(n < op->elems ? n : op->elems);
+	u->count = (uint32_t)(left < op->elems ? left : op->elems);
+	u->root = (uint16_t)(sharded(op->coll) ? shard : (uint32_t)op->root);
+	u->src = NULL;
+	u->dst = NULL;
+	u->want_data = true;
+	switch (op->coll) {
+	case AGG_COLL_ALLREDUCE:
+		u->src = op->in + first * es;
+		u->dst = op->out + first * es;
+		break;
+	case AGG_COLL_REDUCE:
+		u->src = op->in + first * es;
+		u->want_data = me == op->root;
+		u->dst = u->want_data ? op->out + first * es : NULL;
+		break;
+	case AGG_COLL_REDUCE_SCATTER:
+		u->src = op->in + ((size_t)shard * op->count + first) * es;
+		u->want_data = (int)shard == me;
+		u->dst = u->want_data ? op->out + first * es : NULL;
+		break;
+	case AGG_COLL_ALLGATHER:
+		if ((int)shard == me)
+			u->src = op->in + first * es;     /* and we have the result */
+		else
+			u->dst = op->out + ((size_t)shard * op->count + first) * es;
+		break;
+	case AGG_COLL_BCAST:
+		if (op->root == me)
+			u->src = op->in + first * es;     /* the root's buffer is only read */
+		else
+			u->dst = op->out + first * es;
+		break;
+	default:
+		break;
+	}
 }
 
-int hl_allreduce_start(struct inca_comm *c, const void *sendbuf, void *recvbuf,
-		       size_t count, enum agg_dtype dtype, enum agg_op op_code,
-		       struct hl_coll **out)
+/* The collective packet g of the stream belongs to. */
+static struct hl_coll *op_of_packet(struct inca_comm *c, uint64_t g)
 {
-	struct hl_coll *op;
-	size_t esize = agg_dtype_size(dtype);
+	struct hl_stream *st = &c->stream;
 
-	if (!c || !recvbuf || !sendbuf || agg_op_check(dtype, op_code) || count == 0)
-		return c ? hl_fail(c, INCA_ERR_INVAL, "allreduce: need buffers, count > 0 and "
-				   "an op valid for the dtype (%s %s)", agg_dtype_name(dtype),
-				   agg_op_name(op_code)) : INCA_ERR_INVAL;
-	if (c->active)
-		return hl_fail(c, INCA_ERR_BUSY, "allreduce: another operation is in progress");
-	if (c->mgr && !c->switch_failed && c->fallback != INCA_FALLBACK_FORCE) {
-		/* renews the job's lease now and then, and learns if its
-		 * tree failed (a switch went down) */
-		char why[256];
-		if (hl_manager_renew(c->mgr, why, sizeof(why))) {
-			if (c->fallback == INCA_FALLBACK_OFF)
-				return hl_fail(c, INCA_ERR_SWITCH, "the manager says the job "
-					       "failed: %s (fallback is off)", why);
-			HL_WARN("rank %d: the manager says the job failed: %s: falling back "
-				"to the host ring over TCP", c->rank, why);
-			c->warned_fallback = true;
-			c->switch_failed = true;
-		}
+	for (unsigned i = 0; i < st->nops; i++) {
+		struct hl_coll *op = st->ops[i];
+		if (!op->ring && !op->finished && g >= op->gbase && g - op->gbase < op->npkts)
+			return op;
 	}
-	if (count > ((size_t)UINT32_MAX - 1) * c->g.elems_per_pkt / 2)
-		return hl_fail(c, INCA_ERR_INVAL, "allreduce: count %zu too large", count);
+	return NULL;
+}
+
+/* Forget every packet in flight: the next packets start a fresh use of
+ * each slot (the switch serves a newer key, section 3.2). */
+static void stream_reset(struct inca_comm *c)
+{
+	struct hl_stream *st = &c->stream;
+	uint64_t w = st->window;
+
+	for (uint64_t s = 0; s < w; s++)
+		st->slots[s] = (struct hl_slot){ .g = c->gcount + (s + w - c->gcount % w) % w };
+	st->oldest = c->gcount;
+	st->unanswered = 0;
+	st->probes = 0;
+}
+
+int hl_stream_init(struct inca_comm *c)
+{
+	struct hl_stream *st = &c->stream;
+
+	st->window = c->g.window ? c->g.window : 1;
+	st->slots = calloc(st->window, sizeof(*st->slots));
+	/* the largest frame: the INCA header and elements fill the IB MTU */
+	st->frame_cap = AGG_FRAME_HDR_LEN + (size_t)c->g.ib_mtu + 8;
+	st->frames = malloc(st->frame_cap * SEND_BATCH);
+	if (!st->slots || !st->frames) {
+		free(st->slots);
+		free(st->frames);
+		st->slots = NULL;
+		st->frames = NULL;
+		return INCA_ERR_NOMEM;
+	}
+	stream_reset(c);
+	return 0;
+}
+
+static void op_free(struct hl_coll *op)
+{
+	free(op->copy);
+	free(op);
+}
+
+void hl_stream_free(struct inca_comm *c)
+{
+	struct hl_stream *st = &c->stream;
+
+	for (unsigned i = 0; i < st->nops; i++)
+		op_free(st->ops[i]);
+	st->nops = 0;
+	free(st->slots);
+	free(st->frames);
+	st->slots = NULL;
+	st->frames = NULL;
+}
+
+/* ---- starting a collective ---- */
+
+static int renew_lease(struct inca_comm *c)
+{
+	char why[256];
+
+	/* renews the job's lease now and then, and learns if its tree failed
+	 * (a switch went down) */
+	if (!c->mgr || c->switch_failed || c->fallback == INCA_FALLBACK_FORCE ||
+	    !hl_manager_renew(c->mgr, why, sizeof(why)))
+		return 0;
+	if (c->fallback == INCA_FALLBACK_OFF)
+		return hl_fail(c, INCA_ERR_SWITCH, "the manager says the job failed: %s "
+			       "(fallback is off)", why);
+	HL_WARN("rank %d: the manager says the job failed: %s: falling back to the host "
+		"ring over TCP", c->rank, why);
+	c->warned_fallback = true;
+	c->switch_failed = true;
+	/* what is in flight completes on the ring too, in order */
+	for (unsigned i = 0; i < c->stream.nops; i++)
+		c->stream.ops[i]->ring = true;
+	stream_reset(c);
+	return 0;
+}
+
+int hl_coll_start(struct inca_comm *c, const struct hl_coll_args *a, struct hl_coll **out)
+{
+	struct hl_stream *st = &c->stream;
+	const char *name = hl_coll_name(a->coll);
+	size_t esize = agg_dtype_size(a->dtype), n = (size_t)c->size;
+	bool in_place = a->sendbuf == INCA_IN_PLACE;
+	struct hl_coll *op;
+	int rc;
+
+	if (st->nops == HL_MAX_INFLIGHT)
+		return hl_fail(c, INCA_ERR_BUSY, "%s: %d collectives are in flight on this "
+			       "communicator: complete one first (inca_wait, inca_test)", name,
+			       HL_MAX_INFLIGHT);
+	rc = renew_lease(c);
+	if (rc)
+		return rc;
 	op = calloc(1, sizeof(*op));
 	if (!op)
-		return hl_fail(c, INCA_ERR_NOMEM, "allreduce: out of memory");
-	op->c = c;
-	op->out = recvbuf;
-	op->in = sendbuf == INCA_IN_PLACE ? recvbuf : sendbuf;
-	op->count = count;
-	op->esize = esize;
-	op->dtype = dtype;
-	op->op = op_code;
+		return hl_fail(c, INCA_ERR_NOMEM, "%s: out of memory", name);
+	*op = (struct hl_coll){ .c = c, .coll = a->coll, .count = a->count, .esize = esize,
+				.dtype = a->dtype, .op = a->op, .root = a->root,
+				.result = INCA_OK };
 	/* E elements, and the INCA header plus elements within the IB MTU: a
 	 * UD message never exceeds the path MTU (every rank computes the same) */
 	op->elems = c->g.elems_per_pkt;
 	if (AGG_INCA_HLEN + (size_t)op->elems * esize > c->g.ib_mtu)
 		op->elems = (uint32_t)((c->g.ib_mtu - AGG_INCA_HLEN) / esize);
-	op->npkts = (uint32_t)((count + op->elems - 1) / op->elems);
-	op->window = c->g.window;
-	op->seq = c->next_seq++;
-	op->gbase = c->gcount;
-	c->gcount += op->npkts;
-	op->start_us = op->last_progress_us = c->now_us(c);
-	op->deadline_us = op->start_us + (double)c->timeout_ms * 1000;
-	op->result = INCA_OK;
-
-	if (sendbuf == INCA_IN_PLACE && c->fallback == INCA_FALLBACK_AUTO &&
-	    !c->switch_failed) {
-		/* results overwrite the input: keep it for a fallback */
-		op->copy = malloc(count * esize);
+	size_t pps = (a->count + op->elems - 1) / op->elems;
+	if (a->count > SIZE_MAX / esize / n || pps > UINT32_MAX / (sharded(a->coll) ? n : 1)) {
+		free(op);
+		return hl_fail(c, INCA_ERR_INVAL, "%s: count %zu too large", name, a->count);
+	}
+	op->pps = (uint32_t)pps;
+	op->npkts = (uint32_t)(sharded(a->coll) ? pps * n : pps);
+	op->ring = c->switch_failed || c->fallback == INCA_FALLBACK_FORCE;
+	/* the input kept aside where results overwrite it before the ring
+	 * could need it (in place, reduce at the root, reduce-scatter's
+	 * shards) */
+	size_t keep = 0;
+	switch (a->coll) {
+	case AGG_COLL_ALLREDUCE:
+	case AGG_COLL_REDUCE:
+		op->out = a->recvbuf;
+		op->in = in_place ? a->recvbuf : a->sendbuf;
+		if (in_place && c->fallback == INCA_FALLBACK_AUTO && !op->ring)
+			keep = a->count * esize;
+		break;
+	case AGG_COLL_REDUCE_SCATTER:
+		/* in place, shard 0's input is where our shard's result goes */
+		op->out = a->recvbuf;
+		op->in = in_place ? a->recvbuf : a->sendbuf;
+		if (in_place && !op->ring)
+			keep = a->count * n * esize;
+		break;
+	case AGG_COLL_ALLGATHER:
+		op->out = a->recvbuf;
+		op->in = op->out + (size_t)c->rank * a->count * esize;
+		if (!in_place)
+			memcpy(op->out + (size_t)c->rank * a->count * esize, a->sendbuf,
+			       a->count * esize);
+		break;
+	case AGG_COLL_BCAST:
+		op->out = a->recvbuf;
+		op->in = a->recvbuf;
+		break;
+	default:
+		free(op);
+		return hl_fail(c, INCA_ERR_INVAL, "collective %d unknown", a->coll);
+	}
+	if (keep) {
+		op->copy = malloc(keep);
 		if (!op->copy) {
 			free(op);
-			return hl_fail(c, INCA_ERR_NOMEM, "allreduce: out of memory for the "
-				       "in-place copy (%zu bytes)", count * esize);
+			return hl_fail(c, INCA_ERR_NOMEM, "%s: out of memory for the in-place "
+				       "copy (%zu bytes)", name, keep);
 		}
-		memcpy(op->copy, recvbuf, count * esize);
+		memcpy(op->copy, op->in, keep);
 		op->in = op->copy;
 	}
-	op->slots = calloc(op->window, sizeof(*op->slots));
-	op->frame_cap = AGG_FRAME_HDR_LEN + (size_t)op->elems * esize + 8;
-	op->frames = malloc(op->frame_cap * SEND_BATCH);
-	if (!op->slots || !op->frames) {
-		free(op->slots);
-		free(op->frames);
-		free(op->copy);
-		free(op);
-		return hl_fail(c, INCA_ERR_NOMEM, "allreduce: out of memory");
+	op->seq = c->next_seq++;
+	op->start_us = c->now_us(c);
+	op->deadline_us = op->start_us + (double)c->timeout_ms * 1000;
+	if (!op->ring) {
+		op->gbase = c->gcount;
+		c->gcount += op->npkts;
 	}
-	for (uint32_t s = 0; s < op->window; s++)
-		op->slots[s].pkt = -1;
-	for (uint32_t k = 0; k < op->npkts && k < op->window; k++)
-		op->slots[(op->gbase + k) % op->window].pkt = k;
-	c->active = op;
+	st->ops[st->nops++] = op;
 	*out = op;
 	return INCA_OK;
 }
 
-static int build_frame(struct hl_coll *op, uint32_t k, bool retx, struct hl_frame *f,
-		       uint8_t *buf)
+/* ---- the stream ---- */
+
+static int build_frame(struct inca_comm *c, struct hl_coll *op, uint32_t k, bool retx,
+		       struct hl_frame *f, uint8_t *buf)
 {
-	struct inca_comm *c = op->c;
-	uint32_t g = op->gbase + k;
+	struct hl_stream *st = &c->stream;
+	uint64_t g = op->gbase + k;
+	struct hl_use u;
+	static const uint8_t none[4];
+
+	pkt_use(op, k, &u);
 	struct agg_frame_spec s = {
 		.src_ip = c->my_ip, .dst_ip = c->g.switch_ip,
 		.dscp = 26, .ecn = 2,                  /* ECT(0): DCQCN needs marks */
@@ -197,40 +352,47 @@ static int build_frame(struct hl_coll *op, uint32_t k, bool retx, struct hl_fram
 		.hdr = {
 			.version = AGG_VERSION, .type = AGG_TYPE_CONTRIB,
 			.dtype = (uint8_t)op->dtype, .op = (uint8_t)op->op,
-			.flags = (uint8_t)(((g / op->window) & 1) |
-					   (retx ? AGG_FLAG_RETRANSMIT : 0)),
-			.count = (uint16_t)pkt_count(op, k), .group_id = c->g.group_id,
+			.flags = (uint8_t)(((g / st->window) & 1) |
+					   (retx ? AGG_FLAG_RETRANSMIT : 0) |
+					   (op->coll != AGG_COLL_ALLREDUCE ? AGG_FLAG_COLL : 0) |
+					   (u.src ? 0 : AGG_FLAG_NO_DATA)),
+			.coll = (uint8_t)op->coll, .root = u.root,
+			.count = (uint16_t)u.count, .group_id = c->g.group_id,
 			.rank = c->member_index, .fanin = 1,
-			.slot = (uint16_t)(g % op->window),
+			.slot = (uint16_t)(g % st->window),
 			.coll_seq = op->seq, .pkt_idx = k,
 		},
 	};
-	int len = agg_encode(buf, op->frame_cap, &s,
-			     op->in + (size_t)k * op->elems * op->esize);
+	int len = agg_encode(buf, st->frame_cap, &s, u.src ? u.src : none);
 	if (len < 0)
 		return hl_fail(c, INCA_ERR_INVAL, "encode: %s", agg_strerror(len));
 	f->data = buf;
 	f->len = (uint16_t)len;
 	f->bth_off = (uint16_t)agg_spec_bth_offset(&s);
 	f->msg_off = (uint16_t)(f->bth_off + AGG_BTH_LEN + AGG_DETH_LEN);
-	f->msg_len = (uint16_t)(AGG_INCA_HLEN + s.hdr.count * op->esize);
+	f->msg_len = (uint16_t)(AGG_INCA_HLEN + (u.src ? s.hdr.count * op->esize : 0));
 	return 0;
 }
 
 /* Hand n built frames to the transport and account for those it took.
  * Returns how many it took, or a negative INCA code. */
-static int send_batch(struct hl_coll *op, const struct hl_frame *frames,
-		      const uint32_t *which, const bool *retx, unsigned n, double now)
+static int send_batch(struct inca_comm *c, const struct hl_frame *frames,
+		      struct hl_slot *const *which, const bool *retx, unsigned n, double now)
 {
-	struct inca_comm *c = op->c;
+	struct hl_stream *st = &c->stream;
 	int rc = n ? c->tp->send(c, frames, n) : 0;
 
 	for (int i = 0; i < rc; i++) {
-		struct hl_slot *sl = &op->slots[(op->gbase + which[i]) % op->window];
+		struct hl_slot *sl = which[i];
 
 		sl->sent_us = now;
-		if (!sl->sent)
+		if (!sl->sent) {
+			/* the switch timeout counts from the first packet sent
+			 * to an idle stream, not from a call made long before */
+			if (st->unanswered++ == 0)
+				st->last_progress_us = now;
 			sl->first_sent_us = now;
+		}
 		sl->sent = true;
 		if (retx[i]) {
 			sl->retx++;
@@ -246,11 +408,11 @@ static int send_batch(struct hl_coll *op, const struct hl_frame *frames,
 
 /* Send what is due: first sends and retransmissions, paced by DCQCN.
  * Returns 0 or a negative INCA code; *next_due is when to look again. */
-static int send_due(struct hl_coll *op, double now, double *next_due)
+static int send_due(struct inca_comm *c, double now, double *next_due)
 {
-	struct inca_comm *c = op->c;
+	struct hl_stream *st = &c->stream;
 	struct hl_frame frames[SEND_BATCH];
-	uint32_t which[SEND_BATCH];
+	struct hl_slot *which[SEND_BATCH];
 	bool retx[SEND_BATCH];
 	unsigned n = 0;
 	double rto = c->rto.rto;
@@ -268,13 +430,12 @@ static int send_due(struct hl_coll *op, double now, double *next_due)
 	/* oldest packet first, as every rank does: results then complete in
 	 * about the order each rank sent them, which is what makes "a packet
 	 * sent after it completed" evidence of a loss */
-	while (op->oldest < op->npkts &&
-	       op->slots[(op->gbase + op->oldest) % op->window].pkt != (int64_t)op->oldest)
-		op->oldest++;
-	for (uint32_t i = 0; i < op->window; i++) {
-		uint32_t s = (op->gbase + op->oldest + i) % op->window;
+	while (st->oldest < c->gcount && st->slots[st->oldest % st->window].g != st->oldest)
+		st->oldest++;
+	for (uint32_t i = 0; i < st->window; i++) {
+		struct hl_slot *sl = &st->slots[(st->oldest + i) % st->window];
 		if (n == SEND_BATCH) {
-			rc = send_batch(op, frames, which, retx, n, now);
+			rc = send_batch(c, frames, which, retx, n, now);
 			if (rc < 0)
 				return rc;
 			if ((unsigned)rc < n) {   /* the transport is full: later */
@@ -283,8 +444,9 @@ static int send_due(struct hl_coll *op, double now, double *next_due)
 			}
 			n = 0;
 		}
-		struct hl_slot *sl = &op->slots[s];
-		if (sl->pkt < 0)
+		if (sl->g >= c->gcount)
+			continue;             /* idle: no collective needs it yet */
+		if (!sl->op && !(sl->op = op_of_packet(c, sl->g)))
 			continue;
 		/* exponential back-off per packet on repeated timeouts, never
 		 * beyond the RTO ceiling (several tries fit in the switch
@@ -303,20 +465,21 @@ static int send_due(struct hl_coll *op, double now, double *next_due)
 		 * stalls them all. A packet is retransmitted when one first sent
 		 * after it has completed; with no such evidence only one probe
 		 * goes per RTO (backed off), the rest wait for its answer. */
-		if (sl->sent && sl->first_sent_us >= op->newest_done_sent_us) {
-			if (now < op->next_probe_us) {
-				if (op->next_probe_us < *next_due)
-					*next_due = op->next_probe_us;
+		if (sl->sent && sl->first_sent_us >= st->newest_done_sent_us) {
+			if (now < st->next_probe_us) {
+				if (st->next_probe_us < *next_due)
+					*next_due = st->next_probe_us;
 				continue;
 			}
 			/* a stall's probes back off until a result comes */
-			double wait = rto * (double)(1u << (op->probes < 6 ? op->probes : 6));
-			op->next_probe_us = now + (wait < c->rto.max ? wait : c->rto.max);
-			op->probes++;
+			double wait = rto * (double)(1u << (st->probes < 6 ? st->probes : 6));
+			st->next_probe_us = now + (wait < c->rto.max ? wait : c->rto.max);
+			st->probes++;
 			c->stats.probes++;
 		}
-		uint8_t *buf = op->frames + op->frame_cap * n;
-		rc = build_frame(op, (uint32_t)sl->pkt, sl->sent, &frames[n], buf);
+		uint8_t *buf = st->frames + st->frame_cap * n;
+		rc = build_frame(c, sl->op, (uint32_t)(sl->g - sl->op->gbase), sl->sent,
+				 &frames[n], buf);
 		if (rc)
 			return rc;
 		if (c->dcqcn_on && !hl_dcqcn_may_send(&c->dcqcn, now, frames[n].len)) {
@@ -325,7 +488,7 @@ static int send_due(struct hl_coll *op, double now, double *next_due)
 			*next_due = now + (double)frames[n].len / c->dcqcn.rc;
 			break;
 		}
-		which[n] = (uint32_t)sl->pkt;
+		which[n] = sl;
 		retx[n] = sl->sent;
 		/* one back-off per timeout event, not one per lost packet */
 		if (retx[n] && now - c->last_backoff_us > rto) {
@@ -334,7 +497,7 @@ static int send_due(struct hl_coll *op, double now, double *next_due)
 		}
 		n++;
 	}
-	rc = send_batch(op, frames, which, retx, n, now);
+	rc = send_batch(c, frames, which, retx, n, now);
 	if (rc < 0)
 		return rc;
 	if ((unsigned)rc < n)
@@ -342,34 +505,64 @@ static int send_due(struct hl_coll *op, double now, double *next_due)
 	return 0;
 }
 
-static void accept_result(struct hl_coll *op, const struct hl_rx *rx, double now)
+static void op_done(struct hl_coll *op, int rc)
 {
-	struct inca_comm *c = op->c;
+	op->result = rc;
+	op->finished = true;
+	if (rc == 0)
+		op->c->stats.collectives++;
+}
+
+/* A result that breaks the protocol: said, ignored (its packet is
+ * retransmitted, and a switch that keeps answering so ends in a fallback). */
+static void bad_result(struct inca_comm *c, const struct hl_coll *op, const struct agg_hdr *h,
+		       const struct hl_use *u)
+{
+	hl_fail(c, INCA_ERR_PROTOCOL, "%s %u result %u: %s %s x %u, coll %u root %u%s, "
+		"expected %s %s x %u, coll %u root %u%s", hl_coll_name(op->coll), op->seq,
+		h->pkt_idx, agg_dtype_name(h->dtype), agg_op_name(h->op), h->count, h->coll,
+		h->root, agg_hdr_has_data(h) ? "" : " without data", agg_dtype_name(op->dtype),
+		agg_op_name(op->op), u->count, op->coll, op->coll ? u->root : 0,
+		u->want_data ? "" : " without data");
+	c->stats.duplicates++;
+}
+
+static void accept_result(struct inca_comm *c, const struct hl_rx *rx, double now)
+{
+	struct hl_stream *st = &c->stream;
+	struct hl_coll *op = NULL;
 	struct agg_hdr h;
 	const uint8_t *pl;
 	struct hl_slot *sl;
+	struct hl_use u;
 
 	if (agg_decode_msg(rx->msg, rx->len, &h, &pl) || h.type != AGG_TYPE_RESULT ||
-	    (h.flags & AGG_FLAG_COLL) || h.group_id != c->g.group_id || h.coll_seq != op->seq ||
-	    h.pkt_idx >= op->npkts || h.rank != c->member_index) {
+	    h.group_id != c->g.group_id || h.rank != c->member_index) {
 		c->stats.duplicates++;
 		return;
 	}
-	sl = &op->slots[(op->gbase + h.pkt_idx) % op->window];
-	if (sl->pkt != (int64_t)h.pkt_idx) {
+	for (unsigned i = 0; i < st->nops && !op; i++)
+		if (st->ops[i]->seq == h.coll_seq && !st->ops[i]->ring && !st->ops[i]->finished)
+			op = st->ops[i];
+	if (!op || h.pkt_idx >= op->npkts) {
+		c->stats.duplicates++;          /* a collective already done */
+		return;
+	}
+	sl = &st->slots[(op->gbase + h.pkt_idx) % st->window];
+	if (sl->g != op->gbase + h.pkt_idx) {
 		c->stats.duplicates++;          /* late or duplicate */
 		return;
 	}
-	if (h.dtype != op->dtype || h.op != op->op || h.count != pkt_count(op, h.pkt_idx)) {
-		hl_fail(c, INCA_ERR_PROTOCOL, "result %u: %s %s x %u, expected %s %s x %u",
-			h.pkt_idx, agg_dtype_name(h.dtype), agg_op_name(h.op), h.count,
-			agg_dtype_name(op->dtype), agg_op_name(op->op),
-			pkt_count(op, h.pkt_idx));
-		c->stats.duplicates++;
+	pkt_use(op, h.pkt_idx, &u);
+	if (h.dtype != op->dtype || h.op != op->op || h.count != u.count ||
+	    !(h.flags & AGG_FLAG_COLL) != (op->coll == AGG_COLL_ALLREDUCE) ||
+	    (op->coll != AGG_COLL_ALLREDUCE && (h.coll != op->coll || h.root != u.root)) ||
+	    agg_hdr_has_data(&h) != u.want_data) {
+		bad_result(c, op, &h, &u);
 		return;
 	}
-	memcpy(op->out + (size_t)h.pkt_idx * op->elems * op->esize, pl,
-	       (size_t)h.count * op->esize);
+	if (u.dst)
+		memcpy(u.dst, pl, (size_t)h.count * op->esize);
 	/* Karn: first sends only. And one sample per round trip, as TCP
 	 * takes them (RFC 6298's gains assume it): with one per packet the
 	 * estimator would forget a stall within a window and time out again at
@@ -381,65 +574,135 @@ static void accept_result(struct hl_coll *op, const struct hl_rx *rx, double now
 	}
 	/* a probe's answer says the stall ended, not that the packets sent
 	 * with it were lost: its first transmission counts */
-	if (sl->sent && sl->first_sent_us > op->newest_done_sent_us)
-		op->newest_done_sent_us = sl->first_sent_us;
+	if (sl->sent && sl->first_sent_us > st->newest_done_sent_us)
+		st->newest_done_sent_us = sl->first_sent_us;
+	if (sl->sent)
+		st->unanswered--;
 	c->stats.results++;
 	c->stats.bytes_received += rx->len_wire;
-	op->done_pkts++;
-	op->last_progress_us = now;
-	op->probes = 0;
-	uint64_t next = h.pkt_idx + (uint64_t)op->window;
-	sl->pkt = next < op->npkts ? (int64_t)next : -1;
-	sl->sent = false;
-	sl->retx = 0;
+	st->last_progress_us = now;
+	st->probes = 0;
+	/* the slot's next packet, maybe of a later collective */
+	*sl = (struct hl_slot){ .g = sl->g + st->window };
+	if (++op->done_pkts == op->npkts)
+		op_done(op, 0);
 }
 
-static int fall_back(struct hl_coll *op, const char *why)
+/* Complete op on the ring. */
+static void ring_complete(struct hl_coll *op)
 {
 	struct inca_comm *c = op->c;
+	size_t es = op->esize;
 	int rc;
 
-	if (c->fallback == INCA_FALLBACK_OFF)
-		return hl_fail(c, INCA_ERR_SWITCH, "%s (fallback is off)", why);
+	switch (op->coll) {
+	case AGG_COLL_ALLREDUCE:
+		rc = hl_ring_allreduce(c, op->seq, op->in, op->out, op->count, op->dtype, op->op,
+				       op->deadline_us);
+		break;
+	case AGG_COLL_REDUCE:
+		rc = hl_ring_reduce(c, op->seq, op->in, op->out, op->count, op->dtype, op->op,
+				    op->root, op->deadline_us);
+		break;
+	case AGG_COLL_REDUCE_SCATTER:
+		rc = hl_ring_reduce_scatter(c, op->seq, op->in, op->out, op->count, op->dtype,
+					    op->op, op->deadline_us);
+		break;
+	case AGG_COLL_ALLGATHER:
+		rc = hl_ring_allgather(c, op->seq, op->out, op->count * es, op->deadline_us);
+		break;
+	case AGG_COLL_BCAST:
+		rc = hl_ring_bcast(c, op->seq, op->out, op->count * es, op->root, op->deadline_us);
+		break;
+	default:
+		rc = INCA_ERR_INVAL;
+		break;
+	}
+	if (rc == 0)
+		c->stats.fallbacks++;
+	op_done(op, rc);
+}
+
+/* The ring completes collectives in the order they were started, as
+ * every rank does: those before op first. */
+static void ring_until(struct inca_comm *c, struct hl_coll *op)
+{
+	struct hl_stream *st = &c->stream;
+
+	for (unsigned i = 0; i < st->nops && !op->finished; i++)
+		if (!st->ops[i]->finished && st->ops[i]->ring)
+			ring_complete(st->ops[i]);
+}
+
+/* Every collective on the switch's path ends with err (its message set). */
+static void fail_in_flight(struct inca_comm *c, int err)
+{
+	struct hl_stream *st = &c->stream;
+
+	for (unsigned i = 0; i < st->nops; i++)
+		if (!st->ops[i]->finished && !st->ops[i]->ring)
+			op_done(st->ops[i], err);
+	stream_reset(c);
+}
+
+/* The switch does not answer: the collectives in flight complete on the
+ * ring (from now on, every collective does), or fail with fallback off. */
+static void fall_back(struct inca_comm *c, struct hl_coll *op, const char *why)
+{
+	struct hl_stream *st = &c->stream;
+
+	if (c->fallback == INCA_FALLBACK_OFF) {
+		fail_in_flight(c, hl_fail(c, INCA_ERR_SWITCH, "%s (fallback is off)", why));
+		return;
+	}
 	if (!c->warned_fallback && c->fallback == INCA_FALLBACK_AUTO) {
 		HL_WARN("rank %d: %s: falling back to the host ring over TCP for this "
 			"and later collectives", c->rank, why);
 		c->warned_fallback = true;
 	}
 	c->switch_failed = true;
-	rc = hl_ring_allreduce(c, op->in, op->out, op->count, op->dtype, op->op,
-			       op->deadline_us);
-	if (rc == 0)
-		c->stats.fallbacks++;
-	return rc;
+	for (unsigned i = 0; i < st->nops; i++)
+		if (!st->ops[i]->finished)
+			st->ops[i]->ring = true;
+	stream_reset(c);
+	ring_until(c, op);
+}
+
+/* Packets done and in all of the collectives in flight. */
+static void in_flight_counts(struct inca_comm *c, uint64_t *done, uint64_t *total)
+{
+	struct hl_stream *st = &c->stream;
+
+	*done = *total = 0;
+	for (unsigned i = 0; i < st->nops; i++)
+		if (!st->ops[i]->finished && !st->ops[i]->ring) {
+			*done += st->ops[i]->done_pkts;
+			*total += st->ops[i]->npkts;
+		}
 }
 
 int hl_coll_progress(struct hl_coll *op, double budget_us)
 {
 	struct inca_comm *c = op->c;
+	struct hl_stream *st = &c->stream;
 	struct hl_rx rx[RECV_BATCH];
 	double now = c->now_us(c), until = now + budget_us;
 	int rc;
 
 	if (op->finished)
 		return 1;
-	if (c->switch_failed || c->fallback == INCA_FALLBACK_FORCE) {
-		rc = c->fallback == INCA_FALLBACK_FORCE
-			     ? hl_ring_allreduce(c, op->in, op->out, op->count, op->dtype,
-						 op->op, op->deadline_us)
-			     : fall_back(op, "the switch failed earlier");
-		if (rc == 0 && c->fallback == INCA_FALLBACK_FORCE)
-			c->stats.fallbacks++;
-		op->result = rc;
-		op->finished = true;
-		return rc ? rc : 1;
+	if (op->ring) {
+		ring_until(c, op);
+		return 1;
 	}
 	for (;;) {
 		double next_due;
 
-		rc = send_due(op, now, &next_due);
-		if (rc < 0)
-			goto fail;
+		rc = send_due(c, now, &next_due);
+		if (rc < 0) {
+			fail_in_flight(c, rc);
+			return 1;
+		}
 		double wait = next_due - now;
 		if (wait > until - now)
 			wait = until - now;
@@ -452,172 +715,75 @@ int hl_coll_progress(struct hl_coll *op, double budget_us)
 		 * its results waiting, and must not retransmit them */
 		do {
 			rc = c->tp->recv(c, rx, RECV_BATCH, (int)wait);
-			if (rc < 0)
-				goto fail;
+			if (rc < 0) {
+				fail_in_flight(c, rc);
+				return 1;
+			}
 			now = c->now_us(c);
 			for (int i = 0; i < rc; i++) {
 				if (rx[i].kind == HL_RX_CNP)
 					hl_dcqcn_on_cnp(&c->dcqcn, now);
 				else
-					accept_result(op, &rx[i], now);
+					accept_result(c, &rx[i], now);
 			}
 			wait = 0;
-		} while (rc > 0 && op->done_pkts < op->npkts);
+		} while (rc > 0 && !op->finished);
 		if (c->dcqcn_on)
 			hl_dcqcn_advance(&c->dcqcn, now, 0);
-		if (op->done_pkts == op->npkts) {
-			op->finished = true;
-			c->stats.collectives++;
+		if (op->finished)
+			return 1;
+		uint64_t done, total;
+		if (st->unanswered &&
+		    now - st->last_progress_us > (double)c->switch_timeout_ms * 1000) {
+			char why[160];
+			in_flight_counts(c, &done, &total);
+			snprintf(why, sizeof(why), "no result from switch %u.%u.%u.%u for %u ms "
+				 "(%llu of %llu packets done)", c->g.switch_ip >> 24,
+				 (c->g.switch_ip >> 16) & 255, (c->g.switch_ip >> 8) & 255,
+				 c->g.switch_ip & 255, c->switch_timeout_ms,
+				 (unsigned long long)done, (unsigned long long)total);
+			fall_back(c, op, why);
 			return 1;
 		}
-		if (now - op->last_progress_us > (double)c->switch_timeout_ms * 1000) {
-			char why[160];
-			snprintf(why, sizeof(why), "no result from switch %u.%u.%u.%u for %u ms "
-				 "(%u of %u packets done)", c->g.switch_ip >> 24,
-				 (c->g.switch_ip >> 16) & 255, (c->g.switch_ip >> 8) & 255,
-				 c->g.switch_ip & 255, c->switch_timeout_ms, op->done_pkts,
-				 op->npkts);
-			rc = fall_back(op, why);
-			op->result = rc;
-			op->finished = true;
-			if (rc == 0)
-				c->stats.collectives++;
-			return rc ? rc : 1;
-		}
-		if (now > op->deadline_us) {
-			rc = hl_fail(c, INCA_ERR_TIMEOUT, "allreduce: deadline of %u ms passed "
-				     "(%u of %u packets done)", c->timeout_ms, op->done_pkts,
-				     op->npkts);
-			goto fail;
+		/* the oldest collective's deadline: those after it wait for its
+		 * slots, so all in flight end with it */
+		for (unsigned i = 0; i < st->nops; i++) {
+			struct hl_coll *o = st->ops[i];
+			if (o->finished || o->ring)
+				continue;
+			if (now > o->deadline_us) {
+				in_flight_counts(c, &done, &total);
+				fail_in_flight(c, hl_fail(c, INCA_ERR_TIMEOUT, "%s: deadline of %u ms "
+							  "passed (%llu of %llu packets done)",
+							  hl_coll_name(o->coll), c->timeout_ms,
+							  (unsigned long long)done,
+							  (unsigned long long)total));
+				return 1;
+			}
+			break;
 		}
 		if (now >= until)
 			return 0;
 	}
-fail:
-	op->result = rc;
-	op->finished = true;
-	return rc;
 }
 
 int hl_coll_finish(struct hl_coll *op)
 {
+	struct hl_stream *st = &op->c->stream;
 	int rc = op->result;
 
-	op->c->active = NULL;
-	free(op->slots);
-	free(op->frames);
-	free(op->copy);
-	free(op);
-	return rc;
-}
-
-/* ---- the public calls ---- */
-
-struct inca_request {
-	struct hl_coll *op;
-};
-
-int inca_iallreduce(inca_comm_t *c, const void *sendbuf, void *recvbuf, size_t count,
-		    inca_dtype_t dtype, inca_op_t op, inca_request_t **req)
-{
-	struct hl_coll *coll;
-	int rc;
-
-	if (!req)
-		return c ? hl_fail(c, INCA_ERR_INVAL, "iallreduce: req is NULL") : INCA_ERR_INVAL;
-	*req = NULL;
-	rc = hl_allreduce_start(c, sendbuf, recvbuf, count, (enum agg_dtype)dtype,
-				(enum agg_op)op, &coll);
-	if (rc)
-		return rc;
-	*req = malloc(sizeof(**req));
-	if (!*req) {
-		hl_coll_finish(coll);
-		return hl_fail(c, INCA_ERR_NOMEM, "iallreduce: out of memory");
+	if (!op->finished && !op->ring) {
+		/* abandoned in flight (the communicator goes): its slots must
+		 * not point at it */
+		op_done(op, INCA_ERR_INVAL);
+		stream_reset(op->c);
 	}
-	(*req)->op = coll;
-	return INCA_OK;
-}
-
-int inca_test(inca_request_t *req, int *done)
-{
-	return inca_test_timeout(req, 0, done);
-}
-
-int inca_test_timeout(inca_request_t *req, unsigned timeout_us, int *done)
-{
-	int rc;
-
-	if (!req || !done)
-		return INCA_ERR_INVAL;
-	rc = hl_coll_progress(req->op, timeout_us);
-	*done = rc != 0;
-	if (rc == 0)
-		return INCA_OK;
-	rc = hl_coll_finish(req->op);
-	free(req);
-	return rc;
-}
-
-int inca_wait(inca_request_t *req)
-{
-	int rc;
-
-	if (!req)
-		return INCA_ERR_INVAL;
-	do
-		rc = hl_coll_progress(req->op, 1e6);
-	while (rc == 0);
-	rc = hl_coll_finish(req->op);
-	free(req);
-	return rc;
-}
-
-int inca_allreduce(inca_comm_t *c, const void *sendbuf, void *recvbuf, size_t count,
-		   inca_dtype_t dtype, inca_op_t op)
-{
-	inca_request_t *req;
-	int rc = inca_iallreduce(c, sendbuf, recvbuf, count, dtype, op, &req);
-
-	return rc ? rc : inca_wait(req);
-}
-
-int inca_barrier(inca_comm_t *c)
-{
-	int32_t one = 1;
-
-	if (!c)
-		return INCA_ERR_INVAL;
-	int rc = inca_allreduce(c, INCA_IN_PLACE, &one, 1, INCA_INT32, INCA_SUM);
-	if (rc == 0 && one != c->size)
-		return hl_fail(c, INCA_ERR_PROTOCOL, "barrier: counted %d ranks, expected %d",
-			       one, c->size);
-	return rc;
-}
-
-int inca_bcast(inca_comm_t *c, void *buf, size_t count, inca_dtype_t dtype, int root)
-{
-	size_t esize = agg_dtype_size((enum agg_dtype)dtype), bytes, words;
-	uint32_t *tmp;
-	int rc;
-
-	if (!c)
-		return INCA_ERR_INVAL;
-	if (!buf || !esize || count == 0 || root < 0 || root >= c->size)
-		return hl_fail(c, INCA_ERR_INVAL, "bcast: need a buffer, count > 0, a dtype "
-			       "and 0 <= root < %d", c->size);
-	/* bitwise OR of int32 words, zeros from everyone but the root: exact
-	 * for any dtype, NaN payloads and signed zeros included */
-	bytes = count * esize;
-	words = (bytes + 3) / 4;
-	tmp = calloc(words, 4);
-	if (!tmp)
-		return hl_fail(c, INCA_ERR_NOMEM, "bcast: out of memory");
-	if (c->rank == root)
-		memcpy(tmp, buf, bytes);
-	rc = inca_allreduce(c, INCA_IN_PLACE, tmp, words, INCA_INT32, INCA_BOR);
-	if (rc == 0 && c->rank != root)   /* the root's buffer is only read */
-		memcpy(buf, tmp, bytes);
-	free(tmp);
+	for (unsigned i = 0; i < st->nops; i++)
+		if (st->ops[i] == op) {
+			memmove(&st->ops[i], &st->ops[i + 1], sizeof(st->ops[0]) * (st->nops - i - 1));
+			st->nops--;
+			break;
+		}
+	op_free(op);
 	return rc;
 }

@@ -422,12 +422,19 @@ int hl_comm_create(const struct inca_comm_attr *attr, const struct hl_group_desc
 	c->pfc_fd = -1;
 	c->pfc_prio = attr->pfc_priority > 0 ? (unsigned)attr->pfc_priority - 1 : 3;
 
+	if (hl_stream_init(c)) {
+		release_reserved(tp, tp_state);
+		hl_group_free(&c->g);
+		free(c);
+		return create_fail(INCA_ERR_NOMEM, "out of memory");
+	}
 	c->tp_state = tp_state;
 	if (c->fallback != INCA_FALLBACK_FORCE) {
 		rc = tp->open(c);
 		if (rc) {
 			snprintf(last_errmsg, sizeof(last_errmsg), "%s transport: %.200s", tp->name,
 				 c->errmsg);
+			hl_stream_free(c);
 			hl_group_free(&c->g);
 			free(c);
 			return rc;
@@ -438,6 +445,7 @@ int hl_comm_create(const struct inca_comm_attr *attr, const struct hl_group_desc
 			if (rc) {
 				snprintf(last_errmsg, sizeof(last_errmsg), "%.250s", c->errmsg);
 				tp->close(c);
+				hl_stream_free(c);
 				hl_group_free(&c->g);
 				free(c);
 				return rc;
@@ -621,8 +629,7 @@ void inca_comm_destroy(inca_comm_t *c)
 {
 	if (!c)
 		return;
-	if (c->active)
-		hl_coll_finish(c->active);
+	hl_stream_free(c);
 	if (c->tp && c->fallback != INCA_FALLBACK_FORCE)
 		c->tp->close(c);
 	hl_pfc_close(c);

@@ -80,7 +80,7 @@ const char *inca_strerror(int err)
 		[6] = "switch unavailable and fallback disabled",
 		[7] = "a member was unreachable during fallback",
 		[8] = "not supported by this build",
-		[9] = "another operation is in progress",
+		[9] = "too many collectives in flight",
 		[10] = "protocol violation by a peer",
 		[11] = "manager refused or unreachable",
 	};

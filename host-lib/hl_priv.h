@@ -149,6 +149,42 @@ struct hl_group_desc {
 
 struct hl_coll;
 
+/* Collectives a communicator may have started and not yet completed
+ * (inca_test/inca_wait): they share one packet stream. */
+#define HL_MAX_INFLIGHT INCA_MAX_INFLIGHT
+
+/* One slot of the window: it carries the stream's packets g, g + W, ...
+ * in turn (docs/protocol.md 3.1). */
+struct hl_slot {
+	uint64_t g;            /* the packet it carries now; >= gcount: idle */
+	struct hl_coll *op;    /* the collective packet g belongs to (NULL: not
+				  looked up yet) */
+	double sent_us;        /* the latest transmission */
+	double first_sent_us;  /* the first one */
+	bool sent;
+	unsigned retx;
+};
+
+/* The communicator's packet stream (hl_coll.c). */
+struct hl_stream {
+	struct hl_slot *slots;     /* the window's W slots */
+	uint16_t window;
+	uint64_t oldest;           /* lowest packet whose result is not in */
+	struct hl_coll *ops[HL_MAX_INFLIGHT];   /* not yet completed by the
+						   caller, in start order */
+	unsigned nops;
+	unsigned unanswered;       /* packets sent whose result is not in */
+	uint8_t *frames;           /* SEND_BATCH frames being built */
+	size_t frame_cap;
+	double last_progress_us;   /* the latest result, or the first send
+				      after the stream was idle */
+	/* the first transmission of the latest-sent packet whose result is
+	 * in: an outstanding packet first sent before it was probably lost */
+	double newest_done_sent_us;
+	double next_probe_us;      /* no result at all: the next probe, not before */
+	unsigned probes;           /* probes since the last result */
+};
+
 struct inca_comm {
 	int rank, size;
 	char job[64];
@@ -172,12 +208,13 @@ struct inca_comm {
 	double pfc_until_us[AGG_PFC_CLASSES];
 
 	uint32_t next_seq;        /* collective sequence number */
-	uint32_t gcount;          /* packets sent before: slot/set base */
+	uint64_t gcount;          /* packets of the collectives started: the
+				     next one's slot/set base */
 	struct hl_rto rto;
 	double last_backoff_us;
 	double last_rtt_sample_us;
 	struct hl_dcqcn dcqcn;
-	struct hl_coll *active;   /* operation in progress */
+	struct hl_stream stream;  /* collectives in flight */
 
 	/* ring fallback (hl_ring.c) */
 	int ring_listen_fd, ring_next_fd, ring_prev_fd;
@@ -224,17 +261,46 @@ int hl_manager_join(const struct inca_comm_attr *attr, uint32_t qpn,
 bool hl_manager_renew(struct hl_manager *m, char *why, size_t whylen);
 void hl_manager_leave(struct hl_manager *m);
 
-/* hl_ring.c: the TCP ring all-reduce among the members. */
-int hl_ring_allreduce(struct inca_comm *c, const void *in, void *out, size_t count,
-		      enum agg_dtype dtype, enum agg_op op, double deadline_us);
+/* hl_ring.c: the collectives over a TCP ring among the members, for
+ * collective number seq (every message carries it, and the collective and
+ * step: ranks that disagree get INCA_ERR_PROTOCOL). Reductions travel in
+ * the accumulator format; allgather and bcast only copy bytes. */
+int hl_ring_allreduce(struct inca_comm *c, uint32_t seq, const void *in, void *out,
+		      size_t count, enum agg_dtype dtype, enum agg_op op, double deadline_us);
+/* out: count elements at root; ignored elsewhere */
+int hl_ring_reduce(struct inca_comm *c, uint32_t seq, const void *in, void *out, size_t count,
+		   enum agg_dtype dtype, enum agg_op op, int root, double deadline_us);
+/* in: size shards of count elements; out: this rank's shard, reduced */
+int hl_ring_reduce_scatter(struct inca_comm *c, uint32_t seq, const void *in, void *out,
+			   size_t count, enum agg_dtype dtype, enum agg_op op,
+			   double deadline_us);
+/* buf: size shards of shard_bytes, this rank's already in place */
+int hl_ring_allgather(struct inca_comm *c, uint32_t seq, void *buf, size_t shard_bytes,
+		      double deadline_us);
+int hl_ring_bcast(struct inca_comm *c, uint32_t seq, void *buf, size_t bytes, int root,
+		  double deadline_us);
 void hl_ring_close(struct inca_comm *c);
 
-/* hl_coll.c */
-int hl_allreduce_start(struct inca_comm *c, const void *sendbuf, void *recvbuf,
-		       size_t count, enum agg_dtype dtype, enum agg_op op,
-		       struct hl_coll **out);
-/* Progress for at most budget_us; 1 done, 0 not yet, < 0 error. */
+/* hl_coll.c: collectives on the packet stream. The arguments are checked
+ * by the caller (hl_calls.c); sendbuf may be INCA_IN_PLACE. */
+struct hl_coll_args {
+	enum agg_coll coll;
+	const void *sendbuf;
+	void *recvbuf;
+	size_t count;          /* elements of the buffer (allreduce, reduce, bcast)
+				  or of one rank's shard (reduce-scatter, allgather) */
+	enum agg_dtype dtype;
+	enum agg_op op;        /* sum for allgather and bcast */
+	int root;              /* reduce, bcast */
+};
+const char *hl_coll_name(enum agg_coll coll);
+int hl_coll_start(struct inca_comm *c, const struct hl_coll_args *a, struct hl_coll **out);
+/* Progress the communicator's stream for at most budget_us, until op is
+ * done: 1 done (hl_coll_finish says how), 0 not yet. */
 int hl_coll_progress(struct hl_coll *op, double budget_us);
 int hl_coll_finish(struct hl_coll *op);   /* result code; frees op */
+int hl_stream_init(struct inca_comm *c);
+/* Frees every collective still held, then the stream. */
+void hl_stream_free(struct inca_comm *c);
 
 #endif /* HL_PRIV_H */

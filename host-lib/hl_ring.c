@@ -1,10 +1,14 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * The fallback: a host ring all-reduce over TCP among the group's members
- * (reduce-scatter then all-gather, N-1 steps each). Partials travel in the
+ * The fallback: the collectives over a TCP ring among the group's members.
+ * All-reduce is reduce-scatter then all-gather (N-1 steps each); reduce is
+ * an all-reduce kept at the root; reduce-scatter is the first half with
+ * the shards where they belong; allgather the second half; bcast a
+ * pipeline of chunks from the root round the ring. Partials travel in the
  * accumulator format (fp32 for fp16/bf16), so rounding happens once, as in
- * the switch. Every message carries the collective's sequence number and
- * step; a mismatch is a protocol error, never a wrong result.
+ * the switch; allgather and bcast only move bytes (bit-exact, -0.0 and NaN
+ * payloads kept). Every message carries the collective's sequence number,
+ * kind and step; a mismatch is a protocol error, never a wrong result.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -19,6 +23,11 @@
 #include "hl_priv.h"
 
 #define RING_MAGIC 0x494e4352u   /* "INCR" */
+/* bcast moves this much per step: relays forward one chunk while they
+ * receive the next */
+#define RING_BCAST_CHUNK (256 * 1024)
+/* a message's step names the collective too */
+#define RING_STEP(coll, n) ((uint32_t)(coll) << 24 | (uint32_t)(n))
 
 struct ring_hello {
 	uint32_t magic, rank, size, group;
@@ -189,29 +198,47 @@ static enum agg_dtype acc_dtype(enum agg_dtype d)
 	return d == AGG_DTYPE_FP16 || d == AGG_DTYPE_BF16 ? AGG_DTYPE_FP32 : d;
 }
 
-static int step(struct inca_comm *c, uint32_t seq, uint32_t stepno, const void *sbuf,
-		size_t slen, void *rbuf, size_t rlen, double deadline_us)
+/* One message each way: to the next rank (step sstep, slen bytes) if send,
+ * from the previous one (step rstep, rlen bytes) if recv; headers first. */
+static int xfer(struct inca_comm *c, uint32_t seq, bool send, uint32_t sstep, const void *sbuf,
+		size_t slen, bool recv, uint32_t rstep, void *rbuf, size_t rlen, double deadline_us)
 {
-	struct ring_hdr sh = { RING_MAGIC, seq, stepno, slen }, rh;
-	int rc = exchange(c, &sh, sizeof(sh), &rh, sizeof(rh), deadline_us);
+	struct ring_hdr sh = { RING_MAGIC, seq, sstep, slen }, rh = { 0 };
+	int rc = exchange(c, &sh, send ? sizeof(sh) : 0, &rh, recv ? sizeof(rh) : 0, deadline_us);
 
 	if (rc)
 		return rc;
-	if (rh.magic != RING_MAGIC || rh.seq != seq || rh.step != stepno || rh.len != rlen)
+	if (recv && (rh.magic != RING_MAGIC || rh.seq != seq || rh.step != rstep || rh.len != rlen))
 		return hl_fail(c, INCA_ERR_PROTOCOL, "ring: rank %d is at collective %u step "
-			       "%u (%llu bytes), this rank at %u step %u (%zu bytes): the "
+			       "%u:%u (%llu bytes), this rank at %u step %u:%u (%zu bytes): the "
 			       "ranks disagree on which collective fell back",
-			       (c->rank + c->size - 1) % c->size, rh.seq, rh.step,
-			       (unsigned long long)rh.len, seq, stepno, rlen);
-	return exchange(c, sbuf, slen, rbuf, rlen, deadline_us);
+			       (c->rank + c->size - 1) % c->size, rh.seq, rh.step >> 24,
+			       rh.step & 0xffffff, (unsigned long long)rh.len, seq, rstep >> 24,
+			       rstep & 0xffffff, rlen);
+	return exchange(c, sbuf, send ? slen : 0, rbuf, recv ? rlen : 0, deadline_us);
 }
 
-int hl_ring_allreduce(struct inca_comm *c, const void *in, void *out, size_t count,
-		      enum agg_dtype dtype, enum agg_op op, double deadline_us)
+static int step(struct inca_comm *c, uint32_t seq, uint32_t stepno, const void *sbuf,
+		size_t slen, void *rbuf, size_t rlen, double deadline_us)
+{
+	return xfer(c, seq, true, stepno, sbuf, slen, true, stepno, rbuf, rlen, deadline_us);
+}
+
+static int ring_open(struct inca_comm *c, double deadline_us)
+{
+	int rc = ring_connect(c, deadline_us);
+
+	if (rc)
+		hl_ring_close(c);
+	return rc;
+}
+
+static int ring_allreduce(struct inca_comm *c, enum agg_coll coll, uint32_t seq, const void *in,
+			  void *out, size_t count, enum agg_dtype dtype, enum agg_op op,
+			  double deadline_us)
 {
 	enum agg_dtype ad = acc_dtype(dtype);
 	size_t as = agg_dtype_acc_size(dtype), n = (size_t)c->size;
-	uint32_t seq = c->next_seq - 1;      /* this collective's number */
 	uint8_t *acc, *tmp;
 	int rc;
 
@@ -219,11 +246,9 @@ int hl_ring_allreduce(struct inca_comm *c, const void *in, void *out, size_t cou
 		memmove(out, in, count * agg_dtype_size(dtype));
 		return 0;
 	}
-	rc = ring_connect(c, deadline_us);
-	if (rc) {
-		hl_ring_close(c);
+	rc = ring_open(c, deadline_us);
+	if (rc)
 		return rc;
-	}
 	acc = malloc(count * as);
 	tmp = malloc((count / n + 1) * as);
 	if (!acc || !tmp) {
@@ -237,16 +262,17 @@ int hl_ring_allreduce(struct inca_comm *c, const void *in, void *out, size_t cou
 	/* reduce-scatter: after N-1 steps this rank holds chunk rank+1 reduced */
 	for (size_t s = 0; s + 1 < n && !rc; s++) {
 		size_t sc = ((size_t)c->rank + n - s) % n, rcv = ((size_t)c->rank + n - s - 1) % n;
-		rc = step(c, seq, (uint32_t)s, acc + CHUNK_LO(sc) * as, CHUNK_LEN(sc) * as, tmp,
-			  CHUNK_LEN(rcv) * as, deadline_us);
+		rc = step(c, seq, RING_STEP(coll, s), acc + CHUNK_LO(sc) * as, CHUNK_LEN(sc) * as,
+			  tmp, CHUNK_LEN(rcv) * as, deadline_us);
 		if (!rc)
 			agg_acc_reduce(ad, op, acc + CHUNK_LO(rcv) * as, tmp, CHUNK_LEN(rcv));
 	}
 	/* all-gather the reduced chunks */
 	for (size_t s = 0; s + 1 < n && !rc; s++) {
 		size_t sc = ((size_t)c->rank + 1 + n - s) % n, rcv = ((size_t)c->rank + n - s) % n;
-		rc = step(c, seq, (uint32_t)(n + s), acc + CHUNK_LO(sc) * as, CHUNK_LEN(sc) * as,
-			  acc + CHUNK_LO(rcv) * as, CHUNK_LEN(rcv) * as, deadline_us);
+		rc = step(c, seq, RING_STEP(coll, n + s), acc + CHUNK_LO(sc) * as,
+			  CHUNK_LEN(sc) * as, acc + CHUNK_LO(rcv) * as, CHUNK_LEN(rcv) * as,
+			  deadline_us);
 	}
 #undef CHUNK_LO
 #undef CHUNK_LEN
@@ -256,5 +282,123 @@ int hl_ring_allreduce(struct inca_comm *c, const void *in, void *out, size_t cou
 		hl_ring_close(c);       /* a broken ring is rebuilt next time */
 	free(acc);
 	free(tmp);
+	return rc;
+}
+
+int hl_ring_allreduce(struct inca_comm *c, uint32_t seq, const void *in, void *out,
+		      size_t count, enum agg_dtype dtype, enum agg_op op, double deadline_us)
+{
+	return ring_allreduce(c, AGG_COLL_ALLREDUCE, seq, in, out, count, dtype, op,
+			      deadline_us);
+}
+
+int hl_ring_reduce(struct inca_comm *c, uint32_t seq, const void *in, void *out, size_t count,
+		   enum agg_dtype dtype, enum agg_op op, int root, double deadline_us)
+{
+	void *tmp = NULL;
+	int rc;
+
+	if (c->rank != root) {
+		tmp = malloc(count * agg_dtype_size(dtype));
+		if (!tmp)
+			return hl_fail(c, INCA_ERR_NOMEM, "ring: out of memory");
+		out = tmp;
+	}
+	rc = ring_allreduce(c, AGG_COLL_REDUCE, seq, in, out, count, dtype, op, deadline_us);
+	free(tmp);
+	return rc;
+}
+
+int hl_ring_reduce_scatter(struct inca_comm *c, uint32_t seq, const void *in, void *out,
+			   size_t count, enum agg_dtype dtype, enum agg_op op, double deadline_us)
+{
+	enum agg_dtype ad = acc_dtype(dtype);
+	size_t as = agg_dtype_acc_size(dtype), n = (size_t)c->size, r = (size_t)c->rank;
+	size_t shard = count * as;
+	uint8_t *acc, *tmp;
+	int rc;
+
+	if (c->size == 1) {
+		memmove(out, in, count * agg_dtype_size(dtype));
+		return 0;
+	}
+	rc = ring_open(c, deadline_us);
+	if (rc)
+		return rc;
+	acc = malloc(n * shard);
+	tmp = malloc(shard);
+	if (!acc || !tmp) {
+		free(acc);
+		free(tmp);
+		return hl_fail(c, INCA_ERR_NOMEM, "ring: out of memory");
+	}
+	agg_acc_load(dtype, acc, in, n * count);
+	/* step s: shard r-s-1 goes on (ours, then what came and was reduced),
+	 * shard r-s-2 comes: after N-1 steps, shard r holds every rank's */
+	for (size_t s = 0; s + 1 < n && !rc; s++) {
+		size_t sc = (r + 2 * n - s - 1) % n, rcv = (r + 2 * n - s - 2) % n;
+		rc = step(c, seq, RING_STEP(AGG_COLL_REDUCE_SCATTER, s), acc + sc * shard, shard,
+			  tmp, shard, deadline_us);
+		if (!rc)
+			agg_acc_reduce(ad, op, acc + rcv * shard, tmp, count);
+	}
+	if (!rc)
+		agg_acc_store(dtype, out, acc + r * shard, count);
+	else
+		hl_ring_close(c);
+	free(acc);
+	free(tmp);
+	return rc;
+}
+
+int hl_ring_allgather(struct inca_comm *c, uint32_t seq, void *buf, size_t shard_bytes,
+		      double deadline_us)
+{
+	size_t n = (size_t)c->size, r = (size_t)c->rank;
+	uint8_t *b = buf;
+	int rc;
+
+	if (c->size == 1)
+		return 0;
+	rc = ring_open(c, deadline_us);
+	/* step s: shard r-s goes on, shard r-s-1 comes */
+	for (size_t s = 0; s + 1 < n && !rc; s++) {
+		size_t sc = (r + n - s) % n, rcv = (r + 2 * n - s - 1) % n;
+		rc = step(c, seq, RING_STEP(AGG_COLL_ALLGATHER, s), b + sc * shard_bytes,
+			  shard_bytes, b + rcv * shard_bytes, shard_bytes, deadline_us);
+	}
+	if (rc)
+		hl_ring_close(c);
+	return rc;
+}
+
+int hl_ring_bcast(struct inca_comm *c, uint32_t seq, void *buf, size_t bytes, int root,
+		  double deadline_us)
+{
+	size_t n = (size_t)c->size, d = ((size_t)c->rank + n - (size_t)root) % n;
+	size_t chunks = (bytes + RING_BCAST_CHUNK - 1) / RING_BCAST_CHUNK;
+	uint8_t *b = buf;
+	int rc;
+
+	if (c->size == 1)
+		return 0;
+	rc = ring_open(c, deadline_us);
+	/* d ranks after the root: in round i the root sends chunk i, a relay
+	 * receives chunk i and passes on chunk i-1, the last one only receives */
+#define CHUNK_LEN(k) ((k) + 1 < chunks ? RING_BCAST_CHUNK : bytes - (k) * RING_BCAST_CHUNK)
+	for (size_t i = 0; i <= chunks && !rc; i++) {
+		bool recv = d > 0 && i < chunks;
+		bool send = d == 0 ? i < chunks : d + 1 < n && i > 0;
+		size_t sc = d == 0 || i == 0 ? i : i - 1;
+		if (!send && !recv)
+			continue;
+		rc = xfer(c, seq, send, RING_STEP(AGG_COLL_BCAST, sc),
+			  b + sc * RING_BCAST_CHUNK, send ? CHUNK_LEN(sc) : 0,
+			  recv, RING_STEP(AGG_COLL_BCAST, i), b + i * RING_BCAST_CHUNK,
+			  recv ? CHUNK_LEN(i) : 0, deadline_us);
+	}
+#undef CHUNK_LEN
+	if (rc)
+		hl_ring_close(c);
 	return rc;
 }

@@ -55,14 +55,14 @@ typedef enum {
 #define INCA_ERR_SWITCH      -6   /* the switch did not answer and fallback is off */
 #define INCA_ERR_PEER        -7   /* a member was unreachable during fallback */
 #define INCA_ERR_UNSUPPORTED -8   /* transport or feature not built in */
-#define INCA_ERR_BUSY        -9   /* another operation is in progress */
+#define INCA_ERR_BUSY        -9   /* too many collectives in flight */
 #define INCA_ERR_PROTOCOL    -10  /* a peer broke the protocol (wrong size, order) */
 #define INCA_ERR_MANAGER     -11  /* the manager refused or was unreachable */
 
 /* Name of an error code. Never NULL. */
 const char *inca_strerror(int err);
 
-/* Pass as sendbuf to reduce in place in recvbuf. */
+/* Pass as sendbuf to work in place in recvbuf (where a call allows it). */
 #define INCA_IN_PLACE ((const void *)1)
 
 /* Logging: quiet by default; INCA_LOG=error|warn|info|debug raises it. */
@@ -150,37 +150,92 @@ const char *inca_comm_errmsg(const inca_comm_t *comm);
 const char *inca_last_errmsg(void);
 
 /*
- * All-reduce count elements: recvbuf[i] = op over ranks of sendbuf[i].
- * Any count (split into packets and windows). sendbuf may be
- * INCA_IN_PLACE. Returns INCA_OK, INCA_ERR_INVAL, INCA_ERR_TIMEOUT,
- * INCA_ERR_SWITCH (fallback off), INCA_ERR_PEER, INCA_ERR_BUSY,
- * INCA_ERR_NOMEM.
+ * Collectives. Every rank calls the same collectives in the same order
+ * with the same count, dtype, op and root. Any count > 0 (split into
+ * packets and windows; docs/hostlib.md). Every call returns INCA_OK or a
+ * negative code:
+ *   INCA_ERR_INVAL        a bad argument (NULL buffer or request, count 0,
+ *                         unknown dtype, an op that does not apply to the
+ *                         dtype, root not a rank, INCA_IN_PLACE where it is
+ *                         not allowed; inca_comm_errmsg says which)
+ *   INCA_ERR_BUSY         INCA_MAX_INFLIGHT collectives already in flight
+ *   INCA_ERR_TIMEOUT      the deadline (INCA_TIMEOUT_MS) passed
+ *   INCA_ERR_SWITCH       no switch and fallback off
+ *   INCA_ERR_PEER         a member unreachable during the fallback
+ *   INCA_ERR_PROTOCOL     the ranks disagreed (e.g. on which call fell back)
+ *   INCA_ERR_NOMEM
+ * Float results follow docs/protocol.md section 2 (fp16/bf16 accumulate in
+ * fp32; sums within its bound, bit-identical in a reproducible group);
+ * integer results are exact; allgather and bcast copy bytes (any dtype, -0
+ * and NaN payloads kept).
  */
+
+/* All-reduce: recvbuf[i] = op over ranks of sendbuf[i]. sendbuf may be
+ * INCA_IN_PLACE (the input is recvbuf). */
 int inca_allreduce(inca_comm_t *comm, const void *sendbuf, void *recvbuf,
 		   size_t count, inca_dtype_t dtype, inca_op_t op);
 
-/* Non-blocking variant: starts the operation; progress happens in
- * inca_test/inca_wait. One operation per communicator at a time
- * (INCA_ERR_BUSY). */
+/* Reduce to root: at root recvbuf[i] = op over ranks of sendbuf[i]; recvbuf
+ * is not used at other ranks (may be NULL). INCA_IN_PLACE as sendbuf at the
+ * root only (the root's input is its recvbuf). */
+int inca_reduce(inca_comm_t *comm, const void *sendbuf, void *recvbuf,
+		size_t count, inca_dtype_t dtype, inca_op_t op, int root);
+
+/* Reduce-scatter (MPI_Reduce_scatter_block): sendbuf holds size x recvcount
+ * elements, shard r at r x recvcount; rank r's recvbuf (recvcount
+ * elements) gets the reduction of shard r. With INCA_IN_PLACE the input is
+ * recvbuf (size x recvcount elements) and the result lands at its start. */
+int inca_reduce_scatter(inca_comm_t *comm, const void *sendbuf, void *recvbuf,
+			size_t recvcount, inca_dtype_t dtype, inca_op_t op);
+
+/* Allgather: recvbuf holds size x sendcount elements; rank r's sendbuf
+ * (sendcount elements) lands at r x sendcount on every rank. With
+ * INCA_IN_PLACE each rank's input is already at its place in recvbuf. */
+int inca_allgather(inca_comm_t *comm, const void *sendbuf, void *recvbuf,
+		   size_t sendcount, inca_dtype_t dtype);
+
+/* Broadcast: buf on every rank becomes root's buf (count elements of
+ * dtype); only the root sends data, and its buf is only read. */
+int inca_bcast(inca_comm_t *comm, void *buf, size_t count, inca_dtype_t dtype,
+	       int root);
+
+/* Every rank has entered the barrier (an all-reduce of one int32). */
+int inca_barrier(inca_comm_t *comm);
+
+/*
+ * Nonblocking forms: start the collective and return a request; progress
+ * happens in inca_test/inca_wait on any request of the communicator, which
+ * complete in any order the caller chooses. Up to INCA_MAX_INFLIGHT
+ * collectives may be in flight on one communicator (started, their request
+ * not yet completed); they share its window, pipelined in one packet
+ * stream. One more returns INCA_ERR_BUSY. Buffers belong to the collective
+ * until its request completes. The blocking calls are these plus
+ * inca_wait. inca_comm_destroy frees requests still in flight (they must
+ * not be used afterwards).
+ */
+#define INCA_MAX_INFLIGHT 64
 typedef struct inca_request inca_request_t;
 int inca_iallreduce(inca_comm_t *comm, const void *sendbuf, void *recvbuf,
 		    size_t count, inca_dtype_t dtype, inca_op_t op,
 		    inca_request_t **req);
+int inca_ireduce(inca_comm_t *comm, const void *sendbuf, void *recvbuf,
+		 size_t count, inca_dtype_t dtype, inca_op_t op, int root,
+		 inca_request_t **req);
+int inca_ireduce_scatter(inca_comm_t *comm, const void *sendbuf, void *recvbuf,
+			 size_t recvcount, inca_dtype_t dtype, inca_op_t op,
+			 inca_request_t **req);
+int inca_iallgather(inca_comm_t *comm, const void *sendbuf, void *recvbuf,
+		    size_t sendcount, inca_dtype_t dtype, inca_request_t **req);
+int inca_ibcast(inca_comm_t *comm, void *buf, size_t count, inca_dtype_t dtype,
+		int root, inca_request_t **req);
 /* Progress; *done = 1 when finished (then the request is freed and the
- * return value is the operation's result). */
+ * return value is the collective's result). */
 int inca_test(inca_request_t *req, int *done);
 /* inca_test, waiting up to timeout_us for the network (not spinning):
  * for a progress loop that also serves something else. */
 int inca_test_timeout(inca_request_t *req, unsigned timeout_us, int *done);
 /* Progress until finished; frees the request. */
 int inca_wait(inca_request_t *req);
-
-/* Every rank has entered the barrier. */
-int inca_barrier(inca_comm_t *comm);
-/* buf on every rank becomes root's buf (count elements of dtype); the
- * root's buf is only read. */
-int inca_bcast(inca_comm_t *comm, void *buf, size_t count, inca_dtype_t dtype,
-	       int root);
 
 /* Counters of a communicator since it was created. */
 struct inca_stats {

@@ -13,10 +13,13 @@
 #include <cmocka.h>
 
 #include <math.h>
+#include <time.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "hl_priv.h"
+#include "tools/expect.h"
 
 #define NPKT_MAX 4096
 
@@ -318,9 +321,40 @@ static void test_bad_calls(void **state)
 	assert_int_equal(inca_allreduce(c, NULL, x, 4, INCA_FLOAT32, INCA_SUM), INCA_ERR_INVAL);
 	assert_int_equal(inca_allreduce(NULL, x, x, 4, INCA_FLOAT32, INCA_SUM), INCA_ERR_INVAL);
 	assert_int_equal(inca_bcast(c, x, 4, INCA_FLOAT32, 3), INCA_ERR_INVAL);
-	/* one operation at a time */
-	assert_int_equal(inca_iallreduce(c, x, x, 4, INCA_FLOAT32, INCA_SUM, &req), 0);
+	assert_string_equal(inca_comm_errmsg(c), "bcast: root 3 is not a rank (0..0)");
+	assert_int_equal(inca_reduce(c, x, x, 4, INCA_FLOAT32, INCA_SUM, -1), INCA_ERR_INVAL);
+	assert_string_equal(inca_comm_errmsg(c), "reduce: root -1 is not a rank (0..0)");
+	assert_int_equal(inca_reduce(c, x, NULL, 4, INCA_FLOAT32, INCA_SUM, 0), INCA_ERR_INVAL);
+	assert_string_equal(inca_comm_errmsg(c), "reduce: the root needs sendbuf (or "
+			    "INCA_IN_PLACE) and recvbuf");
+	assert_int_equal(inca_reduce_scatter(c, x, x, 0, INCA_INT32, INCA_BXOR), INCA_ERR_INVAL);
+	assert_string_equal(inca_comm_errmsg(c), "reduce_scatter: count must be > 0");
+	assert_int_equal(inca_allgather(c, NULL, x, 4, INCA_FLOAT32), INCA_ERR_INVAL);
+	assert_string_equal(inca_comm_errmsg(c), "allgather: need sendbuf (or INCA_IN_PLACE) "
+			    "and recvbuf");
+	assert_int_equal(inca_allgather(c, x, x, 4, (inca_dtype_t)9), INCA_ERR_INVAL);
+	assert_string_equal(inca_comm_errmsg(c), "allgather: unknown dtype 9");
+	assert_int_equal(inca_bcast(c, (void *)INCA_IN_PLACE, 4, INCA_FLOAT32, 0), INCA_ERR_INVAL);
+	assert_int_equal(inca_ibcast(c, x, 4, INCA_FLOAT32, 0, NULL), INCA_ERR_INVAL);
+	assert_string_equal(inca_comm_errmsg(c), "ibcast: req is NULL");
+	/* up to INCA_MAX_INFLIGHT in flight; one more is refused */
+	static float outs[INCA_MAX_INFLIGHT][4];
+	inca_request_t *reqs[INCA_MAX_INFLIGHT];
+	for (int i = 0; i < 4; i++)
+		x[i] = (float)i - 1.5f;
+	for (int i = 0; i < INCA_MAX_INFLIGHT; i++)
+		assert_int_equal(inca_iallreduce(c, x, outs[i], 4, INCA_FLOAT32, INCA_SUM,
+						 &reqs[i]), 0);
 	assert_int_equal(inca_allreduce(c, x, x, 4, INCA_FLOAT32, INCA_SUM), INCA_ERR_BUSY);
+	assert_string_equal(inca_comm_errmsg(c), "allreduce: 64 collectives are in flight on "
+			    "this communicator: complete one first (inca_wait, inca_test)");
+	assert_int_equal(inca_test(reqs[INCA_MAX_INFLIGHT - 1], &done), 0);
+	for (int i = INCA_MAX_INFLIGHT - 1; i >= 0; i--)
+		assert_int_equal(inca_wait(reqs[i]), 0);
+	for (int i = 0; i < INCA_MAX_INFLIGHT; i++)
+		assert_memory_equal(outs[i], x, sizeof(x));
+	assert_int_equal(M.violations, 0);
+	assert_int_equal(inca_iallreduce(c, x, x, 4, INCA_FLOAT32, INCA_SUM, &req), 0);
 	while (!done)
 		assert_int_equal(inca_test(req, &done), 0);
 	assert_int_equal(inca_barrier(c), 0);
@@ -411,6 +445,606 @@ static void test_group_descriptions(void **state)
 	setenv("INCA_MEMBERS", "10.0.0.1:17,10.0.0.2:18", 1);
 	assert_int_equal(inca_comm_create(&a, &c), INCA_ERR_CONFIG);
 	assert_string_equal(inca_last_errmsg(), "the group has 2 members but size is 3");
+}
+
+/* ---- several ranks: every collective against the engine ---- */
+
+#define MR_MAX 8
+#define MR_QCAP 4096
+#define MR_FRAME (AGG_FRAME_HDR_LEN + 1024 + 8)
+
+/* N communicators in one process around one engine: results queue per
+ * rank; loss, duplication and reordering from a seeded generator; one
+ * virtual clock. The ranks progress in turn (inca_test), never blocking. */
+struct mr {
+	struct agg_group *sw;
+	int n;
+	inca_comm_t *comm[MR_MAX];
+	uint8_t (*q[MR_MAX])[MR_FRAME];
+	uint16_t *qlen[MR_MAX];
+	int nq[MR_MAX];
+	double now;
+	uint64_t rng;
+	int loss_pct, dup_pct;
+	bool reorder;
+	unsigned dropped, duplicated;
+	uint64_t data_bytes[MR_MAX];   /* element bytes of the results queued */
+};
+
+static struct mr R;
+
+static uint32_t mr_rand(void)
+{
+	R.rng = R.rng * 6364136223846793005ull + 1442695040888963407ull;
+	return (uint32_t)(R.rng >> 33);
+}
+
+static bool mr_chance(int pct)
+{
+	return pct && (int)(mr_rand() % 100) < pct;
+}
+
+static double mr_now(struct inca_comm *c)
+{
+	(void)c;
+	return R.now;
+}
+
+static void mr_queue(int m, const struct agg_result *res)
+{
+	struct agg_result_l2 l2 = { .switch_ip = 0x0a0000fe };
+	int copies = mr_chance(R.loss_pct) ? 0 : mr_chance(R.dup_pct) ? 2 : 1;
+
+	R.dropped += copies == 0;
+	R.duplicated += copies == 2;
+	for (int k = 0; k < copies; k++) {
+		assert_true(R.nq[m] < MR_QCAP);
+		/* reordering: anywhere among the last 8 queued */
+		int at = R.nq[m];
+		if (R.reorder && at > 0)
+			at -= (int)(mr_rand() % (unsigned)(at < 8 ? at + 1 : 9));
+		memmove(&R.q[m][at + 1], &R.q[m][at], sizeof(R.q[m][0]) * (size_t)(R.nq[m] - at));
+		memmove(&R.qlen[m][at + 1], &R.qlen[m][at], sizeof(uint16_t) * (size_t)(R.nq[m] - at));
+		int len = agg_result_encode(R.sw, (uint16_t)m, res, &l2, NULL, R.q[m][at], MR_FRAME);
+		assert_true(len > 0);
+		R.qlen[m][at] = (uint16_t)len;
+		R.nq[m]++;
+		if (agg_result_has_data_for(res, (uint16_t)m))
+			R.data_bytes[m] += res->payload_len;
+	}
+}
+
+static int mr_send(struct inca_comm *c, const struct hl_frame *f, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++) {
+		struct agg_pkt p;
+		struct agg_result res;
+		uint16_t member;
+
+		assert_int_equal(agg_decode(f[i].data, f[i].len, true, &p), 0);
+		assert_int_equal(f[i].msg_len, AGG_INCA_HLEN + p.payload_len);
+		assert_int_equal(p.hdr.rank, c->rank);
+		if (mr_chance(R.loss_pct)) {
+			R.dropped++;
+			continue;
+		}
+		int v = agg_group_ingest(R.sw, &p, &res, &member);
+		assert_true(v >= 0);          /* the host never breaks the protocol */
+		if (v == AGG_V_COMPLETE)
+			for (int m = 0; m < R.n; m++)
+				mr_queue(m, &res);
+		else if (v == AGG_V_RETRANSMIT)
+			mr_queue(member, &res);
+	}
+	return (int)n;
+}
+
+static int mr_recv(struct inca_comm *c, struct hl_rx *rx, unsigned max, int timeout_us)
+{
+	static uint8_t held[64][MR_FRAME];
+	int m = c->rank;
+	unsigned n = 0;
+
+	if (R.nq[m] == 0) {
+		R.now += timeout_us > 0 ? timeout_us : 1;
+		return 0;
+	}
+	R.now += 1;
+	while (n < max && n < 64 && R.nq[m] > 0) {
+		struct agg_pkt p;
+
+		memcpy(held[n], R.q[m][0], R.qlen[m][0]);
+		assert_int_equal(agg_decode(held[n], R.qlen[m][0], true, &p), 0);
+		rx[n] = (struct hl_rx){ .kind = HL_RX_MSG, .msg = (const uint8_t *)held[n] +
+					(p.payload ? (size_t)(p.payload - held[n]) :
+					 (size_t)R.qlen[m][0] - AGG_ICRC_LEN) - AGG_INCA_HLEN,
+					.len = AGG_INCA_HLEN + p.payload_len, .src_qp = p.src_qp,
+					.len_wire = R.qlen[m][0] };
+		R.nq[m]--;
+		memmove(&R.q[m][0], &R.q[m][1], sizeof(R.q[m][0]) * (size_t)R.nq[m]);
+		memmove(&R.qlen[m][0], &R.qlen[m][1], sizeof(uint16_t) * (size_t)R.nq[m]);
+		n++;
+	}
+	return (int)n;
+}
+
+static const struct hl_transport_ops mr_ops = {
+	.name = "mock", .open = mock_open, .close = mock_close,
+	.send = mr_send, .recv = mr_recv,
+};
+
+static void mr_setup(int n, uint16_t window, uint16_t elems, uint64_t seed)
+{
+	struct hl_member hm[MR_MAX];
+	struct agg_member am[MR_MAX];
+
+	assert_true(n <= MR_MAX);
+	memset(&R, 0, sizeof(R));
+	R.n = n;
+	R.rng = seed;
+	for (int r = 0; r < n; r++) {
+		hm[r] = (struct hl_member){ .ip = 0x0a000001 + (uint32_t)r, .qpn = 17 + (uint32_t)r };
+		am[r] = (struct agg_member){ .ip = hm[r].ip, .qpn = hm[r].qpn, .fanin = 1 };
+	}
+	struct agg_group_config gc = { .group_id = 9, .qpn = 256, .qkey = 0xabc,
+				       .nmembers = (uint16_t)n, .window = window,
+				       .elems_per_pkt = elems, .members = am };
+	struct hl_group_desc g = { .switch_ip = 0x0a0000fe, .group_id = 9, .group_qpn = 256,
+				   .qkey = 0xabc, .window = window, .elems_per_pkt = elems,
+				   .ring_port = 18515, .nmembers = n, .members = hm,
+				   .member_index = -1 };
+	R.sw = agg_group_create(&gc, NULL);
+	assert_non_null(R.sw);
+	for (int r = 0; r < n; r++) {
+		struct inca_comm_attr attr = { .rank = r, .size = n, .fallback = INCA_FALLBACK_OFF,
+					       .timeout_ms = 20000, .switch_timeout_ms = 2000,
+					       .dcqcn = -1, .pfc = -1 };
+		R.q[r] = malloc(sizeof(R.q[r][0]) * MR_QCAP);
+		R.qlen[r] = malloc(sizeof(uint16_t) * MR_QCAP);
+		assert_non_null(R.q[r]);
+		assert_non_null(R.qlen[r]);
+		assert_int_equal(hl_comm_create(&attr, &g, &mr_ops, NULL, &R.comm[r]), 0);
+		R.comm[r]->now_us = mr_now;
+	}
+}
+
+static void mr_teardown(void)
+{
+	for (int r = 0; r < R.n; r++) {
+		inca_comm_destroy(R.comm[r]);
+		free(R.q[r]);
+		free(R.qlen[r]);
+	}
+	agg_group_destroy(R.sw);
+	R.sw = NULL;
+}
+
+/* Complete req[r][0..k) on every rank, latest first (k requests per rank
+ * started before): each rank progresses in turn, none blocks. */
+static void mr_complete(inca_request_t *req[MR_MAX][16], int k)
+{
+	for (int i = k - 1; i >= 0; i--) {
+		bool left = true;
+		long turns = 0;
+		while (left) {
+			left = false;
+			for (int r = 0; r < R.n; r++) {
+				int done = 0;
+				if (!req[r][i])
+					continue;
+				int rc = inca_test(req[r][i], &done);
+				if (rc)
+					fail_msg("rank %d request %d: %s: %s", r, i, inca_strerror(rc),
+						 inca_comm_errmsg(R.comm[r]));
+				if (done)
+					req[r][i] = NULL;
+				else
+					left = true;
+			}
+			assert_true(++turns < 50000000);
+		}
+	}
+}
+
+struct mr_case {
+	enum agg_coll coll;
+	int dtype, op, root;
+	size_t count;          /* of the buffer, or per shard */
+};
+
+static size_t mr_in_count(const struct mr_case *k)
+{
+	return k->coll == AGG_COLL_REDUCE_SCATTER ? k->count * (size_t)R.n :
+	       k->coll == AGG_COLL_ALLGATHER ? k->count : k->count;
+}
+
+static size_t mr_out_count(const struct mr_case *k)
+{
+	return k->coll == AGG_COLL_ALLGATHER ? k->count * (size_t)R.n : k->count;
+}
+
+/* Random bytes with signed zeros and NaNs among them: what only a copy keeps. */
+static void mr_bytes(uint8_t *b, size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+		b[i] = (uint8_t)mr_rand();
+	if (len >= 8) {
+		memcpy(b, &(double){ -0.0 }, 8);
+		memcpy(b + len - 4, &(uint32_t){ 0x7fc12345 }, 4);     /* a NaN payload */
+	}
+}
+
+/* Start k on every rank; in[r], out[r] must hold the buffers. */
+static int mr_start(const struct mr_case *k, int r, uint8_t *in, uint8_t *out,
+		    inca_request_t **req)
+{
+	inca_comm_t *c = R.comm[r];
+
+	switch (k->coll) {
+	case AGG_COLL_ALLREDUCE:
+		return inca_iallreduce(c, in, out, k->count, k->dtype, k->op, req);
+	case AGG_COLL_REDUCE:
+		return inca_ireduce(c, in, out, k->count, k->dtype, k->op, k->root, req);
+	case AGG_COLL_REDUCE_SCATTER:
+		return inca_ireduce_scatter(c, in, out, k->count, k->dtype, k->op, req);
+	case AGG_COLL_ALLGATHER:
+		return inca_iallgather(c, in, out, k->count, k->dtype, req);
+	case AGG_COLL_BCAST:
+		if (r == k->root)
+			memcpy(out, in, k->count * agg_dtype_size(k->dtype));
+		return inca_ibcast(c, out, k->count, k->dtype, k->root, req);
+	default:
+		return INCA_ERR_INVAL;
+	}
+}
+
+/* What rank r must hold after k, from every rank's input. */
+static void mr_expect(const struct mr_case *k, int r, uint8_t *const in[MR_MAX], uint8_t *want)
+{
+	size_t es = agg_dtype_size(k->dtype), n = k->count;
+
+	switch (k->coll) {
+	case AGG_COLL_ALLREDUCE:
+	case AGG_COLL_REDUCE:
+		expected(k->dtype, k->op, R.n, want, n);
+		break;
+	case AGG_COLL_REDUCE_SCATTER: {
+		uint8_t *all = malloc(n * (size_t)R.n * es);
+		assert_non_null(all);
+		expected(k->dtype, k->op, R.n, all, n * (size_t)R.n);
+		memcpy(want, all + (size_t)r * n * es, n * es);
+		free(all);
+		break;
+	}
+	case AGG_COLL_ALLGATHER:
+		for (int s = 0; s < R.n; s++)
+			memcpy(want + (size_t)s * n * es, in[s], n * es);
+		break;
+	case AGG_COLL_BCAST:
+		memcpy(want, in[k->root], n * es);
+		break;
+	default:
+		break;
+	}
+}
+
+/* Run cases[0..nk) all in flight at once on every rank, complete them
+ * latest first, and check every rank's result byte for byte. */
+static void mr_run(const struct mr_case *cases, int nk)
+{
+	static inca_request_t *req[MR_MAX][16];
+	uint8_t *in[16][MR_MAX], *out[16][MR_MAX];
+
+	assert_true(nk <= 16);
+	for (int j = 0; j < nk; j++) {
+		const struct mr_case *k = &cases[j];
+		size_t es = agg_dtype_size(k->dtype);
+		for (int r = 0; r < R.n; r++) {
+			in[j][r] = malloc(mr_in_count(k) * es + 8);
+			out[j][r] = malloc(mr_out_count(k) * es + 8);
+			assert_non_null(in[j][r]);
+			assert_non_null(out[j][r]);
+			if (k->coll == AGG_COLL_ALLGATHER || k->coll == AGG_COLL_BCAST)
+				mr_bytes(in[j][r], mr_in_count(k) * es);
+			else
+				fill(k->dtype, k->op, r, in[j][r], mr_in_count(k));
+			memset(out[j][r], 0xa5, mr_out_count(k) * es);
+		}
+		for (int r = 0; r < R.n; r++) {
+			int rc = mr_start(k, r, in[j][r], out[j][r], &req[r][j]);
+			if (rc)
+				fail_msg("start %s: %s", inca_strerror(rc), inca_comm_errmsg(R.comm[r]));
+		}
+	}
+	mr_complete(req, nk);
+	for (int j = 0; j < nk; j++) {
+		const struct mr_case *k = &cases[j];
+		size_t es = agg_dtype_size(k->dtype), len = mr_out_count(k) * es;
+		uint8_t *want = malloc(len + 8);
+		assert_non_null(want);
+		for (int r = 0; r < R.n; r++) {
+			if (k->coll == AGG_COLL_REDUCE && r != k->root)
+				continue;
+			mr_expect(k, r, in[j], want);
+			if (memcmp(want, out[j][r], len))
+				fail_msg("%s %s %s x %zu root %d: rank %d wrong", hl_coll_name(k->coll),
+					 agg_dtype_name(k->dtype), agg_op_name(k->op), k->count,
+					 k->root, r);
+		}
+		free(want);
+		for (int r = 0; r < R.n; r++) {
+			free(in[j][r]);
+			free(out[j][r]);
+		}
+	}
+}
+
+/* Every collective x dtype x op that applies, from 1 element to several
+ * windows, 3 ranks, with 3% loss, 3% duplicates and reordering. */
+static void test_every_collective(void **state)
+{
+	static const size_t counts[] = { 1, 7, 8, 9, 50, 161 };
+	uint64_t seed = 0x1234567ull + (uint64_t)time(NULL);
+	unsigned cases = 0;
+
+	(void)state;
+	print_message("seed %llu\n", (unsigned long long)seed);
+	mr_setup(3, 4, 8, seed);
+	R.loss_pct = 3;
+	R.dup_pct = 3;
+	R.reorder = true;
+	for (int coll = 0; coll < AGG_COLL_COUNT; coll++)
+		for (int dt = 0; dt < AGG_DTYPE_COUNT; dt++)
+			for (int op = 0; op < AGG_OP_COUNT; op++) {
+				bool copies = coll == AGG_COLL_ALLGATHER || coll == AGG_COLL_BCAST;
+				if (copies ? op != 0 : agg_op_check(dt, op) != 0)
+					continue;
+				for (size_t ci = 0; ci < sizeof(counts) / sizeof(counts[0]); ci++) {
+					struct mr_case k = { .coll = coll, .dtype = dt, .op = op,
+							     .root = (int)(cases % 3),
+							     .count = counts[ci] };
+					mr_run(&k, 1);
+					cases++;
+				}
+			}
+	/* 30 reductions x 3 collectives + 6 dtypes x 2 copies, 6 counts each */
+	assert_int_equal(cases, (30 * 3 + 6 * 2) * 6);
+	assert_true(R.dropped > 0 && R.duplicated > 0);
+	struct inca_stats st;
+	inca_comm_stats(R.comm[0], &st);
+	assert_int_equal(st.fallbacks, 0);
+	assert_true(st.retransmissions > 0);
+	print_message("%u cases, %u packets dropped, %u duplicated; rank 0: %llu sent, "
+		      "%llu retransmitted\n", cases, R.dropped, R.duplicated,
+		      (unsigned long long)st.packets_sent, (unsigned long long)st.retransmissions);
+	mr_teardown();
+}
+
+/* 8 all-reduces and 8 reduce-scatters in flight on each of 4 ranks,
+ * completed latest first, with loss, duplicates and reordering. */
+static void test_many_in_flight(void **state)
+{
+	uint64_t seed = 0x9e3779b9ull + (uint64_t)time(NULL);
+	struct mr_case k[16];
+
+	(void)state;
+	print_message("seed %llu\n", (unsigned long long)seed);
+	mr_setup(4, 8, 16, seed);
+	for (int pass = 0; pass < 2; pass++) {
+		R.loss_pct = pass ? 5 : 0;
+		R.dup_pct = pass ? 5 : 0;
+		R.reorder = pass;
+		for (int j = 0; j < 8; j++) {
+			k[j] = (struct mr_case){ .coll = AGG_COLL_ALLREDUCE, .dtype = INCA_FLOAT32,
+						 .op = j % 2 ? INCA_MAX : INCA_SUM,
+						 .count = 1 + (size_t)j * 37 };
+			k[8 + j] = (struct mr_case){ .coll = AGG_COLL_REDUCE_SCATTER,
+						     .dtype = j % 2 ? INCA_INT64 : INCA_BFLOAT16,
+						     .op = INCA_SUM, .count = 3 + (size_t)j * 29 };
+		}
+		mr_run(k, 16);
+	}
+	for (int r = 0; r < 4; r++) {
+		struct inca_stats st;
+		inca_comm_stats(R.comm[r], &st);
+		assert_int_equal(st.collectives, 32);
+		assert_int_equal(st.fallbacks, 0);
+	}
+	assert_int_equal(R.comm[0]->stream.nops, 0);
+	mr_teardown();
+}
+
+/* Reduce-scatter: each rank receives its shard's elements and, for the
+ * other shards, headers only (no loss: exact). */
+static void test_reduce_scatter_bytes(void **state)
+{
+	struct mr_case k = { .coll = AGG_COLL_REDUCE_SCATTER, .dtype = INCA_FLOAT32,
+			     .op = INCA_SUM, .count = 1000 };
+
+	(void)state;
+	mr_setup(4, 16, 64, 1);
+	mr_run(&k, 1);
+	/* 1000 elements per shard: 16 packets per shard, 64 in all */
+	for (int r = 0; r < 4; r++) {
+		struct inca_stats st;
+		inca_comm_stats(R.comm[r], &st);
+		assert_int_equal(st.packets_sent, 64);
+		assert_int_equal(st.results, 64);
+		assert_int_equal(R.data_bytes[r], 1000 * 4);
+		/* 64 frames of headers + ICRC, and one shard of elements */
+		assert_int_equal(st.bytes_received, 64 * (AGG_FRAME_HDR_LEN + AGG_ICRC_LEN) + 4000);
+		/* we send our elements of every shard */
+		assert_int_equal(st.bytes_sent, 64 * (AGG_FRAME_HDR_LEN + AGG_ICRC_LEN) + 16000);
+	}
+	/* allgather and bcast: each rank sends only its own elements */
+	struct mr_case ag = { .coll = AGG_COLL_ALLGATHER, .dtype = INCA_INT32, .count = 640 };
+	struct inca_stats before[4], after;
+	for (int r = 0; r < 4; r++)
+		inca_comm_stats(R.comm[r], &before[r]);
+	mr_run(&ag, 1);
+	for (int r = 0; r < 4; r++) {
+		inca_comm_stats(R.comm[r], &after);
+		assert_int_equal(after.bytes_sent - before[r].bytes_sent,
+				 40 * (AGG_FRAME_HDR_LEN + AGG_ICRC_LEN) + 640 * 4);
+		assert_int_equal(after.bytes_received - before[r].bytes_received,
+				 40 * (AGG_FRAME_HDR_LEN + AGG_ICRC_LEN) + 4 * 640 * 4);
+	}
+	mr_teardown();
+}
+
+/* ---- the fallback ring: every collective, exact ---- */
+
+static void fb_bytes(uint8_t *b, size_t len, int r, int j)
+{
+	uint64_t x = (uint64_t)(r + 1) * 1000003u + (uint64_t)j * 7919u;
+
+	for (size_t i = 0; i < len; i++) {
+		x = x * 6364136223846793005ull + 1442695040888963407ull;
+		b[i] = (uint8_t)(x >> 56);
+	}
+	if (len >= 8) {
+		memcpy(b, &(double){ -0.0 }, 8);      /* a sum with zeros loses it */
+		memcpy(b + len - 4, &(uint32_t){ 0x7fc12345 }, 4);
+	}
+}
+
+/* One rank of an n-rank job on the ring over 127.0.0.1 (ring ports
+ * port + rank): every collective x dtype, in place and not, and four in
+ * flight completed latest first. Returns the number of wrong results,
+ * or 100 + what failed. */
+static int fb_rank(int n, int r, uint16_t port)
+{
+	struct hl_member hm[MR_MAX];
+	struct hl_group_desc g = { .switch_ip = 0x7f000001, .group_id = 5, .group_qpn = 256,
+				   .qkey = 1, .window = 8, .elems_per_pkt = 64, .ring_port = port,
+				   .nmembers = n, .members = hm, .member_index = -1 };
+	struct inca_comm_attr attr = { .rank = r, .size = n, .fallback = INCA_FALLBACK_FORCE,
+				       .timeout_ms = 20000 };
+	static const size_t counts[] = { 1, 5, 300001 };
+	inca_comm_t *c;
+	int wrong = 0, j = 0;
+
+	for (int i = 0; i < n; i++)
+		hm[i] = (struct hl_member){ .ip = 0x7f000001, .qpn = 17 + (uint32_t)i,
+					    .ring_port = (uint16_t)(port + i) };
+	if (hl_comm_create(&attr, &g, &mock_ops, NULL, &c))
+		return 100;
+	size_t max = 300001 * (size_t)n * 8;
+	uint8_t *in = malloc(max), *out = malloc(max), *want = malloc(max), *tmp = malloc(max);
+	if (!in || !out || !want || !tmp)
+		return 101;
+	for (int coll = 0; coll < AGG_COLL_COUNT; coll++)
+		for (int dt = 0; dt < AGG_DTYPE_COUNT; dt++)
+			for (size_t ci = 0; ci < 3; ci++)
+				for (int in_place = 0; in_place < 2; in_place++, j++) {
+					size_t cnt = counts[ci], es = agg_dtype_size(dt);
+					size_t nn = (size_t)n;
+					int op = dt >= INCA_INT32 && dt <= INCA_INT64 ? INCA_BXOR :
+						 j % 2 ? INCA_MAX : INCA_SUM, root = j % n, rc = 0;
+					const void *sb = in_place ? INCA_IN_PLACE : in;
+					switch (coll) {
+					case AGG_COLL_ALLREDUCE:
+					case AGG_COLL_REDUCE:
+						fill(dt, op, r, in, cnt);
+						expected(dt, op, n, want, cnt);
+						memcpy(out, in, cnt * es);
+						if (coll == AGG_COLL_ALLREDUCE)
+							rc = inca_allreduce(c, sb, out, cnt, dt, op);
+						else
+							rc = inca_reduce(c, r == root ? sb : in, out, cnt,
+									 dt, op, root);
+						if (coll == AGG_COLL_REDUCE && r != root)
+							memcpy(want, out, cnt * es);
+						break;
+					case AGG_COLL_REDUCE_SCATTER:
+						fill(dt, op, r, in, cnt * nn);
+						expected(dt, op, n, tmp, cnt * nn);
+						memcpy(want, tmp + (size_t)r * cnt * es, cnt * es);
+						memcpy(out, in, cnt * nn * es);
+						rc = inca_reduce_scatter(c, sb, out, cnt, dt, op);
+						break;
+					case AGG_COLL_ALLGATHER:
+						for (int s2 = 0; s2 < n; s2++)
+							fb_bytes(want + (size_t)s2 * cnt * es, cnt * es, s2, j);
+						memcpy(in, want + (size_t)r * cnt * es, cnt * es);
+						memset(out, 0x5a, cnt * nn * es);
+						if (in_place)
+							memcpy(out + (size_t)r * cnt * es, in, cnt * es);
+						rc = inca_allgather(c, sb, out, cnt, dt);
+						cnt *= nn;
+						break;
+					case AGG_COLL_BCAST:
+						fb_bytes(want, cnt * es, root, j);
+						if (r == root)
+							memcpy(out, want, cnt * es);
+						else
+							memset(out, 0x5a, cnt * es);
+						rc = inca_bcast(c, out, cnt, dt, root);
+						break;
+					}
+					if (rc)
+						return 102;
+					wrong += memcmp(out, want, cnt * es) != 0;
+				}
+	/* four in flight on the ring, completed latest first */
+	inca_request_t *req[4];
+	size_t cnt = 1000;
+	fill(INCA_INT32, INCA_SUM, r, in, cnt * (size_t)n);
+	fb_bytes(tmp, cnt * 4, 0, 99);
+	memset(out, 0, max);
+	if (inca_iallreduce(c, in, out, cnt, INCA_INT32, INCA_SUM, &req[0]) ||
+	    inca_ireduce_scatter(c, in, out + 4 * cnt, cnt, INCA_INT32, INCA_SUM, &req[1]) ||
+	    inca_iallgather(c, in, out + 8 * cnt, cnt, INCA_INT32, &req[2]) ||
+	    inca_ibcast(c, r == 0 ? tmp : out + 8 * cnt + 4 * cnt * (size_t)n, cnt, INCA_INT32,
+			0, &req[3]))
+		return 103;
+	for (int i = 3; i >= 0; i--)
+		if (inca_wait(req[i]))
+			return 104;
+	expected(INCA_INT32, INCA_SUM, n, want, cnt * (size_t)n);
+	wrong += memcmp(out, want, cnt * 4) != 0;
+	wrong += memcmp(out + 4 * cnt, want + (size_t)r * cnt * 4, cnt * 4) != 0;
+	for (int s2 = 0; s2 < n; s2++) {
+		fill(INCA_INT32, INCA_SUM, s2, want, cnt);
+		wrong += memcmp(out + 8 * cnt + (size_t)s2 * cnt * 4, want, cnt * 4) != 0;
+	}
+	if (r != 0)
+		wrong += memcmp(out + 8 * cnt + 4 * cnt * (size_t)n, tmp, cnt * 4) != 0;
+	struct inca_stats st;
+	inca_comm_stats(c, &st);
+	if (st.fallbacks != (uint64_t)j + 4)
+		return 105;
+	inca_comm_destroy(c);
+	free(in);
+	free(out);
+	free(want);
+	free(tmp);
+	return wrong;
+}
+
+static void test_fallback_every_collective(void **state)
+{
+	(void)state;
+	for (int n = 2; n <= 3; n++) {
+		uint16_t port = (uint16_t)(21000 + (getpid() % 2000) * 8 + n * 3);
+		pid_t kids[MR_MAX];
+		for (int r = 1; r < n; r++) {
+			kids[r] = fork();
+			assert_true(kids[r] >= 0);
+			if (kids[r] == 0)
+				_exit(fb_rank(n, r, port));
+		}
+		int mine = fb_rank(n, 0, port);
+		for (int r = 1; r < n; r++) {
+			int status;
+			assert_int_equal(waitpid(kids[r], &status, 0), kids[r]);
+			assert_true(WIFEXITED(status));
+			if (WEXITSTATUS(status))
+				fail_msg("%d ranks: rank %d: %d", n, r, WEXITSTATUS(status));
+		}
+		if (mine)
+			fail_msg("%d ranks: rank 0: %d", n, mine);
+	}
 }
 
 /* ---- DCQCN and RTO arithmetic ---- */
@@ -587,6 +1221,10 @@ int main(void)
 		cmocka_unit_test(test_duplicates_and_reordering),
 		cmocka_unit_test(test_switch_dead),
 		cmocka_unit_test(test_bad_calls),
+		cmocka_unit_test(test_every_collective),
+		cmocka_unit_test(test_many_in_flight),
+		cmocka_unit_test(test_reduce_scatter_bytes),
+		cmocka_unit_test(test_fallback_every_collective),
 		cmocka_unit_test(test_group_descriptions),
 		cmocka_unit_test(test_dcqcn_rates),
 		cmocka_unit_test(test_dcqcn_pacing),
