@@ -431,7 +431,21 @@ static json_t *ipj(uint32_t ip)
 	return json_string(b);
 }
 
-/* The groups a switch must hold, in the switch's config-file format. */
+/* The job's ranks under leaf sw, ascending: a leaf member's own rank, or
+ * what a leaf stands for in the spine's group (docs/protocol.md, section
+ * 4, "Ranks in a tree"; in general not consecutive). */
+static json_t *ranks_under(const struct mgr_job *j, int sw)
+{
+	json_t *a = json_array();
+
+	for (int r = 0; r < j->size; r++)
+		if (j->tree.leaf_of_rank[r] == sw)
+			json_array_append_new(a, json_integer(r));
+	return a;
+}
+
+/* The groups a switch must hold, in the switch's config-file format, with
+ * the ranks under every member (what the rooted collectives need). */
 static json_t *switch_groups(struct mgr *m, int s)
 {
 	json_t *arr = json_array();
@@ -446,16 +460,17 @@ static json_t *switch_groups(struct mgr *m, int s)
 			mem = json_array();
 			if (g == 0 && j->tree.nleaves > 0) {
 				for (int i = 0; i < j->tree.nleaves; i++)
-					json_array_append_new(mem, json_pack("{s:o, s:i, s:i}",
+					json_array_append_new(mem, json_pack("{s:o, s:i, s:i, s:o}",
 						"ip", ipj(m->topo.switches[j->tree.leaves[i]].ip),
 						"qpn", (int)j->groups[1 + i].qpn,
-						"fanin", j->tree.leaf_fanin[i]));
+						"fanin", j->tree.leaf_fanin[i],
+						"ranks", ranks_under(j, j->tree.leaves[i])));
 			} else {
 				for (int r = 0; r < j->size; r++)
 					if (j->tree.leaf_of_rank[r] == gr->sw)
-						json_array_append_new(mem, json_pack("{s:o, s:i}",
+						json_array_append_new(mem, json_pack("{s:o, s:i, s:[i]}",
 							"ip", ipj(j->ranks[r].ip),
-							"qpn", (int)j->ranks[r].qpn));
+							"qpn", (int)j->ranks[r].qpn, "ranks", r));
 			}
 			o = json_pack("{s:i, s:i, s:I, s:i, s:i, s:o}", "id", (int)j->group_id,
 				      "qpn", (int)gr->qpn, "qkey", (json_int_t)gr->qkey,

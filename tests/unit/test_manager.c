@@ -637,6 +637,67 @@ static void test_api_qpn_ring_port(void **state)
 	assert_int_equal(p, 18520);
 }
 
+/* Every switch gets the ranks under each member: hosts their own rank,
+ * the spine's members (the leaves) theirs, not consecutive here. */
+static void test_api_rank_map(void **state)
+{
+	static const char *const ip[4] = { "10.1.0.0", "10.1.0.2", "10.1.0.1", "10.1.0.3" };
+	char body[160];
+	json_t *r;
+	int v;
+
+	(void)state;
+	/* ranks 0 and 2 on leaf0, 1 and 3 on leaf1 */
+	for (int k = 0; k < 4; k++) {
+		snprintf(body, sizeof(body), "{\"rank\": %d, \"size\": 4, \"ip\": \"%s\", "
+			 "\"qpn\": %d}", k, ip[k], 17 + k);
+		assert_int_equal(call("POST", "/v1/jobs/jr/ranks", TOK_A, body, &r), 200);
+		json_decref(r);
+	}
+	/* and a job on leaf0 alone, its ranks in the other order of the hosts */
+	assert_int_equal(call("POST", "/v1/jobs/js/ranks", TOK_A,
+			      "{\"rank\": 0, \"size\": 2, \"ip\": \"10.1.0.1\", \"qpn\": 30}", &r), 200);
+	json_decref(r);
+	assert_int_equal(call("POST", "/v1/jobs/js/ranks", TOK_A,
+			      "{\"rank\": 1, \"size\": 2, \"ip\": \"10.1.0.0\", \"qpn\": 31}", &r), 200);
+	json_decref(r);
+	heartbeat("spine0", 0, &v);
+	assert_int_equal(call("GET", "/v1/groups", ADMIN, NULL, &r), 200);
+	/* a member by switch, address and QPN (the spine's: the leaves' group QPNs) */
+	static const struct { const char *sw, *ip; int qpn; const char *ranks; } want[] = {
+		{ "spine0", "10.254.0.1", 0, "[0, 2]" },
+		{ "spine0", "10.254.0.2", 0, "[1, 3]" },
+		{ "leaf0", "10.1.0.0", 17, "[0]" },
+		{ "leaf0", "10.1.0.1", 19, "[2]" },
+		{ "leaf1", "10.1.0.2", 18, "[1]" },
+		{ "leaf1", "10.1.0.3", 20, "[3]" },
+		{ "leaf0", "10.1.0.1", 30, "[0]" },
+		{ "leaf0", "10.1.0.0", 31, "[1]" },
+	};
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+		json_t *g, *m, *found = NULL;
+		size_t gi, mi;
+
+		json_array_foreach(json_object_get(r, want[i].sw), gi, g) {
+			assert_null(json_object_get(g, "first_rank"));
+			json_array_foreach(json_object_get(g, "members"), mi, m)
+				if (!strcmp(json_string_value(json_object_get(m, "ip")), want[i].ip) &&
+				    (!want[i].qpn ||
+				     json_integer_value(json_object_get(m, "qpn")) == want[i].qpn))
+					found = m;
+		}
+		if (!found)
+			fail_msg("%s: no member %s qpn %d", want[i].sw, want[i].ip, want[i].qpn);
+		char *ranks = json_dumps(json_object_get(found, "ranks"), JSON_ENCODE_ANY);
+		assert_non_null(ranks);
+		if (strcmp(ranks, want[i].ranks))
+			fail_msg("%s member %s qpn %d: ranks %s, want %s", want[i].sw, want[i].ip,
+				 want[i].qpn, ranks, want[i].ranks);
+		free(ranks);
+	}
+	json_decref(r);
+}
+
 /* A request made from another thread, to be held. */
 struct held {
 	pthread_t t;
@@ -773,6 +834,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_api_job_lifecycle, api_setup, api_teardown),
 		cmocka_unit_test_setup_teardown(test_api_qpn_ring_port, api_setup_db, api_teardown),
 		cmocka_unit_test_setup_teardown(test_api_long_poll, api_setup, api_teardown),
+		cmocka_unit_test_setup_teardown(test_api_rank_map, api_setup, api_teardown),
 	};
 	return cmocka_run_group_tests_name("manager", tests, NULL, NULL);
 }
