@@ -1,11 +1,15 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * inca-allreduce-perf: all-reduce bandwidth and latency through libinca,
- * printed like nccl-tests' all_reduce_perf. One process per rank; rank and
- * size come from INCA_RANK/INCA_SIZE (or Open MPI's OMPI_COMM_WORLD_*), the
- * group from INCA_CONFIG or INCA_SWITCH... (see inca.h). The time is the
- * median over the timed iterations of the slowest rank's time; cpu is the
- * user+system CPU time of a rank (mean over ranks) per GB reduced.
+ * inca-allreduce-perf: bandwidth and latency of libinca's collectives
+ * (all-reduce by default; -c reduce_scatter, allgather, bcast, reduce,
+ * barrier), printed like nccl-tests' *_perf: the size is the whole buffer
+ * as nccl-tests counts it, busbw = algbw x 2(n-1)/n (allreduce), (n-1)/n
+ * (reduce_scatter, allgather) or 1 (bcast, reduce). One process per rank;
+ * rank and size come from INCA_RANK/INCA_SIZE (or Open MPI's
+ * OMPI_COMM_WORLD_*), the group from INCA_CONFIG or INCA_SWITCH... (see
+ * inca.h). The time is the median over the timed iterations of the slowest
+ * rank's time; cpu is the user+system CPU time of a rank (mean over ranks)
+ * per GB of the buffer.
  */
 #include <getopt.h>
 #include <math.h>
@@ -30,6 +34,9 @@ static void usage(FILE *out)
 {
 	fprintf(out,
 		"Usage: inca-allreduce-perf [options]\n"
+		"  -c COLL   allreduce reduce_scatter allgather bcast reduce barrier\n"
+		"            (default allreduce)\n"
+		"  -r ROOT   root of bcast and reduce (default 0)\n"
 		"  -b SIZE   smallest size in bytes (default 8; K, M, G suffixes)\n"
 		"  -e SIZE   largest size in bytes (default 64M)\n"
 		"  -f F      multiply the size by F each step (default 2)\n"
@@ -38,14 +45,19 @@ static void usage(FILE *out)
 		"  -n N      timed iterations per size (default 20)\n"
 		"  -N N      timed iterations per size up to 64 KiB (default: -n)\n"
 		"  -w N      warm-up iterations per size (default 5)\n"
-		"  -c 0|1    check results against a locally computed reference (default 1)\n"
+		"  -C 0|1    check every element of every result on every rank against a\n"
+		"            locally computed exact reference (default 1)\n"
 		"  -F        fallback only: run the host ring over TCP (the baseline)\n"
 		"  -h        this text\n"
 		"Rank and size: INCA_RANK/INCA_SIZE or OMPI_COMM_WORLD_RANK/SIZE. The group:\n"
 		"INCA_CONFIG=file.json, or INCA_SWITCH, INCA_GROUP, INCA_GROUP_QPN, INCA_QKEY,\n"
 		"INCA_MEMBERS. Transport: INCA_TRANSPORT=udp|xdp|verbs.\n"
+		"size: the whole buffer as nccl-tests counts it (reduce_scatter: the send buffer\n"
+		"of n shards, allgather: the receive buffer), rounded down to whole shards;\n"
+		"count: its elements. busbw = algbw x 2(n-1)/n (allreduce), (n-1)/n\n"
+		"(reduce_scatter, allgather), 1 (bcast, reduce). barrier: one row, size 0.\n"
 		"time: the median over the timed iterations of the slowest rank; cpu: user +\n"
-		"system CPU seconds per GB reduced, per rank (mean over ranks).\n"
+		"system CPU seconds per GB of the buffer, per rank (mean over ranks).\n"
 		"Exit status 1 when a result is wrong on any rank, or (without -F) when any\n"
 		"call fell back to the host ring.\n");
 }
@@ -72,6 +84,82 @@ static int parse_size(const char *s, size_t *out)
 static const char *const type_names[] = { "float", "half", "bfloat16", "int32", "int64", "double" };
 static const char *const op_names[] = { "sum", "min", "max", "prod", "band", "bor", "bxor" };
 
+enum coll { ALLREDUCE, REDUCE_SCATTER, ALLGATHER, BCAST, REDUCE, BARRIER, NCOLL };
+static const char *const coll_names[] = { "allreduce", "reduce_scatter", "allgather", "bcast",
+					  "reduce", "barrier" };
+
+/* One call of the collective on the whole buffer of count elements. */
+static int run(inca_comm_t *comm, enum coll c, const void *in, void *out, size_t count,
+	       int dt, int op, int root, int size)
+{
+	switch (c) {
+	case ALLREDUCE: return inca_allreduce(comm, in, out, count, dt, op);
+	case REDUCE_SCATTER:
+		return inca_reduce_scatter(comm, in, out, count / (size_t)size, dt, op);
+	case ALLGATHER: return inca_allgather(comm, in, out, count / (size_t)size, dt);
+	case BCAST: return inca_bcast(comm, out, count, dt, root);
+	case REDUCE: return inca_reduce(comm, in, out, count, dt, op, root);
+	default: return inca_barrier(comm);
+	}
+}
+
+/* This rank's input: its elements (allreduce, reduce, the n shards of
+ * reduce_scatter), its shard (allgather), the root's buffer (bcast). */
+static void prepare(enum coll c, int dt, int op, int rank, int size, int root, void *in,
+		    void *out, size_t count)
+{
+	size_t es = agg_dtype_size((enum agg_dtype)dt);
+
+	if (c == ALLGATHER) {
+		fill(dt, op, rank, in, count / (size_t)size);
+	} else if (c == BCAST) {
+		if (rank == root)
+			fill(dt, op, root, out, count);
+		else          /* a bcast that did nothing must show */
+			memset(out, 0xa5, count * es);
+	} else if (c != BARRIER) {
+		fill(dt, op, rank, in, count);
+	}
+}
+
+/* Elements of this rank's result that differ from the exact reference. */
+static long check_result(enum coll c, int dt, int op, int rank, int size, int root,
+			 const void *out, void *want, size_t count)
+{
+	size_t es = agg_dtype_size((enum agg_dtype)dt), shard = count / (size_t)size, n = count;
+	const uint8_t *got = out;
+	uint8_t *w = want;
+	long wrong = 0;
+
+	switch (c) {
+	case ALLREDUCE:
+		expected(dt, op, size, want, count);
+		break;
+	case REDUCE:
+		if (rank != root)
+			return 0;
+		expected(dt, op, size, want, count);
+		break;
+	case REDUCE_SCATTER:
+		expected(dt, op, size, want, count);
+		w += (size_t)rank * shard * es;
+		n = shard;
+		break;
+	case ALLGATHER:
+		for (int r = 0; r < size; r++)
+			fill(dt, op, r, w + (size_t)r * shard * es, shard);
+		break;
+	case BCAST:
+		fill(dt, op, root, want, count);
+		break;
+	default:
+		return 0;
+	}
+	for (size_t i = 0; i < n; i++)
+		wrong += memcmp(got + i * es, w + i * es, es) != 0;
+	return wrong;
+}
+
 int main(int argc, char **argv)
 {
 	size_t minb = 8, maxb = 64 << 20;
@@ -81,9 +169,24 @@ int main(int argc, char **argv)
 	int ops[7] = { INCA_SUM }, nop = 1;
 	bool ring_only = false;
 	struct inca_comm_attr attr = { 0 };
+	enum coll coll = ALLREDUCE;
+	int root = 0;
 
-	while ((opt = getopt(argc, argv, "b:e:f:d:o:n:N:w:c:Fh")) != -1) {
+	while ((opt = getopt(argc, argv, "c:r:b:e:f:d:o:n:N:w:C:Fh")) != -1) {
 		switch (opt) {
+		case 'c': {
+			int k = 0;
+			while (k < NCOLL && strcmp(optarg, coll_names[k]))
+				k++;
+			if (k == NCOLL) {
+				fprintf(stderr, "inca-allreduce-perf: -c: unknown collective '%s'\n",
+					optarg);
+				return 2;
+			}
+			coll = (enum coll)k;
+			break;
+		}
+		case 'r': root = atoi(optarg); break;
 		case 'b':
 		case 'e':
 			if (parse_size(optarg, opt == 'b' ? &minb : &maxb)) {
@@ -118,7 +221,7 @@ int main(int argc, char **argv)
 		case 'n': iters = atoi(optarg); break;
 		case 'N': small_iters = atoi(optarg); break;
 		case 'w': warmup = atoi(optarg); break;
-		case 'c': check = atoi(optarg); break;
+		case 'C': check = atoi(optarg); break;
 		case 'F': ring_only = true; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
@@ -139,6 +242,11 @@ int main(int argc, char **argv)
 	}
 	attr.rank = atoi(r);
 	attr.size = atoi(s);
+	if (root < 0 || root >= attr.size) {
+		fprintf(stderr, "inca-allreduce-perf: -r %d: not a rank (0..%d)\n", root,
+			attr.size - 1);
+		return 2;
+	}
 	if (ring_only)
 		attr.fallback = INCA_FALLBACK_FORCE;
 
@@ -158,9 +266,14 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	if (rank == 0) {
+		char what[64] = "";
+		if (coll != ALLREDUCE)
+			snprintf(what, sizeof(what), ", %s%s", coll_names[coll],
+				 coll == BCAST || coll == REDUCE ? (root ? " (root set)" : " (root 0)")
+								 : "");
 		printf("# inca-allreduce-perf: %d ranks, transport %s%s, %d iterations (%d up to "
 		       "64 KiB), %d warm-up\n", size, ring_only ? "tcp ring (fallback only)" :
-		       inca_comm_transport(comm), "", iters, small_iters, warmup);
+		       inca_comm_transport(comm), what, iters, small_iters, warmup);
 		printf("#%11s %12s %9s %6s %11s %9s %9s %7s %13s %9s\n", "size", "count", "type",
 		       "redop", "time", "algbw", "busbw", "#wrong", "wire/rank", "cpu");
 		printf("#%11s %12s %9s %6s %11s %9s %9s %7s %13s %9s\n", "(B)", "(elements)", "",
@@ -168,6 +281,19 @@ int main(int argc, char **argv)
 	}
 	long total_wrong = 0, fell_back = 0;
 	int status = 0;
+	const bool sharded = coll == REDUCE_SCATTER || coll == ALLGATHER;
+	const bool reduces = coll == ALLREDUCE || coll == REDUCE_SCATTER || coll == REDUCE;
+	const double busf = coll == ALLREDUCE ? 2.0 * (size - 1) / size :
+			    sharded ? (double)(size - 1) / size : 1.0;
+	if (!reduces) {          /* one op: the data is only copied */
+		ops[0] = INCA_SUM;
+		nop = 1;
+	}
+	if (coll == BARRIER) {   /* one row: sizes mean nothing */
+		dts[0] = INCA_INT32;
+		ndt = 1;
+		minb = maxb = 4;
+	}
 	for (int di = 0; di < ndt && !status; di++)
 		for (int oi = 0; oi < nop && !status; oi++) {
 			int dt = dts[di], op = ops[oi];
@@ -176,20 +302,25 @@ int main(int argc, char **argv)
 				continue;
 			for (size_t bytes = minb; bytes <= maxb && !status;
 			     bytes = (size_t)ceil((double)bytes * factor)) {
-				size_t count = bytes / es;
+				/* whole shards of whole elements */
+				size_t count = sharded ? bytes / es / (size_t)size * (size_t)size
+						       : bytes / es;
+				size_t buf_bytes = coll == BARRIER ? 0 : count * es;
 				long wrong = 0;
 				int n_it = bytes <= PERF_SMALL_BYTES ? small_iters : iters;
 				if (count == 0)
 					continue;
-				fill(dt, op, rank, sendbuf, count);
+				prepare(coll, dt, op, rank, size, root, sendbuf, recvbuf, count);
 				for (int w = 0; w < warmup && !rc; w++)
-					rc = inca_allreduce(comm, sendbuf, recvbuf, count, dt, op);
+					rc = run(comm, coll, sendbuf, recvbuf, count, dt, op, root, size);
+				if (coll == BCAST)
+					prepare(coll, dt, op, rank, size, root, sendbuf, recvbuf, count);
 				struct inca_stats st0, st1;
 				inca_comm_stats(comm, &st0);
 				double cpu0 = perf_cpu_s();
 				for (int it = 0; it < n_it && !rc; it++) {
 					double t0 = now_s();
-					rc = inca_allreduce(comm, sendbuf, recvbuf, count, dt, op);
+					rc = run(comm, coll, sendbuf, recvbuf, count, dt, op, root, size);
 					its[it] = (now_s() - t0) * 1e6;
 				}
 				double cpu = perf_cpu_s() - cpu0;
@@ -200,12 +331,9 @@ int main(int argc, char **argv)
 					status = 1;
 					break;
 				}
-				if (check) {
-					expected(dt, op, size, want, count);
-					for (size_t i = 0; i < count; i++)
-						wrong += memcmp((uint8_t *)recvbuf + i * es,
-								(uint8_t *)want + i * es, es) != 0;
-				}
+				if (check)
+					wrong = check_result(coll, dt, op, rank, size, root, recvbuf, want,
+							     count);
 				/* every rank's view, through the communicator itself:
 				 * each iteration's slowest rank, the CPU and the wrong
 				 * elements summed (not counted in wire/rank) */
@@ -230,15 +358,17 @@ int main(int argc, char **argv)
 				if (sums[2] > 0 && !ring_only)
 					fell_back++;
 				double us = perf_median(its, n_it);
-				double cpu_per_gb = sums[0] / size / ((double)(count * es) * n_it / 1e9);
-				double algbw = (double)(count * es) / us / 1e3;
-				double busbw = algbw * 2.0 * (size - 1) / size;
+				double cpu_per_gb = buf_bytes ? sums[0] / size /
+								((double)buf_bytes * n_it / 1e9) : 0;
+				double algbw = (double)buf_bytes / us / 1e3;
+				double busbw = algbw * busf;
 				uint64_t wire = (st1.bytes_sent + st1.ring_bytes_sent -
 						 st0.bytes_sent - st0.ring_bytes_sent) / (uint64_t)n_it;
 				if (rank == 0)
 					printf("%12zu %12zu %9s %6s %11.1f %9.3f %9.3f %7ld %13llu "
-					       "%9.2f\n", count * es, count, type_names[dt],
-					       op_names[op], us, algbw, busbw, check ? wrong : -1L,
+					       "%9.2f\n", buf_bytes, coll == BARRIER ? (size_t)0 : count,
+					       type_names[dt], reduces ? op_names[op] : "none", us,
+					       algbw, busbw, check ? wrong : -1L,
 					       (unsigned long long)wire, cpu_per_gb);
 				if (rank == 0 && sums[2] > 0 && !ring_only)
 					printf("# ^ %.0f calls of this row fell back to the host ring: "

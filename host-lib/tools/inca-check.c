@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * inca-check: one rank of a correctness run through libinca: every listed
- * dtype x op x count, each result compared element by element with the
- * exact reference. Used by the functional tests; rank/size/group from the
+ * collective x dtype x op x count, each result compared element by element
+ * with the exact reference (reductions of inputs that are exact in any
+ * order; allgather and bcast byte for byte, signed zeros and NaN payloads
+ * among the bytes). Used by the functional tests; rank/size/group from the
  * INCA_* environment like any libinca program.
  */
 #include <getopt.h>
@@ -15,12 +17,20 @@
 static void usage(FILE *out)
 {
 	fprintf(out,
-		"Usage: inca-check [-d TYPES] [-o OPS] [-n COUNTS] [-r REPEAT] [-i]\n"
+		"Usage: inca-check [-c COLLS] [-d TYPES] [-o OPS] [-n COUNTS] [-r REPEAT] [-i]\n"
+		"                  [-R ROOT] [-p INFLIGHT] [-b]\n"
+		"  -c  comma-separated collectives (allreduce,reduce,reduce_scatter,allgather,\n"
+		"      bcast) or all (default allreduce)\n"
 		"  -d  comma-separated dtypes (fp32,fp16,bf16,int32,int64,fp64) or all\n"
-		"  -o  comma-separated ops (sum,min,max,prod,band,bor,bxor) or all\n"
-		"  -n  comma-separated element counts (default 1,3,257,1000)\n"
+		"  -o  comma-separated ops (sum,min,max,prod,band,bor,bxor) or all; allgather\n"
+		"      and bcast run once per dtype, whatever the ops\n"
+		"  -n  comma-separated counts (default 1,3,257,1000): elements of the buffer,\n"
+		"      or of one rank's shard (reduce_scatter's recvcount, allgather's sendcount)\n"
 		"  -r  repeat each case R times (default 1)\n"
 		"  -i  in place\n"
+		"  -R  root of reduce and bcast (default: each case the next rank)\n"
+		"  -p  start P copies of each case (nonblocking, P buffers), wait for them\n"
+		"      latest first (default 1; at most 64)\n"
 		"  -b  also run barrier and bcast from every root\n"
 		"Exit 0 when every element of every case is right.\n");
 }
@@ -45,12 +55,126 @@ static int parse_list(const char *s, int (*parse)(const char *), int *out, int m
 	return n;
 }
 
+static const char *const coll_names[] = { "allreduce", "reduce", "reduce_scatter",
+					   "allgather", "bcast" };
+
+static int parse_coll(const char *s)
+{
+	for (int i = 0; i < 5; i++)
+		if (!strcmp(s, coll_names[i]))
+			return i;
+	return -1;
+}
+
 static int parse_dtype(const char *s) { return agg_dtype_parse(s); }
 static int parse_op(const char *s) { return agg_op_parse(s); }
 
+/* Bytes only a copy keeps: rank r's input of case j, signed zeros and a
+ * NaN payload among them. */
+static void raw_bytes(uint8_t *b, size_t len, int r, int j)
+{
+	uint64_t x = (uint64_t)(r + 1) * 1000003u + (uint64_t)j * 7919u;
+
+	for (size_t i = 0; i < len; i++) {
+		x = x * 6364136223846793005ull + 1442695040888963407ull;
+		b[i] = (uint8_t)(x >> 56);
+	}
+	if (len >= 8) {
+		memcpy(b, &(double){ -0.0 }, 8);
+		memcpy(b + len - 4, &(uint32_t){ 0x7fc12345 }, 4);
+	}
+}
+
+struct check_case {
+	int coll, dt, op, root, j;
+	size_t n, es;
+	bool in_place;
+};
+
+/* Fill buf (and the root's bcast buffer) for one copy of case k. */
+static void prepare(const struct check_case *k, int rank, int size, uint8_t *in, uint8_t *out)
+{
+	size_t n = k->n, es = k->es, sz = (size_t)size;
+
+	switch (k->coll) {
+	case AGG_COLL_ALLREDUCE:
+	case AGG_COLL_REDUCE:
+		fill(k->dt, k->op, rank, in, n);
+		memcpy(out, in, n * es);
+		break;
+	case AGG_COLL_REDUCE_SCATTER:
+		fill(k->dt, k->op, rank, in, n * sz);
+		memcpy(out, in, n * sz * es);
+		break;
+	case AGG_COLL_ALLGATHER:
+		memset(out, 0x5a, n * sz * es);
+		raw_bytes(in, n * es, rank, k->j);
+		memcpy(out + (size_t)rank * n * es, in, n * es);
+		break;
+	case AGG_COLL_BCAST:
+		raw_bytes(in, n * es, k->root, k->j);
+		if (rank == k->root)
+			memcpy(out, in, n * es);
+		else
+			memset(out, 0x5a, n * es);
+		break;
+	}
+}
+
+static int start(inca_comm_t *c, const struct check_case *k, int rank, const uint8_t *in,
+		 uint8_t *out, inca_request_t **req)
+{
+	const void *sb = k->in_place ? INCA_IN_PLACE : in;
+
+	switch (k->coll) {
+	case AGG_COLL_ALLREDUCE:
+		return inca_iallreduce(c, sb, out, k->n, k->dt, k->op, req);
+	case AGG_COLL_REDUCE:
+		return inca_ireduce(c, rank == k->root ? sb : in, out, k->n, k->dt, k->op,
+				    k->root, req);
+	case AGG_COLL_REDUCE_SCATTER:
+		return inca_ireduce_scatter(c, sb, out, k->n, k->dt, k->op, req);
+	case AGG_COLL_ALLGATHER:
+		return inca_iallgather(c, sb, out, k->n, k->dt, req);
+	default:
+		return inca_ibcast(c, out, k->n, k->dt, k->root, req);
+	}
+}
+
+/* The reference result of case k at rank (want), and its length in
+ * elements; 0: nothing to check (reduce at a rank that is not the root). */
+static size_t reference(const struct check_case *k, int rank, int size, uint8_t *want,
+			uint8_t *scratch)
+{
+	size_t n = k->n, es = k->es, sz = (size_t)size;
+
+	switch (k->coll) {
+	case AGG_COLL_ALLREDUCE:
+		expected(k->dt, k->op, size, want, n);
+		return n;
+	case AGG_COLL_REDUCE:
+		if (rank != k->root)
+			return 0;
+		expected(k->dt, k->op, size, want, n);
+		return n;
+	case AGG_COLL_REDUCE_SCATTER:
+		expected(k->dt, k->op, size, scratch, n * sz);
+		memcpy(want, scratch + (size_t)rank * n * es, n * es);
+		return n;
+	case AGG_COLL_ALLGATHER:
+		for (int r = 0; r < size; r++)
+			raw_bytes(want + (size_t)r * n * es, n * es, r, k->j);
+		return n * sz;
+	default:
+		raw_bytes(want, n * es, k->root, k->j);
+		return n;
+	}
+}
+
 int main(int argc, char **argv)
 {
-	int dts[6] = { 0 }, ops[7] = { 0 }, ndt = 6, nop = 7, opt, repeat = 1;
+	int colls[5] = { 0 }, ncoll = 1, dts[6] = { 0 }, ops[7] = { 0 }, ndt = 6, nop = 7, opt;
+	int repeat = 1, fixed_root = -1, inflight = 1;
 	size_t counts[32] = { 1, 3, 257, 1000 };
 	int ncount = 4;
 	bool in_place = false, coll = false;
@@ -59,8 +183,11 @@ int main(int argc, char **argv)
 		dts[i] = i;
 	for (int i = 0; i < 7; i++)
 		ops[i] = i;
-	while ((opt = getopt(argc, argv, "d:o:n:r:ibh")) != -1) {
+	while ((opt = getopt(argc, argv, "c:d:o:n:r:R:p:ibh")) != -1) {
 		switch (opt) {
+		case 'c':
+			ncoll = parse_list(optarg, parse_coll, colls, 5);
+			break;
 		case 'd':
 			ndt = parse_list(optarg, parse_dtype, dts, 6);
 			break;
@@ -77,13 +204,16 @@ int main(int argc, char **argv)
 			break;
 		}
 		case 'r': repeat = atoi(optarg); break;
+		case 'R': fixed_root = atoi(optarg); break;
+		case 'p': inflight = atoi(optarg); break;
 		case 'i': in_place = true; break;
 		case 'b': coll = true; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
 	}
-	if (ndt <= 0 || nop <= 0 || ncount <= 0 || repeat < 1) {
+	if (ncoll <= 0 || ndt <= 0 || nop <= 0 || ncount <= 0 || repeat < 1 || inflight < 1 ||
+	    inflight > INCA_MAX_INFLIGHT) {
 		usage(stderr);
 		return 2;
 	}
@@ -93,44 +223,86 @@ int main(int argc, char **argv)
 		fprintf(stderr, "inca-check: %s: %s\n", inca_strerror(rc), inca_last_errmsg());
 		return 2;
 	}
-	int rank = inca_comm_rank(c), size = inca_comm_size(c), bad = 0, cases = 0;
+	int rank = inca_comm_rank(c), size = inca_comm_size(c), bad = 0, cases = 0, j = 0;
+	if (fixed_root >= size) {
+		fprintf(stderr, "inca-check: -R %d: not a rank (0..%d)\n", fixed_root, size - 1);
+		return 2;
+	}
 	size_t maxc = 0;
 	for (int i = 0; i < ncount; i++)
 		if (counts[i] > maxc)
 			maxc = counts[i];
-	uint8_t *in = malloc(maxc * 8 + 8), *out = malloc(maxc * 8 + 8), *want = malloc(maxc * 8 + 8);
-	if (!in || !out || !want) {
+	/* the largest buffer: a sharded collective's size x count of 8 bytes */
+	size_t maxb = maxc * 8 * (size_t)size + 8;
+	uint8_t *in[INCA_MAX_INFLIGHT], *out[INCA_MAX_INFLIGHT];
+	uint8_t *want = malloc(maxb), *scratch = malloc(maxb);
+	for (int p = 0; p < inflight; p++) {
+		in[p] = malloc(maxb);
+		out[p] = malloc(maxb);
+		if (!in[p] || !out[p]) {
+			fprintf(stderr, "inca-check: out of memory\n");
+			return 2;
+		}
+	}
+	if (!want || !scratch) {
 		fprintf(stderr, "inca-check: out of memory\n");
 		return 2;
 	}
+	for (int ki = 0; ki < ncoll; ki++)
 	for (int di = 0; di < ndt; di++)
 		for (int oi = 0; oi < nop; oi++)
 			for (int ci = 0; ci < ncount; ci++)
 				for (int r = 0; r < repeat; r++) {
-					int dt = dts[di], op = ops[oi];
-					size_t n = counts[ci], es = agg_dtype_size((enum agg_dtype)dt);
-					if (agg_op_check((enum agg_dtype)dt, (enum agg_op)op))
+					struct check_case k = {
+						.coll = colls[ki], .dt = dts[di], .op = ops[oi],
+						.n = counts[ci], .in_place = in_place,
+						.es = agg_dtype_size((enum agg_dtype)dts[di]),
+					};
+					bool copies = k.coll == AGG_COLL_ALLGATHER ||
+						      k.coll == AGG_COLL_BCAST;
+					if (copies ? oi > 0 : agg_op_check((enum agg_dtype)k.dt,
+									   (enum agg_op)k.op))
 						continue;
-					fill(dt, op, rank, in, n);
-					expected(dt, op, size, want, n);
-					if (in_place)
-						memcpy(out, in, n * es);
-					rc = inca_allreduce(c, in_place ? INCA_IN_PLACE : in, out, n, dt, op);
-					cases++;
+					if (copies)
+						k.op = INCA_SUM;
+					inca_request_t *req[INCA_MAX_INFLIGHT];
+					int started = 0;
+					for (int p = 0; p < inflight && !rc; p++, started++) {
+						k.j = j + p;
+						k.root = fixed_root >= 0 ? fixed_root : (j + p) % size;
+						prepare(&k, rank, size, in[p], out[p]);
+						rc = start(c, &k, rank, in[p], out[p], &req[p]);
+						if (rc)
+							break;
+					}
+					for (int p = started - 1; p >= 0; p--) {
+						int w = inca_wait(req[p]);
+						if (!rc)
+							rc = w;
+					}
 					if (rc) {
-						fprintf(stderr, "inca-check: rank %d: %s %s x %zu: %s: %s\n",
-							rank, agg_dtype_name(dt), agg_op_name(op), n,
+						fprintf(stderr, "inca-check: rank %d: %s %s %s x %zu: %s: "
+							"%s\n", rank, coll_names[k.coll],
+							agg_dtype_name(k.dt), agg_op_name(k.op), k.n,
 							inca_strerror(rc), inca_comm_errmsg(c));
 						return 1;
 					}
-					size_t wrong = 0;
-					for (size_t i = 0; i < n; i++)
-						wrong += memcmp(out + i * es, want + i * es, es) != 0;
-					if (wrong) {
-						fprintf(stderr, "inca-check: rank %d: %s %s x %zu: %zu "
-							"elements wrong\n", rank, agg_dtype_name(dt),
-							agg_op_name(op), n, wrong);
-						bad++;
+					for (int p = 0; p < inflight; p++, j++, cases++) {
+						k.j = j;
+						k.root = fixed_root >= 0 ? fixed_root : j % size;
+						size_t len = reference(&k, rank, size, want, scratch);
+						size_t wrong = 0;
+						for (size_t i = 0; i < len; i++)
+							wrong += memcmp(out[p] + i * k.es, want + i * k.es,
+									k.es) != 0;
+						if (wrong) {
+							fprintf(stderr, "inca-check: rank %d: %s %s %s x "
+								"%zu (root %d): %zu elements wrong\n",
+								rank, coll_names[k.coll],
+								agg_dtype_name(k.dt), agg_op_name(k.op),
+								k.n, k.root, wrong);
+							bad++;
+						}
 					}
 				}
 	if (coll) {
@@ -163,8 +335,11 @@ int main(int argc, char **argv)
 	       (unsigned long long)st.duplicates, (unsigned long long)st.fallbacks,
 	       (unsigned long long)st.pfc_frames, (unsigned long long)st.pfc_waits);
 	inca_comm_destroy(c);
-	free(in);
-	free(out);
+	for (int p = 0; p < inflight; p++) {
+		free(in[p]);
+		free(out[p]);
+	}
+	free(scratch);
 	free(want);
 	return bad ? 1 : 0;
 }
