@@ -34,14 +34,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	check(rc <= 0 && rc > -AGG_E__COUNT);
 	if (rc == 0)
 		check(elems == data + AGG_INCA_HLEN &&
-		      AGG_INCA_HLEN + (size_t)hdr.count * agg_dtype_size(hdr.dtype) == size);
+		      AGG_INCA_HLEN + (agg_hdr_has_data(&hdr) ?
+				       (size_t)hdr.count * agg_dtype_size(hdr.dtype) : 0) == size);
 
 	rc = agg_decode(data, size, (size & 1) == 0, &pkt);
 	check(rc <= 0 && rc > -AGG_E__COUNT);
 	if (rc != 0 || pkt.kind != AGG_PKT_INCA)
 		return 0;
 	check(pkt.payload >= data && pkt.payload + pkt.payload_len <= data + size);
-	check(pkt.payload_len == pkt.hdr.count * agg_dtype_size(pkt.hdr.dtype));
+	check(pkt.payload_len == (agg_hdr_has_data(&pkt.hdr) ?
+				  pkt.hdr.count * agg_dtype_size(pkt.hdr.dtype) : 0));
 
 	/* a group that accepts this packet's sender, to reach the table */
 	struct agg_member m[2] = {
@@ -76,9 +78,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		pkt.src_qp = m[1].qpn;
 		pkt.hdr.fanin = 1;
 		if (agg_group_ingest(g, &pkt, &res, NULL) == AGG_V_COMPLETE) {
-			int len = agg_result_encode(g, 0, &res, &l2, NULL, out, sizeof(out));
-			check(len > 0);
-			check(agg_decode(out, (size_t)len, true, &pkt) == 0);
+			/* with or without elements (a reduce's non-root), the
+			 * results decode */
+			for (uint16_t k = 0; k < 2; k++) {
+				int len = agg_result_encode(g, k, &res, &l2, NULL, out, sizeof(out));
+				check(len > 0);
+				check(agg_decode(out, (size_t)len, true, &pkt) == 0);
+				check(agg_hdr_has_data(&pkt.hdr) == agg_result_has_data_for(&res, k));
+			}
 		}
 	}
 	agg_group_destroy(g);
