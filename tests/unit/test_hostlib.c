@@ -307,6 +307,72 @@ static void test_switch_dead(void **state)
 	done_comm(c);
 }
 
+/* The switch dies with six collectives in flight, some of their packets
+ * done: all six complete on the ring, in order, in place too. */
+static void test_switch_dies_in_flight(void **state)
+{
+	static int32_t in[6][300], out[6][300], orig[6][300];
+	inca_request_t *req[6];
+	struct inca_stats st;
+	int done = 0;
+
+	(void)state;
+	inca_comm_t *c = mk_comm(4, 8, INCA_FALLBACK_AUTO, -1);
+	for (int j = 0; j < 6; j++)
+		for (int i = 0; i < 300; i++)
+			in[j][i] = orig[j][i] = j * 1000 + i - 77;
+	memcpy(out, in, sizeof(out));
+	assert_int_equal(inca_iallreduce(c, in[0], out[0], 300, INCA_INT32, INCA_SUM, &req[0]), 0);
+	assert_int_equal(inca_ireduce_scatter(c, INCA_IN_PLACE, out[1], 300, INCA_INT32,
+					      INCA_MAX, &req[1]), 0);
+	assert_int_equal(inca_iallgather(c, INCA_IN_PLACE, out[2], 300, INCA_INT32, &req[2]), 0);
+	assert_int_equal(inca_ibcast(c, out[3], 300, INCA_INT32, 0, &req[3]), 0);
+	assert_int_equal(inca_ireduce(c, INCA_IN_PLACE, out[4], 300, INCA_INT32, INCA_BXOR, 0,
+				      &req[4]), 0);
+	assert_int_equal(inca_iallreduce(c, INCA_IN_PLACE, out[5], 300, INCA_INT32, INCA_MIN,
+					 &req[5]), 0);
+	/* a few rounds through the switch, then it goes */
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(inca_test(req[1], &done), 0);
+	assert_int_equal(done, 0);
+	inca_comm_stats(c, &st);
+	assert_true(st.results > 0);
+	M.dead = true;
+	for (int j = 5; j >= 0; j--)
+		assert_int_equal(inca_wait(req[j]), 0);
+	assert_memory_equal(out, orig, sizeof(out));
+	inca_comm_stats(c, &st);
+	assert_int_equal(st.fallbacks, 6);
+	assert_int_equal(st.collectives, 6);
+	assert_true(c->switch_failed);
+	done_comm(c);
+
+	/* fallback off: all in flight fail; once the switch is back, the next
+	 * collectives start afresh in the stream */
+	c = mk_comm(4, 8, INCA_FALLBACK_OFF, -1);
+	for (int j = 0; j < 3; j++)
+		assert_int_equal(inca_iallreduce(c, in[j], out[j], 300, INCA_INT32, INCA_SUM,
+						 &req[j]), 0);
+	assert_int_equal(inca_test(req[0], &done), 0);
+	M.dead = true;
+	assert_int_equal(inca_wait(req[2]), INCA_ERR_SWITCH);
+	assert_int_equal(inca_wait(req[0]), INCA_ERR_SWITCH);
+	assert_int_equal(inca_wait(req[1]), INCA_ERR_SWITCH);
+	assert_non_null(strstr(inca_comm_errmsg(c), "(fallback is off)"));
+	M.dead = false;
+	for (int i = 0; i < AGG_MAX_WINDOW; i++)
+		M.slot_open[i] = -1;
+	memset(out, 0, sizeof(out));
+	assert_int_equal(inca_allgather(c, in[0], out[0], 300, INCA_INT32), 0);
+	assert_int_equal(inca_allreduce(c, in[1], out[1], 300, INCA_INT32, INCA_SUM), 0);
+	assert_memory_equal(out[0], orig[0], sizeof(out[0]));
+	assert_memory_equal(out[1], orig[1], sizeof(out[1]));
+	inca_comm_stats(c, &st);
+	assert_int_equal(st.collectives, 2);
+	assert_int_equal(st.fallbacks, 0);
+	done_comm(c);
+}
+
 static void test_bad_calls(void **state)
 {
 	inca_comm_t *c = mk_comm(4, 64, INCA_FALLBACK_OFF, -1);
@@ -1220,6 +1286,7 @@ int main(void)
 		cmocka_unit_test(test_loss_is_retransmitted),
 		cmocka_unit_test(test_duplicates_and_reordering),
 		cmocka_unit_test(test_switch_dead),
+		cmocka_unit_test(test_switch_dies_in_flight),
 		cmocka_unit_test(test_bad_calls),
 		cmocka_unit_test(test_every_collective),
 		cmocka_unit_test(test_many_in_flight),
