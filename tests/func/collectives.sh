@@ -1,0 +1,217 @@
+#!/usr/bin/env bash
+# Functional tests of libinca's collectives through the real switch on a
+# 4-host testbed: reduce, reduce-scatter, allgather, bcast and all-reduce,
+# every dtype and op that applies, 1 element to 16 MiB, in place, 8 in
+# flight, on clean and impaired links (loss 1%, duplicate 1%); every result
+# checked element by element (allgather and bcast byte for byte) and none
+# may fall back. Reduce-scatter: each host receives S/N of elements plus
+# headers from the switch (its port counters) and retransmissions; allgather:
+# each host sends only its own shard. With the fabric built (deploy/fabric),
+# the same on two levels (2 leaves, a spine).
+# Usage: collectives.sh BUILD_DIR [TRANSPORT...]   (default: udp xdp)
+BUILD=$(cd "${1:?usage: collectives.sh BUILD_DIR [TRANSPORT...]}" && pwd)
+shift
+TRANSPORTS=${*:-udp xdp}
+source "$(dirname "$0")/lib.sh"
+need_root
+CHECK="$BUILD/host-lib/inca-check"
+export INCA_TESTBED=incacft INCA_FABRIC=incacfab
+
+WORK=$(mktemp -d /tmp/inca-coll.XXXXXX)
+cleanup() {
+	"$TB" down
+	"$SRC/deploy/fabric" down >/dev/null 2>&1
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+QKEY=0x5eed0013
+MEMBERS='[ { "ip": "10.0.0.1", "qpn": 17 }, { "ip": "10.0.0.2", "qpn": 18 },
+           { "ip": "10.0.0.3", "qpn": 19 }, { "ip": "10.0.0.4", "qpn": 20 } ]'
+cat > "$WORK/switch.json" <<JSON
+{ "switch": { "ip": "10.0.0.254", "idle_sleep_us": 20 },
+  "groups": [ { "id": 1, "qpn": 256, "qkey": "$QKEY", "window": 16, "elems_per_pkt": 256,
+                "members": $MEMBERS } ] }
+JSON
+cat > "$WORK/group.json" <<JSON
+{ "switch": "10.0.0.254", "group": 1, "qpn": 256, "qkey": "$QKEY", "window": 16,
+  "elems_per_pkt": 256, "members": $MEMBERS }
+JSON
+
+# ranks TP TIMEOUT_S ENV... -- ARGS: inca-check as ranks 0..3 on hosts 1..4
+ranks() {
+	local tp=$1 limit=$2 envs=() pids=() r rc=0
+	shift 2
+	while [ "$1" != -- ]; do envs+=("$1"); shift; done
+	shift
+	for r in 0 1 2 3; do
+		timeout "$limit" "$TB" exec $((r + 1)) env INCA_CONFIG="$WORK/group.json" \
+			INCA_RANK=$r INCA_SIZE=4 INCA_TRANSPORT="$tp" INCA_LOG=warn "${envs[@]}" \
+			"$CHECK" "$@" > "$WORK/rank$r.out" 2>&1 &
+		pids+=($!)
+	done
+	for r in "${pids[@]}"; do wait "$r" || rc=1; done
+	FALLBACKS=$(grep -ho "[0-9]* fallbacks" "$WORK"/rank*.out | awk '{s += $1} END {print s + 0}')
+	if [ $rc -ne 0 ]; then
+		for r in 0 1 2 3; do sed "s/^/    rank $r: /" "$WORK/rank$r.out" | tail -5; done
+	fi
+	return $rc
+}
+# field RANK "bytes sent": a number from rank RANK's summary line
+field() { grep -o "[0-9]* $2" "$WORK/rank$1.out" | awk '{print $1}'; }
+port() { telemetry /inca/ports "port$1.$2"; }
+
+up() {
+	"$TB" up --hosts 4 --config "$WORK/switch.json" --switch "$BUILD/dataplane/inca-switch" "$@" >/dev/null ||
+		{ not_ok "testbed up $*"; finish; exit 1; }
+}
+
+# The byte accounting of one reduce-scatter and one allgather of S = 4 MiB
+# of fp32 (shards of 262144 elements: 1058 packets of at most 248 per
+# shard, 4232 in all; 98 bytes of headers a packet on the wire).
+bytes_check() {
+	local tp=$1 what=$2 r
+	local npkts=4232 shard_bytes=1048576 hdr=98 full=$((98 + 248 * 4)) slack=2000
+	local base=$((npkts * hdr + shard_bytes))
+	declare -a tx0 rx0
+	for r in 0 1 2 3; do tx0[$r]=$(port $r tx_bytes); rx0[$r]=$(port $r rx_bytes); done
+	local retx0 dup0
+	retx0=$(telemetry /inca/group,1 retransmits)
+	dup0=$(telemetry /inca/info impair_duplicated)
+	check "$tp$what: reduce-scatter, 4 MiB of fp32 (for the byte count)" \
+		ranks "$tp" 120 INCA_SWITCH_TIMEOUT_MS=5000 -- -c reduce_scatter -d fp32 -o sum -n 262144
+	local extra=$(( $(telemetry /inca/group,1 retransmits) - retx0 +
+			$(telemetry /inca/info impair_duplicated) - dup0 ))
+	for r in 0 1 2 3; do
+		local got=$(( $(port $r tx_bytes) - tx0[r] ))
+		check "$tp$what: host $((r + 1)) received $got bytes: S/N + headers = $base, + at most $extra resent frames" \
+			test "$got" -ge "$base" -a "$got" -le $((base + extra * full + slack))
+		local sent=$(( $(port $r rx_bytes) - rx0[r] )) own
+		own=$(field $r "bytes sent")
+		check "$tp$what: the switch received what host $((r + 1)) sent ($sent of $own bytes)" \
+			test "$sent" -ge "$own" -a "$sent" -le $((own + slack))
+	done
+	check "$tp$what: allgather, 4 MiB of fp32 (for the byte count)" \
+		ranks "$tp" 120 INCA_SWITCH_TIMEOUT_MS=5000 -- -c allgather -d fp32 -n 262144
+	for r in 0 1 2 3; do
+		local own retx
+		own=$(field $r "bytes sent")
+		retx=$(field $r retransmitted)
+		check "$tp$what: allgather: host $((r + 1)) sent its shard + headers ($own bytes: $base + $retx resent frames)" \
+			test "$own" -ge "$base" -a "$own" -le $((base + retx * full))
+	done
+}
+
+for tp in $TRANSPORTS; do
+	up
+	check "$tp: every collective, dtype and op, 1 to 4097 elements (per shard)" \
+		ranks "$tp" 600 -- -c all -d all -o all -n 1,3,257,4097
+	expect_eq "$tp: ... through the switch (fallbacks)" "$FALLBACKS" 0
+	check "$tp: in place, 1 to 100001 elements" \
+		ranks "$tp" 300 -- -i -c all -d fp32,bf16,int64 -o sum,min,bxor -n 1,777,100001
+	expect_eq "$tp: ... through the switch (fallbacks)" "$FALLBACKS" 0
+	check "$tp: 8 in flight, completed latest first" \
+		ranks "$tp" 300 -- -p 8 -c all -d fp32,int32,fp16 -o sum,max,bor -n 1,1000,20000
+	expect_eq "$tp: ... through the switch (fallbacks)" "$FALLBACKS" 0
+	check "$tp: 16 MiB: all-reduce, reduce and bcast of 4194304 fp32" \
+		ranks "$tp" 600 INCA_TIMEOUT_MS=240000 INCA_SWITCH_TIMEOUT_MS=5000 -- \
+		-c allreduce,reduce,bcast -d fp32 -o sum -n 4194304 -R 2
+	expect_eq "$tp: ... through the switch (fallbacks)" "$FALLBACKS" 0
+	check "$tp: 16 MiB: reduce-scatter's send buffer, allgather's receive buffer" \
+		ranks "$tp" 600 INCA_TIMEOUT_MS=240000 INCA_SWITCH_TIMEOUT_MS=5000 -- \
+		-c reduce_scatter,allgather -d fp32 -o sum -n 1048576
+	expect_eq "$tp: ... through the switch (fallbacks)" "$FALLBACKS" 0
+	bytes_check "$tp" ""
+
+	up --impair "loss 1% duplicate 1%"
+	check "$tp, impaired links (loss 1%, duplicate 1%): every collective, dtype and op" \
+		ranks "$tp" 900 INCA_SWITCH_TIMEOUT_MS=5000 -- -c all -d all -o all -n 1,257,4097
+	expect_eq "$tp, impaired links: ... through the switch (fallbacks)" "$FALLBACKS" 0
+	retx=$(grep -ho "[0-9]* retransmitted" "$WORK"/rank*.out | awk '{s += $1} END {print s + 0}')
+	check "$tp, impaired links: ranks retransmitted ($retx)" test "$retx" -gt 0
+	check "$tp, impaired links: 8 in flight" \
+		ranks "$tp" 600 INCA_SWITCH_TIMEOUT_MS=5000 -- -p 8 -c all -d fp32,int64 -o sum -n 1,5000
+	expect_eq "$tp, impaired links: ... through the switch (fallbacks)" "$FALLBACKS" 0
+	check "$tp, impaired links: 16 MiB of every collective" \
+		ranks "$tp" 900 INCA_TIMEOUT_MS=240000 INCA_SWITCH_TIMEOUT_MS=5000 -- \
+		-c allreduce,reduce,bcast -d fp32 -o sum -n 4194304
+	expect_eq "$tp, impaired links: ... through the switch (fallbacks)" "$FALLBACKS" 0
+	check "$tp, impaired links: 16 MiB of reduce-scatter and allgather" \
+		ranks "$tp" 900 INCA_TIMEOUT_MS=240000 INCA_SWITCH_TIMEOUT_MS=5000 -- \
+		-c reduce_scatter,allgather -d fp32 -o sum -n 1048576
+	expect_eq "$tp, impaired links: ... through the switch (fallbacks)" "$FALLBACKS" 0
+	bytes_check "$tp" ", impaired links"
+done
+"$TB" down
+
+# Two levels: 2 leaves (hosts 1-2 and 3-4) under a spine. The spine's
+# members are the leaves, each covering 2 ranks (by default in a row); leaf
+# 2's hosts are ranks 2 and 3 (first_rank). Each rank's switch is its leaf,
+# its member_index its place there.
+FAB="$SRC/deploy/fabric"
+QS=0x5151aab0
+QL=0x1e1f0013
+cat > "$WORK/spine.json" <<JSON
+{ "switch": { "ip": "10.0.0.250", "idle_sleep_us": 20 },
+  "groups": [ { "id": 1, "qpn": 256, "qkey": "$QS", "window": 16, "elems_per_pkt": 256,
+    "members": [ { "ip": "10.0.0.251", "qpn": 300, "fanin": 2 },
+                 { "ip": "10.0.0.252", "qpn": 300, "fanin": 2 } ] } ] }
+JSON
+for j in 1 2; do
+	a=$((2 * j - 1)) b=$((2 * j))
+	cat > "$WORK/leaf$j.json" <<JSON
+{ "switch": { "ip": "10.0.0.25$j", "idle_sleep_us": 20 },
+  "groups": [ { "id": 1, "qpn": 300, "qkey": "$QL", "window": 16, "elems_per_pkt": 256,
+    "first_rank": $((a - 1)),
+    "members": [ { "ip": "10.0.0.$a", "qpn": $((16 + a)) }, { "ip": "10.0.0.$b", "qpn": $((16 + b)) } ],
+    "parent": { "ip": "10.0.0.250", "qpn": 256, "qkey": "$QS", "rank": $((j - 1)) } } ] }
+JSON
+done
+for r in 0 1 2 3; do
+	cat > "$WORK/tree$r.json" <<JSON
+{ "switch": "10.0.0.25$((r / 2 + 1))", "group": 1, "qpn": 300, "qkey": "$QL", "window": 16,
+  "elems_per_pkt": 256, "member_index": $((r % 2)), "members": $MEMBERS }
+JSON
+done
+# tranks TIMEOUT_S ENV... -- ARGS: inca-check as ranks 0..3 on the fabric's hosts
+tranks() {
+	local limit=$1 envs=() pids=() r rc=0
+	shift
+	while [ "$1" != -- ]; do envs+=("$1"); shift; done
+	shift
+	for r in 0 1 2 3; do
+		timeout "$limit" "$FAB" exec $((r + 1)) env INCA_CONFIG="$WORK/tree$r.json" \
+			INCA_RANK=$r INCA_SIZE=4 INCA_TRANSPORT=udp INCA_LOG=warn "${envs[@]}" \
+			"$CHECK" "$@" > "$WORK/rank$r.out" 2>&1 &
+		pids+=($!)
+	done
+	for r in "${pids[@]}"; do wait "$r" || rc=1; done
+	FALLBACKS=$(grep -ho "[0-9]* fallbacks" "$WORK"/rank*.out | awk '{s += $1} END {print s + 0}')
+	if [ $rc -ne 0 ]; then
+		for r in 0 1 2 3; do sed "s/^/    rank $r: /" "$WORK/rank$r.out" | tail -5; done
+	fi
+	return $rc
+}
+if [ -z "${INCA_SKIP_FABRIC:-}" ]; then
+	for impair in "" "loss 1% duplicate 1%"; do
+		what="two levels${impair:+, impaired links ($impair)}"
+		"$FAB" up --hosts 4 --leaves 2 --configs "$WORK" --switch "$BUILD/dataplane/inca-switch" \
+			${impair:+--impair "$impair"} >/dev/null || { not_ok "fabric up $impair"; break; }
+		check "$what: every collective, dtype and op, 1 to 4097 elements" \
+			tranks 900 INCA_SWITCH_TIMEOUT_MS=5000 -- -c all -d all -o all -n 1,257,4097
+		expect_eq "$what: ... through the switches (fallbacks)" "$FALLBACKS" 0
+		check "$what: 8 in flight" \
+			tranks 600 INCA_SWITCH_TIMEOUT_MS=5000 -- -p 8 -c all -d fp32,int64 -o sum -n 1,5000
+		expect_eq "$what: ... through the switches (fallbacks)" "$FALLBACKS" 0
+		check "$what: 16 MiB of each collective" \
+			tranks 900 INCA_TIMEOUT_MS=240000 INCA_SWITCH_TIMEOUT_MS=5000 -- \
+			-c allreduce,reduce,bcast -d fp32 -o sum -n 4194304 -R 3
+		expect_eq "$what: ... through the switches (fallbacks)" "$FALLBACKS" 0
+		check "$what: 16 MiB of reduce-scatter and allgather" \
+			tranks 900 INCA_TIMEOUT_MS=240000 INCA_SWITCH_TIMEOUT_MS=5000 -- \
+			-c reduce_scatter,allgather -d fp32 -o sum -n 1048576
+		expect_eq "$what: ... through the switches (fallbacks)" "$FALLBACKS" 0
+	done
+	"$FAB" down
+fi
+finish
