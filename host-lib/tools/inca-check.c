@@ -171,6 +171,56 @@ static size_t reference(const struct check_case *k, int rank, int size, uint8_t 
 	}
 }
 
+/* What the cases share: the communicator, the buffers of P copies, the
+ * running case number and the tallies. */
+struct check_ctx {
+	inca_comm_t *c;
+	int rank, size, inflight, fixed_root, j, cases, bad;
+	uint8_t *in[INCA_MAX_INFLIGHT], *out[INCA_MAX_INFLIGHT], *want, *scratch;
+};
+
+/* P copies of case k in flight, waited latest first, every element
+ * checked. Returns 0, or 1 when a call failed (said). */
+static int run_case(struct check_ctx *x, struct check_case *k)
+{
+	inca_request_t *req[INCA_MAX_INFLIGHT];
+	int started = 0, rc = 0;
+
+	for (int p = 0; p < x->inflight && !rc; p++, started++) {
+		k->j = x->j + p;
+		k->root = x->fixed_root >= 0 ? x->fixed_root : k->j % x->size;
+		prepare(k, x->rank, x->size, x->in[p], x->out[p]);
+		rc = start(x->c, k, x->rank, x->in[p], x->out[p], &req[p]);
+		if (rc)
+			break;
+	}
+	for (int p = started - 1; p >= 0; p--) {
+		int w = inca_wait(req[p]);
+		if (!rc)
+			rc = w;
+	}
+	if (rc) {
+		fprintf(stderr, "inca-check: rank %d: %s %s %s x %zu: %s: %s\n", x->rank,
+			coll_names[k->coll], agg_dtype_name(k->dt), agg_op_name(k->op), k->n,
+			inca_strerror(rc), inca_comm_errmsg(x->c));
+		return 1;
+	}
+	for (int p = 0; p < x->inflight; p++, x->j++, x->cases++) {
+		k->j = x->j;
+		k->root = x->fixed_root >= 0 ? x->fixed_root : k->j % x->size;
+		size_t len = reference(k, x->rank, x->size, x->want, x->scratch), wrong = 0;
+		for (size_t i = 0; i < len; i++)
+			wrong += memcmp(x->out[p] + i * k->es, x->want + i * k->es, k->es) != 0;
+		if (wrong) {
+			fprintf(stderr, "inca-check: rank %d: %s %s %s x %zu (root %d): %zu "
+				"elements wrong\n", x->rank, coll_names[k->coll],
+				agg_dtype_name(k->dt), agg_op_name(k->op), k->n, k->root, wrong);
+			x->bad++;
+		}
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	int colls[5] = { 0 }, ncoll = 1, dts[6] = { 0 }, ops[7] = { 0 }, ndt = 6, nop = 7, opt;
@@ -223,9 +273,10 @@ int main(int argc, char **argv)
 		fprintf(stderr, "inca-check: %s: %s\n", inca_strerror(rc), inca_last_errmsg());
 		return 2;
 	}
-	int rank = inca_comm_rank(c), size = inca_comm_size(c), bad = 0, cases = 0, j = 0;
-	if (fixed_root >= size) {
-		fprintf(stderr, "inca-check: -R %d: not a rank (0..%d)\n", fixed_root, size - 1);
+	struct check_ctx x = { .c = c, .rank = inca_comm_rank(c), .size = inca_comm_size(c),
+			       .inflight = inflight, .fixed_root = fixed_root };
+	if (fixed_root >= x.size) {
+		fprintf(stderr, "inca-check: -R %d: not a rank (0..%d)\n", fixed_root, x.size - 1);
 		return 2;
 	}
 	size_t maxc = 0;
@@ -233,78 +284,42 @@ int main(int argc, char **argv)
 		if (counts[i] > maxc)
 			maxc = counts[i];
 	/* the largest buffer: a sharded collective's size x count of 8 bytes */
-	size_t maxb = maxc * 8 * (size_t)size + 8;
-	uint8_t *in[INCA_MAX_INFLIGHT], *out[INCA_MAX_INFLIGHT];
-	uint8_t *want = malloc(maxb), *scratch = malloc(maxb);
+	size_t maxb = maxc * 8 * (size_t)x.size + 8;
+	x.want = malloc(maxb);
+	x.scratch = malloc(maxb);
 	for (int p = 0; p < inflight; p++) {
-		in[p] = malloc(maxb);
-		out[p] = malloc(maxb);
-		if (!in[p] || !out[p]) {
+		x.in[p] = malloc(maxb);
+		x.out[p] = malloc(maxb);
+		if (!x.in[p] || !x.out[p]) {
 			fprintf(stderr, "inca-check: out of memory\n");
 			return 2;
 		}
 	}
-	if (!want || !scratch) {
+	if (!x.want || !x.scratch) {
 		fprintf(stderr, "inca-check: out of memory\n");
 		return 2;
 	}
 	for (int ki = 0; ki < ncoll; ki++)
-	for (int di = 0; di < ndt; di++)
-		for (int oi = 0; oi < nop; oi++)
-			for (int ci = 0; ci < ncount; ci++)
-				for (int r = 0; r < repeat; r++) {
-					struct check_case k = {
-						.coll = colls[ki], .dt = dts[di], .op = ops[oi],
-						.n = counts[ci], .in_place = in_place,
-						.es = agg_dtype_size((enum agg_dtype)dts[di]),
-					};
-					bool copies = k.coll == AGG_COLL_ALLGATHER ||
-						      k.coll == AGG_COLL_BCAST;
-					if (copies ? oi > 0 : agg_op_check((enum agg_dtype)k.dt,
-									   (enum agg_op)k.op))
-						continue;
-					if (copies)
-						k.op = INCA_SUM;
-					inca_request_t *req[INCA_MAX_INFLIGHT];
-					int started = 0;
-					for (int p = 0; p < inflight && !rc; p++, started++) {
-						k.j = j + p;
-						k.root = fixed_root >= 0 ? fixed_root : (j + p) % size;
-						prepare(&k, rank, size, in[p], out[p]);
-						rc = start(c, &k, rank, in[p], out[p], &req[p]);
-						if (rc)
-							break;
+		for (int di = 0; di < ndt; di++)
+			for (int oi = 0; oi < nop; oi++)
+				for (int ci = 0; ci < ncount; ci++)
+					for (int r = 0; r < repeat; r++) {
+						struct check_case k = {
+							.coll = colls[ki], .dt = dts[di], .op = ops[oi],
+							.n = counts[ci], .in_place = in_place,
+							.es = agg_dtype_size((enum agg_dtype)dts[di]),
+						};
+						bool copies = k.coll == AGG_COLL_ALLGATHER ||
+							      k.coll == AGG_COLL_BCAST;
+						if (copies ? oi > 0 : agg_op_check((enum agg_dtype)k.dt,
+										   (enum agg_op)k.op))
+							continue;
+						if (copies)
+							k.op = INCA_SUM;
+						if (run_case(&x, &k))
+							return 1;
 					}
-					for (int p = started - 1; p >= 0; p--) {
-						int w = inca_wait(req[p]);
-						if (!rc)
-							rc = w;
-					}
-					if (rc) {
-						fprintf(stderr, "inca-check: rank %d: %s %s %s x %zu: %s: "
-							"%s\n", rank, coll_names[k.coll],
-							agg_dtype_name(k.dt), agg_op_name(k.op), k.n,
-							inca_strerror(rc), inca_comm_errmsg(c));
-						return 1;
-					}
-					for (int p = 0; p < inflight; p++, j++, cases++) {
-						k.j = j;
-						k.root = fixed_root >= 0 ? fixed_root : j % size;
-						size_t len = reference(&k, rank, size, want, scratch);
-						size_t wrong = 0;
-						for (size_t i = 0; i < len; i++)
-							wrong += memcmp(out[p] + i * k.es, want + i * k.es,
-									k.es) != 0;
-						if (wrong) {
-							fprintf(stderr, "inca-check: rank %d: %s %s %s x "
-								"%zu (root %d): %zu elements wrong\n",
-								rank, coll_names[k.coll],
-								agg_dtype_name(k.dt), agg_op_name(k.op),
-								k.n, k.root, wrong);
-							bad++;
-						}
-					}
-				}
+	int rank = x.rank, size = x.size, bad = x.bad, cases = x.cases;
 	if (coll) {
 		cases++;
 		rc = inca_barrier(c);
@@ -338,10 +353,10 @@ int main(int argc, char **argv)
 	       (unsigned long long)st.bytes_sent, (unsigned long long)st.bytes_received);
 	inca_comm_destroy(c);
 	for (int p = 0; p < inflight; p++) {
-		free(in[p]);
-		free(out[p]);
+		free(x.in[p]);
+		free(x.out[p]);
 	}
-	free(scratch);
-	free(want);
+	free(x.scratch);
+	free(x.want);
 	return bad ? 1 : 0;
 }
