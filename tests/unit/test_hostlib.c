@@ -974,6 +974,70 @@ static void fb_bytes(uint8_t *b, size_t len, int r, int j)
 	}
 }
 
+/* Rank r's element i of a float case: not exact in any order. */
+static double fb_float(int dt, int r, size_t i)
+{
+	uint64_t h = (uint64_t)(r + 1) * 0x9e3779b97f4a7c15ull ^ (uint64_t)(i + 7) * 0xbf58476d1ce4e5b9ull;
+	float f = (float)((double)(int64_t)((h >> 11) % 2000001 - 1000000) / 997.0);
+
+	if (dt == INCA_FLOAT16)
+		return agg_fp16_to_fp32(agg_fp32_to_fp16(f));
+	if (dt == INCA_BFLOAT16)
+		return agg_bf16_to_fp32(agg_fp32_to_bf16(f));
+	return f;
+}
+
+static double fb_get(int dt, const uint8_t *b, size_t i)
+{
+	uint16_t h;
+	float f;
+
+	if (dt == INCA_FLOAT32) {
+		memcpy(&f, b + 4 * i, 4);
+		return f;
+	}
+	memcpy(&h, b + 2 * i, 2);
+	return dt == INCA_FLOAT16 ? agg_fp16_to_fp32(h) : agg_bf16_to_fp32(h);
+}
+
+/* Sums of floats on the ring (reduce-scatter and reduce) within the bound
+ * of docs/protocol.md section 2: |r - sum| <= ((n-1)u + u_out) sum|x| + eta.
+ * Returns the elements outside it. */
+static int fb_float_sums(inca_comm_t *c, int n, int r, uint8_t *in, uint8_t *out)
+{
+	static const int dts[] = { INCA_FLOAT32, INCA_FLOAT16, INCA_BFLOAT16 };
+	const size_t cnt = 5001;
+	int outside = 0;
+
+	for (int d = 0; d < 3; d++) {
+		int dt = dts[d];
+		double u_out = dt == INCA_FLOAT16 ? 0x1p-11 : dt == INCA_BFLOAT16 ? 0x1p-8 : 0;
+		double eta = dt == INCA_FLOAT16 ? 0x1p-25 : dt == INCA_BFLOAT16 ? 0x1p-134 : 0x1p-150;
+		for (int k = 0; k < 2; k++) {
+			size_t total = k == 0 ? cnt * (size_t)n : cnt, first = k == 0 ? (size_t)r * cnt : 0;
+			for (size_t i = 0; i < total; i++)
+				put(dt, in, i, fb_float(dt, r, i), 0);
+			int rc = k == 0 ? inca_reduce_scatter(c, in, out, cnt, dt, INCA_SUM)
+					: inca_reduce(c, in, out, cnt, dt, INCA_SUM, n - 1);
+			if (rc)
+				return 1000;
+			if (k == 1 && r != n - 1)
+				continue;
+			for (size_t i = 0; i < cnt; i++) {
+				double sum = 0, abs = 0;
+				for (int q = 0; q < n; q++) {
+					double x = fb_float(dt, q, first + i);
+					sum += x;
+					abs += x < 0 ? -x : x;
+				}
+				double err = fb_get(dt, out, i) - sum;
+				outside += (err < 0 ? -err : err) > ((n - 1) * 0x1p-24 + u_out) * abs + eta;
+			}
+		}
+	}
+	return outside;
+}
+
 /* One rank of an n-rank job on the ring over 127.0.0.1 (ring ports
  * port + rank): every collective x dtype, in place and not, and four in
  * flight completed latest first. Returns the number of wrong results,
@@ -1076,9 +1140,10 @@ static int fb_rank(int n, int r, uint16_t port)
 	}
 	if (r != 0)
 		wrong += memcmp(out + 8 * cnt + 4 * cnt * (size_t)n, tmp, cnt * 4) != 0;
+	wrong += fb_float_sums(c, n, r, in, out);
 	struct inca_stats st;
 	inca_comm_stats(c, &st);
-	if (st.fallbacks != (uint64_t)j + 4)
+	if (st.fallbacks != (uint64_t)j + 4 + 6)
 		return 105;
 	inca_comm_destroy(c);
 	free(in);
@@ -1097,8 +1162,10 @@ static void test_fallback_every_collective(void **state)
 		for (int r = 1; r < n; r++) {
 			kids[r] = fork();
 			assert_true(kids[r] >= 0);
-			if (kids[r] == 0)
-				_exit(fb_rank(n, r, port));
+			if (kids[r] == 0) {
+				int got = fb_rank(n, r, port);
+				_exit(got > 255 ? 255 : got);
+			}
 		}
 		int mine = fb_rank(n, 0, port);
 		for (int r = 1; r < n; r++) {
