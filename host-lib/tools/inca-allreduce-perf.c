@@ -49,7 +49,7 @@ static void usage(FILE *out)
 		"  -C 0|1    check every element of every result on every rank against a\n"
 		"            locally computed exact reference (default 1)\n"
 		"  -F        fallback only: run the host ring over TCP (the baseline)\n"
-		"  -h        this text\n"
+		"  -h, --help  this text\n"
 		"Rank and size: INCA_RANK/INCA_SIZE or OMPI_COMM_WORLD_RANK/SIZE. The group:\n"
 		"INCA_CONFIG=file.json, or INCA_SWITCH, INCA_GROUP, INCA_GROUP_QPN, INCA_QKEY,\n"
 		"INCA_MEMBERS. Transport: INCA_TRANSPORT=udp|xdp|verbs.\n"
@@ -57,7 +57,8 @@ static void usage(FILE *out)
 		"of n shards, allgather: the receive buffer), rounded down to whole shards;\n"
 		"count: its elements. busbw = algbw x 2(n-1)/n (allreduce), (n-1)/n\n"
 		"(reduce_scatter, allgather), 1 (bcast, reduce). barrier: one row, size 0.\n"
-		"time: the median over the timed iterations of the slowest rank; cpu: user +\n"
+		"time: the median over the timed iterations of the slowest rank (bcast and\n"
+		"reduce: each timed call after an untimed barrier, as OSU's benchmarks do); cpu: user +\n"
 		"system CPU seconds per GB of the buffer, per rank (mean over ranks).\n"
 		"Exit status 1 when a result is wrong on any rank, or (without -F) when any\n"
 		"call fell back to the host ring.\n");
@@ -173,7 +174,9 @@ int main(int argc, char **argv)
 	enum coll coll = ALLREDUCE;
 	int root = 0;
 
-	while ((opt = getopt(argc, argv, "c:r:b:e:f:d:o:n:N:w:C:Fh")) != -1) {
+	static const struct option longopts[] = { { "help", no_argument, NULL, 'h' },
+						   { NULL, 0, NULL, 0 } };
+	while ((opt = getopt_long(argc, argv, "c:r:b:e:f:d:o:n:N:w:C:Fh", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'c': {
 			int k = 0;
@@ -320,8 +323,15 @@ int main(int argc, char **argv)
 				inca_comm_stats(comm, &st0);
 				double cpu0 = perf_cpu_s();
 				for (int it = 0; it < n_it && !rc; it++) {
+					/* rooted: a barrier first (not timed), as OSU's
+					 * osu_bcast/osu_reduce, so that one call's time
+					 * is one call's latency on every rank */
+					if (coll == BCAST || coll == REDUCE)
+						rc = inca_barrier(comm);
 					double t0 = now_s();
-					rc = run(comm, coll, sendbuf, recvbuf, count, dt, op, root, size);
+					if (!rc)
+						rc = run(comm, coll, sendbuf, recvbuf, count, dt, op,
+							 root, size);
 					its[it] = (now_s() - t0) * 1e6;
 				}
 				double cpu = perf_cpu_s() - cpu0;

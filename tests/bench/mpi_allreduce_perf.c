@@ -12,7 +12,8 @@
  *     the send buffer, N shards; allgather: the receive buffer), rounded
  *     down to whole shards; busbw = algbw x 2(N-1)/N (allreduce), (N-1)/N
  *     (reduce_scatter, allgather), 1 (bcast, reduce).
- * -r: the root of bcast and reduce (default 0).
+ * -r: the root of bcast and reduce (default 0); each of their timed calls
+ *     follows an untimed barrier (as in OSU's osu_bcast and osu_reduce).
  * -N: iterations for sizes up to 64 KiB (default -n).
  * The time is the median over the timed iterations of the slowest rank's
  * time; cpu is a rank's user+system CPU seconds per GB reduced (mean over
@@ -217,6 +218,11 @@ int main(int argc, char **argv)
 				out[i] = rank == root ? value(root, i) : -1000.0f;
 		double cpu0 = perf_cpu_s(), t0 = MPI_Wtime(), mean_us;
 		for (int it = 0; it < n_it; it++) {
+			/* rooted: an untimed barrier first, as OSU's osu_bcast and
+			 * osu_reduce do, or a root that returns at once would
+			 * pipeline the calls and time none of them */
+			if (coll == BCAST || coll == REDUCE)
+				MPI_Barrier(MPI_COMM_WORLD);
 			double ti = MPI_Wtime();
 			run(coll, in, out, count, root, size);
 			its[it] = (MPI_Wtime() - ti) * 1e6;

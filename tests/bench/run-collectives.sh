@@ -4,7 +4,9 @@
 # run-allreduce.sh, MPI_Reduce_scatter_block, MPI_Allgather, MPI_Bcast,
 # MPI_Reduce, MPI_Barrier with Open MPI's own choice of algorithm), on the
 # same links, in one run: N ranks, 8 B .. --max of floats (sum where the
-# collective reduces). Prints, per collective, the time at 8 B and 4 KiB
+# collective reduces; bcast and reduce timed call by call after an untimed
+# barrier on both sides). Prints, per collective, the time at the smallest
+# size and 4 KiB
 # and the algbw at the largest size for both sides, and writes the full
 # tables (nccl-tests' columns and busbw factors) to --out.
 # Every result is checked element by element on every rank: a wrong
@@ -26,7 +28,7 @@ while [ $# -gt 0 ]; do
 	--iters) iters=${2:?}; shift 2 ;;
 	--colls) colls=${2:?}; shift 2 ;;
 	--transport) tp=${2:?}; shift 2 ;;
-	-h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "run-collectives.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
 	esac
 done
@@ -82,24 +84,27 @@ for r in csv.DictReader(open(out + "/collectives.csv")):
     rows.setdefault((r["coll"], r["tool"]), {})[int(r["bytes"])] = r
 colls = list(dict.fromkeys(c for c, _ in rows))
 md = ["# Collectives: in-network (inca-switch) vs Open MPI, %d ranks, links of %s" % (n, rate), "",
-      "Median time of the slowest rank (µs) at 8 B and 4 KiB, algbw (size ÷ time, GB/s) "
-      "at the largest size; size as nccl-tests counts it.", "",
-      "| collective | 8 B INCA | 8 B Open MPI | 4 KiB INCA | 4 KiB Open MPI | size | algbw INCA | algbw Open MPI | INCA ÷ Open MPI |",
-      "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+      "Median time of the slowest rank (µs) at the smallest size (8 B; whole shards for "
+      "reduce_scatter and allgather: one element per rank) and at 4 KiB, algbw (size ÷ "
+      "time, GB/s) at the largest size; size as nccl-tests counts it. bcast and reduce: "
+      "each timed call after an untimed barrier, on both sides.", "",
+      "| collective | smallest (B) | INCA µs | Open MPI µs | 4 KiB INCA µs | Open MPI µs | size (B) | algbw INCA | algbw Open MPI | INCA ÷ Open MPI |",
+      "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
 for c in colls:
     inca = next((v for (cc, t), v in rows.items() if cc == c and t.startswith("inca")), {})
     mpi = rows.get((c, "openmpi"), {})
     t = lambda s, b: s[b]["time_us"] if b in s else "–"
     big = max(set(inca) & set(mpi), default=None)
     if c == "barrier" or big is None:
-        md.append("| %s | %s | %s | | | | | | |" % (c, t(inca, min(inca, default=0)), t(mpi, min(mpi, default=0))))
+        md.append("| %s | – | %s | %s | | | | | | |" % (c, t(inca, min(inca, default=0)), t(mpi, min(mpi, default=0))))
         continue
     small = min(set(inca) & set(mpi))
     k4 = max((b for b in set(inca) & set(mpi) if b <= 4096), default=small)
     # from the time: the tools print algbw with 3 decimals
     a, m = big / float(inca[big]["time_us"]) / 1e3, big / float(mpi[big]["time_us"]) / 1e3
-    md.append("| %s | %s | %s | %s | %s | %d | %.4f | %.4f | %.2f |" % (
-        c, t(inca, small), t(mpi, small), t(inca, k4), t(mpi, k4), big, a, m, a / m if m else 0))
+    md.append("| %s | %d | %s | %s | %s | %s | %d | %.4f | %.4f | %.2f |" % (
+        c, small, t(inca, small), t(mpi, small), t(inca, k4), t(mpi, k4), big, a, m,
+        a / m if m else 0))
 open(out + "/collectives.md", "w").write("\n".join(md) + "\n")
 print("\n".join(md))
 PY
