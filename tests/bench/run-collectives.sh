@@ -28,7 +28,7 @@ while [ $# -gt 0 ]; do
 	--iters) iters=${2:?}; shift 2 ;;
 	--colls) colls=${2:?}; shift 2 ;;
 	--transport) tp=${2:?}; shift 2 ;;
-	-h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "run-collectives.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
 	esac
 done
