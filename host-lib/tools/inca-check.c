@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "expect.h"
 
@@ -18,7 +19,7 @@ static void usage(FILE *out)
 {
 	fprintf(out,
 		"Usage: inca-check [-c COLLS] [-d TYPES] [-o OPS] [-n COUNTS] [-r REPEAT] [-i]\n"
-		"                  [-R ROOT] [-p INFLIGHT] [-b]\n"
+		"                  [-R ROOT] [-p INFLIGHT] [-W US] [-b]\n"
 		"  -c  comma-separated collectives (allreduce,reduce,reduce_scatter,allgather,\n"
 		"      bcast) or all (default allreduce)\n"
 		"  -d  comma-separated dtypes (fp32,fp16,bf16,int32,int64,fp64) or all\n"
@@ -31,6 +32,9 @@ static void usage(FILE *out)
 		"  -R  root of reduce and bcast (default: each case the next rank)\n"
 		"  -p  start P copies of each case (nonblocking, P buffers), wait for them\n"
 		"      latest first (default 1; at most 64)\n"
+		"  -W  between starting the P copies and waiting for them, compute for US\n"
+		"      microseconds (floating-point work, its result checked) without calling\n"
+		"      libinca: the collectives overlap the computation (default 0)\n"
 		"  -b  also run barrier and bcast from every root\n"
 		"Exit 0 when every element of every case is right.\n");
 }
@@ -176,11 +180,35 @@ static size_t reference(const struct check_case *k, int rank, int size, uint8_t 
 struct check_ctx {
 	inca_comm_t *c;
 	int rank, size, inflight, fixed_root, j, cases, bad;
+	unsigned compute_us;
 	uint8_t *in[INCA_MAX_INFLIGHT], *out[INCA_MAX_INFLIGHT], *want, *scratch;
 };
 
-/* P copies of case k in flight, waited latest first, every element
- * checked. Returns 0, or 1 when a call failed (said). */
+static double now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
+}
+
+/* The application's own work while collectives are in flight: us
+ * microseconds of a recurrence whose result is known in closed form.
+ * Returns false if the arithmetic came out wrong. */
+static bool compute(unsigned us)
+{
+	double end = now_us() + us;
+	uint64_t steps = 0;
+	volatile double acc = 0;
+
+	while (now_us() < end)
+		for (int i = 0; i < 1000; i++, steps++)
+			acc = acc + 1.0;
+	return acc == (double)steps;
+}
+
+/* P copies of case k in flight, (-W) computation, waited latest first,
+ * every element checked. Returns 0, or 1 when a call failed (said). */
 static int run_case(struct check_ctx *x, struct check_case *k)
 {
 	inca_request_t *req[INCA_MAX_INFLIGHT];
@@ -193,6 +221,11 @@ static int run_case(struct check_ctx *x, struct check_case *k)
 		rc = start(x->c, k, x->rank, x->in[p], x->out[p], &req[p]);
 		if (rc)
 			break;
+	}
+	if (!rc && x->compute_us && !compute(x->compute_us)) {
+		fprintf(stderr, "inca-check: rank %d: the computation beside the collectives "
+			"came out wrong\n", x->rank);
+		x->bad++;
 	}
 	for (int p = started - 1; p >= 0; p--) {
 		int w = inca_wait(req[p]);
@@ -225,6 +258,7 @@ int main(int argc, char **argv)
 {
 	int colls[5] = { 0 }, ncoll = 1, dts[6] = { 0 }, ops[7] = { 0 }, ndt = 6, nop = 7, opt;
 	int repeat = 1, fixed_root = -1, inflight = 1;
+	long compute_us = 0;
 	size_t counts[32] = { 1, 3, 257, 1000 };
 	int ncount = 4;
 	bool in_place = false, coll = false;
@@ -233,7 +267,7 @@ int main(int argc, char **argv)
 		dts[i] = i;
 	for (int i = 0; i < 7; i++)
 		ops[i] = i;
-	while ((opt = getopt(argc, argv, "c:d:o:n:r:R:p:ibh")) != -1) {
+	while ((opt = getopt(argc, argv, "c:d:o:n:r:R:p:W:ibh")) != -1) {
 		switch (opt) {
 		case 'c':
 			ncoll = parse_list(optarg, parse_coll, colls, 5);
@@ -256,6 +290,7 @@ int main(int argc, char **argv)
 		case 'r': repeat = atoi(optarg); break;
 		case 'R': fixed_root = atoi(optarg); break;
 		case 'p': inflight = atoi(optarg); break;
+		case 'W': compute_us = atol(optarg); break;
 		case 'i': in_place = true; break;
 		case 'b': coll = true; break;
 		case 'h': usage(stdout); return 0;
@@ -263,7 +298,7 @@ int main(int argc, char **argv)
 		}
 	}
 	if (ncoll <= 0 || ndt <= 0 || nop <= 0 || ncount <= 0 || repeat < 1 || inflight < 1 ||
-	    inflight > INCA_MAX_INFLIGHT) {
+	    inflight > INCA_MAX_INFLIGHT || compute_us < 0 || compute_us > 10000000) {
 		usage(stderr);
 		return 2;
 	}
@@ -274,7 +309,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	struct check_ctx x = { .c = c, .rank = inca_comm_rank(c), .size = inca_comm_size(c),
-			       .inflight = inflight, .fixed_root = fixed_root };
+			       .inflight = inflight, .fixed_root = fixed_root,
+			       .compute_us = (unsigned)compute_us };
 	if (fixed_root >= x.size) {
 		fprintf(stderr, "inca-check: -R %d: not a rank (0..%d)\n", fixed_root, x.size - 1);
 		return 2;

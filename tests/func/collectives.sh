@@ -113,6 +113,9 @@ for tp in $TRANSPORTS; do
 	check "$tp: 8 in flight, completed latest first" \
 		ranks "$tp" 300 -- -p 8 -c all -d fp32,int32,fp16 -o sum,max,bor -n 1,1000,20000
 	expect_eq "$tp: ... through the switch (fallbacks)" "$FALLBACKS" 0
+	check "$tp: 8 all-reduces and 8 reduce-scatters in flight over 20 ms of computation" \
+		ranks "$tp" 300 -- -p 8 -W 20000 -c allreduce,reduce_scatter -d fp32,bf16 -o sum -n 1,1000,20000
+	expect_eq "$tp: ... through the switch (fallbacks)" "$FALLBACKS" 0
 	check "$tp: 16 MiB: all-reduce, reduce and bcast of 4194304 fp32" \
 		ranks "$tp" 600 INCA_TIMEOUT_MS=240000 INCA_SWITCH_TIMEOUT_MS=5000 -- \
 		-c allreduce,reduce,bcast -d fp32 -o sum -n 4194304 -R 2

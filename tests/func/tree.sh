@@ -28,6 +28,7 @@ for j in 1 2; do
 	cat > "$WORK/leaf$j.json" <<JSON
 { "switch": { "ip": "10.0.0.25$j", "idle_sleep_us": 50 },
   "groups": [ { "id": 1, "qpn": 300, "qkey": "$QL", "window": 8, "elems_per_pkt": 256,
+    "first_rank": $((a - 1)),
     "members": [ { "ip": "10.0.0.$a", "qpn": $((16 + a)) }, { "ip": "10.0.0.$b", "qpn": $((16 + b)) } ],
     "parent": { "ip": "10.0.0.250", "qpn": 256, "qkey": "$QS", "rank": $((j - 1)) } } ] }
 JSON
