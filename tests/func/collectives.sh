@@ -39,24 +39,7 @@ cat > "$WORK/group.json" <<JSON
 JSON
 
 # ranks TP TIMEOUT_S ENV... -- ARGS: inca-check as ranks 0..3 on hosts 1..4
-ranks() {
-	local tp=$1 limit=$2 envs=() pids=() r rc=0
-	shift 2
-	while [ "$1" != -- ]; do envs+=("$1"); shift; done
-	shift
-	for r in 0 1 2 3; do
-		timeout "$limit" "$TB" exec $((r + 1)) env INCA_CONFIG="$WORK/group.json" \
-			INCA_RANK=$r INCA_SIZE=4 INCA_TRANSPORT="$tp" INCA_LOG=warn "${envs[@]}" \
-			"$CHECK" "$@" > "$WORK/rank$r.out" 2>&1 &
-		pids+=($!)
-	done
-	for r in "${pids[@]}"; do wait "$r" || rc=1; done
-	FALLBACKS=$(grep -ho "[0-9]* fallbacks" "$WORK"/rank*.out | awk '{s += $1} END {print s + 0}')
-	if [ $rc -ne 0 ]; then
-		for r in 0 1 2 3; do sed "s/^/    rank $r: /" "$WORK/rank$r.out" | tail -5; done
-	fi
-	return $rc
-}
+ranks() { check_ranks "$TB" "$WORK/group.json" "$@"; }
 # field RANK "bytes sent": a number from rank RANK's summary line
 field() { grep -o "[0-9]* $2" "$WORK/rank$1.out" | awk '{print $1}'; }
 port() { telemetry /inca/ports "port$1.$2"; }
@@ -154,22 +137,7 @@ done
 FAB="$SRC/deploy/fabric"
 QS=0x5151aab0
 QL=0x1e1f0013
-cat > "$WORK/spine.json" <<JSON
-{ "switch": { "ip": "10.0.0.250", "idle_sleep_us": 20 },
-  "groups": [ { "id": 1, "qpn": 256, "qkey": "$QS", "window": 16, "elems_per_pkt": 256,
-    "members": [ { "ip": "10.0.0.251", "qpn": 300, "fanin": 2 },
-                 { "ip": "10.0.0.252", "qpn": 300, "fanin": 2 } ] } ] }
-JSON
-for j in 1 2; do
-	a=$((2 * j - 1)) b=$((2 * j))
-	cat > "$WORK/leaf$j.json" <<JSON
-{ "switch": { "ip": "10.0.0.25$j", "idle_sleep_us": 20 },
-  "groups": [ { "id": 1, "qpn": 300, "qkey": "$QL", "window": 16, "elems_per_pkt": 256,
-    "first_rank": $((a - 1)),
-    "members": [ { "ip": "10.0.0.$a", "qpn": $((16 + a)) }, { "ip": "10.0.0.$b", "qpn": $((16 + b)) } ],
-    "parent": { "ip": "10.0.0.250", "qpn": 256, "qkey": "$QS", "rank": $((j - 1)) } } ] }
-JSON
-done
+fabric_groups "$WORK" "$QS" "$QL" 16 20
 for r in 0 1 2 3; do
 	cat > "$WORK/tree$r.json" <<JSON
 { "switch": "10.0.0.25$((r / 2 + 1))", "group": 1, "qpn": 300, "qkey": "$QL", "window": 16,
@@ -177,24 +145,7 @@ for r in 0 1 2 3; do
 JSON
 done
 # tranks TIMEOUT_S ENV... -- ARGS: inca-check as ranks 0..3 on the fabric's hosts
-tranks() {
-	local limit=$1 envs=() pids=() r rc=0
-	shift
-	while [ "$1" != -- ]; do envs+=("$1"); shift; done
-	shift
-	for r in 0 1 2 3; do
-		timeout "$limit" "$FAB" exec $((r + 1)) env INCA_CONFIG="$WORK/tree$r.json" \
-			INCA_RANK=$r INCA_SIZE=4 INCA_TRANSPORT=udp INCA_LOG=warn "${envs[@]}" \
-			"$CHECK" "$@" > "$WORK/rank$r.out" 2>&1 &
-		pids+=($!)
-	done
-	for r in "${pids[@]}"; do wait "$r" || rc=1; done
-	FALLBACKS=$(grep -ho "[0-9]* fallbacks" "$WORK"/rank*.out | awk '{s += $1} END {print s + 0}')
-	if [ $rc -ne 0 ]; then
-		for r in 0 1 2 3; do sed "s/^/    rank $r: /" "$WORK/rank$r.out" | tail -5; done
-	fi
-	return $rc
-}
+tranks() { check_ranks "$FAB" "$WORK/tree%r.json" udp "$@"; }
 if [ -z "${INCA_SKIP_FABRIC:-}" ]; then
 	for impair in "" "loss 1% duplicate 1%"; do
 		what="two levels${impair:+, impaired links ($impair)}"

@@ -54,23 +54,9 @@ done
 
 # ranks GROUP TRANSPORT TIMEOUT_S ENV... -- ARGS: inca-check on 4 hosts
 ranks() {
-	local group=$1 tp=$2 limit=$3 envs=() pids=() r rc=0
-	shift 3
-	while [ "$1" != -- ]; do envs+=("$1"); shift; done
+	local group=$1
 	shift
-	for r in 0 1 2 3; do
-		timeout "$limit" "$TB" exec $((r + 1)) env INCA_CONFIG="$WORK/group$group.json" \
-			INCA_RANK=$r INCA_SIZE=4 INCA_TRANSPORT="$tp" INCA_LOG=warn "${envs[@]}" \
-			"$CHECK" "$@" > "$WORK/rank$r.out" 2>&1 &
-		pids+=($!)
-	done
-	for r in "${pids[@]}"; do wait "$r" || rc=1; done
-	FALLBACKS=$(grep -ho "[0-9]* fallbacks" "$WORK"/rank*.out | awk '{s += $1} END {print s + 0}')
-	grep -h "falling back" "$WORK"/rank*.out | sed 's/^/    /' | head -2
-	if [ $rc -ne 0 ]; then
-		for r in 0 1 2 3; do sed "s/^/    rank $r: /" "$WORK/rank$r.out" | tail -5; done
-	fi
-	return $rc
+	check_ranks "$TB" "$WORK/group$group.json" "$@"
 }
 
 up() {

@@ -85,3 +85,53 @@ done_with() {
 	sed "s/^/    $1: /" "$WORK/$1.out"
 	return $rc
 }
+
+# check_ranks LAB CONFIG TRANSPORT TIMEOUT_S ENV... -- ARGS: $CHECK ARGS as
+# ranks 0..3 on hosts 1..4 of LAB (deploy/testbed or deploy/fabric), rank r
+# with INCA_CONFIG=CONFIG where "%r" is replaced by r; rank r's output in
+# $WORK/rank<r>.out, the ranks' fallbacks summed in FALLBACKS. Fails when a
+# rank does, showing each rank's last lines.
+check_ranks() {
+	local lab=$1 config=$2 tp=$3 limit=$4 envs=() pids=() r rc=0
+	shift 4
+	while [ "$1" != -- ]; do envs+=("$1"); shift; done
+	shift
+	for r in 0 1 2 3; do
+		timeout "$limit" "$lab" exec $((r + 1)) env INCA_CONFIG="${config//%r/$r}" \
+			INCA_RANK=$r INCA_SIZE=4 INCA_TRANSPORT="$tp" INCA_LOG=warn "${envs[@]}" \
+			"$CHECK" "$@" > "$WORK/rank$r.out" 2>&1 &
+		pids+=($!)
+	done
+	for r in "${pids[@]}"; do wait "$r" || rc=1; done
+	FALLBACKS=$(grep -ho "[0-9]* fallbacks" "$WORK"/rank*.out | awk '{s += $1} END {print s + 0}')
+	grep -h "falling back" "$WORK"/rank*.out | sed 's/^/    /' | head -2
+	if [ $rc -ne 0 ]; then
+		for r in 0 1 2 3; do sed "s/^/    rank $r: /" "$WORK/rank$r.out" | tail -5; done
+	fi
+	return $rc
+}
+
+# fabric_groups DIR QKEY_SPINE QKEY_LEAF WINDOW IDLE_US: the static configs
+# of a two-level lab (deploy/fabric, 4 hosts, 2 leaves) with group 1: the
+# spine (10.0.0.250, QPN 256) over the leaves 10.0.0.251 and .252 (QPN 300,
+# fan-in 2 each), leaf j over hosts 2j-1 and 2j (ranks 2j-2 and 2j-1, QPNs
+# 16 + host), in DIR/spine.json and DIR/leaf<j>.json
+fabric_groups() {
+	local dir=$1 qs=$2 ql=$3 window=$4 idle=$5 j a b
+	cat > "$dir/spine.json" <<JSON
+{ "switch": { "ip": "10.0.0.250", "idle_sleep_us": $idle },
+  "groups": [ { "id": 1, "qpn": 256, "qkey": "$qs", "window": $window, "elems_per_pkt": 256,
+    "members": [ { "ip": "10.0.0.251", "qpn": 300, "fanin": 2 },
+                 { "ip": "10.0.0.252", "qpn": 300, "fanin": 2 } ] } ] }
+JSON
+	for j in 1 2; do
+		a=$((2 * j - 1)) b=$((2 * j))
+		cat > "$dir/leaf$j.json" <<JSON
+{ "switch": { "ip": "10.0.0.25$j", "idle_sleep_us": $idle },
+  "groups": [ { "id": 1, "qpn": 300, "qkey": "$ql", "window": $window, "elems_per_pkt": 256,
+    "first_rank": $((a - 1)),
+    "members": [ { "ip": "10.0.0.$a", "qpn": $((16 + a)) }, { "ip": "10.0.0.$b", "qpn": $((16 + b)) } ],
+    "parent": { "ip": "10.0.0.250", "qpn": 256, "qkey": "$qs", "rank": $((j - 1)) } } ] }
+JSON
+	done
+}

@@ -17,22 +17,7 @@ trap cleanup EXIT
 
 QS=0x5151aaaa
 QL=0x1e1f0001
-cat > "$WORK/spine.json" <<JSON
-{ "switch": { "ip": "10.0.0.250", "idle_sleep_us": 50 },
-  "groups": [ { "id": 1, "qpn": 256, "qkey": "$QS", "window": 8, "elems_per_pkt": 256,
-    "members": [ { "ip": "10.0.0.251", "qpn": 300, "fanin": 2 },
-                 { "ip": "10.0.0.252", "qpn": 300, "fanin": 2 } ] } ] }
-JSON
-for j in 1 2; do
-	a=$((2 * j - 1)) b=$((2 * j))
-	cat > "$WORK/leaf$j.json" <<JSON
-{ "switch": { "ip": "10.0.0.25$j", "idle_sleep_us": 50 },
-  "groups": [ { "id": 1, "qpn": 300, "qkey": "$QL", "window": 8, "elems_per_pkt": 256,
-    "first_rank": $((a - 1)),
-    "members": [ { "ip": "10.0.0.$a", "qpn": $((16 + a)) }, { "ip": "10.0.0.$b", "qpn": $((16 + b)) } ],
-    "parent": { "ip": "10.0.0.250", "qpn": 256, "qkey": "$QS", "rank": $((j - 1)) } } ] }
-JSON
-done
+fabric_groups "$WORK" "$QS" "$QL" 8 50
 
 SEQ=1 GBASE=0
 # allreduce COUNT ELEMS args...: ranks 0..3 on hosts 1..4 through their leaves
