@@ -19,6 +19,8 @@ PKGS=(
 	# baselines and Soft-RoCE VMs
 	openmpi-bin libopenmpi-dev python3-mpi4py python3-numpy
 	qemu-system-x86 busybox-static cpio
+	# the torch.distributed backend (host-lib/torch) and its demo
+	python3-torch libtorch-dev python3-dev pybind11-dev
 	# benchmark plots (PNG)
 	python3-matplotlib
 )
