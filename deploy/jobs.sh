@@ -1,6 +1,7 @@
 # Sourced by deploy/demo.sh and tests/bench/run-allreduce.sh: the all-reduce
 # jobs they run on a testbed. Needs $here (the source tree) and
-# INCA_TESTBED; jobs write into $WORK.
+# INCA_TESTBED; jobs write into $WORK. INCA_BUILD: the build directory
+# of the binaries (default $here/build).
 
 # group_config N FILE: a switch config with group 1 of hosts 1..N, and the
 # matching libinca environment (INCA_SWITCH, INCA_MEMBERS, ...) exported
@@ -50,7 +51,7 @@ inca_job() {
 	for r in $(seq 0 $((n - 1))); do
 		INCA_RANK=$r INCA_LOCAL_IP=10.0.0.$((r + 1)) INCA_RING_IP=192.168.77.$((r + 1)) \
 			timeout 900 "$here/deploy/testbed" exec $((r + 1)) ${INCA_RANK_CPUS:+taskset -c "$INCA_RANK_CPUS"} \
-			"$here/build/host-lib/inca-allreduce-perf" "$@" > "$WORK/rank$r.log" 2>&1 &
+			"${INCA_BUILD:-$here/build}/host-lib/inca-allreduce-perf" "$@" > "$WORK/rank$r.log" 2>&1 &
 		pids+=($!)
 	done
 	for r in "${pids[@]}"; do wait "$r" || rc=1; done
@@ -78,7 +79,7 @@ openmpi_job() {
 		--mca mpi_yield_when_idle 1 --mca coll_tuned_use_dynamic_rules 1 \
 		${OMPI_ALLREDUCE_ALGORITHM:+--mca coll_tuned_allreduce_algorithm "$OMPI_ALLREDUCE_ALGORITHM"} \
 		--mca coll_tuned_dynamic_rules_filename "$here/tests/bench/ompi-allreduce-rules.conf" \
-		"$here/build/tests/bench/mpi-allreduce-perf" "$@" > "$out" 2>&1; then
+		"${INCA_BUILD:-$here/build}/tests/bench/mpi-allreduce-perf" "$@" > "$out" 2>&1; then
 		echo "the Open MPI job failed:" >&2
 		tail -n 5 "$out" >&2
 		return 1

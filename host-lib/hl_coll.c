@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "hl_priv.h"
 
@@ -23,6 +24,18 @@
 #define TX_FULL_WAIT_US 50
 /* while paused by PFC, look for an XON this often */
 #define PFC_RECHECK_US 100
+/* Wake-up coalescing: with at least COALESCE_MIN packets outstanding a
+ * rank sleeps until about half of them should have been answered (at the
+ * measured pace), then takes the results and refills the window in one
+ * batch: one wake-up, one receive and one send call per batch instead of
+ * per packet. Half the window stays in flight, far more than a link's
+ * round trip needs, so the link stays as full. Naps shorter than
+ * COALESCE_MIN_NAP_US are not worth a sleep; none is longer than
+ * COALESCE_MAX_NAP_US or a quarter of the RTO. */
+#define COALESCE_MIN 8
+#define COALESCE_MIN_NAP_US 30
+#define COALESCE_MAX_NAP_US 4000
+#define PACE_SAMPLE_US 500
 
 struct hl_coll {
 	struct inca_comm *c;
@@ -182,6 +195,8 @@ int hl_stream_init(struct inca_comm *c)
 	struct hl_stream *st = &c->stream;
 
 	st->window = c->g.window ? c->g.window : 1;
+	const char *co = getenv("INCA_COALESCE");
+	st->coalesce = !co || strcmp(co, "0");
 	st->slots = calloc(st->window, sizeof(*st->slots));
 	/* the largest frame: the INCA header and elements fill the IB MTU */
 	st->frame_cap = AGG_FRAME_HDR_LEN + (size_t)c->g.ib_mtu + 8;
@@ -579,6 +594,7 @@ static void accept_result(struct inca_comm *c, const struct hl_rx *rx, double no
 	if (sl->sent)
 		st->unanswered--;
 	c->stats.results++;
+	st->pace_results++;
 	c->stats.bytes_received += rx->len_wire;
 	st->last_progress_us = now;
 	st->probes = 0;
@@ -681,6 +697,44 @@ static void in_flight_counts(struct inca_comm *c, uint64_t *done, uint64_t *tota
 		}
 }
 
+/* How long to sleep before looking for results, at most wait: 0 to wait
+ * in the transport (woken by the first result). Also keeps the pace
+ * estimate: results per unit of time while many were outstanding. */
+static double coalesce_nap(struct inca_comm *c, double now, double wait)
+{
+	struct hl_stream *st = &c->stream;
+	double nap;
+
+	if (!st->coalesce || st->unanswered < COALESCE_MIN) {
+		st->pace_t0_us = now;      /* idle or nearly: not a pace */
+		st->pace_results = 0;
+		return 0;
+	}
+	if (now - st->pace_t0_us >= PACE_SAMPLE_US && st->pace_results) {
+		double gap = (now - st->pace_t0_us) / st->pace_results;
+		st->gap_us = st->gap_us > 0 ? st->gap_us + (gap - st->gap_us) / 4 : gap;
+		st->pace_t0_us = now;
+		st->pace_results = 0;
+	}
+	if (st->gap_us <= 0)
+		return 0;
+	nap = st->gap_us * st->unanswered / 2;
+	if (nap > COALESCE_MAX_NAP_US)
+		nap = COALESCE_MAX_NAP_US;
+	if (nap > c->rto.rto / 4)
+		nap = c->rto.rto / 4;
+	if (nap > wait)
+		nap = wait;
+	return nap >= COALESCE_MIN_NAP_US ? nap : 0;
+}
+
+static void nap_us(double us)
+{
+	struct timespec ts = { (time_t)(us / 1e6), (long)((us - (double)(long)(us / 1e6) * 1e6) * 1e3) };
+
+	nanosleep(&ts, NULL);
+}
+
 int hl_coll_progress(struct hl_coll *op, double budget_us)
 {
 	struct inca_comm *c = op->c;
@@ -710,6 +764,16 @@ int hl_coll_progress(struct hl_coll *op, double budget_us)
 			wait = 0;
 		if (wait > 100000)
 			wait = 100000;
+		double nap = coalesce_nap(c, now, wait);
+		if (nap > 0) {
+			nap_us(nap);
+			now = c->now_us(c);
+			wait = next_due > now ? next_due - now : 0;
+			if (wait > until - now)
+				wait = until - now > 0 ? until - now : 0;
+			if (wait > 100000)
+				wait = 100000;
+		}
 		/* everything already queued is taken before the timers are looked
 		 * at again: a rank kept off the CPU for longer than the RTO finds
 		 * its results waiting, and must not retransmit them */

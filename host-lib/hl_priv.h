@@ -183,6 +183,13 @@ struct hl_stream {
 	double newest_done_sent_us;
 	double next_probe_us;      /* no result at all: the next probe, not before */
 	unsigned probes;           /* probes since the last result */
+	/* wake-up coalescing (hl_coll.c): the results' pace while many are
+	 * outstanding, so that a rank sleeps until a batch has arrived
+	 * instead of waking for every result */
+	bool coalesce;
+	double gap_us;             /* estimated time per result; 0: unknown */
+	double pace_t0_us;         /* start of the current measurement */
+	unsigned pace_results;     /* results since pace_t0_us */
 };
 
 struct inca_comm {

@@ -16,7 +16,10 @@
 # ring fails the run. Writes CSV, Markdown, SVG and PNG plots to --out.
 # Usage: tests/bench/run-allreduce.sh [--out DIR] [--ranks "2 4 8"]
 #          [--rates "200mbit 1gbit"] [--max 16M] [--iters 20] [--rounds 5]
-#          [--repeat 1]
+#          [--repeat 1] [--min 8] [--build DIR]
+#   --min S    the smallest size of the sweep (e.g. --min 16M --max 16M:
+#              one size); with --rounds 0 no latency rounds are run
+#   --build D  the build directory of the binaries (default build/)
 #   --iters N  timed iterations from 128 KiB up; 10 N below (medians of
 #              small, noisy calls need more)
 #   --rounds R the interleaved latency rounds per rank count and rate
@@ -26,6 +29,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
 out=$here/bench-results ranks="2 4 8" rates="200mbit 1gbit" max=16M iters=20 repeat=1 rounds=5
+min=8 build=$here/build
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--out) out=${2:?}; shift 2 ;;
@@ -35,14 +39,17 @@ while [ $# -gt 0 ]; do
 	--iters) iters=${2:?}; shift 2 ;;
 	--repeat) repeat=${2:?}; shift 2 ;;
 	--rounds) rounds=${2:?}; shift 2 ;;
-	-h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	--min) min=${2:?}; shift 2 ;;
+	--build) build=${2:?}; shift 2 ;;
+	-h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "run-allreduce.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
 	esac
 done
 [ "$(id -u)" -eq 0 ] || { echo "run-allreduce.sh: run as root" >&2; exit 1; }
 [[ "$repeat" =~ ^[12]$ ]] || { echo "run-allreduce.sh: --repeat 1 or 2" >&2; exit 2; }
-[[ "$rounds" =~ ^[1-9][0-9]?$ ]] || { echo "run-allreduce.sh: --rounds 1..99" >&2; exit 2; }
-B=$here/build
+[[ "$rounds" =~ ^[0-9][0-9]?$ ]] || { echo "run-allreduce.sh: --rounds 0..99" >&2; exit 2; }
+B=$(cd "$build" && pwd)
+export INCA_BUILD=$B
 for f in "$B/dataplane/inca-switch" "$B/host-lib/inca-allreduce-perf" \
 	 "$B/tests/bench/mpi-allreduce-perf" "$B/tests/bench/udp-echo"; do
 	[ -x "$f" ] || { echo "run-allreduce.sh: $f not built" >&2; exit 1; }
@@ -54,7 +61,7 @@ ECHO_PID=
 trap '[ -n "$ECHO_PID" ] && kill "$ECHO_PID" 2>/dev/null; "$TB" down >/dev/null 2>&1 || true; rm -rf "$WORK"' EXIT
 mkdir -p "$out"
 # sizes up to 64 KiB with ten times the iterations (-N)
-SIZES=(-b 8 -e "$max" -f 2 -n "$iters" -N $((iters * 10)) -w 3)
+SIZES=(-b "$min" -e "$max" -f 2 -n "$iters" -N $((iters * 10)) -w 3)
 # one latency round: 8..256 B
 SMALL=(-b 8 -e 256 -f 2 -n "$iters" -N $((iters * 10)) -w 20)
 
@@ -85,7 +92,7 @@ latency_rounds() {
 	echo "== $rate, $n ranks: $rounds latency rounds (udp, xdp, ring in turn)" >&2
 	for r in $(seq "$rounds"); do
 		for tool in inca-udp inca-xdp openmpi-ring; do
-			"$TB" up --hosts "$n" --rate "$rate" --config "$WORK/switch.json" >/dev/null
+			"$TB" up --hosts "$n" --rate "$rate" --config "$WORK/switch.json" --switch "$B/dataplane/inca-switch" >/dev/null
 			if [ "$tool" = openmpi-ring ]; then
 				retry "the Open MPI latency round ($n ranks, $rate)" \
 					openmpi_job "$n" "$WORK/lat.txt" "${SMALL[@]}"
@@ -111,7 +118,7 @@ one_run() {
 	for rate in $rates; do
 		for n in $ranks; do
 			group_config "$n" "$WORK/switch.json"
-			"$TB" up --hosts "$n" --rate "$rate" --config "$WORK/switch.json" >/dev/null
+			"$TB" up --hosts "$n" --rate "$rate" --config "$WORK/switch.json" --switch "$B/dataplane/inca-switch" >/dev/null
 			echo "== $rate, $n ranks: the latency floor" >&2
 			local ps ph ue
 			ps=$(ping_median 10.0.0.254) || { echo "ping to the switch lost replies" >&2; exit 1; }
@@ -127,10 +134,10 @@ one_run() {
 			printf '%s,%s,ping-switch,%s\n%s,%s,ping-host,%s\n%s,%s,udp-echo-host,%s\n' \
 				"$rate" "$n" "$ps" "$rate" "$n" "$ph" "$rate" "$n" "$ue" >> "$dir/floor.csv"
 			echo "   ping switch $ps us, ping host $ph us, 8 B UDP echo $ue us" >&2
-			latency_rounds "$dir" "$rate" "$n"
+			[ "$rounds" = 0 ] || latency_rounds "$dir" "$rate" "$n"
 			for tp in udp xdp; do
 				echo "== $rate, $n ranks, in-network, $tp" >&2
-				"$TB" up --hosts "$n" --rate "$rate" --config "$WORK/switch.json" >/dev/null
+				"$TB" up --hosts "$n" --rate "$rate" --config "$WORK/switch.json" --switch "$B/dataplane/inca-switch" >/dev/null
 				export INCA_TRANSPORT=$tp INCA_LINE_RATE_GBPS=1
 				retry "the in-network $tp job ($n ranks, $rate)" \
 					inca_job "$n" "$WORK/inca.txt" "${SIZES[@]}"
@@ -144,7 +151,7 @@ one_run() {
 					>> "$dir/retx.csv"
 			done
 			echo "== $rate, $n ranks, Open MPI (ring from 4 KiB, recursive doubling below)" >&2
-			"$TB" up --hosts "$n" --rate "$rate" --config "$WORK/switch.json" >/dev/null
+			"$TB" up --hosts "$n" --rate "$rate" --config "$WORK/switch.json" --switch "$B/dataplane/inca-switch" >/dev/null
 			retry "the Open MPI job ($n ranks, $rate)" openmpi_job "$n" "$WORK/mpi.txt" "${SIZES[@]}"
 			cat "$WORK/mpi.txt" >&2
 			awk -v r="$rate" -v n="$n" '/^ *[0-9]/ {
