@@ -34,6 +34,11 @@ struct agg_set {
 	struct agg_result res;
 };
 
+/* One shard's counters, on cache lines of their own (one writer each). */
+struct shard {
+	struct agg_group_stats st;
+} __attribute__((aligned(64)));
+
 /* One job rank and the member it is under; sorted by rank. */
 struct rank_owner {
 	uint16_t rank;
@@ -52,8 +57,15 @@ struct agg_group {
 	size_t row_bytes;      /* E * 8: room for any dtype */
 	struct agg_set *sets;  /* window * 2 */
 	void *mem;
-	struct agg_group_stats stats;
+	uint16_t shards;       /* slot s is counted in sh[s % shards] */
+	struct shard *sh;
 };
+
+/* Counters of the shard that handles slot: one writer each. */
+static inline struct agg_group_stats *shard_stats(struct agg_group *g, uint32_t slot)
+{
+	return &g->sh[slot % g->shards].st;
+}
 
 static const char *group_check(const struct agg_group_config *c)
 {
@@ -183,8 +195,12 @@ struct agg_group *agg_group_create(const struct agg_group_config *cfg,
 	g->cfg = *cfg;
 	g->members = calloc(cfg->nmembers, sizeof(*g->members));
 	g->member_psn = calloc(cfg->nmembers, sizeof(*g->member_psn));
-	if (!g->members || !g->member_psn)
+	g->shards = cfg->shards ? cfg->shards : 1;
+	if (posix_memalign((void **)&g->sh, 64, g->shards * sizeof(*g->sh)))
+		g->sh = NULL;
+	if (!g->members || !g->member_psn || !g->sh)
 		goto err_free_group;
+	memset(g->sh, 0, g->shards * sizeof(*g->sh));
 	memcpy(g->members, cfg->members, cfg->nmembers * sizeof(*g->members));
 	g->cfg.members = g->members;
 	for (uint16_t m = 0; m < cfg->nmembers; m++)
@@ -243,6 +259,7 @@ err_free_group:
 	free(g->owners);
 	free(g->member_ranks);
 	free(g->member_psn);
+	free(g->sh);
 	free(g->members);
 	free(g);
 err_oom:
@@ -262,6 +279,7 @@ void agg_group_destroy(struct agg_group *g)
 	free(g->owners);
 	free(g->member_ranks);
 	free(g->member_psn);
+	free(g->sh);
 	free(g->members);
 	free(g);
 }
@@ -273,7 +291,27 @@ const struct agg_group_config *agg_group_config(const struct agg_group *g)
 
 const struct agg_group_stats *agg_group_stats(const struct agg_group *g)
 {
-	return &g->stats;
+	return &g->sh[0].st;
+}
+
+void agg_group_stats_sum(const struct agg_group *g, struct agg_group_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+	for (uint16_t k = 0; k < g->shards; k++) {
+		const struct agg_group_stats *s = &g->sh[k].st;
+
+		out->contributions += s->contributions;
+		out->completions += s->completions;
+		out->duplicates += s->duplicates;
+		out->retransmits += s->retransmits;
+		out->preempted += s->preempted;
+		out->restarts += s->restarts;
+		out->upstream += s->upstream;
+		out->upstream_resends += s->upstream_resends;
+		out->parent_results += s->parent_results;
+		for (int d = 0; d < AGG_E__COUNT; d++)
+			out->drops[d] += s->drops[d];
+	}
 }
 
 void agg_group_reset(struct agg_group *g)
@@ -292,9 +330,9 @@ static inline int key_cmp(const struct agg_hdr *h, const struct agg_set *s)
 	return (d > 0) - (d < 0);
 }
 
-static inline int drop(struct agg_group *g, int rc)
+static inline int drop(struct agg_group_stats *st, int rc)
 {
-	g->stats.drops[-rc]++;
+	st->drops[-rc]++;
 	return rc;
 }
 
@@ -332,6 +370,7 @@ static void result_payload(struct agg_set *s, size_t len)
 
 static void set_complete(struct agg_group *g, struct agg_set *s)
 {
+	struct agg_group_stats *st = shard_stats(g, (uint32_t)((s - g->sets) / 2));
 	size_t esize = agg_dtype_size(s->dtype);
 	size_t len = (size_t)s->count * esize;
 	bool has_data = true;
@@ -374,14 +413,14 @@ static void set_complete(struct agg_group *g, struct agg_set *s)
 	/* reduce, reduce-scatter: the root's owner only */
 	s->res.data_to_all = s->coll == AGG_COLL_ALLREDUCE || coll_copies(s->coll);
 	s->res.owner = s->owner;
-	g->stats.completions++;
+	st->completions++;
 	if (g->cfg.parent.ip) {
 		/* a partial for the parent, as one contribution */
 		s->res.hdr.type = AGG_TYPE_CONTRIB;
 		s->res.hdr.rank = g->cfg.parent.rank;
 		s->res.hdr.flags &= (uint8_t)~AGG_FLAG_REPRODUCIBLE;
 		s->state = SET_UP;
-		g->stats.upstream++;
+		st->upstream++;
 	} else {
 		s->state = SET_DONE;
 	}
@@ -396,33 +435,34 @@ int agg_group_ingest(struct agg_group *g, const struct agg_pkt *pkt,
 	struct agg_set *s;
 	uint64_t bit, *word;
 	uint16_t owner = AGG_NO_MEMBER;
+	struct agg_group_stats *st = shard_stats(g, h->slot);
 	int cmp, rc;
 
 	if (AGG_UNLIKELY(pkt->kind != AGG_PKT_INCA ||
 			 h->group_id != c->group_id || pkt->dest_qp != c->qpn))
-		return drop(g, -AGG_E_GROUP);
+		return drop(st, -AGG_E_GROUP);
 	if (AGG_UNLIKELY(pkt->qkey != c->qkey))
-		return drop(g, -AGG_E_QKEY);
+		return drop(st, -AGG_E_QKEY);
 	if (AGG_UNLIKELY(h->type != AGG_TYPE_CONTRIB))
-		return drop(g, -AGG_E_TYPE);
+		return drop(st, -AGG_E_TYPE);
 	if (AGG_UNLIKELY(c->dtype_mask && !(c->dtype_mask & (1u << h->dtype))))
-		return drop(g, -AGG_E_DTYPE);
+		return drop(st, -AGG_E_DTYPE);
 	if (AGG_UNLIKELY(h->rank >= c->nmembers))
-		return drop(g, -AGG_E_NOT_MEMBER);
+		return drop(st, -AGG_E_NOT_MEMBER);
 	mb = &g->members[h->rank];
 	if (AGG_UNLIKELY(mb->ip != pkt->src_ip || mb->qpn != pkt->src_qp))
-		return drop(g, -AGG_E_NOT_MEMBER);
+		return drop(st, -AGG_E_NOT_MEMBER);
 	if (AGG_UNLIKELY(h->fanin != mb->fanin))
-		return drop(g, -AGG_E_FANIN);
+		return drop(st, -AGG_E_FANIN);
 	if (AGG_UNLIKELY(h->slot >= c->window))
-		return drop(g, -AGG_E_SLOT);
+		return drop(st, -AGG_E_SLOT);
 	if (AGG_UNLIKELY(h->count > c->elems_per_pkt))
-		return drop(g, -AGG_E_TOO_LONG);
+		return drop(st, -AGG_E_TOO_LONG);
 	if (AGG_UNLIKELY(h->flags & AGG_FLAG_COLL)) {
 		owner = agg_group_rank_owner(g, h->root);
 		rc = coll_contrib_check(g, h, owner);
 		if (rc)
-			return drop(g, rc);
+			return drop(st, rc);
 	}
 	if (member_out)
 		*member_out = h->rank;
@@ -434,7 +474,7 @@ int agg_group_ingest(struct agg_group *g, const struct agg_pkt *pkt,
 		 * member has the result of its previous use, so an open set
 		 * here means that use was abandoned (e.g. a job restarted). */
 		if (s->state == SET_OPEN)
-			g->stats.preempted++;
+			st->preempted++;
 		s->state = SET_OPEN;
 		s->dtype = h->dtype;
 		s->op = h->op;
@@ -465,32 +505,32 @@ int agg_group_ingest(struct agg_group *g, const struct agg_pkt *pkt,
 			if (++s->older_seen == c->nmembers) {
 				s->state = SET_IDLE;
 				s->older_seen = 0;
-				g->stats.restarts++;
+				st->restarts++;
 			}
 		}
-		return drop(g, -AGG_E_STALE);
+		return drop(st, -AGG_E_STALE);
 	} else if (AGG_UNLIKELY(h->dtype != s->dtype || h->op != s->op ||
 				h->count != s->count || h->coll != s->coll ||
 				h->root != s->root)) {
-		return drop(g, -AGG_E_MISMATCH);
+		return drop(st, -AGG_E_MISMATCH);
 	}
 
 	word = &s->bitmap[h->rank / 64];
 	bit = 1ull << (h->rank % 64);
 	if (*word & bit) {
 		if (s->state == SET_DONE) {
-			g->stats.retransmits++;
+			st->retransmits++;
 			*res = s->res;
 			return AGG_V_RETRANSMIT;
 		}
 		if (s->state == SET_UP) {
 			/* the member lost nothing we can answer yet: the
 			 * partial (or the parent's result) may be lost */
-			g->stats.upstream_resends++;
+			st->upstream_resends++;
 			*res = s->res;
 			return AGG_V_UPSTREAM;
 		}
-		g->stats.duplicates++;
+		st->duplicates++;
 		return AGG_V_DUPLICATE;
 	}
 	*word |= bit;
@@ -508,7 +548,7 @@ int agg_group_ingest(struct agg_group *g, const struct agg_pkt *pkt,
 	else
 		agg_acc_reduce(h->dtype, h->op, s->acc, pkt->payload, h->count);
 	s->nseen++;
-	g->stats.contributions++;
+	st->contributions++;
 
 	if (s->nseen < c->nmembers)
 		return AGG_V_ACCEPTED;
@@ -525,37 +565,38 @@ int agg_group_parent_result(struct agg_group *g, const struct agg_pkt *pkt,
 	struct agg_set *s;
 	size_t len;
 	bool has_data;
+	struct agg_group_stats *st = shard_stats(g, h->slot);
 
 	if (AGG_UNLIKELY(pkt->kind != AGG_PKT_INCA || h->group_id != g->cfg.group_id ||
 			 pkt->dest_qp != g->cfg.qpn || !p->ip))
-		return drop(g, -AGG_E_GROUP);
+		return drop(st, -AGG_E_GROUP);
 	if (AGG_UNLIKELY(pkt->src_ip != p->ip || pkt->src_qp != p->qpn))
-		return drop(g, -AGG_E_NOT_MEMBER);
+		return drop(st, -AGG_E_NOT_MEMBER);
 	if (AGG_UNLIKELY(pkt->qkey != p->qkey))
-		return drop(g, -AGG_E_QKEY);
+		return drop(st, -AGG_E_QKEY);
 	if (AGG_UNLIKELY(h->type != AGG_TYPE_RESULT))
-		return drop(g, -AGG_E_TYPE);
+		return drop(st, -AGG_E_TYPE);
 	if (AGG_UNLIKELY(h->slot >= g->cfg.window))
-		return drop(g, -AGG_E_SLOT);
+		return drop(st, -AGG_E_SLOT);
 	s = &g->sets[(size_t)h->slot * 2 + (h->flags & AGG_FLAG_SHADOW_SET)];
 	if (s->state == SET_IDLE || s->state == SET_OPEN || key_cmp(h, s) != 0)
-		return drop(g, -AGG_E_STALE);
+		return drop(st, -AGG_E_STALE);
 	if (AGG_UNLIKELY(h->dtype != s->dtype || h->op != s->op || h->count != s->count ||
 			 h->coll != s->coll || h->root != s->root))
-		return drop(g, -AGG_E_MISMATCH);
+		return drop(st, -AGG_E_MISMATCH);
 	/* docs/protocol.md, section 4: the result comes down with data when
 	 * every member gets data, or to the child that owns the root */
 	has_data = s->coll == AGG_COLL_ALLREDUCE || coll_copies(s->coll) ||
 		   s->owner != AGG_NO_MEMBER;
 	if (AGG_UNLIKELY(agg_hdr_has_data(h) != has_data))
-		return drop(g, -AGG_E_COLL_DATA);
+		return drop(st, -AGG_E_COLL_DATA);
 	if (s->state == SET_DONE) {
-		g->stats.duplicates++;
+		st->duplicates++;
 		return AGG_V_DUPLICATE;
 	}
 	len = has_data ? (size_t)s->count * agg_dtype_size(s->dtype) : 0;
 	if (AGG_UNLIKELY(pkt->payload_len != len))
-		return drop(g, -AGG_E_MISMATCH);
+		return drop(st, -AGG_E_MISMATCH);
 	memcpy(s->out, pkt->payload, len);
 	s->res.hdr = *h;
 	s->res.hdr.rank = 0;
@@ -563,7 +604,7 @@ int agg_group_parent_result(struct agg_group *g, const struct agg_pkt *pkt,
 	s->res.data_to_all = s->coll == AGG_COLL_ALLREDUCE || coll_copies(s->coll);
 	s->res.owner = s->owner;
 	s->state = SET_DONE;
-	g->stats.parent_results++;
+	st->parent_results++;
 	*res = s->res;
 	return AGG_V_COMPLETE;
 }
@@ -614,7 +655,9 @@ int agg_result_encode(struct agg_group *g, uint16_t member,
 	b[4] = 0;
 	agg_wr24(b + 5, mb->qpn);
 	b[8] = 0;
-	agg_wr24(b + 9, g->member_psn[member]++ & AGG_PSN_MASK);
+	/* one counter per member whichever shard sends */
+	agg_wr24(b + 9, __atomic_fetch_add(&g->member_psn[member], 1, __ATOMIC_RELAXED) &
+			AGG_PSN_MASK);
 	agg_wr32(b + 12, g->cfg.qkey);
 	b[16] = 0;
 	agg_wr24(b + 17, g->cfg.qpn);

@@ -85,7 +85,9 @@ static json_t *counters(struct dp_switch *sw)
 	pthread_mutex_lock(&sw->ctl_lock);
 	for (uint16_t g = 0; g < sw->group_hwm; g++)
 		if (sw->groups[g].agg) {
-			const struct agg_group_stats *s = agg_group_stats(sw->groups[g].agg);
+			struct agg_group_stats sum;
+			const struct agg_group_stats *s = &sum;
+			agg_group_stats_sum(sw->groups[g].agg, &sum);
 			contributions += s->contributions;
 			completions += s->completions;
 		}

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The aggregation path: RoCEv2 UD contributions addressed to the switch are
- * decoded, checked and reduced by the worker that owns their group, and on
+ * decoded and checked by the worker that received them, and reduced by the
+ * worker that owns their slot (slot % workers; docs/switch.md), and on
  * completion one result per member leaves through the member's port: with
  * the elements, or (reduce, reduce-scatter: every member but the root's)
  * the header alone, as docs/protocol.md 2.1 says.
@@ -95,13 +96,16 @@ int dp_group_add(struct dp_switch *sw, const struct dp_group_cfg *gc, char *err,
 		goto out;
 	}
 	g = &sw->groups[idx];
-	g->agg = agg_group_create(ac, &why);
+	struct agg_group_config sharded = *ac;
+	/* every worker owns some of its slots */
+	sharded.shards = (uint16_t)sw->nworkers;
+	g->shards = sw->nworkers;
+	g->agg = agg_group_create(&sharded, &why);
 	if (!g->agg) {
 		snprintf(err, errlen, "%s", why ? why : "rejected");
 		rc = -EINVAL;
 		goto out;
 	}
-	g->owner = sw->next_owner++ % sw->nworkers;
 	g->member_port = rte_malloc(NULL, sizeof(uint16_t) * ac->nmembers, 0);
 	g->member_mac = rte_zmalloc(NULL, sizeof(*g->member_mac) * ac->nmembers, 0);
 	g->member_vlan = rte_zmalloc(NULL, sizeof(*g->member_vlan) * ac->nmembers, 0);
@@ -126,10 +130,10 @@ int dp_group_add(struct dp_switch *sw, const struct dp_group_cfg *gc, char *err,
 	if (idx >= sw->group_hwm)
 		sw->group_hwm = (uint16_t)(idx + 1);
 	DP_LOG(INFO, "group %u: qpn %u, %u members, window %u, %u elements per packet%s%s%s, "
-	       "worker %u\n", ac->group_id, ac->qpn, ac->nmembers, ac->window,
+	       "slots over %u workers\n", ac->group_id, ac->qpn, ac->nmembers, ac->window,
 	       ac->elems_per_pkt, ac->reproducible ? ", reproducible" : "",
 	       ac->parent.ip ? ", partials to a parent" : "",
-	       ac->members[0].ranks ? ", ranks listed" : "", sw->groups[idx].owner);
+	       ac->members[0].ranks ? ", ranks listed" : "", sw->groups[idx].shards);
 out:
 	if (g && rc)
 		group_free_slot(g);
@@ -156,7 +160,9 @@ int dp_group_del(struct dp_switch *sw, uint32_t group_id)
 	if (pos >= 0)
 		rte_hash_free_key_with_position(sw->group_by_qpn, pos);
 	/* its counters stay in the switch's totals */
-	const struct agg_group_stats *st = agg_group_stats(g->agg);
+	struct agg_group_stats sum;
+	const struct agg_group_stats *st = &sum;
+	agg_group_stats_sum(g->agg, &sum);
 	sw->retired.contributions += st->contributions;
 	sw->retired.completions += st->completions;
 	sw->retired.duplicates += st->duplicates;
@@ -169,6 +175,23 @@ int dp_group_del(struct dp_switch *sw, uint32_t group_id)
 	pthread_mutex_unlock(&sw->ctl_lock);
 	DP_LOG(INFO, "group %u deleted\n", group_id);
 	return 0;
+}
+
+void dp_group_shard_sum(const struct dp_group *g, struct dp_group_shard *out)
+{
+	memset(out, 0, sizeof(*out));
+	for (unsigned k = 0; k < g->shards; k++) {
+		const struct dp_group_shard *s = &g->sh[k];
+
+		out->cnp_sent += s->cnp_sent;
+		out->cnp_limited += s->cnp_limited;
+		out->up_sent += s->up_sent;
+		out->up_no_route += s->up_no_route;
+		out->up_no_data += s->up_no_data;
+		out->results_sent += s->results_sent;
+		out->results_no_data += s->results_no_data;
+		out->results_no_route += s->results_no_route;
+	}
 }
 
 void dp_groups_free(struct dp_switch *sw)
@@ -204,12 +227,13 @@ static void send_result(struct dp_switch *sw, struct dp_worker *w,
 			struct dp_group *g, uint16_t member,
 			const struct agg_result *res)
 {
-	uint16_t port = g->member_port[member];
+	uint16_t port = __atomic_load_n(&g->member_port[member], __ATOMIC_RELAXED);
+	struct dp_group_shard *sh = &g->sh[w->index];
 	struct rte_mbuf *m;
 	int len;
 
 	if (unlikely(port == UINT16_MAX)) {
-		g->results_no_route++;
+		sh->results_no_route++;
 		w->drops[DP_DROP_NO_ROUTE]++;
 		return;
 	}
@@ -220,19 +244,20 @@ static void send_result(struct dp_switch *sw, struct dp_worker *w,
 	}
 	/* a member on a tagged link gets its results with its own VLAN and
 	 * priority (PCP = traffic class) */
+	uint32_t vlan = __atomic_load_n(&g->member_vlan[member], __ATOMIC_RELAXED);
 	struct agg_result_l2 l2 = {
 		.switch_ip = sw->cfg->switch_ip,
 		.dscp = sw->cfg->result_dscp,
-		.has_vlan = g->member_vlan[member] != 0,
-		.vlan_tci = (uint16_t)g->member_vlan[member],
+		.has_vlan = vlan != 0,
+		.vlan_tci = (uint16_t)vlan,
 	};
 	memcpy(l2.src_mac, sw->port_mac[port].addr_bytes, 6);
 	/* with the elements or without, as the collective says for member */
 	len = agg_result_encode(g->agg, member, res, &l2,
 				g->member_mac[member].addr_bytes,
 				rte_pktmbuf_mtod(m, void *), rte_pktmbuf_tailroom(m));
-	g->results_sent += len >= 0;
-	g->results_no_data += len >= 0 && !agg_result_has_data_for(res, member);
+	sh->results_sent += len >= 0;
+	sh->results_no_data += len >= 0 && !agg_result_has_data_for(res, member);
 	send_built(sw, w, m, len, sw->cfg->result_dscp, port);
 }
 
@@ -243,6 +268,7 @@ static void send_up(struct dp_switch *sw, struct dp_worker *w, struct dp_group *
 		    const struct agg_result *res)
 {
 	const struct agg_parent *p = &agg_group_config(g->agg)->parent;
+	struct dp_group_shard *sh = &g->sh[w->index];
 	struct rte_ether_addr mac;
 	struct rte_mbuf *m;
 	int port, len;
@@ -252,10 +278,10 @@ static void send_up(struct dp_switch *sw, struct dp_worker *w, struct dp_group *
 		/* not resolved yet: ask (at most every 100 ms); the members'
 		 * retransmissions bring the partial back here */
 		uint64_t now = rte_rdtsc();
-		g->up_no_route++;
+		sh->up_no_route++;
 		w->drops[DP_DROP_NO_ROUTE]++;
-		if (now - g->arp_tsc > sw->tsc_hz / 10) {
-			g->arp_tsc = now;
+		if (now - sh->arp_tsc > sw->tsc_hz / 10) {
+			sh->arp_tsc = now;
 			dp_arp_request(sw, w, p->ip);
 		}
 		return;
@@ -273,15 +299,15 @@ static void send_up(struct dp_switch *sw, struct dp_worker *w, struct dp_group *
 		.dest_qp = p->qpn,
 		.qkey = p->qkey,
 		.src_qp = agg_group_config(g->agg)->qpn,
-		.psn = g->up_psn++ & AGG_PSN_MASK,
+		.psn = __atomic_fetch_add(&g->up_psn, 1, __ATOMIC_RELAXED) & AGG_PSN_MASK,
 		.hdr = res->hdr,
 	};
 	memcpy(spec.dst_mac, mac.addr_bytes, 6);
 	memcpy(spec.src_mac, sw->port_mac[port].addr_bytes, 6);
 	len = agg_encode(rte_pktmbuf_mtod(m, void *), rte_pktmbuf_tailroom(m), &spec,
 			 res->payload);
-	g->up_sent += len >= 0;
-	g->up_no_data += len >= 0 && !agg_hdr_has_data(&res->hdr);
+	sh->up_sent += len >= 0;
+	sh->up_no_data += len >= 0 && !agg_hdr_has_data(&res->hdr);
 	send_built(sw, w, m, len, sw->cfg->result_dscp, (uint16_t)port);
 }
 
@@ -291,13 +317,16 @@ static void send_cnp(struct dp_switch *sw, struct dp_worker *w, struct dp_group 
 		     uint16_t member, const struct agg_pkt *pkt, uint16_t in)
 {
 	const struct dp_qos_cfg *q = &sw->cfg->qos;
+	struct dp_group_shard *sh = &g->sh[w->index];
 	uint64_t now = rte_rdtsc();
+	uint64_t last = __atomic_load_n(&g->member_cnp_tsc[member], __ATOMIC_RELAXED);
 	struct rte_mbuf *m;
 	int len;
 
-	if (g->member_cnp_tsc[member] &&
-	    now - g->member_cnp_tsc[member] < (uint64_t)q->cnp_interval_us * sw->tsc_hz / 1000000) {
-		g->cnp_limited++;
+	/* the workers sharing the member race benignly: at worst one CNP
+	 * more in an interval */
+	if (last && now - last < (uint64_t)q->cnp_interval_us * sw->tsc_hz / 1000000) {
+		sh->cnp_limited++;
 		w->cnp_limited++;
 		return;
 	}
@@ -318,8 +347,8 @@ static void send_cnp(struct dp_switch *sw, struct dp_worker *w, struct dp_group 
 	memcpy(spec.src_mac, sw->port_mac[in].addr_bytes, 6);
 	len = agg_encode_cnp(rte_pktmbuf_mtod(m, void *), rte_pktmbuf_tailroom(m), &spec);
 	if (len >= 0) {
-		g->member_cnp_tsc[member] = now;
-		g->cnp_sent++;
+		__atomic_store_n(&g->member_cnp_tsc[member], now, __ATOMIC_RELAXED);
+		sh->cnp_sent++;
 		w->cnp_sent++;
 	}
 	send_built(sw, w, m, len, q->cnp_dscp, in);
@@ -355,9 +384,12 @@ void dp_agg_input(struct dp_switch *sw, struct dp_worker *w,
 		goto out;
 	}
 	g = &sw->groups[(uintptr_t)data];
-	if (g->owner != w->index) {
-		/* only the owner touches the group's slots: no locks */
-		if (rte_ring_enqueue(sw->workers[g->owner]->handoff, m)) {
+	unsigned owner = dp_slot_owner(g, pkt.hdr.slot);
+	if (unlikely(owner != w->index)) {
+		/* only the slot's owner touches it: no locks. Its packets
+		 * arrive here when the ports' hash did not send them to the
+		 * owner's queue (docs/switch.md, "Slots and workers"). */
+		if (rte_ring_enqueue(sw->workers[owner]->handoff, m)) {
 			w->drops[DP_DROP_HANDOFF_FULL]++;
 			goto out;
 		}
@@ -377,12 +409,19 @@ void dp_agg_input(struct dp_switch *sw, struct dp_worker *w,
 	if (rc < 0)
 		goto out;           /* counted in the group's drops */
 	/* results go back the way the member's contributions came */
-	g->member_port[member] = dp_port_index(sw, m->port);
-	g->member_vlan[member] = pkt.has_vlan ? (1u << 16 | pkt.vlan_tci) : 0;
+	uint16_t in = dp_port_index(sw, m->port);
+	uint32_t vlan = pkt.has_vlan ? (1u << 16 | pkt.vlan_tci) : 0;
+	if (unlikely(__atomic_load_n(&g->member_port[member], __ATOMIC_RELAXED) != in))
+		__atomic_store_n(&g->member_port[member], in, __ATOMIC_RELAXED);
+	if (unlikely(__atomic_load_n(&g->member_vlan[member], __ATOMIC_RELAXED) != vlan))
+		__atomic_store_n(&g->member_vlan[member], vlan, __ATOMIC_RELAXED);
 	if (unlikely(pkt.ecn == 3) && sw->cfg->qos.cnp)
-		send_cnp(sw, w, g, member, &pkt, g->member_port[member]);
+		send_cnp(sw, w, g, member, &pkt, in);
 	const uint8_t *cfg_mac = agg_group_config(g->agg)->members[member].mac;
-	if (!(cfg_mac[0] | cfg_mac[1] | cfg_mac[2] | cfg_mac[3] | cfg_mac[4] | cfg_mac[5]))
+	if (!(cfg_mac[0] | cfg_mac[1] | cfg_mac[2] | cfg_mac[3] | cfg_mac[4] | cfg_mac[5]) &&
+	    unlikely(memcmp(g->member_mac[member].addr_bytes, pkt.src_mac, 6)))
+		/* learnt once; a host that changes its MAC mid-job may see
+		 * one result with a torn address while two workers race */
 		memcpy(g->member_mac[member].addr_bytes, pkt.src_mac, 6);
 
 	if (rc == AGG_V_COMPLETE) {

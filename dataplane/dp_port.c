@@ -9,6 +9,10 @@
 
 #define RX_DESC 1024
 #define TX_DESC 1024
+/* Mbufs hold a whole frame in one segment: 9216 bytes (jumbo), enough for
+ * IB MTU 4096 contributions (AGG_MAX_FRAME_LEN, 4202 bytes with a VLAN
+ * tag) and for the hosts' 9000-byte TCP frames that cross the switch. */
+#define MBUF_DATA_ROOM (RTE_PKTMBUF_HEADROOM + DP_MAX_FRAME)
 
 /* The lossy classes' tail-drop limit per (worker, port, class): queue_kb
  * as configured for the port, else the switch's, else about 4 ms at the
@@ -49,12 +53,39 @@ static int port_setup(struct dp_switch *sw, uint16_t idx)
 		       sw->nworkers);
 		return -EINVAL;
 	}
+	/* jumbo frames, as far as the port allows */
+	uint32_t mtu = DP_MAX_FRAME - RTE_ETHER_HDR_LEN - RTE_VLAN_HLEN;
+	if (info.max_mtu && info.max_mtu < mtu)
+		mtu = info.max_mtu;
+	if (info.max_rx_pktlen && info.max_rx_pktlen < mtu + RTE_ETHER_HDR_LEN + RTE_VLAN_HLEN)
+		mtu = info.max_rx_pktlen > RTE_ETHER_HDR_LEN + RTE_VLAN_HLEN + RTE_ETHER_MIN_MTU ?
+		      info.max_rx_pktlen - RTE_ETHER_HDR_LEN - RTE_VLAN_HLEN : RTE_ETHER_MTU;
+	conf.rxmode.mtu = mtu;
+	/* slots spread over the workers by the UDP ports (docs/switch.md,
+	 * "Slots and workers"): RSS on what the NIC can hash */
+	uint64_t rss = info.flow_type_rss_offloads &
+		       (RTE_ETH_RSS_NONFRAG_IPV4_UDP | RTE_ETH_RSS_IPV4 | RTE_ETH_RSS_L4_SRC_ONLY);
+	if (sw->nworkers > 1 && (rss & RTE_ETH_RSS_NONFRAG_IPV4_UDP)) {
+		conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
+		conf.rx_adv_conf.rss_conf.rss_hf = rss;
+	}
 	rc = rte_eth_dev_configure(port, (uint16_t)sw->nworkers,
 				   (uint16_t)sw->nworkers, &conf);
+	if (rc == -EINVAL && mtu > RTE_ETHER_MTU) {
+		DP_LOG(WARNING, "port %u (%s): MTU %u refused, using %u: frames above "
+		       "%u bytes are dropped\n", port, info.driver_name, mtu, RTE_ETHER_MTU,
+		       RTE_ETHER_MTU + RTE_ETHER_HDR_LEN);
+		mtu = RTE_ETHER_MTU;
+		conf.rxmode.mtu = mtu;
+		rc = rte_eth_dev_configure(port, (uint16_t)sw->nworkers,
+					   (uint16_t)sw->nworkers, &conf);
+	}
 	if (rc) {
 		DP_LOG(ERR, "port %u: configure: %s\n", port, rte_strerror(-rc));
 		return rc;
 	}
+	sw->port_mtu[idx] = (uint16_t)mtu;
+	sw->port_multiseg[idx] = !!(info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS);
 	rc = rte_eth_dev_adjust_nb_rx_tx_desc(port, &rxd, &txd);
 	if (rc)
 		return rc;
@@ -109,13 +140,15 @@ int dp_ports_init(struct dp_switch *sw)
 	}
 	sw->nports = (uint16_t)n;
 
-	unsigned nb_mbufs = RTE_MAX(8192u, n * (RX_DESC + TX_DESC + 512) + 2048);
+	/* descriptors a NIC fills, plus what waits in the egress queues */
+	unsigned nb_mbufs = sw->cfg->pool_mbufs ? sw->cfg->pool_mbufs :
+			    RTE_MAX(8192u, n * (RX_DESC + 512) + 2048);
 	for (unsigned w = 0; w < sw->nworkers; w++) {
 		struct dp_worker *wk = sw->workers[w];
 
 		snprintf(name, sizeof(name), "inca_pool_%u", w);
-		wk->pool = rte_pktmbuf_pool_create(name, nb_mbufs, 256, 0,
-						   RTE_MBUF_DEFAULT_BUF_SIZE,
+		wk->pool = rte_pktmbuf_pool_create(name, nb_mbufs, 512, 0,
+						   MBUF_DATA_ROOM,
 						   (int)rte_lcore_to_socket_id(wk->lcore));
 		if (!wk->pool) {
 			DP_LOG(ERR, "mbuf pool for worker %u (%u mbufs): %s\n", w,
@@ -148,8 +181,8 @@ int dp_ports_init(struct dp_switch *sw)
 			sw->qos->port_bps[i] = 10000000000ull;
 		char mac[RTE_ETHER_ADDR_FMT_SIZE];
 		rte_ether_format_addr(mac, sizeof(mac), &sw->port_mac[i]);
-		DP_LOG(INFO, "port %u (dpdk port %u): %s, rate %s%.3g Mbit/s\n", i,
-		       sw->port_ids[i], mac, pc->rate_bps ? "" : "unshaped, ",
+		DP_LOG(INFO, "port %u (dpdk port %u): %s, MTU %u, rate %s%.3g Mbit/s\n", i,
+		       sw->port_ids[i], mac, sw->port_mtu[i], pc->rate_bps ? "" : "unshaped, ",
 		       (double)pc->rate_bps / 1e6);
 	}
 	for (unsigned i = 0; i < DP_MAX_PORTS; i++)

@@ -30,6 +30,7 @@ extern int dp_logtype;
 #define DP_TC_SLOTS     2048     /* packets per (worker, port, TC) egress queue */
 #define DP_NO_PORT      0xffffu  /* mbuf ingress index of packets the switch made */
 #define DP_HANDOFF_SIZE 4096     /* packets queued to another worker */
+#define DP_MAX_FRAME    9216     /* largest frame received or sent, without FCS */
 
 /* Drop reasons of the switch itself (the aggregation engine's reasons come
  * from AGG_ERRORS). X(name, "counter") */
@@ -133,6 +134,7 @@ struct dp_config {
 	struct dp_group_cfg *groups;
 	struct dp_qos_cfg qos;
 	bool forward_only;           /* benchmark: no aggregation path */
+	uint32_t pool_mbufs;         /* mbufs per worker pool; 0: by ports (benchmark) */
 	struct dp_impair impair;
 };
 
@@ -299,7 +301,7 @@ struct dp_worker {
 	unsigned index;
 	unsigned lcore;
 	struct rte_mempool *pool;
-	struct rte_ring *handoff;            /* groups this worker owns */
+	struct rte_ring *handoff;            /* slots this worker owns, received elsewhere */
 	struct dp_egress egress[DP_MAX_PORTS];
 	struct dp_port_stats port[DP_MAX_PORTS];
 	struct dp_tc_stats tc[DP_MAX_PORTS][DP_NUM_TC];
@@ -323,22 +325,40 @@ struct dp_neigh {
 	uint64_t macport;
 };
 
-/* A configured group and what the data path learns about its members. */
-struct dp_group {
-	struct agg_group *agg;
-	unsigned owner;                      /* worker index */
-	uint16_t *member_port;               /* UINT16_MAX: not seen yet */
-	struct rte_ether_addr *member_mac;   /* configured or learnt */
-	uint32_t *member_vlan;               /* TCI of its contributions | 1 << 16, 0 untagged */
-	uint64_t *member_cnp_tsc;            /* when the last CNP went to it */
+/* What one worker counts for one group (only it writes them). */
+struct dp_group_shard {
 	uint64_t cnp_sent, cnp_limited;
-	uint32_t up_psn;                     /* PSN of partials to the parent */
 	uint64_t up_sent, up_no_route, arp_tsc;
 	uint64_t up_no_data;                 /* partials sent without elements */
 	uint64_t results_sent;
 	uint64_t results_no_data;            /* of which without elements */
 	uint64_t results_no_route;
+} __rte_cache_aligned;
+
+/* A configured group and what the data path learns about its members.
+ * Its slots are spread over the workers: slot s belongs to worker
+ * s % shards (shards = the workers when it was added), so one group uses
+ * every core without locks; the member fields below are written by
+ * whichever worker saw the member last (relaxed atomics). */
+struct dp_group {
+	struct agg_group *agg;
+	unsigned shards;                     /* workers sharing its slots */
+	uint16_t *member_port;               /* UINT16_MAX: not seen yet */
+	struct rte_ether_addr *member_mac;   /* configured or learnt */
+	uint32_t *member_vlan;               /* TCI of its contributions | 1 << 16, 0 untagged */
+	uint64_t *member_cnp_tsc;            /* when the last CNP went to it */
+	uint32_t up_psn;                     /* PSN of partials to the parent (atomic) */
+	struct dp_group_shard sh[DP_MAX_WORKERS];
 };
+
+/* The worker whose shard holds a group's slot. */
+static inline unsigned dp_slot_owner(const struct dp_group *g, uint16_t slot)
+{
+	return slot % g->shards;
+}
+
+/* A group's per-worker counters added up. */
+void dp_group_shard_sum(const struct dp_group *g, struct dp_group_shard *out);
 
 struct dp_switch {
 	struct dp_config *cfg;
@@ -346,12 +366,13 @@ struct dp_switch {
 	uint16_t port_ids[DP_MAX_PORTS];
 	uint16_t port_index[RTE_MAX_ETHPORTS];   /* DPDK port id -> index */
 	struct rte_ether_addr port_mac[DP_MAX_PORTS];
+	uint16_t port_mtu[DP_MAX_PORTS];
+	bool port_multiseg[DP_MAX_PORTS];        /* sends chained mbufs */
 	unsigned nworkers;
 	struct dp_worker *workers[DP_MAX_WORKERS];
 	struct dp_l2_table *l2;
 	uint16_t ngroups;                    /* groups in use */
 	uint16_t group_hwm;                  /* groups[] beyond this are unused */
-	unsigned next_owner;
 	struct dp_group groups[DP_MAX_GROUPS];   /* agg NULL: unused */
 	struct rte_hash *group_by_qpn;       /* QPN -> index in groups[] */
 	struct rte_rcu_qsbr *rcu;            /* workers' quiescent states */

@@ -383,6 +383,19 @@ static inline bool is_contribution(const struct dp_switch *sw,
 	       udp->dst_port == RTE_BE16(AGG_ROCEV2_UDP_PORT);
 }
 
+#define PREFETCH_AHEAD 2
+
+/* The rest of a contribution (its first line is on the way already). */
+static inline void prefetch_contribution(const struct dp_switch *sw,
+					 const struct rte_mbuf *m)
+{
+	if (!is_contribution(sw, m))
+		return;
+	const char *p = rte_pktmbuf_mtod(m, const char *);
+	for (uint32_t off = RTE_CACHE_LINE_SIZE; off < m->data_len; off += RTE_CACHE_LINE_SIZE)
+		rte_prefetch0(p + off);
+}
+
 int dp_worker_main(void *arg)
 {
 	struct dp_worker *w = arg;
@@ -414,17 +427,18 @@ int dp_worker_main(void *arg)
 			uint16_t n = rte_eth_rx_burst(sw->port_ids[p], (uint16_t)w->index,
 						      pkts, DP_BURST);
 			got += n;
-			/* The aggregation path reads every payload byte: pull
-			 * whole contributions in ahead of use, the rest only
-			 * needs its headers. */
+			/* Headers of the whole burst first; the aggregation
+			 * path reads every byte of a contribution, so each is
+			 * pulled in whole PREFETCH_AHEAD packets before its
+			 * turn (a whole burst of 4 KiB contributions would not
+			 * fit in L1 and the early ones would be evicted). */
 			for (uint16_t i = 0; i < n; i++)
 				rte_prefetch0(rte_pktmbuf_mtod(pkts[i], void *));
-			for (uint16_t i = 0; i < n; i++)
-				if (is_contribution(sw, pkts[i]))
-					for (uint32_t off = RTE_CACHE_LINE_SIZE;
-					     off < pkts[i]->data_len; off += RTE_CACHE_LINE_SIZE)
-						rte_prefetch0(rte_pktmbuf_mtod_offset(pkts[i], char *, off));
+			for (uint16_t i = 0; i < n && i < PREFETCH_AHEAD; i++)
+				prefetch_contribution(sw, pkts[i]);
 			for (uint16_t i = 0; i < n; i++) {
+				if (i + PREFETCH_AHEAD < n)
+					prefetch_contribution(sw, pkts[i + PREFETCH_AHEAD]);
 				w->port[p].rx_pkts++;
 				w->port[p].rx_bytes += pkts[i]->pkt_len;
 				/* not every PMD sets it (net_ring does not); the

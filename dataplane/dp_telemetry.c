@@ -82,12 +82,13 @@ static void sum(struct dp_switch *sw, struct totals *t)
 	}
 	pthread_mutex_lock(&sw->ctl_lock);
 	for (uint16_t g = 0; g <= sw->group_hwm; g++) {
-		const struct agg_group_stats *s;
+		struct agg_group_stats sum;
+		const struct agg_group_stats *s = &sum;
 
 		if (g == sw->group_hwm)
 			s = &sw->retired;
 		else if (sw->groups[g].agg)
-			s = agg_group_stats(sw->groups[g].agg);
+			agg_group_stats_sum(sw->groups[g].agg, &sum);
 		else
 			continue;
 		t->contributions += s->contributions;
@@ -376,8 +377,13 @@ static int cmd_group(const char *cmd, const char *params, struct rte_tel_data *d
 	const struct dp_group *g = dp_group_find(sw, (uint32_t)id);
 	if (g) {
 		const struct agg_group_config *c = agg_group_config(g->agg);
-		const struct agg_group_stats *s = agg_group_stats(g->agg);
+		struct agg_group_stats sum;
+		const struct agg_group_stats *s = &sum;
+		struct dp_group_shard gs;
 		struct rte_tel_data *dr;
+
+		agg_group_stats_sum(g->agg, &sum);
+		dp_group_shard_sum(g, &gs);
 
 		rte_tel_data_start_dict(d);
 		rte_tel_data_add_dict_u64(d, "id", c->group_id);
@@ -386,18 +392,18 @@ static int cmd_group(const char *cmd, const char *params, struct rte_tel_data *d
 		rte_tel_data_add_dict_u64(d, "window", c->window);
 		rte_tel_data_add_dict_u64(d, "elems_per_pkt", c->elems_per_pkt);
 		rte_tel_data_add_dict_u64(d, "reproducible", c->reproducible);
-		rte_tel_data_add_dict_u64(d, "worker", g->owner);
+		rte_tel_data_add_dict_u64(d, "workers", g->shards);
 		rte_tel_data_add_dict_u64(d, "contributions", s->contributions);
 		rte_tel_data_add_dict_u64(d, "completions", s->completions);
 		rte_tel_data_add_dict_u64(d, "duplicates", s->duplicates);
 		rte_tel_data_add_dict_u64(d, "retransmits", s->retransmits);
 		rte_tel_data_add_dict_u64(d, "preempted", s->preempted);
 		rte_tel_data_add_dict_u64(d, "restarts", s->restarts);
-		rte_tel_data_add_dict_u64(d, "results_sent", g->results_sent);
-		rte_tel_data_add_dict_u64(d, "results_no_data", g->results_no_data);
-		rte_tel_data_add_dict_u64(d, "results_no_route", g->results_no_route);
-		rte_tel_data_add_dict_u64(d, "cnp_sent", g->cnp_sent);
-		rte_tel_data_add_dict_u64(d, "cnp_rate_limited", g->cnp_limited);
+		rte_tel_data_add_dict_u64(d, "results_sent", gs.results_sent);
+		rte_tel_data_add_dict_u64(d, "results_no_data", gs.results_no_data);
+		rte_tel_data_add_dict_u64(d, "results_no_route", gs.results_no_route);
+		rte_tel_data_add_dict_u64(d, "cnp_sent", gs.cnp_sent);
+		rte_tel_data_add_dict_u64(d, "cnp_rate_limited", gs.cnp_limited);
 		if (c->parent.ip) {
 			char ip[16];
 			uint32_t a = c->parent.ip;
@@ -407,9 +413,9 @@ static int cmd_group(const char *cmd, const char *params, struct rte_tel_data *d
 			rte_tel_data_add_dict_u64(d, "parent_qpn", c->parent.qpn);
 			rte_tel_data_add_dict_u64(d, "upstream", s->upstream);
 			rte_tel_data_add_dict_u64(d, "upstream_resends", s->upstream_resends);
-			rte_tel_data_add_dict_u64(d, "upstream_sent", g->up_sent);
-			rte_tel_data_add_dict_u64(d, "upstream_no_data", g->up_no_data);
-			rte_tel_data_add_dict_u64(d, "upstream_no_route", g->up_no_route);
+			rte_tel_data_add_dict_u64(d, "upstream_sent", gs.up_sent);
+			rte_tel_data_add_dict_u64(d, "upstream_no_data", gs.up_no_data);
+			rte_tel_data_add_dict_u64(d, "upstream_no_route", gs.up_no_route);
 			rte_tel_data_add_dict_u64(d, "parent_results", s->parent_results);
 		}
 		dr = rte_tel_data_alloc();

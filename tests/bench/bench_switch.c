@@ -1,13 +1,19 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * inca-switch microbenchmark on in-memory ports (net_ring): the main lcore
- * generates contributions from M members (fresh keys every round, so every
- * packet is real work) into port 0 and drains what the switch sends; one
- * worker lcore runs the switch's own code. The same packets are then sent
- * through the same binary in forwarding-only mode (L2 to port 1). Figures:
- * wall-clock rate, and rate per busy worker core (the worker's cycles spent
- * on bursts that carried packets), plus the ratio of the two modes.
- * Prints figures; asserts nothing about speed.
+ * inca-switch microbenchmark on in-memory ports (net_ring): the switch's own
+ * worker code on 1 or 2 worker lcores, fed by rings filled before the clock
+ * starts (so two workers can be measured on a 2-core machine: the main
+ * lcore only sleeps while they run). M members contribute to one group,
+ * fresh keys every round, every slot's packets in the queue of the worker
+ * that owns it (what the ports' hash on the UDP source port does). The same
+ * packets then go through forwarding-only (L2 to port 1).
+ *
+ * Per busy worker core (its cycles in loop iterations that carried
+ * packets): Mpps, fp32 elements/s, ns per packet, payload bytes/s; and the
+ * rate of all workers together. It checks that the work was done: every
+ * contribution accepted, every set completed, one result per contribution
+ * (out/in = 1; forwarding: every packet out), no drop anywhere. Otherwise it
+ * says what is wrong and exits 1. Prints figures; asserts nothing on speed.
  */
 #define _GNU_SOURCE    /* nftw */
 #include <ftw.h>
@@ -15,6 +21,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <rte_cycles.h>
@@ -26,82 +33,123 @@
 
 #include "dp_priv.h"
 
-#define RING_SIZE 4096
 #define SWITCH_IP 0x0a0000feu
 #define GROUP_QPN 0x100
 #define QKEY 0x5eed
 #define WINDOW 64
+#define MAX_W 2
 
-static struct rte_ring *rx_ring[2], *tx_ring[2];
+static struct rte_ring *rx_ring[2][MAX_W], *tx_ring[2][MAX_W];
 static struct rte_mempool *gen_pool;
+static unsigned ring_size;
 
 struct result {
-	double seconds, mpps_wall, mpps_busy, gbps_busy, ns_per_pkt;
-	uint64_t pkts, out;
+	double wall_s, busy_s[MAX_W], mpps_core, ns_pkt, mpps_all;
+	uint64_t pkts, out, pkts_w[MAX_W];
 };
 
-static void drain(uint64_t *out)
+static uint64_t drain(unsigned nw)
 {
 	struct rte_mbuf *b[64];
-	for (int p = 0; p < 2; p++) {
-		unsigned n;
-		while ((n = rte_ring_dequeue_burst(tx_ring[p], (void **)b, 64, NULL))) {
-			rte_pktmbuf_free_bulk(b, n);
-			*out += n;
+	uint64_t out = 0;
+
+	for (int p = 0; p < 2; p++)
+		for (unsigned q = 0; q < nw; q++) {
+			unsigned n;
+			while ((n = rte_ring_dequeue_burst(tx_ring[p][q], (void **)b, 64, NULL))) {
+				rte_pktmbuf_free_bulk(b, n);
+				out += n;
+			}
 		}
-	}
+	return out;
 }
 
-/* One phase: launch the worker, feed rounds * WINDOW * members packets. */
+static uint64_t switch_drops(struct dp_switch *sw)
+{
+	uint64_t n = 0;
+
+	for (unsigned i = 0; i < sw->nworkers; i++) {
+		struct dp_worker *w = sw->workers[i];
+		for (int d = 0; d < DP_DROP_COUNT; d++)
+			n += w->drops[d];
+		for (int d = 0; d < AGG_E__COUNT; d++)
+			n += w->agg_drops[d];
+	}
+	return n;
+}
+
+static void print_drops(struct dp_switch *sw)
+{
+	struct agg_group_stats st;
+
+	for (unsigned i = 0; i < sw->nworkers; i++) {
+		struct dp_worker *w = sw->workers[i];
+		for (int d = 0; d < DP_DROP_COUNT; d++)
+			if (w->drops[d])
+				fprintf(stderr, "  worker %u: %s %llu\n", i, dp_drop_names[d],
+					(unsigned long long)w->drops[d]);
+		for (int d = 1; d < AGG_E__COUNT; d++)
+			if (w->agg_drops[d])
+				fprintf(stderr, "  worker %u: %s %llu\n", i, agg_errname(-d),
+					(unsigned long long)w->agg_drops[d]);
+	}
+	agg_group_stats_sum(sw->groups[0].agg, &st);
+	for (int d = 1; d < AGG_E__COUNT; d++)
+		if (st.drops[d])
+			fprintf(stderr, "  group: %s %llu\n", agg_errname(-d),
+				(unsigned long long)st.drops[d]);
+}
+
+/* Fill the rx rings with rounds x WINDOW x members contributions (slot s
+ * into queue s % nw), then run the workers until they are empty. */
 static int run_phase(struct dp_switch *sw, uint16_t members, uint16_t elems,
 		     long rounds, bool forward_only, struct result *res)
 {
-	struct dp_worker *w = sw->workers[0];
 	static uint8_t payload[AGG_MAX_PAYLOAD];
 	static uint32_t seq_base;   /* keys keep growing across phases */
-	uint64_t sent = 0, out = 0;
+	unsigned nw = sw->nworkers;
+	uint64_t sent = 0, out;
 	struct rte_ether_addr sw_mac = sw->port_mac[0];
 	/* a station behind port 1 for the forwarding baseline */
 	struct rte_ether_addr far = { { 0x02, 0, 0, 0, 0xfa, 0x01 } };
 
+	memset(res, 0, sizeof(*res));
 	sw->cfg->forward_only = forward_only;
-	sw->quit = false;
-	memset(w->port, 0, sizeof(w->port));
-	w->busy_tsc = 0;
-	rte_eal_remote_launch(dp_worker_main, w, w->lcore);
-
-	/* teach the switch where "far" is */
-	struct rte_mbuf *l = rte_pktmbuf_alloc(gen_pool);
-	struct rte_ether_hdr *eh = l ? (struct rte_ether_hdr *)rte_pktmbuf_append(l, 60) : NULL;
-	if (!eh)
-		return -ENOMEM;
-	memset(eh, 0, 60);
-	eh->src_addr = far;
-	memset(&eh->dst_addr, 0xff, 6);
-	eh->ether_type = RTE_BE16(0x88b5);   /* local experimental */
-	rte_ring_enqueue(rx_ring[1], l);
-	rte_delay_ms(50);
-	drain(&out);
-	out = 0;
-
 	for (size_t i = 0; i < sizeof(payload); i++)
 		payload[i] = (uint8_t)(i & 0x3f);
-	uint64_t t0 = rte_rdtsc();
-	for (long r = 0; r < rounds; r++) {
-		for (uint16_t s = 0; s < WINDOW; s++) {
-			struct rte_mbuf *batch[64];
-			unsigned nb = 0;
 
+	/* teach the switch where "far" is, once: one broadcast frame in on
+	 * port 1 (flooded to port 0: one packet out more than in) */
+	static bool taught;
+	uint64_t extra = 0;
+	if (!taught) {
+		struct rte_mbuf *l = rte_pktmbuf_alloc(gen_pool);
+		struct rte_ether_hdr *eh = l ? (struct rte_ether_hdr *)
+					   rte_pktmbuf_append(l, 60) : NULL;
+		if (!eh)
+			return -ENOMEM;
+		memset(eh, 0, 60);
+		eh->src_addr = far;
+		memset(&eh->dst_addr, 0xff, 6);
+		eh->ether_type = RTE_BE16(0x88b5);   /* local experimental */
+		rte_ring_enqueue(rx_ring[1][0], l);
+		taught = true;
+		extra = 1;
+	}
+
+	for (long r = 0; r < rounds; r++)
+		for (uint16_t s = 0; s < WINDOW; s++)
 			for (uint16_t m = 0; m < members; m++) {
 				struct rte_mbuf *mb = rte_pktmbuf_alloc(gen_pool);
-				while (!mb) {
-					drain(&out);
-					mb = rte_pktmbuf_alloc(gen_pool);
+				if (!mb) {
+					fprintf(stderr, "inca-bench-switch: generator pool too small\n");
+					return -ENOMEM;
 				}
 				struct agg_frame_spec sp = {
 					.src_ip = 0x0a000001u + m, .dst_ip = SWITCH_IP,
 					.dest_qp = GROUP_QPN, .qkey = QKEY,
 					.src_qp = 0x200u + m,
+					.udp_sport = (uint16_t)(0xc000 | s),
 					.hdr = { .version = 1, .type = AGG_TYPE_CONTRIB,
 						 .dtype = AGG_DTYPE_FP32, .op = AGG_OP_SUM,
 						 .flags = (uint8_t)((seq_base + r) & 1),
@@ -116,43 +164,63 @@ static int run_phase(struct dp_switch *sw, uint16_t members, uint16_t elems,
 								: sw_mac.addr_bytes, 6);
 				int len = agg_encode(rte_pktmbuf_mtod(mb, void *),
 						     rte_pktmbuf_tailroom(mb), &sp, payload);
+				if (len < 0) {
+					fprintf(stderr, "inca-bench-switch: encode: %s\n",
+						agg_strerror(len));
+					return len;
+				}
 				mb->data_len = (uint16_t)len;
 				mb->pkt_len = (uint32_t)len;
-				batch[nb++] = mb;
+				if (rte_ring_enqueue(rx_ring[0][s % nw], mb)) {
+					fprintf(stderr, "inca-bench-switch: rx ring full\n");
+					return -ENOSPC;
+				}
+				sent++;
 			}
-			unsigned done = 0;
-			while (done < nb) {
-				done += rte_ring_enqueue_burst(rx_ring[0], (void **)batch + done,
-							       nb - done, NULL);
-				drain(&out);
-			}
-			sent += nb;
-		}
-	}
-	/* wait until everything came out (or stopped coming) */
-	uint64_t want = sent, last = out, idle = 0;
-	while (out < want && idle < 200) {
-		drain(&out);
-		rte_delay_us_sleep(1000);
-		idle = out == last ? idle + 1 : 0;
-		last = out;
-	}
-	uint64_t t1 = rte_rdtsc();
 	seq_base += (uint32_t)rounds;
-	sw->quit = true;
-	rte_eal_wait_lcore(w->lcore);
-	drain(&out);
 
-	double hz = (double)sw->tsc_hz;
+	/* the clock: workers run until their rings are empty; the main
+	 * lcore sleeps */
+	sw->quit = false;
+	for (unsigned i = 0; i < nw; i++) {
+		struct dp_worker *w = sw->workers[i];
+		memset(w->port, 0, sizeof(w->port));
+		w->busy_tsc = 0;
+	}
+	uint64_t t0 = rte_rdtsc();
+	for (unsigned i = 0; i < nw; i++)
+		rte_eal_remote_launch(dp_worker_main, sw->workers[i], sw->workers[i]->lcore);
+	for (int k = 0; k < 60000; k++) {     /* at most 60 s */
+		struct timespec ts = { 0, 1000000 };
+		unsigned left = 0;
+		for (unsigned q = 0; q < nw; q++)
+			left += rte_ring_count(rx_ring[0][q]) + rte_ring_count(rx_ring[1][q]) +
+				rte_ring_count(sw->workers[q]->handoff);
+		if (!left)
+			break;
+		nanosleep(&ts, NULL);
+	}
+	struct timespec ts = { 0, 2000000 };  /* the last bursts leave */
+	nanosleep(&ts, NULL);
+	sw->quit = true;
+	rte_eal_mp_wait_lcore();
+	uint64_t t1 = rte_rdtsc();
+	out = drain(nw) - extra;
+
+	double hz = (double)sw->tsc_hz, max_busy = 0, busy = 0;
 	res->pkts = sent;
 	res->out = out;
-	res->seconds = (double)(t1 - t0) / hz;
-	res->mpps_wall = (double)sent / res->seconds / 1e6;
-	double busy_s = (double)w->busy_tsc / hz;
-	res->mpps_busy = (double)sent / busy_s / 1e6;
-	res->ns_per_pkt = busy_s * 1e9 / (double)sent;
-	size_t frame = AGG_FRAME_HDR_LEN + (size_t)elems * 4 + AGG_ICRC_LEN;
-	res->gbps_busy = res->mpps_busy * 1e6 * (double)frame * 8 / 1e9;
+	res->wall_s = (double)(t1 - t0) / hz;
+	for (unsigned i = 0; i < nw; i++) {
+		res->busy_s[i] = (double)sw->workers[i]->busy_tsc / hz;
+		res->pkts_w[i] = sw->workers[i]->port[0].rx_pkts;
+		busy += res->busy_s[i];
+		if (res->busy_s[i] > max_busy)
+			max_busy = res->busy_s[i];
+	}
+	res->mpps_core = (double)sent / busy / 1e6;
+	res->ns_pkt = busy * 1e9 / (double)sent;
+	res->mpps_all = (double)sent / max_busy / 1e6;
 	return 0;
 }
 
@@ -164,69 +232,103 @@ static int rm_entry(const char *path, const struct stat *sb, int flag, struct FT
 	return remove(path);
 }
 
+static int cmp_core(const void *a, const void *b)
+{
+	const struct result *x = a, *y = b;
+	return (x->mpps_core > y->mpps_core) - (x->mpps_core < y->mpps_core);
+}
+
 int main(int argc, char **argv)
 {
 	static struct dp_config cfg;
 	static struct agg_member members_cfg[64];
 	struct dp_switch *sw = &dp_sw;
 	char prefix[64];
-	int members = 8, elems = 256, runs = 5;
-	long rounds = 2000;
-	int opt;
+	int members = 8, elems = 256, runs = 5, workers = 1, modes = 3;
+	long pkts_per_run = 16384;
+	int opt, failed = 0;
+	const char *huge_dir = NULL;
 
-	while ((opt = getopt(argc, argv, "m:e:r:n:h")) != -1) {
+	while ((opt = getopt(argc, argv, "m:e:p:n:w:H:afh")) != -1) {
 		switch (opt) {
 		case 'm': members = atoi(optarg); break;
 		case 'e': elems = atoi(optarg); break;
-		case 'r': rounds = atol(optarg); break;
+		case 'p': pkts_per_run = atol(optarg); break;
 		case 'n': runs = atoi(optarg); break;
+		case 'w': workers = atoi(optarg); break;
+		case 'H': huge_dir = optarg; break;
+		case 'a': modes = 1; break;
+		case 'f': modes = 2; break;
 		case 'h':
-			printf("Usage: inca-bench-switch [-m MEMBERS (8)] [-e FP32 ELEMENTS "
-			       "PER PACKET (256 = 1 KiB)] [-r ROUNDS OF %d SLOTS (2000)] "
-			       "[-n RUNS (5)]\n", WINDOW);
+			printf("Usage: inca-bench-switch [-m MEMBERS (8)] [-e FP32 ELEMENTS PER "
+			       "PACKET (256 = IB MTU 1024, 1024 = IB MTU 4096)] [-w WORKERS 1|2 (1)]\n"
+			       "  [-p PACKETS PER RUN (16384)] [-n RUNS (5)] [-a aggregation only | "
+			       "-f forwarding only] [-H HUGETLBFS DIR: hugepages, else --no-huge]\n"
+			       "Exits 1 when the switch did not do the work (drops, out/in, "
+			       "completions).\n");
 			return 0;
 		default:
 			return 2;
 		}
 	}
-	if (members < 1 || members > 64 || elems < 1 || elems > 1024 || rounds < 1 ||
-	    runs < 1 || runs > 99) {
+	if (members < 1 || members > 64 || elems < 1 || elems > 1024 || runs < 1 ||
+	    runs > 99 || workers < 1 || workers > MAX_W || pkts_per_run < 1 ||
+	    pkts_per_run > (1 << 20)) {
 		fprintf(stderr, "inca-bench-switch: need 1..64 members, 1..1024 elements, "
-			"1..99 runs\n");
+			"1..%d workers, 1..99 runs, 1..1048576 packets\n", MAX_W);
 		return 2;
 	}
+	long rounds = (pkts_per_run + WINDOW * members - 1) / (WINDOW * members);
+	uint64_t pkts = (uint64_t)rounds * WINDOW * (uint64_t)members;
+	ring_size = (unsigned)rte_align32pow2((uint32_t)pkts + 64);
+
 	snprintf(prefix, sizeof(prefix), "--file-prefix=inca-bench-%d", getpid());
-	char *eal[] = { argv[0], "-l", "0,1", "--no-huge", "-m", "1024", "--no-pci",
-			prefix, "--log-level=inca-switch,warning", NULL };
-	if (rte_eal_init(9, eal) < 0) {
+	/* main lcore 0 on CPU 0 (sleeps while the workers run); worker
+	 * lcores 1 (CPU 1) and 2 (CPU 0) */
+	char lcores[64];
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	snprintf(lcores, sizeof(lcores), workers == 1 ? "0@0,1@%d" : "0@0,1@%d,2@0",
+		 ncpu > 1 ? 1 : 0);
+	char huge[PATH_MAX + 16];
+	snprintf(huge, sizeof(huge), "--huge-dir=%s", huge_dir ? huge_dir : "");
+	char *eal[] = { argv[0], "--lcores", lcores, huge_dir ? huge : "--no-huge",
+			"--no-pci", prefix, "--log-level=inca-switch,warning",
+			/* without hugepages: memory for the mbufs of a run */
+			"-m", "3072", NULL };
+	if (rte_eal_init(huge_dir ? 7 : 9, eal) < 0) {
 		fprintf(stderr, "inca-bench-switch: EAL: %s\n", rte_strerror(rte_errno));
 		return 1;
 	}
-	if (rte_lcore_count() < 2) {
-		fprintf(stderr, "inca-bench-switch: needs 2 lcores\n");
-		return 1;
-	}
 	for (int p = 0; p < 2; p++) {
+		for (int q = 0; q < workers; q++) {
+			char n[32];
+			snprintf(n, sizeof(n), "bench_rx%d_%d", p, q);
+			rx_ring[p][q] = rte_ring_create(n, ring_size, 0, RING_F_SP_ENQ | RING_F_SC_DEQ);
+			snprintf(n, sizeof(n), "bench_tx%d_%d", p, q);
+			tx_ring[p][q] = rte_ring_create(n, ring_size, 0, RING_F_SP_ENQ | RING_F_SC_DEQ);
+			if (!rx_ring[p][q] || !tx_ring[p][q]) {
+				fprintf(stderr, "inca-bench-switch: ring: %s\n", rte_strerror(rte_errno));
+				return 1;
+			}
+		}
 		char n[32];
-		snprintf(n, sizeof(n), "bench_rx%d", p);
-		rx_ring[p] = rte_ring_create(n, RING_SIZE, 0, RING_F_SP_ENQ | RING_F_SC_DEQ);
-		snprintf(n, sizeof(n), "bench_tx%d", p);
-		tx_ring[p] = rte_ring_create(n, RING_SIZE, 0, RING_F_SP_ENQ | RING_F_SC_DEQ);
 		snprintf(n, sizeof(n), "net_bench%d", p);
-		if (!rx_ring[p] || !tx_ring[p] ||
-		    rte_eth_from_rings(n, &rx_ring[p], 1, &tx_ring[p], 1, 0) < 0) {
-			fprintf(stderr, "inca-bench-switch: ring port: %s\n",
-				rte_strerror(rte_errno));
+		if (rte_eth_from_rings(n, rx_ring[p], (unsigned)workers, tx_ring[p],
+				       (unsigned)workers, 0) < 0) {
+			fprintf(stderr, "inca-bench-switch: ring port: %s\n", rte_strerror(rte_errno));
 			return 1;
 		}
 	}
-	gen_pool = rte_pktmbuf_pool_create("bench_gen", 16384, 256, 0,
-					   RTE_MBUF_DEFAULT_BUF_SIZE, 0);
+	size_t frame = AGG_FRAME_HDR_LEN + (size_t)elems * 4 + AGG_ICRC_LEN;
+	gen_pool = rte_pktmbuf_pool_create("bench_gen", (unsigned)pkts + 1024, 512, 0,
+					   (uint16_t)(RTE_PKTMBUF_HEADROOM + frame), 0);
 
 	cfg.switch_ip = SWITCH_IP;
 	cfg.result_dscp = 26;
 	cfg.mac_age_s = 300;
 	cfg.port_default.queue_bytes = 4 << 20;
+	/* every result waits in a tx ring until the run ends */
+	cfg.pool_mbufs = (uint32_t)pkts + 4096;
 	snprintf(cfg.path, sizeof(cfg.path), "(benchmark)");
 	for (int m = 0; m < members; m++)
 		members_cfg[m] = (struct agg_member){ .ip = 0x0a000001u + (uint32_t)m,
@@ -240,54 +342,103 @@ int main(int argc, char **argv)
 
 	sw->cfg = &cfg;
 	sw->tsc_hz = rte_get_tsc_hz();
-	unsigned lcore = rte_get_next_lcore(rte_get_main_lcore(), 1, 0);
-	struct dp_worker *w = rte_zmalloc(NULL, sizeof(*w), RTE_CACHE_LINE_SIZE);
-	w->lcore = lcore;
-	w->handoff = rte_ring_create("bench_handoff", DP_HANDOFF_SIZE, 0, RING_F_SC_DEQ);
-	sw->workers[0] = w;
-	sw->nworkers = 1;
+	unsigned lcore = rte_get_main_lcore();
+	for (int i = 0; i < workers; i++) {
+		char n[32];
+		struct dp_worker *w = rte_zmalloc(NULL, sizeof(*w), RTE_CACHE_LINE_SIZE);
+		if (!w)
+			return 1;
+		lcore = rte_get_next_lcore(lcore, 1, 0);
+		w->lcore = lcore;
+		w->index = (unsigned)i;
+		snprintf(n, sizeof(n), "bench_handoff%d", i);
+		w->handoff = rte_ring_create(n, DP_HANDOFF_SIZE, 0, RING_F_SC_DEQ);
+		if (!w->handoff || lcore >= RTE_MAX_LCORE) {
+			fprintf(stderr, "inca-bench-switch: worker %d: no lcore or ring\n", i);
+			return 1;
+		}
+		sw->workers[i] = w;
+	}
+	sw->nworkers = (unsigned)workers;
 	sw->l2 = dp_l2_create(4096);
 	dp_qos_cfg_default(&cfg.qos);
-	if (dp_qos_init(sw) || !gen_pool || !w->handoff || !sw->l2 || dp_ports_init(sw) || dp_groups_init(sw)) {
+	if (dp_qos_init(sw) || !gen_pool || !sw->l2 || dp_ports_init(sw) || dp_groups_init(sw)) {
 		fprintf(stderr, "inca-bench-switch: set-up failed\n");
 		return 1;
 	}
 
-	printf("# inca-switch on net_ring ports, 1 worker core + 1 generator core; "
-	       "%d members, fp32 sum, %d B payload (%zu B frames), %ld x %d slots per "
-	       "run, median of %d runs\n", members, elems * 4,
-	       AGG_FRAME_HDR_LEN + (size_t)elems * 4 + 4, rounds, WINDOW, runs);
-	printf("%-13s %12s %14s %14s %12s %10s\n", "mode", "Mpps(wall)",
-	       "Mpps/busy-core", "Gbit/s/busy", "ns/packet", "out/in");
-	double med[2];
+	printf("# inca-switch on net_ring ports: %d worker%s, rings filled before the clock; "
+	       "%d members, fp32 sum, %d B payload (%zu B frames), %llu packets per run, "
+	       "median of %d runs\n", workers, workers > 1 ? "s" : "", members, elems * 4,
+	       frame, (unsigned long long)pkts, runs);
+	printf("%-13s %7s %6s %2s %12s %14s %9s %12s %12s %7s\n", "mode", "members", "elems",
+	       "w", "Mpps/core", "elements/s/core", "ns/pkt", "GB/s/core", "Mpps(all)",
+	       "out/in");
+	double med[2] = { 0, 0 };
 	for (int mode = 0; mode < 2; mode++) {
+		if (!(modes & (1 << mode)))
+			continue;
+		bool fwd = mode == 1;
 		struct result r[99];
+		struct agg_group_stats before, after;
+
+		agg_group_stats_sum(sw->groups[0].agg, &before);
+		uint64_t drops0 = switch_drops(sw);
 		for (int k = 0; k < runs; k++)
-			run_phase(sw, (uint16_t)members, (uint16_t)elems, rounds, mode == 1, &r[k]);
-		/* median by per-busy-core rate */
-		for (int a = 0; a < runs; a++)
-			for (int b = a + 1; b < runs; b++)
-				if (r[b].mpps_busy < r[a].mpps_busy) {
-					struct result t = r[a]; r[a] = r[b]; r[b] = t;
-				}
+			if (run_phase(sw, (uint16_t)members, (uint16_t)elems, rounds, fwd, &r[k]))
+				return 1;
+		agg_group_stats_sum(sw->groups[0].agg, &after);
+		uint64_t drops = switch_drops(sw) - drops0;
+		uint64_t in = 0, outp = 0;
+		for (int k = 0; k < runs; k++) {
+			in += r[k].pkts;
+			outp += r[k].out;
+		}
+		/* did it do the work? */
+		uint64_t contrib = after.contributions - before.contributions;
+		uint64_t compl = after.completions - before.completions;
+		uint64_t gdrops = 0;
+		for (int d = 1; d < AGG_E__COUNT; d++)
+			gdrops += after.drops[d] - before.drops[d];
+		bool ok = drops == 0 && gdrops == 0 && outp == in;
+		if (!fwd)
+			ok = ok && contrib == in && compl == in / (uint64_t)members;
+		else
+			ok = ok && contrib == 0;
+		qsort(r, (size_t)runs, sizeof(r[0]), cmp_core);
 		struct result *m = &r[runs / 2];
-		med[mode] = m->mpps_busy;
-		printf("%-13s %12.3f %14.3f %14.2f %12.1f %10.3f\n",
-		       mode ? "forward-only" : "aggregation", m->mpps_wall, m->mpps_busy,
-		       m->gbps_busy, m->ns_per_pkt, (double)m->out / (double)m->pkts);
+		med[mode] = m->mpps_core;
+		printf("%-13s %7d %6d %2d %12.3f %14.3e %9.1f %12.2f %12.3f %7.3f\n",
+		       fwd ? "forward-only" : "aggregation", members, elems, workers,
+		       m->mpps_core, m->mpps_core * 1e6 * elems, m->ns_pkt,
+		       m->mpps_core * 1e6 * elems * 4 / 1e9, m->mpps_all,
+		       (double)outp / (double)in);
+		if (workers > 1)
+			printf("#   packets per worker in the median run: %llu / %llu\n",
+			       (unsigned long long)m->pkts_w[0], (unsigned long long)m->pkts_w[1]);
+		if (!ok) {
+			fprintf(stderr, "inca-bench-switch: FAILED (%s): the switch did not do "
+				"the work: %llu packets in, %llu out (want %llu); %llu contributions "
+				"(want %llu), %llu completions (want %llu), %llu switch drops, "
+				"%llu group drops\n", fwd ? "forward-only" : "aggregation",
+				(unsigned long long)in, (unsigned long long)outp,
+				(unsigned long long)in, (unsigned long long)contrib,
+				fwd ? 0ull : (unsigned long long)in, (unsigned long long)compl,
+				fwd ? 0ull : (unsigned long long)(in / (uint64_t)members),
+				(unsigned long long)drops, (unsigned long long)gdrops);
+			print_drops(sw);
+			failed = 1;
+		}
 	}
-	printf("aggregation / forwarding, per busy core: %.2f\n", med[0] / med[1]);
-	const struct agg_group_stats *st = agg_group_stats(sw->groups[0].agg);
-	printf("# group over all aggregation runs: %llu contributions, %llu completions, "
-	       "%llu stale, %llu mismatched\n",
-	       (unsigned long long)st->contributions, (unsigned long long)st->completions,
-	       (unsigned long long)st->drops[AGG_E_STALE],
-	       (unsigned long long)st->drops[AGG_E_MISMATCH]);
+	if (modes == 3)
+		printf("aggregation / forwarding, per busy core: %.2f\n", med[0] / med[1]);
 	dp_groups_free(sw);
 	dp_ports_close(sw);
 	char dir[PATH_MAX];
 	snprintf(dir, sizeof(dir), "%s", rte_eal_get_runtime_dir());
 	rte_eal_cleanup();
 	nftw(dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);   /* leave nothing behind */
-	return 0;
+	if (failed)
+		fprintf(stderr, "inca-bench-switch: FAILED: figures above are not valid\n");
+	return failed;
 }

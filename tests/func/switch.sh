@@ -155,14 +155,16 @@ wait "$SRV" 2>/dev/null
 arp=$(telemetry /inca/info arp_replies)
 check "the switch answered ARP for its address ($arp)" test "$arp" -ge 4
 
-# 6. two workers: each group belongs to one, the other hands its packets over
+# 6. two workers: every group's slots are spread over both (slot % 2); a
+# contribution the ports' hash gives the other worker is handed over
 "$TB" up --hosts 4 --workers 2 --config "$WORK/switch.json" --switch "$BUILD/dataplane/inca-switch" ||
 	{ not_ok "testbed up with 2 workers"; finish; exit 1; }
 SEQ=([1]=1 [2]=1)
 GBASE=([1]=0 [2]=0)
-check "2 workers: group 1 (worker 0), int32 sum, 20000 elements" allreduce 1 20000 256 "" --dtype int32 --op sum
-check "2 workers: group 2 (worker 1), fp32 sum, 20000 elements" allreduce 2 20000 128 "" --dtype fp32 --op sum
-expect_eq "2 workers: group 2 belongs to worker" "$(telemetry /inca/group,2 worker)" 1
+check "2 workers: group 1, int32 sum, 20000 elements" allreduce 1 20000 256 "" --dtype int32 --op sum
+check "2 workers: group 2, fp32 sum, 20000 elements" allreduce 2 20000 128 "" --dtype fp32 --op sum
+expect_eq "2 workers: group 1's slots are spread over workers" "$(telemetry /inca/group,1 workers)" 2
+expect_eq "2 workers: group 2's slots are spread over workers" "$(telemetry /inca/group,2 workers)" 2
 handoffs=$(telemetry /inca/info handoffs)
 check "2 workers: contributions were handed to the owning worker ($handoffs)" test "$handoffs" -gt 0
 

@@ -499,6 +499,12 @@ struct agg_group_config {
 	struct agg_parent parent;
 	uint16_t first_rank; /* the job rank of member 0's first contribution,
 			      * when the members list no ranks */
+	/* Threads that share the group without locks (0 or 1: one): slot s
+	 * belongs to shard s % shards, and only one thread at a time may
+	 * call agg_group_ingest / agg_group_parent_result for a shard's
+	 * slots, or agg_result_encode for its results. Each shard has its
+	 * own counters; members' PSNs are shared (atomic). */
+	uint16_t shards;
 };
 
 /* "No member": a rank that no member of this switch covers. */
@@ -567,7 +573,10 @@ struct agg_group *agg_group_create(const struct agg_group_config *cfg,
 				   const char **why);
 void agg_group_destroy(struct agg_group *g);
 const struct agg_group_config *agg_group_config(const struct agg_group *g);
+/* The counters of shard 0: all of them for a group with one shard. */
 const struct agg_group_stats *agg_group_stats(const struct agg_group *g);
+/* Every shard's counters added up (a snapshot; shards keep counting). */
+void agg_group_stats_sum(const struct agg_group *g, struct agg_group_stats *out);
 /* Forget all slot state (e.g. the job restarted); counters are kept. */
 void agg_group_reset(struct agg_group *g);
 /* The member that job rank is, or is under (its owner for a collective
