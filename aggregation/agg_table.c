@@ -609,10 +609,13 @@ int agg_group_parent_result(struct agg_group *g, const struct agg_pkt *pkt,
 	return AGG_V_COMPLETE;
 }
 
-int agg_result_encode(struct agg_group *g, uint16_t member,
-		      const struct agg_result *res,
-		      const struct agg_result_l2 *l2, const uint8_t *dst_mac,
-		      void *buf, size_t cap)
+/* The result frame for member; with hdr_only, the payload and ICRC are
+ * left to the caller (the ICRC in *icrc_out) and the header length is
+ * returned. */
+static int result_encode(struct agg_group *g, uint16_t member,
+			 const struct agg_result *res,
+			 const struct agg_result_l2 *l2, const uint8_t *dst_mac,
+			 void *buf, size_t cap, bool hdr_only, uint32_t *icrc_out)
 {
 	const struct agg_member *mb;
 	uint8_t *f = buf, *ip, *b;
@@ -630,7 +633,7 @@ int agg_result_encode(struct agg_group *g, uint16_t member,
 	roce = AGG_BTH_LEN + AGG_DETH_LEN + AGG_INCA_HLEN + body + AGG_ICRC_LEN;
 	total = AGG_ETH_HLEN + (l2->has_vlan ? AGG_VLAN_HLEN : 0) +
 		AGG_IPV4_HLEN + AGG_UDP_HLEN + roce;
-	if (total > cap)
+	if ((hdr_only ? total - body - AGG_ICRC_LEN : total) > cap)
 		return -AGG_E_NOSPACE;
 
 	memcpy(f, dst_mac ? dst_mac : mb->mac, 6);
@@ -669,11 +672,32 @@ int agg_result_encode(struct agg_group *g, uint16_t member,
 	off += AGG_BTH_LEN + AGG_DETH_LEN + AGG_INCA_HLEN;
 	crc = agg_icrc_ipv4_prefix(ip, (size_t)(f + off - ip));
 	if (AGG_LIKELY(has_data)) {
-		memcpy(f + off, res->payload, body);
+		if (!hdr_only)
+			memcpy(f + off, res->payload, body);
 		/* CRC-32 is linear: header CRC combined with the payload's,
 		 * which was computed once for all members. */
 		crc = agg_crc32_combine_op(crc, res->payload_crc, res->payload_shift);
 	}
+	if (hdr_only) {
+		*icrc_out = crc;
+		return (int)off;
+	}
 	agg_icrc_store(f + off + body, crc);
 	return (int)total;
+}
+
+int agg_result_encode(struct agg_group *g, uint16_t member,
+		      const struct agg_result *res,
+		      const struct agg_result_l2 *l2, const uint8_t *dst_mac,
+		      void *buf, size_t cap)
+{
+	return result_encode(g, member, res, l2, dst_mac, buf, cap, false, NULL);
+}
+
+int agg_result_encode_hdr(struct agg_group *g, uint16_t member,
+			  const struct agg_result *res,
+			  const struct agg_result_l2 *l2, const uint8_t *dst_mac,
+			  void *buf, size_t cap, uint32_t *icrc)
+{
+	return result_encode(g, member, res, l2, dst_mac, buf, cap, true, icrc);
 }

@@ -11,6 +11,7 @@
 #include <rte_hash.h>
 #include <rte_jhash.h>
 #include <rte_malloc.h>
+#include <rte_memcpy.h>
 #include <rte_rcu_qsbr.h>
 
 #include "dp_priv.h"
@@ -223,9 +224,37 @@ static void send_built(struct dp_switch *sw, struct dp_worker *w, struct rte_mbu
 	dp_tx(sw, w, port, m);
 }
 
+/* m's headers, then a reference to the shared payload pl, then the
+ * member's ICRC: the payload is not copied per member. */
+static struct rte_mbuf *chain_result(struct dp_worker *w, struct rte_mbuf *m, int hlen,
+				     struct rte_mbuf *pl, uint32_t icrc)
+{
+	struct rte_mbuf *ref, *tail;
+	uint8_t *p;
+
+	m->data_len = (uint16_t)hlen;
+	m->pkt_len = (uint32_t)hlen;
+	ref = rte_pktmbuf_clone(pl, w->hdr_pool);
+	tail = rte_pktmbuf_alloc(w->hdr_pool);
+	p = tail ? (uint8_t *)rte_pktmbuf_append(tail, AGG_ICRC_LEN) : NULL;
+	if (unlikely(!ref || !p)) {
+		rte_pktmbuf_free(ref);
+		rte_pktmbuf_free(tail);
+		rte_pktmbuf_free(m);
+		return NULL;
+	}
+	p[0] = (uint8_t)icrc;
+	p[1] = (uint8_t)(icrc >> 8);
+	p[2] = (uint8_t)(icrc >> 16);
+	p[3] = (uint8_t)(icrc >> 24);
+	rte_pktmbuf_chain(m, ref);
+	rte_pktmbuf_chain(m, tail);
+	return m;
+}
+
 static void send_result(struct dp_switch *sw, struct dp_worker *w,
 			struct dp_group *g, uint16_t member,
-			const struct agg_result *res)
+			const struct agg_result *res, struct rte_mbuf *pl)
 {
 	uint16_t port = __atomic_load_n(&g->member_port[member], __ATOMIC_RELAXED);
 	struct dp_group_shard *sh = &g->sh[w->index];
@@ -237,7 +266,8 @@ static void send_result(struct dp_switch *sw, struct dp_worker *w,
 		w->drops[DP_DROP_NO_ROUTE]++;
 		return;
 	}
-	m = rte_pktmbuf_alloc(w->pool);
+	bool chain = pl && sw->port_multiseg[port] && agg_result_has_data_for(res, member);
+	m = rte_pktmbuf_alloc(chain ? w->hdr_pool : w->pool);
 	if (unlikely(!m)) {
 		w->drops[DP_DROP_NO_MBUF]++;
 		return;
@@ -253,6 +283,26 @@ static void send_result(struct dp_switch *sw, struct dp_worker *w,
 	};
 	memcpy(l2.src_mac, sw->port_mac[port].addr_bytes, 6);
 	/* with the elements or without, as the collective says for member */
+	if (chain) {
+		uint32_t icrc;
+		int hlen = agg_result_encode_hdr(g->agg, member, res, &l2,
+						 g->member_mac[member].addr_bytes,
+						 rte_pktmbuf_mtod(m, void *),
+						 rte_pktmbuf_tailroom(m), &icrc);
+		if (unlikely(hlen < 0)) {
+			send_built(sw, w, m, hlen, 0, port);
+			return;
+		}
+		m = chain_result(w, m, hlen, pl, icrc);
+		if (unlikely(!m)) {
+			w->drops[DP_DROP_NO_MBUF]++;
+			return;
+		}
+		sh->results_sent++;
+		dp_classify_local(sw, m, sw->cfg->result_dscp);
+		dp_tx(sw, w, port, m);
+		return;
+	}
 	len = agg_result_encode(g->agg, member, res, &l2,
 				g->member_mac[member].addr_bytes,
 				rte_pktmbuf_mtod(m, void *), rte_pktmbuf_tailroom(m));
@@ -354,6 +404,34 @@ static void send_cnp(struct dp_switch *sw, struct dp_worker *w, struct dp_group 
 	send_built(sw, w, m, len, q->cnp_dscp, in);
 }
 
+/* Payloads at least this long are shared by the members' results (chained
+ * mbufs) instead of copied into each: below it the copy costs less than
+ * the two extra mbufs. */
+#define CHAIN_MIN_PAYLOAD 512
+
+/* A completed set: one result per member. */
+static void send_results(struct dp_switch *sw, struct dp_worker *w, struct dp_group *g,
+			 const struct agg_result *res)
+{
+	uint16_t n = agg_group_config(g->agg)->nmembers;
+	uint32_t body = res->payload_len + res->pad;
+	struct rte_mbuf *pl = NULL;
+
+	if (n > 1 && body >= CHAIN_MIN_PAYLOAD && sw->multiseg_any) {
+		pl = rte_pktmbuf_alloc(w->pool);
+		void *p = pl ? rte_pktmbuf_append(pl, (uint16_t)body) : NULL;
+		if (p)
+			rte_memcpy(p, res->payload, body);
+		else if (pl) {
+			rte_pktmbuf_free(pl);
+			pl = NULL;
+		}
+	}
+	for (uint16_t i = 0; i < n; i++)
+		send_result(sw, w, g, i, res, pl);
+	rte_pktmbuf_free(pl);   /* the results hold their own references */
+}
+
 void dp_agg_input(struct dp_switch *sw, struct dp_worker *w,
 		  struct rte_mbuf *m, bool icrc_checked)
 {
@@ -401,8 +479,7 @@ void dp_agg_input(struct dp_switch *sw, struct dp_worker *w,
 		/* in a tree: the parent's result for a set we sent up */
 		rc = agg_group_parent_result(g->agg, &pkt, &res);
 		if (rc == AGG_V_COMPLETE)
-			for (uint16_t i = 0; i < agg_group_config(g->agg)->nmembers; i++)
-				send_result(sw, w, g, i, &res);
+			send_results(sw, w, g, &res);
 		goto out;
 	}
 	rc = agg_group_ingest(g->agg, &pkt, &res, &member);
@@ -425,10 +502,9 @@ void dp_agg_input(struct dp_switch *sw, struct dp_worker *w,
 		memcpy(g->member_mac[member].addr_bytes, pkt.src_mac, 6);
 
 	if (rc == AGG_V_COMPLETE) {
-		for (uint16_t i = 0; i < agg_group_config(g->agg)->nmembers; i++)
-			send_result(sw, w, g, i, &res);
+		send_results(sw, w, g, &res);
 	} else if (rc == AGG_V_RETRANSMIT) {
-		send_result(sw, w, g, member, &res);
+		send_result(sw, w, g, member, &res, NULL);
 	} else if (rc == AGG_V_UPSTREAM) {
 		send_up(sw, w, g, &res);
 	}

@@ -85,7 +85,13 @@ static int port_setup(struct dp_switch *sw, uint16_t idx)
 		return rc;
 	}
 	sw->port_mtu[idx] = (uint16_t)mtu;
-	sw->port_multiseg[idx] = !!(info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS);
+	/* results share one payload by chaining mbufs where the port sends
+	 * chains: NICs that say so, and in-memory ports that pass mbufs on */
+	sw->port_multiseg[idx] = (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS) ||
+				 !strcmp(info.driver_name, "net_ring");
+	sw->multiseg_any |= sw->port_multiseg[idx];
+	DP_LOG(DEBUG, "port %u (%s): tx offloads 0x%llx\n", port, info.driver_name,
+	       (unsigned long long)info.tx_offload_capa);
 	rc = rte_eth_dev_adjust_nb_rx_tx_desc(port, &rxd, &txd);
 	if (rc)
 		return rc;
@@ -153,6 +159,16 @@ int dp_ports_init(struct dp_switch *sw)
 		if (!wk->pool) {
 			DP_LOG(ERR, "mbuf pool for worker %u (%u mbufs): %s\n", w,
 			       nb_mbufs, rte_strerror(rte_errno));
+			return -rte_errno;
+		}
+		/* a result that shares its payload: header, reference, ICRC */
+		snprintf(name, sizeof(name), "inca_hdr_%u", w);
+		wk->hdr_pool = rte_pktmbuf_pool_create(name, 3 * nb_mbufs, 512, 0,
+						       RTE_PKTMBUF_HEADROOM + 128,
+						       (int)rte_lcore_to_socket_id(wk->lcore));
+		if (!wk->hdr_pool) {
+			DP_LOG(ERR, "header pool for worker %u (%u mbufs): %s\n", w,
+			       3 * nb_mbufs, rte_strerror(rte_errno));
 			return -rte_errno;
 		}
 	}

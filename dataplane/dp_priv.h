@@ -301,6 +301,7 @@ struct dp_worker {
 	unsigned index;
 	unsigned lcore;
 	struct rte_mempool *pool;
+	struct rte_mempool *hdr_pool;        /* small: result headers, references, ICRCs */
 	struct rte_ring *handoff;            /* slots this worker owns, received elsewhere */
 	struct dp_egress egress[DP_MAX_PORTS];
 	struct dp_port_stats port[DP_MAX_PORTS];
@@ -368,6 +369,7 @@ struct dp_switch {
 	struct rte_ether_addr port_mac[DP_MAX_PORTS];
 	uint16_t port_mtu[DP_MAX_PORTS];
 	bool port_multiseg[DP_MAX_PORTS];        /* sends chained mbufs */
+	bool multiseg_any;                       /* some port does */
 	unsigned nworkers;
 	struct dp_worker *workers[DP_MAX_WORKERS];
 	struct dp_l2_table *l2;

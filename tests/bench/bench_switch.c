@@ -320,7 +320,7 @@ int main(int argc, char **argv)
 		}
 	}
 	size_t frame = AGG_FRAME_HDR_LEN + (size_t)elems * 4 + AGG_ICRC_LEN;
-	gen_pool = rte_pktmbuf_pool_create("bench_gen", (unsigned)pkts + 1024, 512, 0,
+	gen_pool = rte_pktmbuf_pool_create("bench_gen", (unsigned)pkts + 4096, 512, 0,
 					   (uint16_t)(RTE_PKTMBUF_HEADROOM + frame), 0);
 
 	cfg.switch_ip = SWITCH_IP;

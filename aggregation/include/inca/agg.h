@@ -636,6 +636,18 @@ int agg_result_encode(struct agg_group *g, uint16_t member,
 		      const struct agg_result *res,
 		      const struct agg_result_l2 *l2, const uint8_t *dst_mac,
 		      void *buf, size_t cap);
+/*
+ * The same frame in three pieces, for senders that chain buffers (one
+ * payload shared by every member's result): writes the headers only and
+ * returns their length; the frame is those headers, then the member's
+ * body (res->payload_len + res->pad bytes, or none when
+ * agg_result_has_data_for(res, member) is false), then the 4 bytes
+ * agg_icrc_store(*icrc) writes. Same PSN step and errors as above.
+ */
+int agg_result_encode_hdr(struct agg_group *g, uint16_t member,
+			  const struct agg_result *res,
+			  const struct agg_result_l2 *l2, const uint8_t *dst_mac,
+			  void *buf, size_t cap, uint32_t *icrc);
 
 #ifdef __cplusplus
 }
