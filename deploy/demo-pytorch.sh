@@ -80,11 +80,12 @@ manager_testbed "$hosts" "$WORK" "$PORT" "$here/$build" "${testbed_args[@]}" ||
 # in $WORK/BACKEND.txt. The store and rendezvous on the management network,
 # gloo's data on the same links as INCA's (eth0, through the switch).
 train() {
-	local backend=$1 r pids=() rc=0
+	local backend=$1 r pids=() rc=0 port=29601
+	[ "$backend" = inca ] && port=29602
 	for r in $(seq 0 $((hosts - 1))); do
 		timeout 600 "$here/deploy/testbed" exec $((r + 1)) env \
 			PYTHONPATH="$here/$build/host-lib/torch" RANK=$r WORLD_SIZE=$hosts \
-			MASTER_ADDR=192.168.77.1 MASTER_PORT=$((29600 + ${#backend})) \
+			MASTER_ADDR=192.168.77.1 MASTER_PORT=$port \
 			GLOO_SOCKET_IFNAME=eth0 OMP_NUM_THREADS=1 \
 			INCA_JOB=demo-pytorch INCA_LOCAL_IP=10.0.0.$((r + 1)) \
 			INCA_RING_IP=192.168.77.$((r + 1)) \
