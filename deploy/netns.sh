@@ -23,3 +23,26 @@ netns_del() {
 child_alive() {
 	[ -d "/proc/$1" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null
 }
+
+# port_frames MTU: the net_af_packet devargs for a switch port on links of
+# MTU bytes (nothing at 1500: the PMD's 2048-byte frames hold them). A
+# TPACKET_V2 frame holds the kernel's 66 bytes before the Ethernet header,
+# then the frame with an 802.1Q tag; frames are 64-byte multiples, four to a
+# block of whole pages. The PMD refuses a frame size less 32 bytes above the
+# switch's mbuf data room (9216 bytes: MTU 9000 gives 9152-byte frames).
+port_frames() {
+	local mtu=$1 f
+	[ "$mtu" -le 1500 ] && return 0
+	f=$(( (mtu + 18 + 80 + 63) / 64 * 64 ))
+	echo ",framesz=$f,blocksz=$(( (4 * f + 4095) / 4096 * 4096 )),framecnt=256"
+}
+
+# port_quiet IFACE: the kernel stops at the packet taps on a switch port's
+# veth end: inca-switch's af_packet socket still receives every frame, but
+# the kernel no longer routes (and drops) each one in its own IP stack, work
+# that a real switch's DPDK port never costs and that was charged to the
+# sending host (tc ingress, classic BPF "return TC_ACT_SHOT"). Best effort.
+port_quiet() {
+	tc qdisc add dev "$1" clsact 2>/dev/null &&
+		tc filter add dev "$1" ingress bpf da bytecode '1,6 0 0 2,' 2>/dev/null || true
+}

@@ -361,7 +361,8 @@ static int build_frame(struct inca_comm *c, struct hl_coll *op, uint32_t k, bool
 	struct agg_frame_spec s = {
 		.src_ip = c->my_ip, .dst_ip = c->g.switch_ip,
 		.dscp = 26, .ecn = 2,                  /* ECT(0): DCQCN needs marks */
-		.udp_sport = AGG_ROCEV2_UDP_PORT,
+		.udp_sport = c->fixed_sport ? AGG_ROCEV2_UDP_PORT :
+			     hl_slot_sport(c->g.group_id, (uint32_t)(g % st->window)),
 		.dest_qp = c->g.group_qpn, .qkey = c->g.qkey, .src_qp = c->my_qpn,
 		.psn = (uint32_t)c->stats.packets_sent + (uint32_t)c->stats.retransmissions,
 		.hdr = {

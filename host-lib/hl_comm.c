@@ -119,11 +119,11 @@ static int group_check(struct hl_group_desc *g, char *err, size_t errlen)
 		g->elems_per_pkt = 256;
 	if (!g->ring_port)
 		g->ring_port = 18515;
-	if (!g->ib_mtu)
-		g->ib_mtu = 1024;     /* what a 1500-byte Ethernet MTU carries */
-	if (g->ib_mtu != 256 && g->ib_mtu != 512 && g->ib_mtu != 1024 &&
+	/* 0: auto, the largest the path to the switch allows (hl_comm_create) */
+	if (g->ib_mtu && g->ib_mtu != 256 && g->ib_mtu != 512 && g->ib_mtu != 1024 &&
 	    g->ib_mtu != 2048 && g->ib_mtu != 4096) {
-		snprintf(err, errlen, "mtu must be an IB MTU: 256, 512, 1024, 2048 or 4096");
+		snprintf(err, errlen, "mtu must be an IB MTU: 256, 512, 1024, 2048 or 4096 "
+			 "(or \"auto\")");
 		return -1;
 	}
 	if (g->window > AGG_MAX_WINDOW || g->elems_per_pkt > AGG_MAX_ELEMS) {
@@ -184,7 +184,10 @@ int hl_group_from_json(const char *text, const char *origin, struct hl_group_des
 			}
 			continue;
 		}
-		if (json_num(v, nums[i].max, &val[i]) || (i >= 3 && val[i] == 0)) {
+		/* mtu 0 or "auto": the host decides (the manager sends 0) */
+		if (i == 6 && (json_is_string(v) && !strcmp(json_string_value(v), "auto")))
+			continue;
+		if (json_num(v, nums[i].max, &val[i]) || (i >= 3 && i != 6 && val[i] == 0)) {
 			snprintf(err, errlen, "%s: %s: expected %d..%llu", origin, nums[i].key,
 				 i >= 3 ? 1 : 0, (unsigned long long)nums[i].max);
 			goto out;
@@ -275,9 +278,9 @@ int hl_group_from_env(struct hl_group_desc *g, char *err, size_t errlen)
 	}
 	for (int i = 0; i < 7; i++) {
 		s = getenv(nums[i].name);
-		if (!s && i >= 3)
+		if ((!s && i >= 3) || (i == 6 && !strcmp(s, "auto")))
 			continue;
-		if (parse_num(s, nums[i].max, &val[i]) || (i >= 3 && val[i] == 0)) {
+		if (parse_num(s, nums[i].max, &val[i]) || (i >= 3 && i != 6 && val[i] == 0)) {
 			snprintf(err, errlen, "%s: expected a number up to %llu, got '%s'",
 				 nums[i].name, (unsigned long long)nums[i].max, s ? s : "(unset)");
 			return -1;
@@ -371,6 +374,42 @@ static void release_reserved(const struct hl_transport_ops *tp, void *tp_state)
 		tp->close(&tmp);
 }
 
+/* IPv4, UDP, BTH, DETH and ICRC around an IB MTU's message */
+#define IB_IP_OVERHEAD (AGG_IPV4_HLEN + AGG_UDP_HLEN + AGG_BTH_LEN + AGG_DETH_LEN + 4)
+
+/* mtu "auto": the largest IB MTU whose packets fit the route's MTU toward
+ * the switch (1500 -> 1024, 9000 -> 4096), within what the transport can
+ * carry; 1024 when the route is unknown. */
+static uint16_t path_ib_mtu(uint32_t my_ip, uint32_t switch_ip,
+			    const struct hl_transport_ops *tp)
+{
+	struct sockaddr_in me = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(my_ip) };
+	struct sockaddr_in sw = { .sin_family = AF_INET, .sin_port = htons(AGG_ROCEV2_UDP_PORT),
+				  .sin_addr.s_addr = htonl(switch_ip) };
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), mtu = 0;
+	unsigned cap = tp->max_ib_mtu ? tp->max_ib_mtu : 4096, ib;
+	socklen_t len = sizeof(mtu);
+
+	if (fd < 0)
+		return 1024;
+	/* from our address if we have it (a unit test may not) */
+	(void)bind(fd, (struct sockaddr *)&me, sizeof(me));
+	if (connect(fd, (struct sockaddr *)&sw, sizeof(sw)) ||
+	    getsockopt(fd, IPPROTO_IP, IP_MTU, &mtu, &len))
+		mtu = 0;
+	close(fd);
+	if (mtu <= 0)
+		return 1024;
+	for (ib = 4096; ib > 256 && ib + IB_IP_OVERHEAD > (unsigned)mtu; ib /= 2)
+		;
+	if (ib > cap) {
+		HL_INFO("mtu auto: the path's MTU %d carries IB MTU %u, the %s transport %u "
+			"at most: IB MTU %u", mtu, ib, tp->name, cap, cap);
+		ib = cap;
+	}
+	return (uint16_t)ib;
+}
+
 int hl_comm_create(const struct inca_comm_attr *attr, const struct hl_group_desc *g,
 		   const struct hl_transport_ops *tp, void *tp_state, inca_comm_t **out)
 {
@@ -393,8 +432,6 @@ int hl_comm_create(const struct inca_comm_attr *attr, const struct hl_group_desc
 		return create_fail(INCA_ERR_NOMEM, "out of memory");
 	}
 	memcpy(c->g.members, g->members, sizeof(*g->members) * (size_t)g->nmembers);
-	if (!c->g.ib_mtu)
-		c->g.ib_mtu = 1024;
 	c->my_ip = g->members[c->rank].ip;
 	c->my_qpn = g->members[c->rank].qpn;
 	c->member_index = (uint16_t)(g->member_index >= 0 ? g->member_index : c->rank);
@@ -406,6 +443,8 @@ int hl_comm_create(const struct inca_comm_attr *attr, const struct hl_group_desc
 	}
 	snprintf(c->ifname, sizeof(c->ifname), "%s", attr->ifname ? attr->ifname : "");
 	c->tp = tp;
+	if (!c->g.ib_mtu)
+		c->g.ib_mtu = path_ib_mtu(c->my_ip, c->g.switch_ip, tp);
 	c->fallback = attr->fallback;
 	c->timeout_ms = attr->timeout_ms ? attr->timeout_ms : 30000;
 	c->switch_timeout_ms = attr->switch_timeout_ms ? attr->switch_timeout_ms : 1000;

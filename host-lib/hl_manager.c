@@ -143,7 +143,7 @@ int hl_manager_join(const struct inca_comm_attr *attr, uint32_t qpn,
 		json_object_set_new(req, "window", json_integer(atoi(s)));
 	if ((s = getenv("INCA_ELEMS")))
 		json_object_set_new(req, "elems_per_pkt", json_integer(atoi(s)));
-	if ((s = getenv("INCA_MTU")))
+	if ((s = getenv("INCA_MTU")) && atoi(s) > 0)   /* "auto": the manager's default */
 		json_object_set_new(req, "mtu", json_integer(atoi(s)));
 	body = json_dumps(req, JSON_COMPACT);
 	json_decref(req);

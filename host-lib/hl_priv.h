@@ -100,6 +100,8 @@ struct hl_transport_ops {
 	/* sends go through the kernel, which ignores PFC: libinca must
 	 * honour pauses itself (a NIC does it for verbs) */
 	bool host_pfc;
+	/* the largest IB MTU it carries (mtu auto); 0: 4096 */
+	uint16_t max_ib_mtu;
 	/* Optional: make the endpoint before the group is known, because the
 	 * NIC picks its QPN (verbs): sets c->my_qpn and c->tp_state from
 	 * c->my_ip, c->rank and c->ifname; open then finishes that state. */
@@ -121,6 +123,14 @@ extern const struct hl_transport_ops hl_udp_ops;
 int hl_udp_steer_dropped(uint32_t ip, uint64_t *unowned, uint64_t *too_short);
 extern const struct hl_transport_ops hl_xdp_ops;
 extern const struct hl_transport_ops hl_verbs_ops;
+
+/* The UDP source port of a group's slot (docs/protocol.md 1.3): the same
+ * for every member, so a switch hashing on it keeps a slot on one worker,
+ * and different slots spread over workers and ECMP paths. */
+static inline uint16_t hl_slot_sport(uint32_t group_id, uint32_t slot)
+{
+	return (uint16_t)(0xC000u | ((group_id + slot) & 0x3FFFu));
+}
 
 /* ---- the communicator ---- */
 
@@ -205,6 +215,8 @@ struct inca_comm {
 	inca_fallback_t fallback;
 	bool switch_failed;       /* sticky: use the ring from now on */
 	bool warned_fallback;
+	bool fixed_sport;         /* the transport sends from port 4791 only (udp
+				     without CAP_NET_RAW): no source port per slot */
 	unsigned timeout_ms, switch_timeout_ms;
 	bool dcqcn_on;
 	double line_bps;          /* the link's rate: DCQCN, PFC quanta */

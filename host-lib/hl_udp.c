@@ -4,6 +4,10 @@
  * a kernel UDP socket on port 4791 carries it, batched with sendmmsg and
  * recvmmsg. The socket is unconnected with IP_PMTUDISC_DO, so Linux sends
  * IPv4 ID 0 and DF, which the ICRC was computed with (docs/protocol.md 6).
+ * With CAP_NET_RAW the frames leave through an IPPROTO_RAW socket instead,
+ * from the IPv4 header on exactly as built (ID 0, DF, checksum 0), so that
+ * each slot can have its own UDP source port (ECMP/RSS entropy); the UDP
+ * socket still receives everything (results go to port 4791).
  *
  * Many owners per address, demultiplexed by QP (DESIGN.md): every
  * communicator binds its own SO_REUSEPORT socket to ip:4791 and a reuseport
@@ -64,6 +68,7 @@ struct udp_steer {
 
 struct udp_state {
 	int fd;
+	int raw_fd;               /* IPPROTO_RAW for sending; -1: send on fd */
 	struct sockaddr_in dst;
 	struct udp_steer *steer;  /* NULL: one exclusive socket per address */
 	uint8_t bufs[RX_SLOTS][RX_BUF];
@@ -409,6 +414,8 @@ static void udp_free(struct udp_state *u)
 #endif
 	if (u->fd >= 0)
 		close(u->fd);
+	if (u->raw_fd >= 0)
+		close(u->raw_fd);
 #ifdef INCA_HAVE_UDP_STEER
 	if (u->steer)
 		steer_release(u->steer);
@@ -430,6 +437,7 @@ static int udp_open(struct inca_comm *c)
 	if (!u)
 		return hl_fail(c, INCA_ERR_NOMEM, "out of memory");
 	inet_ntop(AF_INET, &me.sin_addr, ip, sizeof(ip));
+	u->raw_fd = -1;
 	u->fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (u->fd < 0 ||
 	    setsockopt(u->fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu)) ||
@@ -466,6 +474,19 @@ static int udp_open(struct inca_comm *c)
 	u->dst = (struct sockaddr_in){ .sin_family = AF_INET,
 				       .sin_port = htons(AGG_ROCEV2_UDP_PORT),
 				       .sin_addr.s_addr = htonl(c->g.switch_ip) };
+	/* a source port per slot needs the whole IPv4 header: a raw socket
+	 * (it receives nothing: IPPROTO_RAW is send-only) */
+	u->raw_fd = getenv("INCA_UDP_RAW") && !strcmp(getenv("INCA_UDP_RAW"), "0") ? -1 :
+		    socket(AF_INET, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, IPPROTO_RAW);
+	if (u->raw_fd >= 0 &&
+	    setsockopt(u->raw_fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf))) {
+		close(u->raw_fd);
+		u->raw_fd = -1;
+	}
+	c->fixed_sport = u->raw_fd < 0;
+	if (c->fixed_sport)
+		HL_INFO("rank %d: udp: sending from port 4791 (no raw socket: %s): one "
+			"source port for every slot", c->rank, strerror(errno));
 	c->tp_state = u;
 	return 0;
 }
@@ -489,14 +510,16 @@ static int udp_send(struct inca_comm *c, const struct hl_frame *f, unsigned n)
 
 	if (n > 64)
 		n = 64;
+	/* from the IPv4 header (raw) or the BTH (UDP socket) on */
+	unsigned from = u->raw_fd >= 0 ? AGG_IPV4_HLEN + AGG_UDP_HLEN : 0;
 	for (unsigned i = 0; i < n; i++) {
-		iov[i].iov_base = f[i].data + f[i].bth_off;
-		iov[i].iov_len = f[i].len - f[i].bth_off;
+		iov[i].iov_base = f[i].data + f[i].bth_off - from;
+		iov[i].iov_len = f[i].len - f[i].bth_off + from;
 		msgs[i].msg_hdr = (struct msghdr){ .msg_name = &u->dst,
 						   .msg_namelen = sizeof(u->dst),
 						   .msg_iov = &iov[i], .msg_iovlen = 1 };
 	}
-	rc = sendmmsg(u->fd, msgs, n, 0);
+	rc = sendmmsg(u->raw_fd >= 0 ? u->raw_fd : u->fd, msgs, n, 0);
 	if (rc < 0) {
 		if (errno == EAGAIN || errno == ENOBUFS || errno == EINTR)
 			return 0;

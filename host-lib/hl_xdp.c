@@ -60,9 +60,9 @@
 #define SOL_XDP 283
 #endif
 
-#define FRAME_SIZE 2048
-#define NUM_FRAMES 2048          /* 4 MiB of UMEM per interface: under the 8 MiB memlock */
-#define RX_FRAMES 1024           /* first half for the fill ring */
+#define FRAME_SIZE 4096          /* holds IB MTU 2048 frames after the RX headroom */
+#define NUM_FRAMES 1024          /* 4 MiB of UMEM per interface: under the 8 MiB memlock */
+#define RX_FRAMES 512            /* first half for the fill ring */
 #define TX_FRAMES (NUM_FRAMES - RX_FRAMES)
 #define RING_SIZE 1024           /* fill and completion: each holds every frame of its half */
 /* each socket's RX and TX ring: an owner that does not call recv holds at
@@ -76,7 +76,7 @@
 #define BIND_RETRY_MS 1000       /* a closed group's queue is released by a workqueue */
 #define SHARED_HDR (64 * 1024)   /* the header before the UMEM in the shared file */
 #define SHARED_LEN (SHARED_HDR + (size_t)NUM_FRAMES * FRAME_SIZE)
-#define SHARED_MAGIC 0x3150445841434e49ull   /* "INCAXDP1" */
+#define SHARED_MAGIC 0x3250445841434e49ull   /* "INCAXDP2": 4096-byte frames */
 #define LOCK_WAIT_MS 5000
 #define DRAIN_MS 100             /* for our TX ring to empty before we leave */
 #define BATCH 64
@@ -835,7 +835,7 @@ static int xdp_open(struct inca_comm *c)
 	/* a frame (received: after the kernel's headroom) fits one chunk */
 	if (frame_max > FRAME_SIZE - RX_HEADROOM)
 		return hl_fail(c, INCA_ERR_CONFIG, "mtu %u: frames of up to %u bytes, an AF_XDP "
-			       "frame holds %d; mtu 1024 at most (or the udp transport)",
+			       "frame holds %d; mtu 2048 at most (or the udp transport)",
 			       c->g.ib_mtu, frame_max, FRAME_SIZE - RX_HEADROOM);
 	x = calloc(1, sizeof(*x));
 	if (x)
@@ -1021,6 +1021,9 @@ static int xdp_recv(struct inca_comm *c, struct hl_rx *rx, unsigned max, int tim
 
 const struct hl_transport_ops hl_xdp_ops = {
 	.name = "xdp", .host_pfc = true,
+	/* one UMEM frame per packet (no XDP_USE_SG multi-buffer): 4096 less
+	 * the 256-byte headroom holds IB MTU 2048's frames, not 4096's */
+	.max_ib_mtu = 2048,
 	.open = xdp_open,
 	.close = xdp_close,
 	.send = xdp_send,

@@ -226,7 +226,7 @@ static int cmd_tx(char **argv)
 			 .dtype = AGG_DTYPE_FP32, .op = AGG_OP_SUM, .count = 1,
 			 .fanin = 1, .coll_seq = 1 },
 	};
-	static uint8_t frames[64][256], big[4096];
+	static uint8_t frames[64][256], big[8192];
 	struct hl_frame f[64];
 	unsigned long qpn, count, sent = 0;
 	inca_comm_t *c = NULL;

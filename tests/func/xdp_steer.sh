@@ -143,13 +143,13 @@ out=$(ip netns exec "$NSO" env INCA_LOG=warn "$TOOL" tx $IP $PEER 77 4000 2>&1)
 rc=$?
 echo "$out" | sed 's/^/    tx: /'
 check "4000 frames sent through one communicator, an oversized one refused" test $rc -eq 0
-check "... and said so" eval '[[ "$out" == *"frame of 4048 bytes is not sent"* ]]'
+check "... and said so" eval '[[ "$out" == *"frame of 8144 bytes is not sent"* ]]'
 after=$(rx_peer)
 check "... all 4000 reached the peer ($((after - before)) packets)" test $((after - before)) -ge 4000
 
-out=$(ip netns exec "$NSO" "$TOOL" mtu $IP $PEER 2048)
-check "IB MTU 2048 is refused at open: '$out'" \
-	eval '[[ "$out" == *"mtu 2048: frames of up to 2122 bytes, an AF_XDP frame holds 1792; mtu 1024 at most"* ]]'
+out=$(ip netns exec "$NSO" "$TOOL" mtu $IP $PEER 4096)
+check "IB MTU 4096 is refused at open: '$out'" \
+	eval '[[ "$out" == *"mtu 4096: frames of up to 4170 bytes, an AF_XDP frame holds 3840; mtu 2048 at most"* ]]'
 check "... leaving nothing behind" eval '! prog_attached && test ! -e "$SHM"'
 
 out=$(ip netns exec "$NSO" "$TOOL" reopen $IP $PEER 50 20)

@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
@@ -39,6 +40,7 @@ struct mock {
 	int64_t slot_open[AGG_MAX_WINDOW];
 	int violations;
 	unsigned contributions, dropped;
+	unsigned bad_sport;   /* contributions whose UDP source port is not their slot's */
 };
 
 static struct mock M;
@@ -72,6 +74,8 @@ static int mock_send(struct inca_comm *c, const struct hl_frame *f, unsigned n)
 		/* what the transport was handed must be a valid frame */
 		assert_int_equal(agg_decode(f[i].data, f[i].len, true, &p), 0);
 		assert_int_equal(f[i].msg_len, AGG_INCA_HLEN + p.payload_len);
+		if (p.udp_sport != hl_slot_sport(c->g.group_id, p.hdr.slot))
+			M.bad_sport++;
 		M.contributions++;
 		if (M.dead)
 			continue;
@@ -157,7 +161,7 @@ static inca_comm_t *mk_comm(uint16_t window, uint16_t elems, inca_fallback_t fb,
 	struct hl_group_desc g = { .switch_ip = 0x0a0000fe, .group_id = 9,
 				   .group_qpn = 256, .qkey = 0xabc, .window = window,
 				   .elems_per_pkt = elems, .ring_port = 18515, .nmembers = 1,
-				   .members = one_member };
+				   .members = one_member, .ib_mtu = 1024 };
 	struct inca_comm_attr attr = { .rank = 0, .size = 1, .fallback = fb,
 				       .timeout_ms = 2000, .switch_timeout_ms = 200,
 				       .dcqcn = dcqcn };
@@ -202,6 +206,7 @@ static void test_split_and_window(void **state)
 	assert_int_equal(st.results, 16);
 	assert_int_equal(st.collectives, 1);
 	assert_int_equal(M.violations, 0);
+	assert_int_equal(M.bad_sport, 0);     /* slot s of group 9: 0xC000 | (9 + s) */
 	/* a second call continues the slot/set sequence: 16 more packets */
 	assert_int_equal(inca_allreduce(c, in, out, 1, INCA_FLOAT32, INCA_MAX), 0);
 	assert_true(out[0] == in[0]);
@@ -455,6 +460,17 @@ static void test_group_descriptions(void **state)
 	assert_int_equal(g.members[1].ring_port, 2000);
 	hl_group_free(&g);
 
+	/* mtu "auto" (and 0, the manager's auto) leave it to the host */
+	for (int i = 0; i < 2; i++) {
+		char json[256];
+		snprintf(json, sizeof(json), "{\"switch\":\"10.0.0.254\",\"group\":3,\"qpn\":256,"
+			 "\"qkey\":1,\"mtu\":%s,\"members\":[{\"ip\":\"10.0.0.1\",\"qpn\":17}]}",
+			 i ? "0" : "\"auto\"");
+		assert_int_equal(hl_group_from_json(json, "g.json", &g, err, sizeof(err)), 0);
+		assert_int_equal(g.ib_mtu, 0);
+		hl_group_free(&g);
+	}
+
 	static const struct { const char *json, *msg; } bad[] = {
 		{ "{", "g.json: line 1 column 1:" },
 		{ "{\"group\":1}", "g.json: switch: expected the switch's IPv4 address" },
@@ -486,6 +502,19 @@ static void test_group_descriptions(void **state)
 	assert_int_equal(g.qkey, 0x1234abcd);
 	assert_int_equal(g.window, 64);
 	hl_group_free(&g);
+	setenv("INCA_MTU", "auto", 1);           /* the host decides */
+	assert_int_equal(hl_group_from_env(&g, err, sizeof(err)), 0);
+	assert_int_equal(g.ib_mtu, 0);
+	hl_group_free(&g);
+	setenv("INCA_MTU", "2048", 1);
+	assert_int_equal(hl_group_from_env(&g, err, sizeof(err)), 0);
+	assert_int_equal(g.ib_mtu, 2048);
+	hl_group_free(&g);
+	setenv("INCA_MTU", "1000", 1);
+	assert_int_equal(hl_group_from_env(&g, err, sizeof(err)), -1);
+	assert_string_equal(err, "mtu must be an IB MTU: 256, 512, 1024, 2048 or 4096 "
+			    "(or \"auto\")");
+	unsetenv("INCA_MTU");
 	setenv("INCA_MEMBERS", "10.0.0.1", 1);
 	assert_int_equal(hl_group_from_env(&g, err, sizeof(err)), -1);
 	assert_string_equal(err, "INCA_MEMBERS: member 0: expected ip:qpn[:ring_port]");
@@ -847,6 +876,35 @@ static void mr_run(const struct mr_case *cases, int nk)
 
 /* Every collective x dtype x op that applies, from 1 element to several
  * windows, 3 ranks, with 3% loss, 3% duplicates and reordering. */
+/* mtu auto: the largest IB MTU the route to the switch carries, within
+ * the transport's; the loopback route (MTU 65536) carries IB MTU 4096 */
+static void test_mtu_auto(void **state)
+{
+	static struct hl_member lo_member[1] = { { .ip = 0x7f000001, .qpn = 17 } };
+	struct hl_group_desc g = { .switch_ip = 0x7f000001, .group_id = 9, .group_qpn = 256,
+				   .qkey = 0xabc, .window = 4, .elems_per_pkt = 2048,
+				   .ring_port = 18515, .nmembers = 1, .members = lo_member };
+	struct inca_comm_attr attr = { .rank = 0, .size = 1, .fallback = INCA_FALLBACK_OFF };
+	struct hl_transport_ops small = mock_ops;
+	inca_comm_t *c;
+
+	(void)state;
+	assert_int_equal(hl_comm_create(&attr, &g, &mock_ops, NULL, &c), 0);
+	assert_int_equal(c->g.ib_mtu, 4096);
+	inca_comm_destroy(c);
+	small.max_ib_mtu = 2048;                   /* e.g. xdp: one UMEM frame */
+	assert_int_equal(hl_comm_create(&attr, &g, &small, NULL, &c), 0);
+	assert_int_equal(c->g.ib_mtu, 2048);
+	inca_comm_destroy(c);
+	g.ib_mtu = 1024;                           /* the group's word wins */
+	assert_int_equal(hl_comm_create(&attr, &g, &mock_ops, NULL, &c), 0);
+	assert_int_equal(c->g.ib_mtu, 1024);
+	inca_comm_destroy(c);
+	assert_int_equal(hl_slot_sport(1, 0), 0xC001);
+	assert_int_equal(hl_slot_sport(0x3fff, 1), 0xC000);
+	assert_int_equal(hl_slot_sport(1000, 63), 0xC000 | 1063);
+}
+
 static void test_every_collective(void **state)
 {
 	static const size_t counts[] = { 1, 7, 8, 9, 50, 161 };
@@ -1360,6 +1418,7 @@ int main(void)
 		cmocka_unit_test(test_reduce_scatter_bytes),
 		cmocka_unit_test(test_fallback_every_collective),
 		cmocka_unit_test(test_group_descriptions),
+		cmocka_unit_test(test_mtu_auto),
 		cmocka_unit_test(test_dcqcn_rates),
 		cmocka_unit_test(test_dcqcn_pacing),
 		cmocka_unit_test(test_rto),
