@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* CRC-32 (slice-by-8), CRC combination, and the RoCEv2 invariant CRC. */
+/* CRC-32 (slice-by-8; folding with PCLMULQDQ, or VPCLMULQDQ on AVX-512,
+ * chosen at run time), CRC combination, and the RoCEv2 invariant CRC. */
 #include <stdbool.h>
 #include <string.h>
 
@@ -129,31 +130,169 @@ static uint32_t crc32_clmul(uint32_t c, const uint8_t *p, size_t len)
 	return (uint32_t)_mm_extract_epi32(x1, 1);
 }
 
-static bool have_clmul;
+/*
+ * The same folding on AVX-512 with VPCLMULQDQ: four 512-bit registers (16
+ * lanes) folded 256 bytes at a time (constants x^(2048+32) and x^(2048-32)
+ * mod P, reflected and shifted as in the paper), then into one register
+ * with the 64-byte constants, then 64 bytes at a time, then four lanes
+ * into one as above. len >= 256 and a multiple of 16.
+ */
+__attribute__((target("avx512f,vpclmulqdq,pclmul,sse4.1")))
+static uint32_t crc32_vclmul(uint32_t c, const uint8_t *p, size_t len)
+{
+	const __m512i k2048 = _mm512_broadcast_i32x4(_mm_set_epi64x(0x01322d1430, 0x011542778a));
+	const __m512i k512 = _mm512_broadcast_i32x4(_mm_set_epi64x(0x01c6e41596, 0x0154442bd4));
+	const __m128i k3k4 = _mm_set_epi64x(0x00ccaa009e, 0x01751997d0);
+	const __m128i k5 = _mm_set_epi64x(0, 0x0163cd6124);
+	const __m128i poly = _mm_set_epi64x(0x01f7011641, 0x01db710641);
+	const __m128i mask32 = _mm_setr_epi32(-1, 0, -1, 0);
+	__m512i z1, z2, z3, z4;
+	__m128i x1, x2, x3, x4, t1;
+
+#define ZFOLD(z, k, next) \
+	_mm512_ternarylogic_epi64(_mm512_clmulepi64_epi128(z, k, 0x00), \
+				  _mm512_clmulepi64_epi128(z, k, 0x11), next, 0x96)
+	z1 = _mm512_loadu_si512(p);
+	z2 = _mm512_loadu_si512(p + 64);
+	z3 = _mm512_loadu_si512(p + 128);
+	z4 = _mm512_loadu_si512(p + 192);
+	z1 = _mm512_xor_si512(z1, _mm512_castsi128_si512(_mm_cvtsi32_si128((int)c)));
+	p += 256;
+	len -= 256;
+	while (len >= 256) {
+		z1 = ZFOLD(z1, k2048, _mm512_loadu_si512(p));
+		z2 = ZFOLD(z2, k2048, _mm512_loadu_si512(p + 64));
+		z3 = ZFOLD(z3, k2048, _mm512_loadu_si512(p + 128));
+		z4 = ZFOLD(z4, k2048, _mm512_loadu_si512(p + 192));
+		p += 256;
+		len -= 256;
+	}
+	/* four registers into one, each lane 64 bytes on */
+	z2 = ZFOLD(z1, k512, z2);
+	z3 = ZFOLD(z2, k512, z3);
+	z4 = ZFOLD(z3, k512, z4);
+	while (len >= 64) {
+		z4 = ZFOLD(z4, k512, _mm512_loadu_si512(p));
+		p += 64;
+		len -= 64;
+	}
+#undef ZFOLD
+	x1 = _mm512_extracti32x4_epi32(z4, 0);
+	x2 = _mm512_extracti32x4_epi32(z4, 1);
+	x3 = _mm512_extracti32x4_epi32(z4, 2);
+	x4 = _mm512_extracti32x4_epi32(z4, 3);
+
+#define FOLD_INTO(acc, next)                                               \
+	do {                                                               \
+		t1 = _mm_clmulepi64_si128(acc, k3k4, 0x00);                \
+		acc = _mm_clmulepi64_si128(acc, k3k4, 0x11);               \
+		acc = _mm_xor_si128(_mm_xor_si128(acc, t1), next);         \
+	} while (0)
+	FOLD_INTO(x1, x2);
+	FOLD_INTO(x1, x3);
+	FOLD_INTO(x1, x4);
+	while (len >= 16) {
+		FOLD_INTO(x1, _mm_loadu_si128((const __m128i *)p));
+		p += 16;
+		len -= 16;
+	}
+#undef FOLD_INTO
+	t1 = _mm_clmulepi64_si128(x1, k3k4, 0x10);
+	x1 = _mm_xor_si128(_mm_srli_si128(x1, 8), t1);
+	t1 = _mm_srli_si128(x1, 4);
+	x1 = _mm_clmulepi64_si128(_mm_and_si128(x1, mask32), k5, 0x00);
+	x1 = _mm_xor_si128(x1, t1);
+	t1 = _mm_clmulepi64_si128(_mm_and_si128(x1, mask32), poly, 0x10);
+	t1 = _mm_clmulepi64_si128(_mm_and_si128(t1, mask32), poly, 0x00);
+	x1 = _mm_xor_si128(x1, t1);
+	return (uint32_t)_mm_extract_epi32(x1, 1);
+}
+
+static bool have_clmul, have_vclmul;
 
 __attribute__((constructor)) static void crc_cpu_init(void)
 {
 	__builtin_cpu_init();
 	have_clmul = __builtin_cpu_supports("pclmul") &&
 		     __builtin_cpu_supports("sse4.1");
+	have_vclmul = have_clmul && __builtin_cpu_supports("avx512f") &&
+		      __builtin_cpu_supports("vpclmulqdq");
 }
 #endif
 
-uint32_t agg_crc32(uint32_t crc, const void *buf, size_t len)
+/* CRC-32 of buf with one implementation the caller checked exists. */
+static uint32_t crc32_impl(enum agg_crc_impl impl, uint32_t crc, const uint8_t *p,
+			   size_t len)
 {
-	const uint8_t *p = buf;
 	uint32_t c = ~crc;
 
 #if defined(__x86_64__)
-	if (len >= 64 && have_clmul) {
+	if (impl == AGG_CRC_VPCLMUL_AVX512 && len >= 256) {
+		size_t bulk = len & ~(size_t)15;
+
+		c = crc32_vclmul(c, p, bulk);
+		p += bulk;
+		len -= bulk;
+	} else if (impl != AGG_CRC_TABLE && len >= 64) {
 		size_t bulk = len & ~(size_t)15;
 
 		c = crc32_clmul(c, p, bulk);
 		p += bulk;
 		len -= bulk;
 	}
+#else
+	(void)impl;
 #endif
 	return ~crc32_raw(c, p, len);
+}
+
+bool agg_crc32_impl_available(enum agg_crc_impl impl)
+{
+	switch (impl) {
+	case AGG_CRC_TABLE:
+		return true;
+#if defined(__x86_64__)
+	case AGG_CRC_PCLMUL:
+		return have_clmul;
+	case AGG_CRC_VPCLMUL_AVX512:
+		return have_vclmul;
+#endif
+	default:
+		return false;
+	}
+}
+
+const char *agg_crc32_impl_name(enum agg_crc_impl impl)
+{
+	static const char *const names[AGG_CRC__COUNT] = {
+		[AGG_CRC_TABLE] = "slice-by-8",
+		[AGG_CRC_PCLMUL] = "pclmulqdq",
+		[AGG_CRC_VPCLMUL_AVX512] = "vpclmulqdq-avx512",
+	};
+	return (unsigned)impl < AGG_CRC__COUNT ? names[impl] : "unknown";
+}
+
+enum agg_crc_impl agg_crc32_impl_best(void)
+{
+#if defined(__x86_64__)
+	if (have_vclmul)
+		return AGG_CRC_VPCLMUL_AVX512;
+	if (have_clmul)
+		return AGG_CRC_PCLMUL;
+#endif
+	return AGG_CRC_TABLE;
+}
+
+uint32_t agg_crc32_with(enum agg_crc_impl impl, uint32_t crc, const void *buf, size_t len)
+{
+	if (!agg_crc32_impl_available(impl))
+		impl = AGG_CRC_TABLE;
+	return crc32_impl(impl, crc, buf, len);
+}
+
+uint32_t agg_crc32(uint32_t crc, const void *buf, size_t len)
+{
+	return crc32_impl(agg_crc32_impl_best(), crc, buf, len);
 }
 
 /* a * b modulo P, in the reflected representation (zlib's multmodp). */

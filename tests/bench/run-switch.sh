@@ -1,31 +1,98 @@
 #!/usr/bin/env bash
-# inca-switch microbenchmarks on in-memory (net_ring) ports: aggregation vs
-# forwarding-only per busy worker core, for 2..32 members, and the engine
-# alone. Writes OUT/switch.md. Usage: tests/bench/run-switch.sh [--out DIR]
+# inca-switch microbenchmarks on in-memory (net_ring) ports: aggregation and
+# forwarding-only per busy worker core, IB MTU 1024 and 4096, 2/8/32
+# members, 1 and 2 workers (rings filled before the clock), the engine
+# alone, and a perf profile of one case (top 10, the ICRC's share).
+# Runs on a private hugetlbfs mount (N 2 MiB pages added, taken back at the
+# end). Fails when any run did not do the work (inca-bench-switch exits 1).
+# Writes OUT/switch.md.
+# Usage: tests/bench/run-switch.sh [--out DIR] [--build DIR] [--no-perf]
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
 out=$here/bench-results
-[ "${1:-}" = --out ] && out=${2:?}
+build=$here/build
+perf=1
+while [ $# -gt 0 ]; do
+	case $1 in
+	--out) out=${2:?}; shift 2 ;;
+	--build) build=${2:?}; shift 2 ;;
+	--no-perf) perf=0; shift ;;
+	-h|--help) sed -n 2,9p "$0"; exit 0 ;;
+	*) echo "run-switch.sh: unknown argument $1" >&2; exit 2 ;;
+	esac
+done
 mkdir -p "$out"
-B=$here/build/tests/bench
+B=$build/tests/bench
+PAGES=600
+
+old_pages=$(cat /proc/sys/vm/nr_hugepages)
+huge=$(mktemp -d /tmp/inca-bench-huge.XXXXXX)
+cleanup() {
+	umount "$huge" 2>/dev/null || true
+	rmdir "$huge" 2>/dev/null || true
+	echo "$old_pages" > /proc/sys/vm/nr_hugepages
+}
+trap cleanup EXIT
+echo $((old_pages + PAGES)) > /proc/sys/vm/nr_hugepages
+mount -t hugetlbfs -o pagesize=2M nodev "$huge"
+
+raw=$out/switch-raw.txt
+: > "$raw"
+run() {   # members elems workers
+	local o
+	if ! o=$("$B/inca-bench-switch" -m "$1" -e "$2" -w "$3" -H "$huge" 2>&1); then
+		printf '%s\n' "$o" >&2
+		echo "run-switch.sh: inca-bench-switch -m $1 -e $2 -w $3 FAILED" >&2
+		exit 1
+	fi
+	printf '%s\n' "$o" | grep -v '^EAL\|^TELEMETRY\|^inca-switch:' >> "$raw"
+	printf '%s\n' "$o" | awk '/^aggregation  / { print "agg", $5, $6, $7, $8, $9 }
+				  /^forward-only/ { print "fwd", $5, $6, $7, $8, $9 }'
+}
+commit=$(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo unknown)
 {
 	echo "# inca-switch microbenchmarks"
 	echo
-	echo "Machine: $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), one worker core and one generator core; net_ring ports; fp32 sum, 1 KiB payloads; medians of 5 runs. Command: \`tests/bench/run-switch.sh\`."
+	echo "Machine: $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')); net_ring ports, rings filled before the clock starts (the main lcore sleeps while the workers run; with 2 workers one shares its core with it); 2 MiB hugepages; fp32 sum; every slot's packets in its owner's queue (what hashing the UDP source port does); 16384 packets per run, medians of 5 runs. Per busy core: the workers' cycles in loop iterations that carried packets. Commit $commit, command \`tests/bench/run-switch.sh\`."
 	echo
-	echo "| members | aggregation Mpps/busy core | ns/contribution | forwarding Mpps/busy core | ns/packet | aggregation / forwarding |"
-	echo "|---:|---:|---:|---:|---:|---:|"
-	for m in 2 4 8 16 32; do
-		"$B/inca-bench-switch" -m "$m" -r 1000 2>/dev/null | awk -v m="$m" '
-			/^aggregation  / { a = $3; an = $5 } /^forward-only/ { f = $3; fn = $5 }
-			/^aggregation \/ forwarding/ { r = $NF }
-			END { printf "| %s | %s | %s | %s | %s | %s |\n", m, a, an, f, fn, r }'
+	echo "| IB MTU | members | workers | aggregation Mpps/core | elements/s/core | ns/packet | payload GB/s/core | Mpps all workers | forwarding Mpps/core | ns/packet | aggregation / forwarding | 2 workers / 1 |"
+	echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+	for e in 256 1024; do
+		for m in 2 8 32; do
+			one=
+			for w in 1 2; do
+				r=$(run "$m" "$e" "$w")
+				a=($(grep '^agg' <<< "$r")); f=($(grep '^fwd' <<< "$r"))
+				[ -z "$one" ] && one=${a[5]}
+				speed=$(awk -v x="${a[5]}" -v y="$one" 'BEGIN { printf "%.2f", x / y }')
+				ratio=$(awk -v x="${a[1]}" -v y="${f[1]}" 'BEGIN { printf "%.3f", x / y }')
+				echo "| $((e * 4)) | $m | $w | ${a[1]} | ${a[2]} | ${a[3]} | ${a[4]} | ${a[5]} | ${f[1]} | ${f[3]} | $ratio | $([ "$w" = 2 ] && echo "$speed" || echo -) |"
+			done
+		done
 	done
 	echo
-	echo "The engine alone (\`build/tests/bench/inca-bench-agg\`, one core):"
+	echo "The engine alone (\`inca-bench-agg\`, one core):"
 	echo
 	echo '```'
 	"$B/inca-bench-agg"
 	echo '```'
+	if [ "$perf" = 1 ] && command -v perf > /dev/null; then
+		pd=$(mktemp /tmp/inca-bench-perf.XXXXXX)
+		perf record -q -F 10000 -e cpu-clock -g -o "$pd" "$B/inca-bench-switch" -m 8 -e 1024 -w 1 -a \
+			-H "$huge" > /dev/null 2>&1
+		echo
+		echo "perf (\`perf record -e cpu-clock -g\`, IB MTU 4096, 8 members, 1 worker, aggregation; the worker thread only, idle polling included):"
+		echo
+		echo '```'
+		perf report -i "$pd" --no-children --comm rte-worker-1 --percentage relative \
+			--sort symbol --stdio -g none 2> /dev/null | grep -E '^ +[0-9]' | head -10
+		echo '```'
+		icrc=$(perf report -i "$pd" --no-children --comm rte-worker-1 --percentage relative \
+			--sort symbol --stdio -g none 2> /dev/null |
+			awk '/agg_crc32|agg_icrc|crc32_/ { sub("%", "", $1); s += $1 } END { printf "%.1f", s }')
+		echo
+		echo "ICRC (verification of every contribution, the result payload's CRC once per set, each result's header CRC and combination): ${icrc}% of the worker's samples."
+		rm -f "$pd"
+	fi
 } > "$out/switch.md"
 cat "$out/switch.md"

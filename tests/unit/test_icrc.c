@@ -58,6 +58,61 @@ static void test_crc32_random_vs_bitwise(void **state)
 	}
 }
 
+/* Every implementation this CPU has (tables; PCLMULQDQ; VPCLMULQDQ on
+ * AVX-512) against the definition: the check value, every length 0..1100
+ * at every alignment 0..7 (each folding path's entry, loop and tail
+ * boundaries), random lengths up to a jumbo frame, chained calls, and the
+ * ConnectX-4 Lx CNP's ICRC over its masked pseudo-header. */
+static void test_crc32_every_impl(void **state)
+{
+	static uint8_t buf[9216 + 8];
+	int ran = 0;
+
+	(void)state;
+	test_seed_init("crc32_every_impl");
+	test_rand_bytes(buf, sizeof(buf));
+	for (int impl = 0; impl < AGG_CRC__COUNT; impl++) {
+		if (!agg_crc32_impl_available((enum agg_crc_impl)impl)) {
+			print_message("crc32 %s: not on this CPU\n",
+				      agg_crc32_impl_name((enum agg_crc_impl)impl));
+			continue;
+		}
+		enum agg_crc_impl im = (enum agg_crc_impl)impl;
+		ran++;
+		assert_int_equal(agg_crc32_with(im, 0, "123456789", 9), 0xcbf43926u);
+		for (size_t off = 0; off < 8; off++)
+			for (size_t len = 0; len <= 1100; len++)
+				assert_int_equal(agg_crc32_with(im, 0, buf + off, len),
+						 crc32_bitwise(buf + off, len));
+		for (int i = 0; i < 200; i++) {
+			size_t off = test_rand_below(8), len = test_rand_below(9216 + 1);
+			size_t cut = test_rand_below((uint32_t)len + 1);
+			uint32_t want = crc32_bitwise(buf + off, len);
+
+			assert_int_equal(agg_crc32_with(im, 0, buf + off, len), want);
+			assert_int_equal(agg_crc32_with(im, agg_crc32_with(im, 0, buf + off, cut),
+							buf + off + cut, len - cut), want);
+		}
+		/* the CNP vector: 8 x 0xff, then IPv4 .. BTH with the masks,
+		 * then the 16 reserved bytes */
+		uint8_t m[8 + sizeof(cnp_frame) - 14 - 4];
+		memset(m, 0xff, 8);
+		memcpy(m + 8, cnp_frame + 14, sizeof(m) - 8);
+		m[8 + 1] = 0xff;
+		m[8 + 8] = 0xff;
+		m[8 + 10] = m[8 + 11] = 0xff;
+		m[8 + 26] = m[8 + 27] = 0xff;
+		m[8 + 32] = 0xff;
+		assert_int_equal(agg_crc32_with(im, 0, m, sizeof(m)), 0x2a00fd82u);
+		print_message("crc32 %s: checked\n", agg_crc32_impl_name(im));
+	}
+	assert_true(ran >= 1);
+	/* agg_crc32 is the best one */
+	assert_int_equal(agg_crc32(0, buf, 4096),
+			 agg_crc32_with(agg_crc32_impl_best(), 0, buf, 4096));
+	assert_int_equal(agg_crc32(0, buf, 4096), crc32_bitwise(buf, 4096));
+}
+
 static void test_crc32_combine(void **state)
 {
 	static uint8_t buf[3000];
@@ -180,6 +235,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_crc32_check_value),
 		cmocka_unit_test(test_crc32_random_vs_bitwise),
+		cmocka_unit_test(test_crc32_every_impl),
 		cmocka_unit_test(test_crc32_combine),
 		cmocka_unit_test(test_icrc_cnp_vector),
 		cmocka_unit_test(test_icrc_masks_variant_fields),

@@ -408,8 +408,23 @@ static inline uint64_t agg_pfc_quanta_ns(uint16_t quanta, uint64_t rate_bps)
 /* CRC-32 and ICRC                                                     */
 /* ------------------------------------------------------------------ */
 
-/* CRC-32 (IEEE 802.3, reflected, as zlib's crc32): crc = agg_crc32(0,..). */
+/* CRC-32 (IEEE 802.3, reflected, as zlib's crc32): crc = agg_crc32(0,..).
+ * Uses the widest carry-less multiplication this CPU has (checked at
+ * start-up), else tables. */
 uint32_t agg_crc32(uint32_t crc, const void *buf, size_t len);
+/* Its implementations, so tests can check each one the CPU has. */
+enum agg_crc_impl {
+	AGG_CRC_TABLE = 0,         /* slice-by-8, portable */
+	AGG_CRC_PCLMUL,            /* x86-64 PCLMULQDQ folding, 64 bytes a step */
+	AGG_CRC_VPCLMUL_AVX512,    /* AVX-512 VPCLMULQDQ folding, 256 bytes a step */
+	AGG_CRC__COUNT
+};
+bool agg_crc32_impl_available(enum agg_crc_impl impl);
+const char *agg_crc32_impl_name(enum agg_crc_impl impl);
+/* What agg_crc32 uses on this CPU. */
+enum agg_crc_impl agg_crc32_impl_best(void);
+/* agg_crc32 with impl (the table version when impl is not available). */
+uint32_t agg_crc32_with(enum agg_crc_impl impl, uint32_t crc, const void *buf, size_t len);
 /* Operator that appends len zero bytes: x^(8*len) mod P. */
 uint32_t agg_crc32_shift_op(size_t len);
 /* crc(A || B) from crc(A), crc(B) and agg_crc32_shift_op(len(B)). */
