@@ -324,6 +324,8 @@ __attribute__((constructor)) static void crc_x2n_init(void)
 		x2n_table[n] = p = crc_multmodp(p, p);
 }
 
+static uint32_t multmodp_best(uint32_t a, uint32_t b);
+
 uint32_t agg_crc32_shift_op(size_t len)
 {
 	/* x^(8*len): 8 * len = 2^3 * len, walk the bits of len from k = 3. */
@@ -332,16 +334,56 @@ uint32_t agg_crc32_shift_op(size_t len)
 
 	while (len) {
 		if (len & 1)
-			p = crc_multmodp(x2n_table[k & 31], p);
+			p = multmodp_best(x2n_table[k & 31], p);
 		len >>= 1;
 		k++;
 	}
 	return p;
 }
 
+#if defined(__x86_64__)
+/* The same product with one carry-less multiplication and the Barrett
+ * reduction of crc32_clmul (the reflected product is one bit short). */
+__attribute__((target("pclmul,sse4.1")))
+static uint32_t crc_multmodp_clmul(uint32_t a, uint32_t b)
+{
+	const __m128i poly = _mm_set_epi64x(0x01f7011641, 0x01db710641);
+	const __m128i mask32 = _mm_setr_epi32(-1, 0, -1, 0);
+	__m128i v, t;
+
+	v = _mm_clmulepi64_si128(_mm_cvtsi32_si128((int)a), _mm_cvtsi32_si128((int)b), 0x00);
+	v = _mm_slli_epi64(v, 1);
+	t = _mm_clmulepi64_si128(_mm_and_si128(v, mask32), poly, 0x10);
+	t = _mm_clmulepi64_si128(_mm_and_si128(t, mask32), poly, 0x00);
+	v = _mm_xor_si128(v, t);
+	return (uint32_t)_mm_extract_epi32(v, 1);
+}
+#endif
+
+static uint32_t multmodp_best(uint32_t a, uint32_t b)
+{
+#if defined(__x86_64__)
+	if (have_clmul)
+		return crc_multmodp_clmul(a, b);
+#endif
+	return crc_multmodp(a, b);
+}
+
+uint32_t agg_crc32_combine_op_with(enum agg_crc_impl impl, uint32_t crc_a, uint32_t crc_b,
+				   uint32_t op)
+{
+#if defined(__x86_64__)
+	if (impl != AGG_CRC_TABLE && agg_crc32_impl_available(impl))
+		return crc_multmodp_clmul(op, crc_a) ^ crc_b;
+#else
+	(void)impl;
+#endif
+	return crc_multmodp(op, crc_a) ^ crc_b;
+}
+
 uint32_t agg_crc32_combine_op(uint32_t crc_a, uint32_t crc_b, uint32_t op)
 {
-	return crc_multmodp(op, crc_a) ^ crc_b;
+	return multmodp_best(op, crc_a) ^ crc_b;
 }
 
 uint32_t agg_crc32_combine(uint32_t crc_a, uint32_t crc_b, size_t len_b)

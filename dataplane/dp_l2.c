@@ -57,6 +57,8 @@ void dp_l2_free(struct dp_l2_table *t)
 	rte_free(t);
 }
 
+#define L2_SEEN_GRANULE (1ull << 22)   /* TSC cycles: 1.4 ms at 3 GHz */
+
 void dp_l2_learn(struct dp_l2_table *t, const struct rte_ether_addr *a,
 		 uint16_t port, uint64_t now)
 {
@@ -70,7 +72,13 @@ void dp_l2_learn(struct dp_l2_table *t, const struct rte_ether_addr *a,
 		if (k >> 16 == mac && k) {
 			if (k != want)          /* the station moved */
 				atomic_store_explicit(&b[i].key, want, memory_order_relaxed);
-			atomic_store_explicit(&b[i].seen, now, memory_order_relaxed);
+			/* refreshed about every millisecond, not per frame: a
+			 * store per frame bounced the entry's cache line between
+			 * the workers that receive from one station (ageing
+			 * counts in seconds) */
+			if (now - atomic_load_explicit(&b[i].seen, memory_order_relaxed) >
+			    L2_SEEN_GRANULE)
+				atomic_store_explicit(&b[i].seen, now, memory_order_relaxed);
 			return;
 		}
 		uint64_t s = k ? atomic_load_explicit(&b[i].seen, memory_order_relaxed) : 0;

@@ -132,6 +132,21 @@ static void test_crc32_combine(void **state)
 						      agg_crc32_shift_op(len - cut)),
 				 agg_crc32(0, buf, len));
 	}
+	/* every multiplication this CPU has gives the same combination */
+	for (int impl = 0; impl < AGG_CRC__COUNT; impl++) {
+		if (!agg_crc32_impl_available((enum agg_crc_impl)impl))
+			continue;
+		for (int i = 0; i < 300; i++) {
+			size_t len = test_rand_below(sizeof(buf) + 1);
+			size_t cut = test_rand_below((uint32_t)len + 1);
+			uint32_t a = crc32_bitwise(buf, cut);
+			uint32_t b = crc32_bitwise(buf + cut, len - cut);
+
+			assert_int_equal(agg_crc32_combine_op_with((enum agg_crc_impl)impl, a, b,
+								   agg_crc32_shift_op(len - cut)),
+					 crc32_bitwise(buf, len));
+		}
+	}
 	/* appending nothing is the identity */
 	assert_int_equal(agg_crc32_combine(0x12345678u, 0, 0), 0x12345678u);
 }

@@ -429,6 +429,10 @@ uint32_t agg_crc32_with(enum agg_crc_impl impl, uint32_t crc, const void *buf, s
 uint32_t agg_crc32_shift_op(size_t len);
 /* crc(A || B) from crc(A), crc(B) and agg_crc32_shift_op(len(B)). */
 uint32_t agg_crc32_combine_op(uint32_t crc_a, uint32_t crc_b, uint32_t op);
+/* The same with impl's multiplication (bit-wise for AGG_CRC_TABLE, one
+ * carry-less multiplication otherwise), for tests. */
+uint32_t agg_crc32_combine_op_with(enum agg_crc_impl impl, uint32_t crc_a, uint32_t crc_b,
+				   uint32_t op);
 /* Same, computing the operator (O(log len)). */
 uint32_t agg_crc32_combine(uint32_t crc_a, uint32_t crc_b, size_t len_b);
 
