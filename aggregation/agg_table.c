@@ -32,7 +32,7 @@ struct agg_set {
 	uint8_t *out;          /* wire-format result + pad, kept until reuse */
 	uint8_t *stage;        /* reproducible mode: one row per member */
 	struct agg_result res;
-};
+} __attribute__((aligned(64)));   /* slots of different shards share no line */
 
 /* One shard's counters, on cache lines of their own (one writer each). */
 struct shard {
@@ -50,7 +50,8 @@ struct agg_group {
 	struct agg_member *members;
 	uint16_t *member_ranks;    /* copies of the members' rank lists */
 	struct rank_owner *owners; /* total_fanin entries */
-	uint32_t *member_psn;
+	uint32_t *member_psn;      /* [shard * psn_stride + member] */
+	size_t psn_stride;
 	uint16_t total_fanin;
 	uint16_t bitmap_words;
 	bool staged;           /* reproducible mode for float dtypes */
@@ -194,8 +195,10 @@ struct agg_group *agg_group_create(const struct agg_group_config *cfg,
 		goto err_oom;
 	g->cfg = *cfg;
 	g->members = calloc(cfg->nmembers, sizeof(*g->members));
-	g->member_psn = calloc(cfg->nmembers, sizeof(*g->member_psn));
 	g->shards = cfg->shards ? cfg->shards : 1;
+	/* one PSN counter per (shard, member), each shard's on its own lines */
+	g->psn_stride = ((size_t)cfg->nmembers + 15) & ~(size_t)15;
+	g->member_psn = calloc(g->psn_stride * g->shards, sizeof(*g->member_psn));
 	if (posix_memalign((void **)&g->sh, 64, g->shards * sizeof(*g->sh)))
 		g->sh = NULL;
 	if (!g->members || !g->member_psn || !g->sh)
@@ -228,9 +231,9 @@ struct agg_group *agg_group_create(const struct agg_group_config *cfg,
 	if (g->staged)
 		per_set += row * cfg->nmembers;
 	nsets = (size_t)cfg->window * 2;
-	g->sets = calloc(nsets, sizeof(*g->sets));
-	if (!g->sets)
+	if (posix_memalign((void **)&g->sets, 64, nsets * sizeof(*g->sets)))
 		goto err_free_group;
+	memset(g->sets, 0, nsets * sizeof(*g->sets));
 	if (posix_memalign(&g->mem, 64, per_set * nsets))
 		goto err_free_sets;
 	memset(g->mem, 0, per_set * nsets);
@@ -658,8 +661,11 @@ static int result_encode(struct agg_group *g, uint16_t member,
 	b[4] = 0;
 	agg_wr24(b + 5, mb->qpn);
 	b[8] = 0;
-	/* one counter per member whichever shard sends */
-	agg_wr24(b + 9, __atomic_fetch_add(&g->member_psn[member], 1, __ATOMIC_RELAXED) &
+	/* a counter per member and shard (no line shared between the
+	 * threads): with S shards, shard k's PSNs to a member are k, k + S,
+	 * k + 2S, ... (docs/protocol.md, 3.3) */
+	uint16_t shard = (uint16_t)(res->hdr.slot % g->shards);
+	agg_wr24(b + 9, (g->member_psn[shard * g->psn_stride + member]++ * g->shards + shard) &
 			AGG_PSN_MASK);
 	agg_wr32(b + 12, g->cfg.qkey);
 	b[16] = 0;

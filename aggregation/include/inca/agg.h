@@ -522,7 +522,8 @@ struct agg_group_config {
 	 * belongs to shard s % shards, and only one thread at a time may
 	 * call agg_group_ingest / agg_group_parent_result for a shard's
 	 * slots, or agg_result_encode for its results. Each shard has its
-	 * own counters; members' PSNs are shared (atomic). */
+	 * own counters and its own PSN sequence per member (shard k of S
+	 * sends k, k + S, k + 2S, ...). */
 	uint16_t shards;
 };
 
