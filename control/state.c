@@ -351,7 +351,9 @@ int mgr_init(struct mgr *m, const char *topo_path, const char *db_path,
 	m->lease_s = 60;
 	m->default_window = 16;
 	m->default_elems = 256;
-	m->default_mtu = 1024;
+	/* 0: "auto", each rank's libinca takes the largest IB MTU its path to
+	 * the switch carries (docs/hostlib.md); a rank may ask for one */
+	m->default_mtu = 0;
 	m->next_group_id = 1000;
 	if (!admin_token || strlen(admin_token) < 16 || strlen(admin_token) >= MGR_TOKEN_LEN) {
 		snprintf(err, errlen, "admin token: expected a secret of 16..127 characters");
@@ -696,8 +698,9 @@ static int api_register(struct req *q, const char *id)
 			     "ring");
 	if (body_uint(q->body, "window", 1, 4096, m->default_window, &window) ||
 	    body_uint(q->body, "elems_per_pkt", 1, 2048, m->default_elems, &elems) ||
-	    body_uint(q->body, "mtu", 256, 4096, m->default_mtu, &mtu))
-		return error(q, 400, "window 1..4096, elems_per_pkt 1..2048, mtu 256..4096");
+	    body_uint(q->body, "mtu", 0, 4096, m->default_mtu, &mtu))
+		return error(q, 400, "window 1..4096, elems_per_pkt 1..2048, mtu 256..4096 "
+			     "(0: auto)");
 	host = mgr_topo_host_by_ip(&m->topo, ip);
 	mgr_ip_str(ip, a);
 	if (host < 0)

@@ -4,7 +4,8 @@
 # of the binaries (default $here/build).
 
 # group_config N FILE: a switch config with group 1 of hosts 1..N, and the
-# matching libinca environment (INCA_SWITCH, INCA_MEMBERS, ...) exported
+# matching libinca environment (INCA_SWITCH, INCA_MEMBERS, ...) exported;
+# elements per packet INCA_ELEMS (default 256; libinca clamps to its MTU)
 group_config() {
 	local n=$1 file=$2 i members="" sw=""
 	for i in $(seq "$n"); do
@@ -14,7 +15,7 @@ group_config() {
 	cat > "$file" <<JSON
 { "switch": { "ip": "10.0.0.254", "idle_sleep_us": 20 },
   "groups": [ { "id": 1, "qpn": 256, "qkey": "0x1ca0d3e0", "window": 64,
-                "elems_per_pkt": 256, "members": [ $sw ] } ] }
+                "elems_per_pkt": ${INCA_ELEMS:-256}, "members": [ $sw ] } ] }
 JSON
 	export INCA_SWITCH=10.0.0.254 INCA_GROUP=1 INCA_GROUP_QPN=256 INCA_QKEY=0x1ca0d3e0 \
 		INCA_WINDOW=64 INCA_MEMBERS="$members" INCA_SIZE="$n"

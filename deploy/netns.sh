@@ -27,14 +27,15 @@ child_alive() {
 # port_frames MTU: the net_af_packet devargs for a switch port on links of
 # MTU bytes (nothing at 1500: the PMD's 2048-byte frames hold them). A
 # TPACKET_V2 frame holds the kernel's 66 bytes before the Ethernet header,
-# then the frame with an 802.1Q tag; frames are 64-byte multiples, four to a
-# block of whole pages. The PMD refuses a frame size less 32 bytes above the
-# switch's mbuf data room (9216 bytes: MTU 9000 gives 9152-byte frames).
+# then the frame with an 802.1Q tag. The PMD addresses frame i at i x framesz,
+# so a block must hold whole frames with nothing left over: frames of whole
+# KiB, four to a block (whole pages). It refuses a frame size less 32 bytes
+# above the switch's mbuf data room (9216 bytes): MTU 9000 gives 9216.
 port_frames() {
 	local mtu=$1 f
 	[ "$mtu" -le 1500 ] && return 0
-	f=$(( (mtu + 18 + 80 + 63) / 64 * 64 ))
-	echo ",framesz=$f,blocksz=$(( (4 * f + 4095) / 4096 * 4096 )),framecnt=256"
+	f=$(( (mtu + 18 + 80 + 1023) / 1024 * 1024 ))
+	echo ",framesz=$f,blocksz=$(( 4 * f )),framecnt=256"
 }
 
 # port_quiet IFACE: the kernel stops at the packet taps on a switch port's
@@ -45,4 +46,18 @@ port_frames() {
 port_quiet() {
 	tc qdisc add dev "$1" clsact 2>/dev/null &&
 		tc filter add dev "$1" ingress bpf da bytecode '1,6 0 0 2,' 2>/dev/null || true
+}
+
+# ports_mtu MTU IFACE...: the links' MTU again on switch ports. DPDK 22.11's
+# af_packet PMD claims 1518-byte frames at most (its real limit is the
+# framesz above), so inca-switch configures MTU 1500 on it, which the PMD
+# applies to the kernel interface (SIOCSIFMTU): the veth would then drop
+# every larger frame the host sends. Called once the switch is ready.
+ports_mtu() {
+	local mtu=$1 i
+	shift
+	[ "$mtu" -le 1500 ] && return 0
+	for i in "$@"; do
+		[ "$(cat "/sys/class/net/$i/mtu" 2>/dev/null)" = "$mtu" ] || ip link set "$i" mtu "$mtu" || true
+	done
 }

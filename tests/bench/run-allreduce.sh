@@ -16,10 +16,13 @@
 # ring fails the run. Writes CSV, Markdown, SVG and PNG plots to --out.
 # Usage: tests/bench/run-allreduce.sh [--out DIR] [--ranks "2 4 8"]
 #          [--rates "200mbit 1gbit"] [--max 16M] [--iters 20] [--rounds 5]
-#          [--repeat 1] [--min 8] [--build DIR]
+#          [--repeat 1] [--min 8] [--build DIR] [--mtu 1500]
 #   --min S    the smallest size of the sweep (e.g. --min 16M --max 16M:
 #              one size); with --rounds 0 no latency rounds are run
 #   --build D  the build directory of the binaries (default build/)
+#   --mtu M    the links' MTU for every side (default 1500; 9000: libinca's
+#              IB MTU 4096 on udp, 2048 on xdp, 1024 elements per packet at
+#              the switch; the ring's TCP gets the same jumbo frames)
 #   --iters N  timed iterations from 128 KiB up; 10 N below (medians of
 #              small, noisy calls need more)
 #   --rounds R the interleaved latency rounds per rank count and rate
@@ -29,7 +32,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
 out=$here/bench-results ranks="2 4 8" rates="200mbit 1gbit" max=16M iters=20 repeat=1 rounds=5
-min=8 build=$here/build
+min=8 build=$here/build mtu=1500
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--out) out=${2:?}; shift 2 ;;
@@ -41,7 +44,8 @@ while [ $# -gt 0 ]; do
 	--rounds) rounds=${2:?}; shift 2 ;;
 	--min) min=${2:?}; shift 2 ;;
 	--build) build=${2:?}; shift 2 ;;
-	-h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	--mtu) mtu=${2:?}; shift 2 ;;
+	-h|--help) sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "run-allreduce.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
 	esac
 done
@@ -49,7 +53,8 @@ done
 [[ "$repeat" =~ ^[12]$ ]] || { echo "run-allreduce.sh: --repeat 1 or 2" >&2; exit 2; }
 [[ "$rounds" =~ ^[0-9][0-9]?$ ]] || { echo "run-allreduce.sh: --rounds 0..99" >&2; exit 2; }
 B=$(cd "$build" && pwd)
-export INCA_BUILD=$B
+export INCA_BUILD=$B INCA_TESTBED_MTU=$mtu
+[ "$mtu" -le 1500 ] || export INCA_ELEMS=1024
 for f in "$B/dataplane/inca-switch" "$B/host-lib/inca-allreduce-perf" \
 	 "$B/tests/bench/mpi-allreduce-perf" "$B/tests/bench/udp-echo"; do
 	[ -x "$f" ] || { echo "run-allreduce.sh: $f not built" >&2; exit 1; }
@@ -113,6 +118,7 @@ one_run() {
 	mkdir -p "$dir"
 	echo "rate,tool,ranks,bytes,time_us,algbw_GBps,busbw_GBps,wrong,cpu_s_per_GB" > "$dir/allreduce.csv"
 	echo "rate,ranks,what,median_us" > "$dir/floor.csv"
+	echo "$mtu" > "$dir/mtu.txt"
 	echo "rate,tool,ranks,packets,retransmissions,probes" > "$dir/retx.csv"
 	echo "rate,tool,ranks,round,bytes,time_us" > "$dir/latency.csv"
 	for rate in $rates; do
