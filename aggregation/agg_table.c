@@ -58,14 +58,14 @@ struct agg_group {
 	size_t row_bytes;      /* E * 8: room for any dtype */
 	struct agg_set *sets;  /* window * 2 */
 	void *mem;
-	uint16_t shards;       /* slot s is counted in sh[s % shards] */
+	uint16_t shards;       /* slot s is shard (group_id + s) % shards */
 	struct shard *sh;
 };
 
 /* Counters of the shard that handles slot: one writer each. */
 static inline struct agg_group_stats *shard_stats(struct agg_group *g, uint32_t slot)
 {
-	return &g->sh[slot % g->shards].st;
+	return &g->sh[(g->cfg.group_id + slot) % g->shards].st;
 }
 
 static const char *group_check(const struct agg_group_config *c)
@@ -664,7 +664,7 @@ static int result_encode(struct agg_group *g, uint16_t member,
 	/* a counter per member and shard (no line shared between the
 	 * threads): with S shards, shard k's PSNs to a member are k, k + S,
 	 * k + 2S, ... (docs/protocol.md, 3.3) */
-	uint16_t shard = (uint16_t)(res->hdr.slot % g->shards);
+	uint16_t shard = (uint16_t)((g->cfg.group_id + res->hdr.slot) % g->shards);
 	agg_wr24(b + 9, (g->member_psn[shard * g->psn_stride + member]++ * g->shards + shard) &
 			AGG_PSN_MASK);
 	agg_wr32(b + 12, g->cfg.qkey);

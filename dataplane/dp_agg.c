@@ -2,7 +2,7 @@
 /*
  * The aggregation path: RoCEv2 UD contributions addressed to the switch are
  * decoded and checked by the worker that received them, and reduced by the
- * worker that owns their slot (slot % workers; docs/switch.md), and on
+ * worker that owns their slot ((group + slot) % workers; docs/switch.md), and on
  * completion one result per member leaves through the member's port: with
  * the elements, or (reduce, reduce-scatter: every member but the root's)
  * the header alone, as docs/protocol.md 2.1 says.
@@ -101,6 +101,7 @@ int dp_group_add(struct dp_switch *sw, const struct dp_group_cfg *gc, char *err,
 	/* every worker owns some of its slots */
 	sharded.shards = (uint16_t)sw->nworkers;
 	g->shards = sw->nworkers;
+	g->group_id = ac->group_id;
 	g->agg = agg_group_create(&sharded, &why);
 	if (!g->agg) {
 		snprintf(err, errlen, "%s", why ? why : "rejected");

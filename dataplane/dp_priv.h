@@ -338,12 +338,13 @@ struct dp_group_shard {
 
 /* A configured group and what the data path learns about its members.
  * Its slots are spread over the workers: slot s belongs to worker
- * s % shards (shards = the workers when it was added), so one group uses
+ * (group id + s) % shards (shards = the workers when it was added), so one group uses
  * every core without locks; the member fields below are written by
  * whichever worker saw the member last (relaxed atomics). */
 struct dp_group {
 	struct agg_group *agg;
 	unsigned shards;                     /* workers sharing its slots */
+	uint32_t group_id;
 	uint16_t *member_port;               /* UINT16_MAX: not seen yet */
 	struct rte_ether_addr *member_mac;   /* configured or learnt */
 	uint32_t *member_vlan;               /* TCI of its contributions | 1 << 16, 0 untagged */
@@ -352,10 +353,13 @@ struct dp_group {
 	struct dp_group_shard sh[DP_MAX_WORKERS];
 };
 
-/* The worker whose shard holds a group's slot. */
+/* The worker whose shard holds a group's slot: (group + slot) % workers,
+ * the engine's shard (agg_group_config.shards), and with a power-of-two
+ * worker count the low bits of the UDP source port hosts send that slot
+ * from (0xC000 | ((group + slot) & 0x3FFF), docs/protocol.md 1.3). */
 static inline unsigned dp_slot_owner(const struct dp_group *g, uint16_t slot)
 {
-	return slot % g->shards;
+	return (g->group_id + slot) % g->shards;
 }
 
 /* A group's per-worker counters added up. */

@@ -5,7 +5,7 @@
  * starts (so two workers can be measured on a 2-core machine: the main
  * lcore only sleeps while they run). M members contribute to one group,
  * fresh keys every round, every slot's packets in the queue of the worker
- * that owns it (what the ports' hash on the UDP source port does). The same
+ * that owns it (what a port hashing the UDP source port alone does). The same
  * packets then go through forwarding-only (L2 to port 1).
  *
  * Per busy worker core (its cycles in loop iterations that carried
@@ -149,7 +149,8 @@ static int run_phase(struct dp_switch *sw, uint16_t members, uint16_t elems,
 					.src_ip = 0x0a000001u + m, .dst_ip = SWITCH_IP,
 					.dest_qp = GROUP_QPN, .qkey = QKEY,
 					.src_qp = 0x200u + m,
-					.udp_sport = (uint16_t)(0xc000 | s),
+					/* docs/protocol.md 1.3 */
+					.udp_sport = (uint16_t)(0xc000 | ((1 + s) & 0x3fff)),
 					.hdr = { .version = 1, .type = AGG_TYPE_CONTRIB,
 						 .dtype = AGG_DTYPE_FP32, .op = AGG_OP_SUM,
 						 .flags = (uint8_t)((seq_base + r) & 1),
@@ -171,7 +172,9 @@ static int run_phase(struct dp_switch *sw, uint16_t members, uint16_t elems,
 				}
 				mb->data_len = (uint16_t)len;
 				mb->pkt_len = (uint32_t)len;
-				if (rte_ring_enqueue(rx_ring[0][s % nw], mb)) {
+				/* the queue hashing the source port gives it:
+				 * its owner's (group 1 + slot) % workers */
+				if (rte_ring_enqueue(rx_ring[0][(1 + s) % nw], mb)) {
 					fprintf(stderr, "inca-bench-switch: rx ring full\n");
 					return -ENOSPC;
 				}

@@ -519,7 +519,9 @@ struct agg_group_config {
 	uint16_t first_rank; /* the job rank of member 0's first contribution,
 			      * when the members list no ranks */
 	/* Threads that share the group without locks (0 or 1: one): slot s
-	 * belongs to shard s % shards, and only one thread at a time may
+	 * belongs to shard (group_id + s) % shards (the low bits of the UDP
+	 * source port hosts send slot s from, docs/protocol.md 1.3, when
+	 * shards is a power of two), and only one thread at a time may
 	 * call agg_group_ingest / agg_group_parent_result for a shard's
 	 * slots, or agg_result_encode for its results. Each shard has its
 	 * own counters and its own PSN sequence per member (shard k of S
