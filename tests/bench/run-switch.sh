@@ -85,7 +85,7 @@ commit=$(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo unknown)
 		echo
 		echo '```'
 		perf report -i "$pd" --no-children --comm rte-worker-1 --percentage relative \
-			--sort symbol --stdio -g none 2> /dev/null | grep -E '^ +[0-9]' | head -10
+			--sort symbol --stdio -g none 2> /dev/null | awk '/^ +[0-9]/ && n++ < 10'
 		echo '```'
 		icrc=$(perf report -i "$pd" --no-children --comm rte-worker-1 --percentage relative \
 			--sort symbol --stdio -g none 2> /dev/null |
