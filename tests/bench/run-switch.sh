@@ -40,7 +40,7 @@ raw=$out/switch-raw.txt
 : > "$raw"
 run() {   # members elems workers
 	local o
-	if ! o=$("$B/inca-bench-switch" -m "$1" -e "$2" -w "$3" -H "$huge" 2>&1); then
+	if ! o=$("$B/inca-bench-switch" -m "$1" -e "$2" -w "$3" -n 15 -H "$huge" 2>&1); then
 		printf '%s\n' "$o" >&2
 		echo "run-switch.sh: inca-bench-switch -m $1 -e $2 -w $3 FAILED" >&2
 		exit 1
@@ -53,7 +53,7 @@ commit=$(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo unknown)
 {
 	echo "# inca-switch microbenchmarks"
 	echo
-	echo "Machine: $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')); net_ring ports, rings filled before the clock starts (the main lcore sleeps while the workers run; with 2 workers one shares its core with it); 2 MiB hugepages; fp32 sum; every slot's packets in its owner's queue (what hashing the UDP source port does); 16384 packets per run, medians of 5 runs. Per busy core: the workers' cycles in loop iterations that carried packets. Commit $commit, command \`tests/bench/run-switch.sh\`."
+	echo "Machine: $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')); net_ring ports, rings filled before the clock starts (the main lcore sleeps while the workers run; with 2 workers one shares its core with it); 2 MiB hugepages; fp32 sum; every slot's packets in its owner's queue (what hashing the UDP source port does); 16384 packets per run, medians of 15 runs. Per busy core: the workers' cycles in loop iterations that carried packets. Commit $commit, command \`tests/bench/run-switch.sh\`."
 	echo
 	echo "| IB MTU | members | workers | aggregation Mpps/core | elements/s/core | ns/packet | payload GB/s/core | Mpps all workers | forwarding Mpps/core | ns/packet | aggregation / forwarding | 2 workers / 1 |"
 	echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
