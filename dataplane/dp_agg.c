@@ -225,6 +225,25 @@ static void send_built(struct dp_switch *sw, struct dp_worker *w, struct rte_mbu
 	dp_tx(sw, w, port, m);
 }
 
+/* A small mbuf for a result's pieces: taken from the worker's stash,
+ * refilled in bulk (one pool access and overlapping cache misses for a
+ * burst of results instead of one each). NULL when the pool is empty. */
+static inline struct rte_mbuf *hdr_mbuf(struct dp_worker *w)
+{
+	if (unlikely(!w->hdr_stashed)) {
+		if (rte_pktmbuf_alloc_bulk(w->hdr_pool, w->hdr_stash, RTE_DIM(w->hdr_stash)))
+			return rte_pktmbuf_alloc(w->hdr_pool);
+		w->hdr_stashed = RTE_DIM(w->hdr_stash);
+	}
+	return w->hdr_stash[--w->hdr_stashed];
+}
+
+void dp_worker_stash_free(struct dp_worker *w)
+{
+	rte_pktmbuf_free_bulk(w->hdr_stash, w->hdr_stashed);
+	w->hdr_stashed = 0;
+}
+
 /* m's headers, then a reference to the shared payload pl, then the
  * member's ICRC: the payload is not copied per member. */
 static struct rte_mbuf *chain_result(struct dp_worker *w, struct rte_mbuf *m, int hlen,
@@ -235,8 +254,10 @@ static struct rte_mbuf *chain_result(struct dp_worker *w, struct rte_mbuf *m, in
 
 	m->data_len = (uint16_t)hlen;
 	m->pkt_len = (uint32_t)hlen;
-	ref = rte_pktmbuf_clone(pl, w->hdr_pool);
-	tail = rte_pktmbuf_alloc(w->hdr_pool);
+	ref = hdr_mbuf(w);
+	if (likely(ref != NULL))
+		rte_pktmbuf_attach(ref, pl);
+	tail = hdr_mbuf(w);
 	p = tail ? (uint8_t *)rte_pktmbuf_append(tail, AGG_ICRC_LEN) : NULL;
 	if (unlikely(!ref || !p)) {
 		rte_pktmbuf_free(ref);
@@ -268,7 +289,7 @@ static void send_result(struct dp_switch *sw, struct dp_worker *w,
 		return;
 	}
 	bool chain = pl && sw->port_multiseg[port] && agg_result_has_data_for(res, member);
-	m = rte_pktmbuf_alloc(chain ? w->hdr_pool : w->pool);
+	m = chain ? hdr_mbuf(w) : rte_pktmbuf_alloc(w->pool);
 	if (unlikely(!m)) {
 		w->drops[DP_DROP_NO_MBUF]++;
 		return;

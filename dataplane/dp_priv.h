@@ -302,6 +302,8 @@ struct dp_worker {
 	unsigned lcore;
 	struct rte_mempool *pool;
 	struct rte_mempool *hdr_pool;        /* small: result headers, references, ICRCs */
+	struct rte_mbuf *hdr_stash[3 * DP_BURST];  /* from hdr_pool, allocated in bulk */
+	unsigned hdr_stashed;
 	struct rte_ring *handoff;            /* slots this worker owns, received elsewhere */
 	struct dp_egress egress[DP_MAX_PORTS];
 	struct dp_port_stats port[DP_MAX_PORTS];
@@ -414,6 +416,8 @@ struct dp_group *dp_group_find(struct dp_switch *sw, uint32_t group_id);
 /* m carries a frame addressed to the switch's IP and UDP port 4791. */
 void dp_agg_input(struct dp_switch *sw, struct dp_worker *w,
 		  struct rte_mbuf *m, bool icrc_checked);
+/* Give back the small mbufs a worker holds in advance (when it stops). */
+void dp_worker_stash_free(struct dp_worker *w);
 
 /* dp_rx.c */
 /* Neighbour table: what ARP told us. Returns the port or -1. */

@@ -485,6 +485,7 @@ int dp_worker_main(void *arg)
 	}
 	rte_rcu_qsbr_thread_offline(sw->rcu, w->index);
 	rte_rcu_qsbr_thread_unregister(sw->rcu, w->index);
+	dp_worker_stash_free(w);
 	for (uint16_t p = 0; p < sw->nports; p++) {
 		dp_egress_drain(&w->egress[p]);
 		rte_pktmbuf_free(w->held[p]);
