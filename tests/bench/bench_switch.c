@@ -235,6 +235,17 @@ static int rm_entry(const char *path, const struct stat *sb, int flag, struct FT
 	return remove(path);
 }
 
+/* The EAL's runtime directory goes too, whatever happened. */
+static int eal_done(int rc)
+{
+	char dir[PATH_MAX];
+
+	snprintf(dir, sizeof(dir), "%s", rte_eal_get_runtime_dir());
+	rte_eal_cleanup();
+	nftw(dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+	return rc;
+}
+
 static int cmp_core(const void *a, const void *b)
 {
 	const struct result *x = a, *y = b;
@@ -311,7 +322,7 @@ int main(int argc, char **argv)
 			tx_ring[p][q] = rte_ring_create(n, ring_size, 0, RING_F_SP_ENQ | RING_F_SC_DEQ);
 			if (!rx_ring[p][q] || !tx_ring[p][q]) {
 				fprintf(stderr, "inca-bench-switch: ring: %s\n", rte_strerror(rte_errno));
-				return 1;
+				return eal_done(1);
 			}
 		}
 		char n[32];
@@ -319,7 +330,7 @@ int main(int argc, char **argv)
 		if (rte_eth_from_rings(n, rx_ring[p], (unsigned)workers, tx_ring[p],
 				       (unsigned)workers, 0) < 0) {
 			fprintf(stderr, "inca-bench-switch: ring port: %s\n", rte_strerror(rte_errno));
-			return 1;
+			return eal_done(1);
 		}
 	}
 	size_t frame = AGG_FRAME_HDR_LEN + (size_t)elems * 4 + AGG_ICRC_LEN;
@@ -350,7 +361,7 @@ int main(int argc, char **argv)
 		char n[32];
 		struct dp_worker *w = rte_zmalloc(NULL, sizeof(*w), RTE_CACHE_LINE_SIZE);
 		if (!w)
-			return 1;
+			return eal_done(1);
 		lcore = rte_get_next_lcore(lcore, 1, 0);
 		w->lcore = lcore;
 		w->index = (unsigned)i;
@@ -358,7 +369,7 @@ int main(int argc, char **argv)
 		w->handoff = rte_ring_create(n, DP_HANDOFF_SIZE, 0, RING_F_SC_DEQ);
 		if (!w->handoff || lcore >= RTE_MAX_LCORE) {
 			fprintf(stderr, "inca-bench-switch: worker %d: no lcore or ring\n", i);
-			return 1;
+			return eal_done(1);
 		}
 		sw->workers[i] = w;
 	}
@@ -367,7 +378,7 @@ int main(int argc, char **argv)
 	dp_qos_cfg_default(&cfg.qos);
 	if (dp_qos_init(sw) || !gen_pool || !sw->l2 || dp_ports_init(sw) || dp_groups_init(sw)) {
 		fprintf(stderr, "inca-bench-switch: set-up failed\n");
-		return 1;
+		return eal_done(1);
 	}
 
 	printf("# inca-switch on net_ring ports: %d worker%s, rings filled before the clock; "
@@ -388,8 +399,12 @@ int main(int argc, char **argv)
 		agg_group_stats_sum(sw->groups[0].agg, &before);
 		uint64_t drops0 = switch_drops(sw);
 		for (int k = 0; k < runs; k++)
-			if (run_phase(sw, (uint16_t)members, (uint16_t)elems, rounds, fwd, &r[k]))
-				return 1;
+			if (run_phase(sw, (uint16_t)members, (uint16_t)elems, rounds, fwd, &r[k])) {
+				dp_groups_free(sw);
+				dp_ports_close(sw);
+				fprintf(stderr, "inca-bench-switch: FAILED: could not run\n");
+				return eal_done(1);
+			}
 		agg_group_stats_sum(sw->groups[0].agg, &after);
 		uint64_t drops = switch_drops(sw) - drops0;
 		uint64_t in = 0, outp = 0;
@@ -437,11 +452,7 @@ int main(int argc, char **argv)
 		printf("aggregation / forwarding, per busy core: %.2f\n", med[0] / med[1]);
 	dp_groups_free(sw);
 	dp_ports_close(sw);
-	char dir[PATH_MAX];
-	snprintf(dir, sizeof(dir), "%s", rte_eal_get_runtime_dir());
-	rte_eal_cleanup();
-	nftw(dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);   /* leave nothing behind */
 	if (failed)
 		fprintf(stderr, "inca-bench-switch: FAILED: figures above are not valid\n");
-	return failed;
+	return eal_done(failed);   /* leave nothing behind */
 }
