@@ -140,6 +140,38 @@ for tp in $TRANSPORTS; do
 	fi
 done
 
+# jumbo links (MTU 9000) and no "mtu" in the group: each rank's libinca
+# takes the largest IB MTU its route and transport carry (udp 4096, xdp
+# 2048), and the packet counts say which it took: 100000 fp32 in packets of
+# min(1024, (MTU - 32) / 4) floats, 100000 fp16 of min(1024, (MTU - 32) / 2),
+# and one packet for each 1-element call
+cat > "$WORK/group4.json" <<JSON
+{ "switch": "10.0.0.254", "group": 4, "qpn": 259, "qkey": "$QKEY", "window": 16,
+  "elems_per_pkt": 1024, "members": $MEMBERS }
+JSON
+/usr/bin/python3 - "$WORK/switch.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+members = c["groups"][0]["members"]
+c["groups"].append({"id": 4, "qpn": 259, "qkey": "0x5eed0001", "window": 16,
+                    "elems_per_pkt": 1024, "members": members})
+json.dump(c, open(sys.argv[1], "w"))
+PY
+for tp in $TRANSPORTS; do
+	up --mtu 9000
+	case $tp in
+	udp) mtu=4096 want=$((99 + 98 + 2)) ;;     # 1016 fp32, 1024 fp16 a packet
+	*) mtu=2048 want=$((199 + 100 + 2)) ;;     # 504 fp32, 1008 fp16 a packet
+	esac
+	check "$tp, links MTU 9000, mtu auto: fp32/fp16 sum, 1 and 100000 elements" \
+		ranks 4 "$tp" 120 -- -d fp32,fp16 -o sum -n 1,100000
+	expect_eq "$tp, links MTU 9000: ... through the switch (fallbacks)" "$FALLBACKS" 0
+	expect_eq "$tp, links MTU 9000: IB MTU $mtu (rank 0's packets)" \
+		"$(grep -o "[0-9]* packets" "$WORK/rank0.out" | awk '{print $1}')" "$want"
+	expect_eq "$tp, links MTU 9000: no frame was truncated at the switch (ip_len drops)" \
+		"$(telemetry /inca/drops ip_len)" 0
+done
+
 # two workers on one host, 5 ranks: host 1 holds ranks 0 (10.0.0.1) and 4
 # (10.0.0.11); with udp each binds its own address, with xdp both sockets
 # share eth0's queue 0 (one UMEM, steered by QPN)
