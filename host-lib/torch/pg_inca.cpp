@@ -54,6 +54,20 @@ bool is_bitwise(inca_op_t o) {
   return o == INCA_BAND || o == INCA_BOR || o == INCA_BXOR;
 }
 
+// why a collective on tensor t cannot go to libinca ("" when it can),
+// giving its dtype and, for a reduction (rop), its op
+std::string refusal(const at::Tensor& t, inca_dtype_t* dtype,
+                    const c10d::ReduceOp* rop = nullptr,
+                    inca_op_t* op = nullptr) {
+  if (t.layout() != at::kStrided) return "a sparse tensor";
+  if (!to_inca_dtype(t.scalar_type(), dtype))
+    return std::string("dtype ") + c10::toString(t.scalar_type());
+  if (rop && !to_inca_op(*rop, op))
+    return "reduce op " + std::to_string(static_cast<int>(
+                              static_cast<c10d::ReduceOp::RedOpType>(*rop)));
+  return "";
+}
+
 bool is_float(inca_dtype_t d) {
   return d == INCA_FLOAT32 || d == INCA_FLOAT16 || d == INCA_BFLOAT16 ||
          d == INCA_FLOAT64;
@@ -286,18 +300,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupInca::allreduce(
   for (auto& t : tensors) check_tensor(t, "allreduce");
   inca_dtype_t dtype;
   inca_op_t op;
-  std::string why;
-  if (!comm_)
-    why = "not offloaded";
-  else if (tensors.size() != 1)
-    why = "a list of " + std::to_string(tensors.size()) + " tensors";
-  else if (tensors[0].layout() != at::kStrided)
-    why = "a sparse tensor";
-  else if (!to_inca_dtype(tensors[0].scalar_type(), &dtype))
-    why = std::string("dtype ") + c10::toString(tensors[0].scalar_type());
-  else if (!to_inca_op(opts.reduceOp, &op))
-    why = "reduce op " + std::to_string(static_cast<int>(
-                             static_cast<c10d::ReduceOp::RedOpType>(opts.reduceOp)));
+  std::string why = !comm_ ? "not offloaded"
+                  : tensors.size() != 1 ? "a list of " + std::to_string(tensors.size()) + " tensors"
+                  : refusal(tensors[0], &dtype, &opts.reduceOp, &op);
   if (!why.empty()) {
     delegated("allreduce", why);
     return gloo_->allreduce(tensors, opts);
@@ -325,18 +330,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupInca::reduce(
               opts.rootRank, " is not a rank of this group of ", size_);
   inca_dtype_t dtype;
   inca_op_t op;
-  std::string why;
-  if (!comm_)
-    why = "not offloaded";
-  else if (tensors.size() != 1 || opts.rootTensor != 0)
-    why = "a list of tensors";
-  else if (tensors[0].layout() != at::kStrided)
-    why = "a sparse tensor";
-  else if (!to_inca_dtype(tensors[0].scalar_type(), &dtype))
-    why = std::string("dtype ") + c10::toString(tensors[0].scalar_type());
-  else if (!to_inca_op(opts.reduceOp, &op))
-    why = "reduce op " + std::to_string(static_cast<int>(
-                             static_cast<c10d::ReduceOp::RedOpType>(opts.reduceOp)));
+  std::string why = !comm_ ? "not offloaded"
+                  : tensors.size() != 1 || opts.rootTensor != 0 ? "a list of tensors"
+                  : refusal(tensors[0], &dtype, &opts.reduceOp, &op);
   if (!why.empty()) {
     delegated("reduce", why);
     return gloo_->reduce(tensors, opts);
@@ -367,15 +363,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupInca::broadcast(
               "inca: broadcast: root ", opts.rootRank,
               " is not a rank of this group of ", size_);
   inca_dtype_t dtype;
-  std::string why;
-  if (!comm_)
-    why = "not offloaded";
-  else if (tensors.size() != 1 || opts.rootTensor != 0)
-    why = "a list of tensors";
-  else if (tensors[0].layout() != at::kStrided)
-    why = "a sparse tensor";
-  else if (!to_inca_dtype(tensors[0].scalar_type(), &dtype))
-    why = std::string("dtype ") + c10::toString(tensors[0].scalar_type());
+  std::string why = !comm_ ? "not offloaded"
+                  : tensors.size() != 1 || opts.rootTensor != 0 ? "a list of tensors"
+                  : refusal(tensors[0], &dtype);
   if (!why.empty()) {
     delegated("broadcast", why);
     return gloo_->broadcast(tensors, opts);
@@ -405,13 +395,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupInca::_allgather_base(
               "the output must hold ", size_, " x ", input.numel(),
               " elements, it holds ", output.numel());
   inca_dtype_t dtype;
-  std::string why;
-  if (!comm_)
-    why = "not offloaded";
-  else if (input.layout() != at::kStrided)
-    why = "a sparse tensor";
-  else if (!to_inca_dtype(input.scalar_type(), &dtype))
-    why = std::string("dtype ") + c10::toString(input.scalar_type());
+  std::string why = !comm_ ? "not offloaded"
+                  : refusal(input, &dtype);
   if (!why.empty()) {
     delegated("_allgather_base", why);
     return gloo_->_allgather_base(output, input, opts);
@@ -438,15 +423,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupInca::allgather(
   for (auto& l : outputs)
     for (auto& t : l) check_tensor(t, "allgather");
   inca_dtype_t dtype;
-  std::string why;
-  if (!comm_)
-    why = "not offloaded";
-  else if (inputs.size() != 1 || outputs.size() != 1)
-    why = "lists of tensors";
-  else if (inputs[0].layout() != at::kStrided)
-    why = "a sparse tensor";
-  else if (!to_inca_dtype(inputs[0].scalar_type(), &dtype))
-    why = std::string("dtype ") + c10::toString(inputs[0].scalar_type());
+  std::string why = !comm_ ? "not offloaded"
+                  : inputs.size() != 1 || outputs.size() != 1 ? "lists of tensors"
+                  : refusal(inputs[0], &dtype);
   if (!why.empty()) {
     delegated("allgather", why);
     return gloo_->allgather(outputs, inputs, opts);
@@ -493,16 +472,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupInca::_reduce_scatter_base(
               " elements, it holds ", input.numel());
   inca_dtype_t dtype;
   inca_op_t op;
-  std::string why;
-  if (!comm_)
-    why = "not offloaded";
-  else if (input.layout() != at::kStrided)
-    why = "a sparse tensor";
-  else if (!to_inca_dtype(input.scalar_type(), &dtype))
-    why = std::string("dtype ") + c10::toString(input.scalar_type());
-  else if (!to_inca_op(opts.reduceOp, &op))
-    why = "reduce op " + std::to_string(static_cast<int>(
-                             static_cast<c10d::ReduceOp::RedOpType>(opts.reduceOp)));
+  std::string why = !comm_ ? "not offloaded"
+                  : refusal(input, &dtype, &opts.reduceOp, &op);
   if (!why.empty()) {
     delegated("_reduce_scatter_base", why);
     return gloo_->_reduce_scatter_base(output, input, opts);
@@ -534,18 +505,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupInca::reduce_scatter(
     for (auto& t : l) check_tensor(t, "reduce_scatter");
   inca_dtype_t dtype;
   inca_op_t op;
-  std::string why;
-  if (!comm_)
-    why = "not offloaded";
-  else if (inputs.size() != 1 || outputs.size() != 1)
-    why = "lists of tensors";
-  else if (outputs[0].layout() != at::kStrided)
-    why = "a sparse tensor";
-  else if (!to_inca_dtype(outputs[0].scalar_type(), &dtype))
-    why = std::string("dtype ") + c10::toString(outputs[0].scalar_type());
-  else if (!to_inca_op(opts.reduceOp, &op))
-    why = "reduce op " + std::to_string(static_cast<int>(
-                             static_cast<c10d::ReduceOp::RedOpType>(opts.reduceOp)));
+  std::string why = !comm_ ? "not offloaded"
+                  : inputs.size() != 1 || outputs.size() != 1 ? "lists of tensors"
+                  : refusal(outputs[0], &dtype, &opts.reduceOp, &op);
   if (!why.empty()) {
     delegated("reduce_scatter", why);
     return gloo_->reduce_scatter(outputs, inputs, opts);
