@@ -53,51 +53,19 @@ static uint32_t crc32_raw(uint32_t c, const uint8_t *p, size_t len)
 #include <immintrin.h>
 
 /*
- * CRC folding with carry-less multiplication (Gopal, Ozturk et al., "Fast
- * CRC Computation for Generic Polynomials Using PCLMULQDQ Instruction",
- * Intel, 2009): four 128-bit lanes folded 64 bytes at a time, then one
- * lane, then a Barrett reduction to 32 bits. The constants are
- * x^(k) mod P for the reflected IEEE polynomial, from that paper.
- * len >= 64 and a multiple of 16; c is the raw (uninverted) register.
+ * The end of both foldings below: four 128-bit lanes into one, the rest
+ * of the buffer 16 bytes at a time (len a multiple of 16), 128 -> 64 bits,
+ * then a Barrett reduction to 32 bits.
  */
 __attribute__((target("pclmul,sse4.1")))
-static uint32_t crc32_clmul(uint32_t c, const uint8_t *p, size_t len)
+static inline uint32_t crc32_clmul_finish(__m128i x1, __m128i x2, __m128i x3, __m128i x4,
+					  const uint8_t *p, size_t len)
 {
-	const __m128i k1k2 = _mm_set_epi64x(0x01c6e41596, 0x0154442bd4);
 	const __m128i k3k4 = _mm_set_epi64x(0x00ccaa009e, 0x01751997d0);
 	const __m128i k5 = _mm_set_epi64x(0, 0x0163cd6124);
 	const __m128i poly = _mm_set_epi64x(0x01f7011641, 0x01db710641);
 	const __m128i mask32 = _mm_setr_epi32(-1, 0, -1, 0);
-	__m128i x1, x2, x3, x4, t1, t2, t3, t4;
-
-	x1 = _mm_loadu_si128((const __m128i *)p);
-	x2 = _mm_loadu_si128((const __m128i *)(p + 16));
-	x3 = _mm_loadu_si128((const __m128i *)(p + 32));
-	x4 = _mm_loadu_si128((const __m128i *)(p + 48));
-	x1 = _mm_xor_si128(x1, _mm_cvtsi32_si128((int)c));
-	p += 64;
-	len -= 64;
-
-	while (len >= 64) {
-		t1 = _mm_clmulepi64_si128(x1, k1k2, 0x00);
-		t2 = _mm_clmulepi64_si128(x2, k1k2, 0x00);
-		t3 = _mm_clmulepi64_si128(x3, k1k2, 0x00);
-		t4 = _mm_clmulepi64_si128(x4, k1k2, 0x00);
-		x1 = _mm_clmulepi64_si128(x1, k1k2, 0x11);
-		x2 = _mm_clmulepi64_si128(x2, k1k2, 0x11);
-		x3 = _mm_clmulepi64_si128(x3, k1k2, 0x11);
-		x4 = _mm_clmulepi64_si128(x4, k1k2, 0x11);
-		x1 = _mm_xor_si128(_mm_xor_si128(x1, t1),
-				   _mm_loadu_si128((const __m128i *)p));
-		x2 = _mm_xor_si128(_mm_xor_si128(x2, t2),
-				   _mm_loadu_si128((const __m128i *)(p + 16)));
-		x3 = _mm_xor_si128(_mm_xor_si128(x3, t3),
-				   _mm_loadu_si128((const __m128i *)(p + 32)));
-		x4 = _mm_xor_si128(_mm_xor_si128(x4, t4),
-				   _mm_loadu_si128((const __m128i *)(p + 48)));
-		p += 64;
-		len -= 64;
-	}
+	__m128i t1;
 
 	/* four lanes into one */
 #define FOLD_INTO(acc, next)                                               \
@@ -131,6 +99,52 @@ static uint32_t crc32_clmul(uint32_t c, const uint8_t *p, size_t len)
 }
 
 /*
+ * CRC folding with carry-less multiplication (Gopal, Ozturk et al., "Fast
+ * CRC Computation for Generic Polynomials Using PCLMULQDQ Instruction",
+ * Intel, 2009): four 128-bit lanes folded 64 bytes at a time, then one
+ * lane, then a Barrett reduction to 32 bits. The constants are
+ * x^(k) mod P for the reflected IEEE polynomial, from that paper.
+ * len >= 64 and a multiple of 16; c is the raw (uninverted) register.
+ */
+__attribute__((target("pclmul,sse4.1")))
+static uint32_t crc32_clmul(uint32_t c, const uint8_t *p, size_t len)
+{
+	const __m128i k1k2 = _mm_set_epi64x(0x01c6e41596, 0x0154442bd4);
+	__m128i x1, x2, x3, x4, t1, t2, t3, t4;
+
+	x1 = _mm_loadu_si128((const __m128i *)p);
+	x2 = _mm_loadu_si128((const __m128i *)(p + 16));
+	x3 = _mm_loadu_si128((const __m128i *)(p + 32));
+	x4 = _mm_loadu_si128((const __m128i *)(p + 48));
+	x1 = _mm_xor_si128(x1, _mm_cvtsi32_si128((int)c));
+	p += 64;
+	len -= 64;
+
+	while (len >= 64) {
+		t1 = _mm_clmulepi64_si128(x1, k1k2, 0x00);
+		t2 = _mm_clmulepi64_si128(x2, k1k2, 0x00);
+		t3 = _mm_clmulepi64_si128(x3, k1k2, 0x00);
+		t4 = _mm_clmulepi64_si128(x4, k1k2, 0x00);
+		x1 = _mm_clmulepi64_si128(x1, k1k2, 0x11);
+		x2 = _mm_clmulepi64_si128(x2, k1k2, 0x11);
+		x3 = _mm_clmulepi64_si128(x3, k1k2, 0x11);
+		x4 = _mm_clmulepi64_si128(x4, k1k2, 0x11);
+		x1 = _mm_xor_si128(_mm_xor_si128(x1, t1),
+				   _mm_loadu_si128((const __m128i *)p));
+		x2 = _mm_xor_si128(_mm_xor_si128(x2, t2),
+				   _mm_loadu_si128((const __m128i *)(p + 16)));
+		x3 = _mm_xor_si128(_mm_xor_si128(x3, t3),
+				   _mm_loadu_si128((const __m128i *)(p + 32)));
+		x4 = _mm_xor_si128(_mm_xor_si128(x4, t4),
+				   _mm_loadu_si128((const __m128i *)(p + 48)));
+		p += 64;
+		len -= 64;
+	}
+
+	return crc32_clmul_finish(x1, x2, x3, x4, p, len);
+}
+
+/*
  * The same folding on AVX-512 with VPCLMULQDQ: four 512-bit registers (16
  * lanes) folded 256 bytes at a time (constants x^(2048+32) and x^(2048-32)
  * mod P, reflected and shifted as in the paper), then into one register
@@ -142,12 +156,8 @@ static uint32_t crc32_vclmul(uint32_t c, const uint8_t *p, size_t len)
 {
 	const __m512i k2048 = _mm512_broadcast_i32x4(_mm_set_epi64x(0x01322d1430, 0x011542778a));
 	const __m512i k512 = _mm512_broadcast_i32x4(_mm_set_epi64x(0x01c6e41596, 0x0154442bd4));
-	const __m128i k3k4 = _mm_set_epi64x(0x00ccaa009e, 0x01751997d0);
-	const __m128i k5 = _mm_set_epi64x(0, 0x0163cd6124);
-	const __m128i poly = _mm_set_epi64x(0x01f7011641, 0x01db710641);
-	const __m128i mask32 = _mm_setr_epi32(-1, 0, -1, 0);
 	__m512i z1, z2, z3, z4;
-	__m128i x1, x2, x3, x4, t1;
+	__m128i x1, x2, x3, x4;
 
 #define ZFOLD(z, k, next) \
 	_mm512_ternarylogic_epi64(_mm512_clmulepi64_epi128(z, k, 0x00), \
@@ -182,30 +192,7 @@ static uint32_t crc32_vclmul(uint32_t c, const uint8_t *p, size_t len)
 	x3 = _mm512_extracti32x4_epi32(z4, 2);
 	x4 = _mm512_extracti32x4_epi32(z4, 3);
 
-#define FOLD_INTO(acc, next)                                               \
-	do {                                                               \
-		t1 = _mm_clmulepi64_si128(acc, k3k4, 0x00);                \
-		acc = _mm_clmulepi64_si128(acc, k3k4, 0x11);               \
-		acc = _mm_xor_si128(_mm_xor_si128(acc, t1), next);         \
-	} while (0)
-	FOLD_INTO(x1, x2);
-	FOLD_INTO(x1, x3);
-	FOLD_INTO(x1, x4);
-	while (len >= 16) {
-		FOLD_INTO(x1, _mm_loadu_si128((const __m128i *)p));
-		p += 16;
-		len -= 16;
-	}
-#undef FOLD_INTO
-	t1 = _mm_clmulepi64_si128(x1, k3k4, 0x10);
-	x1 = _mm_xor_si128(_mm_srli_si128(x1, 8), t1);
-	t1 = _mm_srli_si128(x1, 4);
-	x1 = _mm_clmulepi64_si128(_mm_and_si128(x1, mask32), k5, 0x00);
-	x1 = _mm_xor_si128(x1, t1);
-	t1 = _mm_clmulepi64_si128(_mm_and_si128(x1, mask32), poly, 0x10);
-	t1 = _mm_clmulepi64_si128(_mm_and_si128(t1, mask32), poly, 0x00);
-	x1 = _mm_xor_si128(x1, t1);
-	return (uint32_t)_mm_extract_epi32(x1, 1);
+	return crc32_clmul_finish(x1, x2, x3, x4, p, len);
 }
 
 static bool have_clmul, have_vclmul;
