@@ -41,34 +41,15 @@ hosts=4
 WORK=$(mktemp -d /tmp/inca-demo-pytorch.XXXXXX)
 PORT=18471
 MGR_PID=
-cleanup() {
-	trap - EXIT INT TERM
-	echo "==== tearing down"
-	"$here/deploy/testbed" down || true
-	if [ -n "$MGR_PID" ]; then
-		kill "$MGR_PID" 2>/dev/null || true
-		wait "$MGR_PID" 2>/dev/null || true
-	fi
-	rm -rf "$WORK"
-}
-trap cleanup EXIT
+# shellcheck source=deploy/jobs.sh
+source "$here/deploy/jobs.sh"
+trap demo_cleanup EXIT
 trap 'echo; echo "demo-pytorch.sh: interrupted"; exit 130' INT TERM
 
-step() { printf '\n==== %s\n' "$*"; }
-
-if [ "$install" = 1 ]; then
-	step "installing dependencies (deploy/install-deps.sh)"
-	"$here/deploy/install-deps.sh"
-fi
-step "building ($build/)"
-if [ -f "$build/build.ninja" ]; then meson setup --reconfigure "$build" >/dev/null
-else meson setup "$build" >/dev/null; fi
-ninja -C "$build"
+demo_build "$install" "$build"
 ls "$build"/host-lib/torch/inca_torch/_C*.so >/dev/null 2>&1 ||
 	{ echo "demo-pytorch.sh: inca_torch was not built (python3-torch, libtorch-dev)" >&2; exit 1; }
 
-# shellcheck source=deploy/jobs.sh
-source "$here/deploy/jobs.sh"
 step "inca-manager and the testbed: inca-switch + $hosts hosts${rate:+, links shaped to $rate}"
 testbed_args=()
 [ "$rate" != none ] && testbed_args=(--rate "$rate")

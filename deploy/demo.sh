@@ -30,32 +30,13 @@ export INCA_TESTBED=incademo
 WORK=$(mktemp -d /tmp/inca-demo.XXXXXX)
 PORT=18470
 MGR_PID=
-cleanup() {
-	trap - EXIT INT TERM
-	echo "==== tearing down"
-	"$here/deploy/testbed" down || true
-	if [ -n "$MGR_PID" ]; then
-		kill "$MGR_PID" 2>/dev/null || true
-		wait "$MGR_PID" 2>/dev/null || true
-	fi
-	rm -rf "$WORK"
-}
-trap cleanup EXIT
-trap 'echo; echo "demo.sh: interrupted"; exit 130' INT TERM
-
-step() { printf '\n==== %s\n' "$*"; }
-
-if [ "$install" = 1 ]; then
-	step "installing dependencies (deploy/install-deps.sh)"
-	"$here/deploy/install-deps.sh"
-fi
-step "building (build/)"
-if [ -f build/build.ninja ]; then meson setup --reconfigure build >/dev/null
-else meson setup build >/dev/null; fi
-ninja -C build
-
 # shellcheck source=deploy/jobs.sh
 source "$here/deploy/jobs.sh"
+trap demo_cleanup EXIT
+trap 'echo; echo "demo.sh: interrupted"; exit 130' INT TERM
+
+demo_build "$install" build
+
 step "starting inca-manager (topology: 1 switch, $hosts hosts, tenant demo)"
 manager_setup "$hosts" "$WORK" "$PORT"
 build/control/inca-manager --topology "$WORK/topology.json" --token-file "$WORK/admin.token" \

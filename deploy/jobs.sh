@@ -1,7 +1,37 @@
-# Sourced by deploy/demo.sh and tests/bench/run-allreduce.sh: the all-reduce
-# jobs they run on a testbed. Needs $here (the source tree) and
+# Sourced by deploy/demo.sh, deploy/demo-pytorch.sh and tests/bench/run-*.sh:
+# the demos' build and clean-up, and the all-reduce jobs they run on a testbed. Needs $here (the source tree) and
 # INCA_TESTBED; jobs write into $WORK. INCA_BUILD: the build directory
 # of the binaries (default $here/build).
+
+# step TEXT: a section header in a demo's output
+step() { printf '\n==== %s\n' "$*"; }
+
+# demo_build INSTALL BUILD: deploy/install-deps.sh when INSTALL is 1, then
+# configure (or reconfigure) and build BUILD
+demo_build() {
+	local install=$1 build=$2
+	if [ "$install" = 1 ]; then
+		step "installing dependencies (deploy/install-deps.sh)"
+		"$here/deploy/install-deps.sh"
+	fi
+	step "building ($build/)"
+	if [ -f "$build/build.ninja" ]; then meson setup --reconfigure "$build" >/dev/null
+	else meson setup "$build" >/dev/null; fi
+	ninja -C "$build"
+}
+
+# demo_cleanup: a demo's EXIT trap: the testbed down, the manager (MGR_PID,
+# if set) stopped, $WORK removed
+demo_cleanup() {
+	trap - EXIT INT TERM
+	echo "==== tearing down"
+	"$here/deploy/testbed" down || true
+	if [ -n "${MGR_PID:-}" ]; then
+		kill "$MGR_PID" 2>/dev/null || true
+		wait "$MGR_PID" 2>/dev/null || true
+	fi
+	rm -rf "$WORK"
+}
 
 # group_config N FILE: a switch config with group 1 of hosts 1..N, and the
 # matching libinca environment (INCA_SWITCH, INCA_MEMBERS, ...) exported;
