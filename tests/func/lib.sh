@@ -86,6 +86,26 @@ done_with() {
 	return $rc
 }
 
+# wait_for_line FILE REGEX PID: up to 60 s until a line of FILE matches
+# REGEX, or sooner when PID has ended
+wait_for_line() {
+	local file=$1 regex=$2 pid=$3
+	for _ in $(seq 600); do
+		grep -q "$regex" "$file" 2>/dev/null && return 0
+		kill -0 "$pid" 2>/dev/null || return 1
+		sleep 0.1
+	done
+	return 1
+}
+
+# kill_switch: SIGKILL the testbed's inca-switch (its recorded PID, and only
+# if that process is still an inca-switch)
+kill_switch() {
+	local spid
+	spid=$(cat "/run/inca-testbed/$INCA_TESTBED/switch.pid" 2>/dev/null)
+	[ -n "$spid" ] && grep -q inca-switch "/proc/$spid/cmdline" 2>/dev/null && kill -9 "$spid"
+}
+
 # check_ranks LAB CONFIG TRANSPORT TIMEOUT_S ENV... -- ARGS: $CHECK ARGS as
 # ranks 0..3 on hosts 1..4 of LAB (deploy/testbed or deploy/fabric), rank r
 # with INCA_CONFIG=CONFIG where "%r" is replaced by r; rank r's output in

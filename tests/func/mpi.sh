@@ -99,14 +99,9 @@ echo "# recoveries with the switch alive: $(cat "$WORK/c.err" "$WORK/py.err" | g
 echo "# the switch killed mid-job"
 mpi8 "$CHECK" -l 300 > "$WORK/kill.out" 2> "$WORK/kill.err" &
 JOB_PID=$!
-for _ in $(seq 600); do
-	grep -q "loop 60 " "$WORK/kill.out" 2>/dev/null && break
-	kill -0 "$JOB_PID" 2>/dev/null || break
-	sleep 0.1
-done
-spid=$(cat "/run/inca-testbed/$INCA_TESTBED/switch.pid" 2>/dev/null)
+wait_for_line "$WORK/kill.out" "loop 60 " "$JOB_PID"
 check "the job was running when the switch was killed" kill -0 "$JOB_PID"
-[ -n "$spid" ] && grep -q inca-switch "/proc/$spid/cmdline" 2>/dev/null && kill -9 "$spid"
+kill_switch
 wait "$JOB_PID"
 rc=$?
 JOB_PID=

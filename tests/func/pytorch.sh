@@ -147,15 +147,10 @@ echo "# time per step: gloo $(grep -o "[0-9.]* ms per step" "$WORK/gloo.0"), inc
 echo "# the switch killed mid-training"
 rm -f "$WORK/progress"
 ranks kill "$TRAIN" --backend inca --steps $STEPS --out "$WORK/kill.pt" --progress "$WORK/progress"
-for _ in $(seq 600); do
-	grep -q "^step 100$" "$WORK/progress" 2>/dev/null && break
-	kill -0 "${JOB_PIDS[0]}" 2>/dev/null || break
-	sleep 0.1
-done
-spid=$(cat "/run/inca-testbed/$INCA_TESTBED/switch.pid" 2>/dev/null)
+wait_for_line "$WORK/progress" "^step 100$" "${JOB_PIDS[0]}"
 check "training was under way (step 100) when the switch was killed" \
 	grep -q "^step 100$" "$WORK/progress"
-[ -n "$spid" ] && grep -q inca-switch "/proc/$spid/cmdline" 2>/dev/null && kill -9 "$spid"
+kill_switch
 check "DDP on inca finished after the switch died" wait_ranks kill
 fb=$(sum_stat kill fallbacks)
 check "the ranks finished on the TCP ring (fallbacks $fb)" test "$fb" -gt 0
