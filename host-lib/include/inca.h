@@ -104,7 +104,10 @@ typedef enum {
  *     INCA_ELEMS, INCA_MTU, INCA_RING_PORT
  *   A packet carries min(E, (mtu - 32) / element size) elements: the IB MTU
  *   (1024 on 1500-byte Ethernet, 4096 with jumbo frames) bounds a UD
- *   message, header included.
+ *   message, header included. Without "mtu" (or with 0 or "auto") each
+ *   rank takes the largest IB MTU its route to the switch carries, within
+ *   its transport's (udp and verbs 4096, xdp 2048): ranks on links of
+ *   different MTU, or one group mixing transports, must all be given one.
  *   - or a manager (manager_url / INCA_MANAGER), which creates the group
  *     for the job (udp and xdp transports; docs/manager.md).
  */
