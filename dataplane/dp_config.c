@@ -621,7 +621,7 @@ static int parse_qos(struct ctx *c, json_t *o, struct dp_qos_cfg *q)
 int dp_config_load(struct dp_config *cfg, const char *path)
 {
 	static const char *const top_keys[] = { "switch", "ports", "groups", "qos", NULL };
-	static const char *const sw_keys[] = { "ip", "result_dscp", "idle_sleep_us",
+	static const char *const sw_keys[] = { "ip", "result_dscp", "idle_sleep_us", "idle_spin_us",
 		"mac_age_s", "rate", "queue_kb", "impair", NULL };
 	struct ctx c = { .path = path };
 	json_error_t jerr;
@@ -633,6 +633,7 @@ int dp_config_load(struct dp_config *cfg, const char *path)
 	snprintf(cfg->path, sizeof(cfg->path), "%s", path);
 	cfg->result_dscp = 26;
 	cfg->idle_sleep_us = 0;
+	cfg->idle_spin_us = DP_IDLE_SPIN_US;
 	cfg->mac_age_s = 300;
 	dp_qos_cfg_default(&cfg->qos);
 
@@ -668,6 +669,12 @@ int dp_config_load(struct dp_config *cfg, const char *path)
 		if ((rc = get_uint(&c, v, 0, 1000000, &u)))
 			goto out;
 		cfg->idle_sleep_us = (uint32_t)u;
+	}
+	if ((v = json_object_get(sw, "idle_spin_us"))) {
+		at(&c, "switch.idle_spin_us");
+		if ((rc = get_uint(&c, v, 0, 1000000, &u)))
+			goto out;
+		cfg->idle_spin_us = (uint32_t)u;
 	}
 	if ((v = json_object_get(sw, "mac_age_s"))) {
 		at(&c, "switch.mac_age_s");

@@ -26,6 +26,8 @@ extern int dp_logtype;
 #define DP_MAX_WORKERS  16
 #define DP_MAX_GROUPS   1024
 #define DP_BURST        32
+/* with an idle back-off: keep polling this long after the last packet */
+#define DP_IDLE_SPIN_US 200
 #define DP_NUM_TC       8
 #define DP_TC_SLOTS     2048     /* packets per (worker, port, TC) egress queue */
 #define DP_NO_PORT      0xffffu  /* mbuf ingress index of packets the switch made */
@@ -127,6 +129,8 @@ struct dp_config {
 	uint32_t switch_ip;          /* host byte order */
 	uint8_t result_dscp;
 	uint32_t idle_sleep_us;      /* 0: busy poll */
+	uint32_t idle_spin_us;       /* with idle_sleep_us: poll this long after
+				      * the last packet before sleeping */
 	uint32_t mac_age_s;
 	struct dp_port_cfg port_default;
 	struct dp_port_cfg ports[DP_MAX_PORTS];
@@ -313,6 +317,7 @@ struct dp_worker {
 	uint64_t agg_drops[AGG_E__COUNT];    /* decode failures by reason */
 	uint64_t arp_replies, arp_requests, icmp_replies, floods, handoffs;
 	uint64_t busy_tsc;
+	uint64_t last_rx_tsc;        /* the last loop that found a packet */
 	/* link impairment emulation */
 	uint64_t rng;
 	struct rte_mbuf *held[DP_MAX_PORTS];

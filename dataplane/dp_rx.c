@@ -402,6 +402,7 @@ int dp_worker_main(void *arg)
 	struct dp_switch *sw = &dp_sw;
 	struct rte_mbuf *pkts[DP_BURST];
 	const uint32_t idle_us = sw->cfg->idle_sleep_us;
+	const uint64_t spin_tsc = (uint64_t)sw->cfg->idle_spin_us * sw->tsc_hz / 1000000;
 
 	w->rng = rte_rdtsc() ^ ((uint64_t)w->lcore << 32) ^ 0x9e3779b97f4a7c15ull;
 	rte_rcu_qsbr_thread_register(sw->rcu, w->index);
@@ -476,9 +477,14 @@ int dp_worker_main(void *arg)
 		}
 		if (got) {
 			w->busy_tsc += rte_rdtsc() - start;
-		} else if (idle_us) {
-			/* share the machine: sleep when idle, briefly when a
-			 * shaped queue waits for tokens */
+			w->last_rx_tsc = start;
+		} else if (idle_us && start - w->last_rx_tsc >= spin_tsc) {
+			/* share the machine: sleep when idle (for idle_spin_us
+			 * after the last packet, keep polling: the rest of a
+			 * collective's contributions, and the next collective,
+			 * come within microseconds, and a sleeper on a VM
+			 * whose idle vCPU halts wakes tens of µs late),
+			 * briefly when a shaped queue waits for tokens */
 			struct timespec ts = { 0, (long)(pending ? 5 : idle_us) * 1000 };
 			nanosleep(&ts, NULL);
 		}

@@ -38,6 +38,8 @@ static void usage(FILE *out, const char *prog)
 		"  -r, --rate RATE       shape ports the config does not name, e.g. 1gbit\n"
 		"  -i, --idle-sleep US   sleep US microseconds when idle instead of busy\n"
 		"                        polling (for labs sharing a few cores)\n"
+		"  -I, --idle-spin US    with --idle-sleep: keep polling US microseconds\n"
+		"                        after the last packet before sleeping (200)\n"
 		"  -s, --stats SEC       print a one-line summary every SEC seconds\n"
 		"  -m, --impair SPEC     emulate link impairment on every port, both\n"
 		"                        directions, netem-style: \"loss 1%% duplicate 1%%\n"
@@ -66,7 +68,7 @@ static void on_signal(int sig)
 struct opts {
 	const char *config;
 	const char *rate;
-	long idle_us;
+	long idle_us, spin_us;
 	double stats_s;
 	bool forward_only;
 	const char *impair;
@@ -80,6 +82,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{ "config", required_argument, NULL, 'c' },
 		{ "rate", required_argument, NULL, 'r' },
 		{ "idle-sleep", required_argument, NULL, 'i' },
+		{ "idle-spin", required_argument, NULL, 'I' },
 		{ "stats", required_argument, NULL, 's' },
 		{ "forward-only", no_argument, NULL, 'f' },
 		{ "impair", required_argument, NULL, 'm' },
@@ -94,9 +97,10 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	int c;
 
 	o->idle_us = -1;
+	o->spin_us = -1;
 	o->heartbeat_ms = 200;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "c:r:i:s:fm:M:n:k:b:h", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "c:r:i:I:s:fm:M:n:k:b:h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'c':
 			o->config = optarg;
@@ -108,6 +112,14 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			o->idle_us = strtol(optarg, &end, 10);
 			if (*end || o->idle_us < 0 || o->idle_us > 1000000) {
 				fprintf(stderr, "inca-switch: --idle-sleep: expected 0..1000000 "
+					"microseconds, got '%s'\n", optarg);
+				return -1;
+			}
+			break;
+		case 'I':
+			o->spin_us = strtol(optarg, &end, 10);
+			if (*end || o->spin_us < 0 || o->spin_us > 1000000) {
+				fprintf(stderr, "inca-switch: --idle-spin: expected 0..1000000 "
 					"microseconds, got '%s'\n", optarg);
 				return -1;
 			}
@@ -202,6 +214,8 @@ int main(int argc, char **argv)
 		goto err_eal;
 	if (o.idle_us >= 0)
 		cfg.idle_sleep_us = (uint32_t)o.idle_us;
+	if (o.spin_us >= 0)
+		cfg.idle_spin_us = (uint32_t)o.spin_us;
 	if (o.impair) {
 		const char *where = NULL;
 		if (dp_parse_impair(o.impair, &cfg.impair, &where)) {

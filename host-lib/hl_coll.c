@@ -9,6 +9,7 @@
  * exponential back-off), DCQCN pacing, a deadline on everything, and the
  * TCP ring when the switch does not answer.
  */
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +37,12 @@
 #define COALESCE_MIN_NAP_US 30
 #define COALESCE_MAX_NAP_US 4000
 #define PACE_SAMPLE_US 500
+/* Before sleeping in the transport for a result, a rank polls for it for
+ * up to SPIN_US (INCA_SPIN_US; 0: sleep at once), yielding the CPU between
+ * polls. On a virtual machine whose idle vCPUs halt (cpuidle haltpoll
+ * with guest_halt_poll_ns=0, as here), waking a sleeper costs tens of µs
+ * more than the result's trip through the switch. */
+#define SPIN_US 0
 
 struct hl_coll {
 	struct inca_comm *c;
@@ -197,6 +204,15 @@ int hl_stream_init(struct inca_comm *c)
 	st->window = c->g.window ? c->g.window : 1;
 	const char *co = getenv("INCA_COALESCE");
 	st->coalesce = !co || strcmp(co, "0");
+	const char *sp = getenv("INCA_SPIN_US");
+	st->spin_us = sp ? atof(sp) : SPIN_US;
+	if (!(st->spin_us >= 0 && st->spin_us <= 1e6)) {
+		HL_WARN("INCA_SPIN_US=%s: expected 0..1000000 microseconds; using %d", sp, SPIN_US);
+		st->spin_us = SPIN_US;
+	}
+	if (st->spin_us > 0)
+		HL_INFO("polling up to %.0f us for results before sleeping (INCA_SPIN_US)",
+			st->spin_us);
 	st->slots = calloc(st->window, sizeof(*st->slots));
 	/* the largest frame: the INCA header and elements fill the IB MTU */
 	st->frame_cap = AGG_FRAME_HDR_LEN + (size_t)c->g.ib_mtu + 8;
@@ -778,8 +794,16 @@ int hl_coll_progress(struct hl_coll *op, double budget_us)
 		/* everything already queued is taken before the timers are looked
 		 * at again: a rank kept off the CPU for longer than the RTO finds
 		 * its results waiting, and must not retransmit them */
+		/* a rank about to sleep for its results polls for them first,
+		 * for up to spin_us (not when coalescing, which sleeps on
+		 * purpose): see SPIN_US */
+		double spin_end = nap > 0 ? 0 : now + st->spin_us;
+		bool again;
 		do {
-			rc = c->tp->recv(c, rx, RECV_BATCH, (int)wait);
+			bool spin = wait > 0 && now < spin_end;
+			double t0 = now;
+
+			rc = c->tp->recv(c, rx, RECV_BATCH, spin ? 0 : (int)wait);
 			if (rc < 0) {
 				fail_in_flight(c, rc);
 				return 1;
@@ -791,8 +815,20 @@ int hl_coll_progress(struct hl_coll *op, double budget_us)
 				else
 					accept_result(c, &rx[i], now);
 			}
+			again = rc > 0;
+			if (rc == 0 && spin) {
+				/* nothing yet: let whatever shares this CPU run
+				 * (the switch, another rank), then look again */
+				wait -= now - t0;
+				if (wait > 0) {
+					sched_yield();
+					now = c->now_us(c);
+					again = true;
+					continue;
+				}
+			}
 			wait = 0;
-		} while (rc > 0 && !op->finished);
+		} while (again && !op->finished);
 		if (c->dcqcn_on)
 			hl_dcqcn_advance(&c->dcqcn, now, 0);
 		if (op->finished)

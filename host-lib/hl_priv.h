@@ -197,6 +197,7 @@ struct hl_stream {
 	 * outstanding, so that a rank sleeps until a batch has arrived
 	 * instead of waking for every result */
 	bool coalesce;
+	double spin_us;            /* poll this long before sleeping (SPIN_US) */
 	double gap_us;             /* estimated time per result; 0: unknown */
 	double pace_t0_us;         /* start of the current measurement */
 	unsigned pace_results;     /* results since pace_t0_us */

@@ -64,6 +64,8 @@ static void test_errors_name_the_field(void **state)
 		  ": switch.rate: expected a rate such as \"1gbit\"" },
 		{ "{\"switch\":{\"ip\":\"10.0.0.254\",\"idle_sleep_us\":-1}}",
 		  ": switch.idle_sleep_us: expected 0..1000000, got -1" },
+		{ "{\"switch\":{\"ip\":\"10.0.0.254\",\"idle_spin_us\":1000001}}",
+		  ": switch.idle_spin_us: expected 0..1000000, got 1000001" },
 		{ "{\"switch\":{\"ip\":\"10.0.0.254\"},\"ports\":[{\"port\":40}]}",
 		  ": ports[0].port: expected 0..31, got 40" },
 		{ "{\"switch\":{\"ip\":\"10.0.0.254\"},\"ports\":[{\"port\":1},{\"port\":1}]}",
@@ -151,7 +153,7 @@ static void test_valid_config(void **state)
 	(void)state;
 	assert_int_equal(load(
 		"{\"switch\":{\"ip\":\"10.1.2.3\",\"result_dscp\":46,\"idle_sleep_us\":20,"
-		"\"rate\":\"2.5gbit\",\"queue_kb\":64},"
+		"\"idle_spin_us\":0,\"rate\":\"2.5gbit\",\"queue_kb\":64},"
 		"\"ports\":[{\"port\":2,\"rate\":\"100mbit\"}],"
 		"\"groups\":[{\"id\":7,\"qpn\":\"0x100\",\"qkey\":\"0xdeadbeef\",\"window\":16,"
 		"\"elems_per_pkt\":512,\"dtypes\":[\"bf16\",\"int32\"],\"reproducible\":true,"
@@ -160,6 +162,7 @@ static void test_valid_config(void **state)
 	assert_int_equal(cfg.switch_ip, 0x0a010203);
 	assert_int_equal(cfg.result_dscp, 46);
 	assert_int_equal(cfg.idle_sleep_us, 20);
+	assert_int_equal(cfg.idle_spin_us, 0);
 	assert_true(cfg.port_default.rate_bps == 2500000000ull);
 	assert_int_equal(cfg.port_default.queue_bytes, 64 * 1024);
 	assert_true(cfg.ports[2].set);
