@@ -34,6 +34,8 @@ int inca_http(const char *method, const char *url, const char *token, const char
 	struct curl_slist *h = NULL;
 	struct buf b = { 0 };
 	char auth[300];
+	char detail[CURL_ERROR_SIZE] = "";
+	const char *ca = getenv("INCA_MANAGER_CACERT");
 	long status = 0;
 	CURLcode rc;
 
@@ -59,11 +61,17 @@ int inca_http(const char *method, const char *url, const char *token, const char
 	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
 	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms < 1000 ? timeout_ms : 1000L);
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, detail);
+	/* https: the peer is verified (libcurl's default), against this CA
+	 * when given (a lab's own, deploy/lab-ca), else the system's */
+	if (ca && *ca)
+		curl_easy_setopt(c, CURLOPT_CAINFO, ca);
 	rc = curl_easy_perform(c);
 	if (rc == CURLE_OK)
 		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
 	else
-		snprintf(err, errlen, "%s: %s", url, curl_easy_strerror(rc));
+		snprintf(err, errlen, "%s: %s%s%s", url, curl_easy_strerror(rc),
+			 *detail ? ": " : "", detail);
 	curl_slist_free_all(h);
 	curl_easy_cleanup(c);
 	if (b.p)

@@ -17,6 +17,8 @@
  * be reached (err says why). *json: the answer parsed (NULL if empty or not
  * JSON); *text (if text is non-NULL): the raw answer, malloc'ed. On a 4xx or
  * 5xx status err holds "METHOD URL: STATUS: the answer's error".
+ * An https URL's server is verified against $INCA_MANAGER_CACERT (a PEM
+ * file of CA certificates) when set, else the system's CAs.
  */
 int inca_http(const char *method, const char *url, const char *token, const char *body,
 	      long timeout_ms, json_t **json, char **text, char *err, size_t errlen);

@@ -26,7 +26,7 @@ static bool as_json;
 static void usage(FILE *out)
 {
 	fprintf(out,
-		"Usage: incactl [--manager URL] [--token-file FILE] [--json] COMMAND\n"
+		"Usage: incactl [--manager URL] [--token-file FILE] [--cacert FILE] [--json] COMMAND\n"
 		"\n"
 		"Commands:\n"
 		"  switches          switches: role, address, state, heartbeat, groups, slots\n"
@@ -41,6 +41,8 @@ static void usage(FILE *out)
 		"\n"
 		"  -m, --manager URL       default $INCA_MANAGER or http://127.0.0.1:8473\n"
 		"  -k, --token-file FILE   default $INCA_MANAGER_TOKEN_FILE; or $INCA_MANAGER_TOKEN\n"
+		"  -c, --cacert FILE       an https manager's CA (PEM); default\n"
+		"                          $INCA_MANAGER_CACERT, else the system's CAs\n"
 		"  -j, --json              the manager's JSON, for scripts\n"
 		"\n"
 		"Exit status: 0 ok, 1 refused by the manager, 2 usage, 3 manager unreachable,\n"
@@ -173,7 +175,7 @@ int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "manager", 1, 0, 'm' }, { "token-file", 1, 0, 'k' }, { "json", 0, 0, 'j' },
-		{ "help", 0, 0, 'h' }, { 0, 0, 0, 0 },
+		{ "cacert", 1, 0, 'c' }, { "help", 0, 0, 'h' }, { 0, 0, 0, 0 },
 	};
 	const char *token_file = getenv("INCA_MANAGER_TOKEN_FILE"), *cmd, *arg = NULL;
 	char path[256], *body = NULL;
@@ -182,11 +184,12 @@ int main(int argc, char **argv)
 
 	if (getenv("INCA_MANAGER") && *getenv("INCA_MANAGER"))
 		url = getenv("INCA_MANAGER");
-	while ((c = getopt_long(argc, argv, "m:k:jh", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "m:k:c:jh", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'm': url = optarg; break;
 		case 'k': token_file = optarg; break;
 		case 'j': as_json = true; break;
+		case 'c': setenv("INCA_MANAGER_CACERT", optarg, 1); break;
 		case 'h': usage(stdout); return EX_OK;
 		default: usage(stderr); return EX_USAGE;
 		}

@@ -37,9 +37,15 @@ static void usage(FILE *out)
 		"agents, hands ranks their group. API: docs/manager.md.\n"
 		"\n"
 		"  -t, --topology FILE     switches, hosts, links, tenants (JSON)\n"
-		"  -k, --token-file FILE   the admin token (switch agents, incactl)\n"
+		"  -k, --token-file FILE   the admin token (switch agents, incactl): the\n"
+		"                          secret, or sha256:HEX, its SHA-256\n"
 		"  -d, --db FILE           state database (SQLite; default inca-manager.db)\n"
 		"  -l, --listen ADDR:PORT  default 0.0.0.0:8473\n"
+		"  -C, --tls-cert FILE     serve HTTPS with this certificate (PEM; with its\n"
+		"                          chain) and --tls-key FILE (PEM). Without them the\n"
+		"                          API is plain HTTP: tokens cross the network in\n"
+		"                          clear (labs only; deploy/lab-ca makes a CA)\n"
+		"  -K, --tls-key FILE      the certificate's private key\n"
 		"  -D, --dead-after-ms MS  a switch silent this long is down (default 1000)\n"
 		"  -L, --lease-s S         a job no rank renews for S seconds is removed\n"
 		"                          (default 60)\n"
@@ -115,6 +121,31 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
 	return ret;
 }
 
+/* a PEM file, whole, NUL-terminated (NULL with err filled) */
+static char *read_pem(const char *path, char *err, size_t errlen)
+{
+	FILE *f = fopen(path, "r");
+	char *p = NULL;
+	size_t n = 0;
+
+	if (!f) {
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		return NULL;
+	}
+	p = malloc(MAX_BODY + 1);
+	if (p)
+		n = fread(p, 1, MAX_BODY + 1, f);
+	fclose(f);
+	if (!p || n == 0 || n > MAX_BODY || !strstr(p, "-----BEGIN ")) {
+		snprintf(err, errlen, "%s: expected a PEM file (-----BEGIN ...) of at most 1 MiB",
+			 path);
+		free(p);
+		return NULL;
+	}
+	p[n] = 0;
+	return p;
+}
+
 static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
 		      enum MHD_RequestTerminationCode toe)
 {
@@ -136,10 +167,12 @@ int main(int argc, char **argv)
 		{ "topology", 1, 0, 't' }, { "token-file", 1, 0, 'k' }, { "db", 1, 0, 'd' },
 		{ "listen", 1, 0, 'l' }, { "dead-after-ms", 1, 0, 'D' }, { "lease-s", 1, 0, 'L' },
 		{ "window", 1, 0, 'w' }, { "check", 0, 0, 'c' }, { "help", 0, 0, 'h' },
+		{ "tls-cert", 1, 0, 'C' }, { "tls-key", 1, 0, 'K' },
 		{ 0, 0, 0, 0 },
 	};
 	const char *topo = NULL, *token_file = NULL, *db = "inca-manager.db",
-		   *listen_at = "0.0.0.0:8473";
+		   *listen_at = "0.0.0.0:8473", *cert_file = NULL, *key_file = NULL;
+	char *cert = NULL, *key = NULL;
 	long dead_ms = 1000, lease_s = 60, window = 16;
 	bool check = false;
 	static struct mgr m;
@@ -149,7 +182,7 @@ int main(int argc, char **argv)
 	char *end;
 	int c;
 
-	while ((c = getopt_long(argc, argv, "t:k:d:l:D:L:w:ch", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "t:k:d:l:D:L:w:chC:K:", longopts, NULL)) != -1) {
 		switch (c) {
 		case 't': topo = optarg; break;
 		case 'k': token_file = optarg; break;
@@ -177,6 +210,8 @@ int main(int argc, char **argv)
 			}
 			break;
 		case 'c': check = true; break;
+		case 'C': cert_file = optarg; break;
+		case 'K': key_file = optarg; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -200,6 +235,22 @@ int main(int argc, char **argv)
 	if (inca_read_token_file(token_file, token, sizeof(token), err, sizeof(err))) {
 		fprintf(stderr, "inca-manager: --token-file %s\n", err);
 		return 2;
+	}
+	if (!cert_file != !key_file) {
+		fprintf(stderr, "inca-manager: --tls-cert and --tls-key go together\n");
+		return 2;
+	}
+	if (cert_file) {
+		if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
+			fprintf(stderr, "inca-manager: this libmicrohttpd has no TLS support\n");
+			return 1;
+		}
+		if (!(cert = read_pem(cert_file, err, sizeof(err))) ||
+		    !(key = read_pem(key_file, err, sizeof(err)))) {
+			fprintf(stderr, "inca-manager: --tls-cert/--tls-key: %s\n", err);
+			free(cert);
+			return 2;
+		}
 	}
 	{
 		const char *colon = strrchr(listen_at, ':');
@@ -225,20 +276,36 @@ int main(int argc, char **argv)
 	m.dead_after_s = (double)dead_ms / 1000.0;
 	m.lease_s = (double)lease_s;
 	m.default_window = (uint32_t)window;
-	d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-			     MHD_USE_ERROR_LOG, 0, NULL, NULL,
-			     handler, &m, MHD_OPTION_SOCK_ADDR, &sa,
-			     MHD_OPTION_NOTIFY_COMPLETED, completed, NULL,
-			     MHD_OPTION_CONNECTION_TIMEOUT, 30u, MHD_OPTION_END);
+	if (cert)
+		d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+				     MHD_USE_ERROR_LOG | MHD_USE_TLS, 0, NULL, NULL,
+				     handler, &m, MHD_OPTION_SOCK_ADDR, &sa,
+				     MHD_OPTION_NOTIFY_COMPLETED, completed, NULL,
+				     MHD_OPTION_CONNECTION_TIMEOUT, 30u,
+				     MHD_OPTION_HTTPS_MEM_CERT, cert, MHD_OPTION_HTTPS_MEM_KEY, key,
+				     MHD_OPTION_END);
+	else
+		d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+				     MHD_USE_ERROR_LOG, 0, NULL, NULL,
+				     handler, &m, MHD_OPTION_SOCK_ADDR, &sa,
+				     MHD_OPTION_NOTIFY_COMPLETED, completed, NULL,
+				     MHD_OPTION_CONNECTION_TIMEOUT, 30u, MHD_OPTION_END);
 	if (!d) {
-		fprintf(stderr, "inca-manager: cannot listen on %s: %s\n", listen_at, strerror(errno));
+		fprintf(stderr, "inca-manager: cannot listen on %s%s: %s\n", listen_at,
+			cert ? " with TLS (is the key the certificate's?)" : "", strerror(errno));
 		mgr_fini(&m);
+		free(cert);
+		free(key);
 		return 1;
 	}
+	if (!cert)
+		fprintf(stderr, "inca-manager: serving plain HTTP: tokens cross the network in "
+			"clear (give --tls-cert and --tls-key)\n");
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
-	printf("inca-manager: ready: %d switches, %d hosts, %d tenants, listening on %s, "
-	       "state in %s\n", m.topo.nswitches, m.topo.nhosts, m.topo.ntenants, listen_at, db);
+	printf("inca-manager: ready: %d switches, %d hosts, %d tenants, listening on %s (%s), "
+	       "state in %s\n", m.topo.nswitches, m.topo.nhosts, m.topo.ntenants, listen_at,
+	       cert ? "https" : "http", db);
 	fflush(stdout);
 	while (!quit) {
 		mgr_tick(&m);
@@ -251,5 +318,7 @@ int main(int argc, char **argv)
 	mgr_save(&m);
 	pthread_mutex_unlock(&m.lock);
 	mgr_fini(&m);
+	free(cert);
+	free(key);
 	return 0;
 }

@@ -18,6 +18,7 @@
 
 #define MGR_NAME_LEN   48
 #define MGR_TOKEN_LEN  128
+#define MGR_HASH_LEN   32            /* SHA-256 */
 #define MGR_MAX_SWITCHES 1024
 #define MGR_MAX_HOSTS  65536
 #define MGR_MAX_TENANTS 64
@@ -41,7 +42,7 @@ struct mgr_host {
 
 struct mgr_tenant {
 	char name[MGR_NAME_LEN];
-	char token[MGR_TOKEN_LEN];
+	uint8_t token_hash[MGR_HASH_LEN];   /* SHA-256 of the token */
 	uint32_t max_slots_per_switch;
 	uint32_t max_jobs;
 };
@@ -60,6 +61,12 @@ int mgr_topo_load(struct mgr_topo *t, const char *path, char *err, size_t errlen
 int mgr_topo_parse(struct mgr_topo *t, json_t *root, const char *origin, char *err,
 		   size_t errlen);
 void mgr_topo_free(struct mgr_topo *t);
+/* Tokens are kept and compared as SHA-256 digests. A secret (16..127
+ * characters) is hashed; "sha256:" and 64 hex digits is a digest given as
+ * such, so that files need not hold the secret. 0, or -1 with why. */
+int mgr_token_digest(const char *spec, uint8_t out[MGR_HASH_LEN], char *why, size_t whylen);
+void mgr_token_hash(const char *token, uint8_t out[MGR_HASH_LEN]);
+bool mgr_token_matches(const char *token, const uint8_t hash[MGR_HASH_LEN]);
 int mgr_topo_host_by_ip(const struct mgr_topo *t, uint32_t ip);
 int mgr_topo_switch_by_name(const struct mgr_topo *t, const char *name);
 static inline bool mgr_linked(const struct mgr_topo *t, int leaf, int spine)
@@ -161,7 +168,7 @@ struct mgr_failure {
 
 struct mgr {
 	struct mgr_topo topo;
-	char admin_token[MGR_TOKEN_LEN];
+	uint8_t admin_hash[MGR_HASH_LEN];   /* SHA-256 of the admin token */
 	pthread_mutex_t lock;
 	pthread_cond_t changed;      /* broadcast on every version or job state change */
 	bool stopping;               /* held requests answer at once */

@@ -355,11 +355,11 @@ int mgr_init(struct mgr *m, const char *topo_path, const char *db_path,
 	 * the switch carries (docs/hostlib.md); a rank may ask for one */
 	m->default_mtu = 0;
 	m->next_group_id = 1000;
-	if (!admin_token || strlen(admin_token) < 16 || strlen(admin_token) >= MGR_TOKEN_LEN) {
-		snprintf(err, errlen, "admin token: expected a secret of 16..127 characters");
+	char why[160];
+	if (mgr_token_digest(admin_token, m->admin_hash, why, sizeof(why))) {
+		snprintf(err, errlen, "admin token: %s", why);
 		return -1;
 	}
-	snprintf(m->admin_token, sizeof(m->admin_token), "%s", admin_token);
 	if (mgr_topo_load(&m->topo, topo_path, err, errlen))
 		return -1;
 	m->sw = calloc((size_t)m->topo.nswitches, sizeof(*m->sw));
@@ -423,6 +423,12 @@ static int error(struct req *q, int status, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	/* the message may quote what the client sent (a path, a field):
+	 * JSON strings are UTF-8, so anything else is shown as '?' rather
+	 * than making the answer empty */
+	for (char *c = msg; *c; c++)
+		if ((unsigned char)*c < 0x20 || (unsigned char)*c >= 0x7f)
+			*c = '?';
 	return reply(q, status, json_pack("{s:s, s:i}", "error", msg, "status", status));
 }
 
@@ -1037,10 +1043,12 @@ int mgr_api(struct mgr *m, const char *method, const char *path, const char *tok
 		status = error(&q, 401, "missing bearer token (Authorization: Bearer TOKEN)");
 		goto out;
 	}
-	if (!strcmp(token, m->admin_token))
+	/* digests compared in constant time: neither the secrets nor how
+	 * much of one a guess got right are ever at hand */
+	if (mgr_token_matches(token, m->admin_hash))
 		q.tenant = -1;
 	for (int t = 0; t < m->topo.ntenants && q.tenant == -2; t++)
-		if (!strcmp(token, m->topo.tenants[t].token))
+		if (mgr_token_matches(token, m->topo.tenants[t].token_hash))
 			q.tenant = t;
 	if (q.tenant == -2) {
 		status = error(&q, 401, "invalid token");

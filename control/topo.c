@@ -5,12 +5,65 @@
  * tokens and quotas. Every error names the field and what was expected.
  */
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <nettle/memops.h>
+#include <nettle/sha2.h>
+
 #include "mgr.h"
+
+void mgr_token_hash(const char *token, uint8_t out[MGR_HASH_LEN])
+{
+	struct sha256_ctx h;
+
+	sha256_init(&h);
+	sha256_update(&h, strlen(token), (const uint8_t *)token);
+	sha256_digest(&h, MGR_HASH_LEN, out);
+}
+
+int mgr_token_digest(const char *spec, uint8_t out[MGR_HASH_LEN], char *why, size_t whylen)
+{
+	size_t len = spec ? strlen(spec) : 0;
+
+	if (len > 7 && !strncmp(spec, "sha256:", 7)) {
+		const char *hex = spec + 7;
+
+		if (strlen(hex) != 2 * MGR_HASH_LEN)
+			goto bad_digest;
+		for (int i = 0; i < MGR_HASH_LEN; i++) {
+			unsigned v;
+			if (!isxdigit((unsigned char)hex[2 * i]) ||
+			    !isxdigit((unsigned char)hex[2 * i + 1]) ||
+			    sscanf(hex + 2 * i, "%2x", &v) != 1)
+				goto bad_digest;
+			out[i] = (uint8_t)v;
+		}
+		return 0;
+	}
+	if (len < 16 || len >= MGR_TOKEN_LEN) {
+		snprintf(why, whylen, "expected a secret of 16..127 characters, or \"sha256:\" "
+			 "and its SHA-256 in 64 hex digits");
+		return -1;
+	}
+	mgr_token_hash(spec, out);
+	return 0;
+bad_digest:
+	snprintf(why, whylen, "expected \"sha256:\" and 64 hex digits (the SHA-256 of the "
+		 "secret, e.g. from: printf %%s SECRET | sha256sum)");
+	return -1;
+}
+
+bool mgr_token_matches(const char *token, const uint8_t hash[MGR_HASH_LEN])
+{
+	uint8_t h[MGR_HASH_LEN];
+
+	mgr_token_hash(token, h);
+	return memeql_sec(h, hash, MGR_HASH_LEN);
+}
 
 void mgr_ip_str(uint32_t ip, char buf[16])
 {
@@ -220,6 +273,7 @@ int mgr_topo_parse(struct mgr_topo *t, json_t *root, const char *origin, char *e
 	json_array_foreach(a, i, e) {
 		struct mgr_tenant *tn = &t->tenants[i];
 		const char *tok;
+		char why[200];
 
 		if (!json_is_object(e))
 			return fail(err, errlen, origin, "tenants[%zu]: expected an object", i);
@@ -232,14 +286,12 @@ int mgr_topo_parse(struct mgr_topo *t, json_t *root, const char *origin, char *e
 				return fail(err, errlen, origin, "tenants[%zu].name: '%s' is listed "
 					    "twice", i, tn->name);
 		tok = json_string_value(json_object_get(e, "token"));
-		if (!tok || strlen(tok) < 16 || strlen(tok) >= MGR_TOKEN_LEN)
-			return fail(err, errlen, origin, "tenants[%zu].token: expected a secret "
-				    "of 16..127 characters", i);
+		if (mgr_token_digest(tok, tn->token_hash, why, sizeof(why)))
+			return fail(err, errlen, origin, "tenants[%zu].token: %s", i, why);
 		for (size_t k = 0; k < i; k++)
-			if (!strcmp(t->tenants[k].token, tok))
+			if (!memcmp(t->tenants[k].token_hash, tn->token_hash, MGR_HASH_LEN))
 				return fail(err, errlen, origin, "tenants[%zu].token: the same as "
 					    "tenant '%s''s", i, t->tenants[k].name);
-		strcpy(tn->token, tok);
 		if (get_u32(e, "max_slots_per_switch", 1, 1u << 24, 4096, &tn->max_slots_per_switch))
 			return fail(err, errlen, origin, "tenants[%zu].max_slots_per_switch: "
 				    "expected 1..16777216 (default 4096)", i);

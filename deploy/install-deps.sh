@@ -13,7 +13,8 @@ PKGS=(
 	rdma-core libibverbs-dev librdmacm-dev ibverbs-utils perftest
 	libbpf-dev libxdp-dev bpftool
 	# control plane
-	libjansson-dev libmicrohttpd-dev libcurl4-openssl-dev libsqlite3-dev
+	libjansson-dev libmicrohttpd-dev libcurl4-openssl-dev libsqlite3-dev nettle-dev
+	openssl
 	# tests and tools
 	libcmocka-dev python3-scapy tshark iproute2 ethtool iputils-ping curl
 	# baselines and Soft-RoCE VMs

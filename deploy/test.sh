@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The README's test command: installs what INCA needs, builds with -Werror,
 # runs every test suite, then the unit suite again under AddressSanitizer +
-# UndefinedBehaviorSanitizer, and the decoder under libFuzzer (clang).
+# UndefinedBehaviorSanitizer, and the fuzz targets under libFuzzer (clang).
 #
 # Usage: deploy/test.sh [--no-install] [--quick]
 #   --no-install  skip deploy/install-deps.sh

@@ -22,6 +22,8 @@
 
 #define ADMIN "admin-token-0123456789"
 #define TOK_A "tenant-a-token-0123456789"
+/* printf %s tenant-a-token-0123456789 | sha256sum */
+#define DIGEST_A "sha256:17802374494c2ebca56139aa3b14b8b67e23cd26dabf391ce92b3368eda060ea"
 #define TOK_B "tenant-b-token-0123456789"
 
 /* A fat-tree: L leaves of H hosts, S spines linked to every leaf. */
@@ -56,7 +58,7 @@ static json_t *fat_tree(int leaves, int hosts_per_leaf, int spines, uint32_t spi
 		}
 	}
 	return json_pack("{s:o, s:o, s:o, s:[{s:s, s:s, s:i}, {s:s, s:s, s:i}]}", "switches", sw,
-			 "hosts", hs, "links", ln, "tenants", "name", "a", "token", TOK_A,
+			 "hosts", hs, "links", ln, "tenants", "name", "a", "token", DIGEST_A,
 			 "max_slots_per_switch", 64, "name", "b", "token", TOK_B,
 			 "max_slots_per_switch", 16);
 }
@@ -114,7 +116,32 @@ static void test_topology_errors(void **state)
 		"{\"switches\": [{\"name\": \"l1\", \"role\": \"leaf\", \"ip\": \"10.0.0.1\"}],"
 		" \"hosts\": [{\"name\": \"h1\", \"ip\": \"10.0.0.9\", \"leaf\": \"l1\"}],"
 		" \"tenants\": [{\"name\": \"a\", \"token\": \"short\"}]}"),
-		"t.json: tenants[0].token: expected a secret of 16..127 characters");
+		"t.json: tenants[0].token: expected a secret of 16..127 characters, or "
+		"\"sha256:\" and its SHA-256 in 64 hex digits");
+	assert_string_equal(topo_error(
+		"{\"switches\": [{\"name\": \"l1\", \"role\": \"leaf\", \"ip\": \"10.0.0.1\"}],"
+		" \"hosts\": [{\"name\": \"h1\", \"ip\": \"10.0.0.9\", \"leaf\": \"l1\"}],"
+		" \"tenants\": [{\"name\": \"a\", \"token\": \"sha256:0123\"}]}"),
+		"t.json: tenants[0].token: expected \"sha256:\" and 64 hex digits (the SHA-256 of "
+		"the secret, e.g. from: printf %s SECRET | sha256sum)");
+}
+
+/* tokens are kept as SHA-256 digests: a secret and "sha256:" with its
+ * digest give the same one, and only the secret is accepted as a token */
+static void test_token_digests(void **state)
+{
+	uint8_t a[MGR_HASH_LEN], b[MGR_HASH_LEN];
+	char why[200];
+
+	(void)state;
+	assert_int_equal(mgr_token_digest(TOK_A, a, why, sizeof(why)), 0);
+	assert_int_equal(mgr_token_digest(DIGEST_A, b, why, sizeof(why)), 0);
+	assert_memory_equal(a, b, MGR_HASH_LEN);
+	assert_true(mgr_token_matches(TOK_A, b));
+	assert_false(mgr_token_matches(DIGEST_A, b));
+	assert_false(mgr_token_matches("tenant-a-token-012345678", b));
+	assert_int_equal(mgr_token_digest("sha256:7cbc", a, why, sizeof(why)), -1);
+	assert_int_equal(mgr_token_digest(NULL, a, why, sizeof(why)), -1);
 }
 
 struct loadbuf {
@@ -407,6 +434,12 @@ static void test_api_tokens_and_validation(void **state)
 	json_decref(r);
 	assert_int_equal(call("GET", "/v1/nothing", TOK_A, NULL, &r), 404);
 	json_decref(r);
+	/* what the client sent is quoted, bytes that are not printable ASCII
+	 * as '?' (a JSON string must be UTF-8: the answer used to be empty) */
+	assert_int_equal(call("GET", "/v1/\xbf\x01x", TOK_A, NULL, &r), 404);
+	assert_string_equal(err_of(r), "no such resource: GET /v1/??x");
+	assert_int_equal(call("GET", "/v1/jobs/\xc3\xa9", TOK_A, NULL, &r), 404);
+	assert_string_equal(err_of(r), "no job '?\?'");
 }
 
 static void test_api_job_lifecycle(void **state)
@@ -826,6 +859,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_topology_errors),
+		cmocka_unit_test(test_token_digests),
 		cmocka_unit_test(test_tree_single_leaf),
 		cmocka_unit_test(test_tree_two_level_balanced),
 		cmocka_unit_test(test_tree_refusals),

@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * libFuzzer target for inca-manager's topology parser (topo.c): any bytes
+ * as a topology file. No crash or leak; a refused file always says why
+ * ("origin: ..."); an accepted one is consistent (every host on a leaf,
+ * links only from leaves to spines) and a tree over its first hosts builds
+ * or is refused cleanly.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "mgr.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void check(int cond)
+{
+	if (!cond)
+		abort();
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct mgr_topo t;
+	char err[512] = "";
+	json_error_t jerr;
+	json_t *root = json_loadb((const char *)data, size, JSON_REJECT_DUPLICATES, &jerr);
+
+	if (!root)
+		return 0;
+	memset(&t, 0, sizeof(t));
+	if (mgr_topo_parse(&t, root, "fuzz.json", err, sizeof(err))) {
+		check(strncmp(err, "fuzz.json", 9) == 0);
+		mgr_topo_free(&t);
+		json_decref(root);
+		return 0;
+	}
+	json_decref(root);
+	check(t.nswitches >= 0 && t.nhosts >= 0);
+	for (int h = 0; h < t.nhosts; h++) {
+		check(t.hosts[h].leaf >= 0 && t.hosts[h].leaf < t.nswitches);
+		check(t.switches[t.hosts[h].leaf].role == MGR_LEAF);
+		check(mgr_topo_host_by_ip(&t, t.hosts[h].ip) >= 0);
+	}
+	for (int a = 0; a < t.nswitches; a++)
+		for (int b = 0; b < t.nswitches; b++)
+			if (t.link[a * t.nswitches + b])
+				check(t.switches[a].role == MGR_LEAF && t.switches[b].role == MGR_SPINE);
+	if (t.nhosts > 0) {
+		int n = t.nhosts < 64 ? t.nhosts : 64, hosts[64];
+		uint32_t *slots = calloc((size_t)t.nswitches, sizeof(*slots));
+		uint32_t *groups = calloc((size_t)t.nswitches, sizeof(*groups));
+		struct mgr_load load = { .slots = slots, .groups = groups };
+		struct mgr_tree tr;
+
+		check(slots && groups);
+		for (int i = 0; i < n; i++)
+			hosts[i] = i;
+		memset(&tr, 0, sizeof(tr));
+		if (mgr_tree_build(&t, hosts, n, &load, 16, &tr, err, sizeof(err)) == 0) {
+			check(tr.root >= 0 && tr.root < t.nswitches);
+			for (int i = 0; i < n; i++)
+				check(tr.leaf_of_rank[i] == t.hosts[i].leaf);
+			mgr_tree_free(&tr);
+		}
+		free(slots);
+		free(groups);
+	}
+	mgr_topo_free(&t);
+	return 0;
+}
