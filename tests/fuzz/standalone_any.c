@@ -3,14 +3,17 @@
  * Runs a fuzz target without libFuzzer (gcc builds): each seed file as
  * given, then ITERATIONS mutations of them (bytes flipped, set, inserted,
  * deleted, truncated, or spliced from another seed; seed printed, or
- * INCA_TEST_SEED).
+ * INCA_TEST_SEED). What the target prints on stderr (a parser's complaint
+ * about each bad input) is dropped unless INCA_FUZZ_VERBOSE=1.
  * Usage: fuzz_X_standalone ITERATIONS SEED_FILE...
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <time.h>
+#include <unistd.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv) __attribute__((weak));
@@ -71,6 +74,14 @@ int main(int argc, char **argv)
 	rng = seed ? seed : 1;
 	printf("# %s: %d seeds, %ld mutations, seed %llu\n", argv[0], nseeds, iters,
 	       (unsigned long long)seed);
+	fflush(stdout);
+	if (!getenv("INCA_FUZZ_VERBOSE")) {
+		int null = open("/dev/null", O_WRONLY);
+		if (null >= 0) {
+			dup2(null, 2);
+			close(null);
+		}
+	}
 	for (int i = 0; i < nseeds; i++)
 		LLVMFuzzerTestOneInput(seeds[i].data, seeds[i].len);
 	for (long i = 0; i < iters; i++) {
