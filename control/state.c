@@ -811,6 +811,9 @@ static int api_register(struct req *q, const char *id)
 	json_t *o = job_json(m, j, false);
 	json_object_set_new(o, "qpn", json_integer(qpn));
 	json_object_set_new(o, "ring_port", json_integer(ring_port));
+	/* a refusal says why where every refusal does, besides the job */
+	if (j->state == JOB_FAILED)
+		json_object_set_new(o, "error", json_string(j->reason[0] ? j->reason : "job failed"));
 	return reply(q, j->state == JOB_FAILED ? 409 : 200, o);
 }
 

@@ -450,5 +450,11 @@ void dp_agent_destroy(struct dp_agent *a);
 /* dp_telemetry.c */
 int dp_telemetry_init(struct dp_switch *sw);
 void dp_stats_line(struct dp_switch *sw, double interval_s);
+/* Prometheus text (dp_telemetry.c), served by dp_metrics.c */
+char *dp_metrics_text(struct dp_switch *sw);
+struct dp_metrics;
+struct dp_metrics *dp_metrics_start(struct dp_switch *sw, const char *listen_at, char *err,
+				    size_t errlen);
+void dp_metrics_stop(struct dp_metrics *m);
 
 #endif /* DP_PRIV_H */

@@ -52,11 +52,14 @@ static void usage(FILE *out, const char *prog)
 		"  -k, --token-file FILE the manager's admin token (or INCA_MANAGER_TOKEN)\n"
 		"  -b, --heartbeat-ms MS heartbeat period (default 200); group changes\n"
 		"                        arrive at once (the heartbeat is a long-poll)\n"
+		"  -P, --metrics ADDR:PORT serve the counters for Prometheus at\n"
+		"                        http://ADDR:PORT/metrics (the management address;\n"
+		"                        off by default)\n"
 		"  -h, --help            this text\n"
 		"\n"
 		"Counters: dpdk-telemetry.py, commands /inca/info, /inca/ports,\n"
 		"/inca/drops, /inca/groups, /inca/group,<id>, /inca/qos,<port>,\n"
-		"/inca/pfc_watchdog.\n", prog);
+		"/inca/pfc_watchdog; the same with --metrics, in Prometheus's format.\n", prog);
 }
 
 static void on_signal(int sig)
@@ -73,6 +76,7 @@ struct opts {
 	bool forward_only;
 	const char *impair;
 	const char *manager, *name, *token_file;
+	const char *metrics;
 	long heartbeat_ms;
 };
 
@@ -90,6 +94,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{ "name", required_argument, NULL, 'n' },
 		{ "token-file", required_argument, NULL, 'k' },
 		{ "heartbeat-ms", required_argument, NULL, 'b' },
+		{ "metrics", required_argument, NULL, 'P' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -100,7 +105,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	o->spin_us = -1;
 	o->heartbeat_ms = 200;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "c:r:i:I:s:fm:M:n:k:b:h", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "c:r:i:I:s:fm:M:n:k:b:hP:", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'c':
 			o->config = optarg;
@@ -147,6 +152,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		case 'k':
 			o->token_file = optarg;
 			break;
+		case 'P':
+			o->metrics = optarg;
+			break;
 		case 'b':
 			o->heartbeat_ms = strtol(optarg, &end, 10);
 			if (*end || o->heartbeat_ms < 10 || o->heartbeat_ms > 60000) {
@@ -185,6 +193,7 @@ int main(int argc, char **argv)
 	struct dp_switch *sw = &dp_sw;
 	struct opts o = { 0 };
 	struct dp_agent *agent = NULL;
+	struct dp_metrics *metrics = NULL;
 	unsigned lcore;
 	int rc, ret = 1;
 
@@ -275,6 +284,15 @@ int main(int argc, char **argv)
 	if (dp_groups_init(sw))
 		goto err_groups;
 	dp_telemetry_init(sw);
+	if (o.metrics) {
+		char merr[200];
+		metrics = dp_metrics_start(sw, o.metrics, merr, sizeof(merr));
+		if (!metrics) {
+			fprintf(stderr, "inca-switch: --metrics: %s\n", merr);
+			goto err_groups;
+		}
+		DP_LOG(INFO, "counters for Prometheus at http://%s/metrics\n", o.metrics);
+	}
 
 	if (o.manager) {
 		char token[256] = "";
@@ -338,6 +356,8 @@ int main(int argc, char **argv)
 	/* the agent first: it may be deleting a group, which waits on the workers */
 	dp_agent_destroy(agent);
 	agent = NULL;
+	dp_metrics_stop(metrics);
+	metrics = NULL;
 	rte_eal_mp_wait_lcore();
 	sw->workers_running = false;
 	if (o.stats_s > 0)
@@ -346,6 +366,7 @@ int main(int argc, char **argv)
 
 err_groups:
 	dp_agent_destroy(agent);
+	dp_metrics_stop(metrics);
 	dp_groups_free(sw);
 	dp_ports_close(sw);
 err_ports:

@@ -34,8 +34,10 @@ cat > "$WORK/switch.json" <<JSON
   ]
 }
 JSON
-"$TB" up --hosts 4 --config "$WORK/switch.json" --switch "$BUILD/dataplane/inca-switch" ||
-	{ not_ok "testbed up"; finish; exit 1; }
+# the switch's Prometheus endpoint on the loopback (a free port)
+MPORT=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+"$TB" up --hosts 4 --config "$WORK/switch.json" --switch "$BUILD/dataplane/inca-switch" \
+	--metrics "127.0.0.1:$MPORT" || { not_ok "testbed up"; finish; exit 1; }
 
 # per group: the next collective sequence number and packet counter
 declare -A SEQ=([1]=1 [2]=1 [5]=1) GBASE=([1]=0 [2]=0 [5]=0)
@@ -170,6 +172,41 @@ sys.exit(0 if got == data else 1)'
 wait "$SRV" 2>/dev/null
 arp=$(telemetry /inca/info arp_replies)
 check "the switch answered ARP for its address ($arp)" test "$arp" -ge 4
+
+# the same counters for Prometheus: GET /metrics on the management address
+curl -s "http://127.0.0.1:$MPORT/metrics" > "$WORK/metrics.txt"
+metric() { awk -v k="$1" '$1 == k { print $2 }' "$WORK/metrics.txt"; }
+check "/metrics: every family has HELP and TYPE" /usr/bin/python3 -c '
+import sys
+lines = open(sys.argv[1]).read().splitlines()
+fams = {l.split()[2] for l in lines if l.startswith("# TYPE ")}
+helps = {l.split()[2] for l in lines if l.startswith("# HELP ")}
+names = {l.split("{")[0].split()[0] for l in lines if l and not l.startswith("#")}
+sys.exit(0 if fams and fams == helps and names <= fams else 1)' "$WORK/metrics.txt"
+for c in contributions completions duplicates retransmits restarts; do
+	expect_eq "/metrics: group 1 $c as the telemetry's" \
+		"$(metric "inca_group_${c}_total{group=\"1\"}")" "$(telemetry /inca/group,1 $c)"
+done
+expect_eq "/metrics: group 1 results sent as the telemetry's" \
+	"$(metric 'inca_group_results_sent_total{group="1"}')" "$(telemetry /inca/group,1 results_sent)"
+expect_eq "/metrics: group 1's slots" "$(metric 'inca_group_slots{group="1"}')" 8
+expect_eq "/metrics: groups installed" "$(metric inca_switch_groups)" 4
+for reason in icrc trunc_inca group; do
+	expect_eq "/metrics: drops of $reason as the telemetry's" \
+		"$(metric "inca_drops_total{reason=\"$reason\"}")" "$(telemetry /inca/drops $reason)"
+done
+check "/metrics: group 1 contributions and icrc drops non-zero" test "$(metric 'inca_group_contributions_total{group="1"}')" -gt 0 -a "$(metric 'inca_drops_total{reason="icrc"}')" -gt 0
+# port counters move with background traffic: between two telemetry reads
+before=$(telemetry /inca/ports port0.rx_packets)
+curl -s "http://127.0.0.1:$MPORT/metrics" > "$WORK/metrics.txt"
+after=$(telemetry /inca/ports port0.rx_packets)
+prom=$(metric 'inca_port_rx_packets_total{port="0"}')
+check "/metrics: port 0 rx packets ($prom) between two telemetry reads ($before, $after)" \
+	test "$before" -gt 0 -a "$before" -le "$prom" -a "$prom" -le "$after"
+expect_eq "/metrics: other paths are 404" \
+	"$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$MPORT/")" 404
+expect_eq "/metrics: POST is 405" \
+	"$(curl -s -o /dev/null -w '%{http_code}' -X POST "http://127.0.0.1:$MPORT/metrics")" 405
 
 # 6. two workers on jumbo links (MTU 9000, whatever INCA_TESTBED_MTU says, so
 # that every run checks IB MTU 4096): every group's slots are spread over

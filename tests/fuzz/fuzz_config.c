@@ -15,11 +15,14 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static void check(int cond)
-{
-	if (!cond)
-		abort();
-}
+/* an invariant broken: say which (stderr may be closed; libFuzzer's own
+ * report follows the abort) */
+#define check(cond) do { \
+	if (!(cond)) { \
+		dprintf(1, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+		abort(); \
+	} \
+} while (0)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -6,6 +6,7 @@
  * frame that decodes re-encodes to one that decodes to the same content.
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,11 +14,14 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static void check(int cond)
-{
-	if (!cond)
-		abort();
-}
+/* an invariant broken: say which (stderr may be closed; libFuzzer's own
+ * report follows the abort) */
+#define check(cond) do { \
+	if (!(cond)) { \
+		dprintf(1, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+		abort(); \
+	} \
+} while (0)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
