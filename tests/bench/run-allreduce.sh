@@ -15,7 +15,7 @@
 # retried once and said; a wrong result or a call that fell back to the host
 # ring fails the run. Writes CSV, Markdown, SVG and PNG plots to --out.
 # Usage: tests/bench/run-allreduce.sh [--out DIR] [--ranks "2 4 8"]
-#          [--rates "200mbit 1gbit"] [--max 16M] [--iters 20] [--rounds 10]
+#          [--rates "200mbit 1gbit"] [--max 16M] [--iters 20] [--rounds 20]
 #          [--repeat 1] [--min 8] [--build DIR] [--mtu 1500]
 #   --min S    the smallest size of the sweep (e.g. --min 16M --max 16M:
 #              one size); with --rounds 0 no latency rounds are run
@@ -31,7 +31,7 @@
 #              by more than 10% (the CPU-bound rates are shown, not judged)
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
-out=$here/bench-results ranks="2 4 8" rates="200mbit 1gbit" max=16M iters=20 repeat=1 rounds=10
+out=$here/bench-results ranks="2 4 8" rates="200mbit 1gbit" max=16M iters=20 repeat=1 rounds=20
 min=8 build=$here/build mtu=1500
 while [ $# -gt 0 ]; do
 	case "$1" in
