@@ -5,7 +5,7 @@
  * Prometheus /metrics over HTTP (libmicrohttpd, a thread per connection:
  * heartbeats and ranks' state requests may be held until something changes),
  * and every 50 ms looks for switches that stopped heartbeating and leases
- * that expired.
+ * that expired. GET / is the topology view (control/ui/, built in).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -21,8 +21,13 @@
 
 #include "inca_http.h"
 #include "mgr.h"
+#include "ui.h"
 
 #define MAX_BODY (1 << 20)
+/* the page runs its own script and talks to this manager only */
+#define UI_CSP "default-src 'none'; script-src 'self'; style-src 'unsafe-inline'; " \
+	"connect-src 'self'; img-src data:; frame-ancestors 'none'; base-uri 'none'; " \
+	"form-action 'none'"
 
 static volatile sig_atomic_t quit;
 static void on_signal(int sig) { (void)sig; quit = 1; }
@@ -34,7 +39,8 @@ static void usage(FILE *out)
 		"\n"
 		"The INCA control plane: builds reduction trees over the topology, allocates\n"
 		"slots within switch capacity and tenant quotas, programs the switches'\n"
-		"agents, hands ranks their group. API: docs/manager.md.\n"
+		"agents, hands ranks their group. API: docs/manager.md. A browser at\n"
+		"http(s)://ADDR:PORT/ shows the fabric, the jobs and their trees live.\n"
 		"\n"
 		"  -t, --topology FILE     switches, hosts, links, tenants (JSON)\n"
 		"  -k, --token-file FILE   the admin token (switch agents, incactl): the\n"
@@ -68,6 +74,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
 	struct conn *cn = *con_cls;
 	struct MHD_Response *resp;
 	const char *auth, *ctype = "application/json", *wait;
+	const struct mgr_ui_asset *asset;
 	char *out = NULL, path[512];
 	int status;
 	enum MHD_Result ret;
@@ -94,6 +101,18 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
 		}
 		*upload_size = 0;
 		return MHD_YES;
+	}
+	/* the topology view's page and script: no data in them, no token */
+	if (!strcmp(method, "GET") && (asset = mgr_ui_find(url))) {
+		resp = MHD_create_response_from_buffer(asset->len, (void *)asset->data,
+						       MHD_RESPMEM_PERSISTENT);
+		MHD_add_response_header(resp, "Content-Type", asset->type);
+		MHD_add_response_header(resp, "Content-Security-Policy", UI_CSP);
+		MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+		MHD_add_response_header(resp, "Cache-Control", "no-cache");
+		ret = MHD_queue_response(c, MHD_HTTP_OK, resp);
+		MHD_destroy_response(resp);
+		return ret;
 	}
 	auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
 	if (auth && !strncasecmp(auth, "Bearer ", 7))

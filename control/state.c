@@ -929,33 +929,81 @@ static void switch_usage(struct mgr *m, int s, uint32_t *slots, uint32_t *groups
 			}
 }
 
+/* One switch as /v1/switches and /v1/topology show it. */
+static json_t *switch_json(struct mgr *m, int s, bool counters)
+{
+	const struct mgr_switch *sw = &m->topo.switches[s];
+	struct mgr_switch_state *st = &m->sw[s];
+	uint32_t slots, groups;
+	json_t *o;
+
+	switch_usage(m, s, &slots, &groups);
+	o = json_pack("{s:s, s:s, s:o, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:s}",
+		"name", sw->name, "role", sw->role == MGR_LEAF ? "leaf" : "spine",
+		"ip", ipj(sw->ip),
+		"state", !st->ever ? (st->up ? "unknown" : "down") : st->up ? "up" : "down",
+		"groups", (int)groups, "max_groups", (int)sw->max_groups,
+		"slots", (int)slots, "max_slots", (int)sw->max_slots,
+		"version", (int)st->version, "applied", (int)st->applied,
+		"error", st->last_error);
+	if (st->last_seen)
+		json_object_set_new(o, "last_heartbeat_ms",
+				    json_integer((json_int_t)((m->now() - st->last_seen) * 1000)));
+	if (counters && st->counters)
+		json_object_set(o, "counters", st->counters);
+	return o;
+}
+
 static int api_switches(struct req *q)
 {
-	struct mgr *m = q->m;
 	json_t *arr = json_array();
-	double now = m->now();
 
-	for (int s = 0; s < m->topo.nswitches; s++) {
-		const struct mgr_switch *sw = &m->topo.switches[s];
-		struct mgr_switch_state *st = &m->sw[s];
-		uint32_t slots, groups;
-		switch_usage(m, s, &slots, &groups);
-		json_t *o = json_pack("{s:s, s:s, s:o, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:s}",
-			"name", sw->name, "role", sw->role == MGR_LEAF ? "leaf" : "spine",
-			"ip", ipj(sw->ip),
-			"state", !st->ever ? (st->up ? "unknown" : "down") : st->up ? "up" : "down",
-			"groups", (int)groups, "max_groups", (int)sw->max_groups,
-			"slots", (int)slots, "max_slots", (int)sw->max_slots,
-			"version", (int)st->version, "applied", (int)st->applied,
-			"error", st->last_error);
-		if (st->last_seen)
-			json_object_set_new(o, "last_heartbeat_ms",
-					    json_integer((json_int_t)((now - st->last_seen) * 1000)));
-		if (st->counters)
-			json_object_set(o, "counters", st->counters);
-		json_array_append_new(arr, o);
-	}
+	for (int s = 0; s < q->m->topo.nswitches; s++)
+		json_array_append_new(arr, switch_json(q->m, s, true));
 	return reply(q, 200, arr);
+}
+
+/* The last n failures, oldest first. */
+static json_t *failures_json(struct mgr *m, unsigned n)
+{
+	json_t *arr = json_array();
+	unsigned kept = m->nfailures < 256 ? m->nfailures : 256;
+	unsigned first = m->nfailures - (n < kept ? n : kept);
+
+	for (unsigned i = first; i < m->nfailures; i++) {
+		struct mgr_failure *f = &m->failures[i % 256];
+		json_array_append_new(arr, json_pack("{s:f, s:s, s:s}", "time", f->t,
+						     "what", f->what, "reason", f->reason));
+	}
+	return arr;
+}
+
+/* Everything the topology view draws, in one answer: switches with state
+ * and load, hosts, links, the jobs the token may see with their trees, the
+ * recent failures. */
+static int api_topology(struct req *q)
+{
+	struct mgr *m = q->m;
+	json_t *sws = json_array(), *hosts = json_array(), *links = json_array();
+	json_t *jobs = json_array();
+
+	for (int s = 0; s < m->topo.nswitches; s++)
+		json_array_append_new(sws, switch_json(m, s, false));
+	for (int h = 0; h < m->topo.nhosts; h++)
+		json_array_append_new(hosts, json_pack("{s:s, s:o, s:s}", "name",
+			m->topo.hosts[h].name, "ip", ipj(m->topo.hosts[h].ip), "leaf",
+			m->topo.switches[m->topo.hosts[h].leaf].name));
+	for (int l = 0; l < m->topo.nswitches; l++)
+		for (int s = 0; s < m->topo.nswitches; s++)
+			if (mgr_linked(&m->topo, l, s))
+				json_array_append_new(links, json_pack("{s:s, s:s}", "leaf",
+					m->topo.switches[l].name, "spine", m->topo.switches[s].name));
+	for (struct mgr_job *j = m->jobs; j; j = j->next)
+		if (may_touch(q, j))
+			json_array_append_new(jobs, job_json(m, j, true));
+	return reply(q, 200, json_pack("{s:f, s:o, s:o, s:o, s:o, s:o}", "time", m->now(),
+		"switches", sws, "hosts", hosts, "links", links, "jobs", jobs,
+		"failures", failures_json(m, 20)));
 }
 
 static int api_metrics(struct req *q)
@@ -1094,6 +1142,8 @@ int mgr_api(struct mgr *m, const char *method, const char *path, const char *tok
 	     del = !strcmp(method, "DELETE");
 	if (get && !strcmp(path, "/metrics")) {
 		status = api_metrics(&q);
+	} else if (get && !strcmp(path, "/v1/topology")) {
+		status = api_topology(&q);
 	} else if (get && !strcmp(path, "/v1/switches")) {
 		status = api_switches(&q);
 	} else if (post && sscanf(path, "/v1/switches/%48[^/]/heartbeat%n", id, &n) == 1 &&
@@ -1106,14 +1156,7 @@ int mgr_api(struct mgr *m, const char *method, const char *path, const char *tok
 				json_array_append_new(arr, job_json(m, j, false));
 		status = reply(&q, 200, arr);
 	} else if (get && !strcmp(path, "/v1/failures")) {
-		json_t *arr = json_array();
-		unsigned first = m->nfailures > 256 ? m->nfailures - 256 : 0;
-		for (unsigned i = first; i < m->nfailures; i++) {
-			struct mgr_failure *f = &m->failures[i % 256];
-			json_array_append_new(arr, json_pack("{s:f, s:s, s:s}", "time", f->t,
-							     "what", f->what, "reason", f->reason));
-		}
-		status = reply(&q, 200, arr);
+		status = reply(&q, 200, failures_json(m, 256));
 	} else if (get && !strcmp(path, "/v1/groups")) {
 		json_t *o = json_object();
 		for (int s = 0; s < m->topo.nswitches; s++)

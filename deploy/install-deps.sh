@@ -17,6 +17,8 @@ PKGS=(
 	openssl
 	# tests and tools
 	libcmocka-dev python3-scapy tshark iproute2 ethtool iputils-ping curl
+	# the topology view's browser test (headless)
+	chromium
 	# baselines and Soft-RoCE VMs
 	openmpi-bin libopenmpi-dev python3-mpi4py python3-numpy
 	qemu-system-x86 busybox-static cpio

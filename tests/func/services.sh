@@ -117,4 +117,24 @@ check "incactl: leaf1 is up" grep -q "^leaf1 .* up " <<< "$out"
 check "the switch serves /metrics where its env file says" \
 	grep -q '^inca_switch_info{switch_ip="10.0.0.251",ports="2",workers="1"} 1$' \
 	<(curl -s "http://127.0.0.1:$MPORT/metrics")
+
+# the Grafana dashboard asks only for metrics that exist: every inca_*
+# name in its queries is a family the switch or the manager publishes
+curl -s "http://127.0.0.1:$MPORT/metrics" > "$WORK/switch.metrics"
+curl -s --cacert "$WORK/etc/inca/tls/ca.pem" -H "Authorization: Bearer $(cat "$WORK/etc/inca/admin.token")" \
+	"https://127.0.0.1:$PORT/metrics" > "$WORK/manager.metrics"
+unknown=$(/usr/bin/python3 - "$SRC/deploy/grafana/inca-fabric.json" "$WORK/switch.metrics" "$WORK/manager.metrics" <<'PY'
+import json, re, sys
+dash = json.load(open(sys.argv[1]))
+known = set()
+for f in sys.argv[2:]:
+    known |= set(re.findall(r"^# TYPE (\w+) ", open(f).read(), re.M))
+exprs = [t["expr"] for p in dash["panels"] for t in p.get("targets", [])]
+used = set(n for e in exprs for n in re.findall(r"\binca_\w+", e))
+if len(exprs) < 10 or not used:
+    print("too few queries: %d" % len(exprs))
+print(" ".join(sorted(used - known)))
+PY
+)
+expect_eq "the Grafana dashboard's queries name only published metrics" "$unknown" ""
 finish

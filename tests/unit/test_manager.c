@@ -786,6 +786,77 @@ static int metric(const char *name)
 	return v;
 }
 
+/* what the topology view reads: the fabric, each switch's state and load,
+ * the jobs the token may see with their trees, the failures */
+static void test_api_topology(void **state)
+{
+	json_t *r, *sws, *j, *tree, *kids;
+	int v;
+
+	(void)state;
+	assert_int_equal(call("GET", "/v1/topology", NULL, NULL, &r), 401);
+	json_decref(r);
+	heartbeat("spine0", 0, &v);
+	heartbeat("leaf0", 0, &v);
+	assert_int_equal(call("POST", "/v1/jobs/j1/ranks", TOK_A,
+			      "{\"rank\": 0, \"size\": 2, \"ip\": \"10.1.0.1\"}", &r), 200);
+	json_decref(r);
+	assert_int_equal(call("POST", "/v1/jobs/j1/ranks", TOK_A,
+			      "{\"rank\": 1, \"size\": 2, \"ip\": \"10.1.0.2\"}", &r), 200);
+	json_decref(r);
+
+	assert_int_equal(call("GET", "/v1/topology", ADMIN, NULL, &r), 200);
+	sws = json_object_get(r, "switches");
+	assert_int_equal(json_array_size(sws), 3);
+	assert_string_equal(json_string_value(json_object_get(json_array_get(sws, 0), "name")),
+			    "spine0");
+	assert_string_equal(json_string_value(json_object_get(json_array_get(sws, 0), "state")),
+			    "up");
+	/* leaf1 never heartbeated: unknown until dead_after_s passes */
+	assert_string_equal(json_string_value(json_object_get(json_array_get(sws, 2), "state")),
+			    "unknown");
+	/* the job's one group on leaf0 and spine0 each; window 16 slots */
+	assert_int_equal(json_integer_value(json_object_get(json_array_get(sws, 1), "slots")), 16);
+	assert_int_equal(json_integer_value(json_object_get(json_array_get(sws, 1), "groups")), 1);
+	assert_null(json_object_get(json_array_get(sws, 1), "counters"));
+	assert_int_equal(json_array_size(json_object_get(r, "hosts")), 4);
+	assert_string_equal(json_string_value(json_object_get(
+		json_array_get(json_object_get(r, "hosts"), 3), "leaf")), "leaf1");
+	assert_int_equal(json_array_size(json_object_get(r, "links")), 2);
+	assert_string_equal(json_string_value(json_object_get(
+		json_array_get(json_object_get(r, "links"), 1), "leaf")), "leaf1");
+	assert_int_equal(json_array_size(json_object_get(r, "jobs")), 1);
+	j = json_array_get(json_object_get(r, "jobs"), 0);
+	assert_string_equal(json_string_value(json_object_get(j, "id")), "j1");
+	tree = json_object_get(j, "tree");
+	assert_string_equal(json_string_value(json_object_get(tree, "switch")), "spine0");
+	kids = json_object_get(tree, "children");
+	assert_int_equal(json_array_size(kids), 2);
+	assert_string_equal(json_string_value(json_object_get(json_array_get(kids, 1), "switch")),
+			    "leaf1");
+	assert_string_equal(json_string_value(json_object_get(json_array_get(json_object_get(
+		json_array_get(kids, 1), "ranks"), 0), "ip")), "10.1.0.2");
+	assert_int_equal(json_array_size(json_object_get(r, "failures")), 0);
+	json_decref(r);
+
+	/* tenant b sees the fabric, not tenant a's job */
+	assert_int_equal(call("GET", "/v1/topology", TOK_B, NULL, &r), 200);
+	assert_int_equal(json_array_size(json_object_get(r, "switches")), 3);
+	assert_int_equal(json_array_size(json_object_get(r, "jobs")), 0);
+	json_decref(r);
+
+	/* leaf1 silent past dead_after_s: down, the job failed, both listed */
+	fake_now += 2;
+	mgr_tick(&M);
+	assert_int_equal(call("GET", "/v1/topology", TOK_A, NULL, &r), 200);
+	assert_string_equal(json_string_value(json_object_get(
+		json_array_get(json_object_get(r, "switches"), 2), "state")), "down");
+	assert_string_equal(json_string_value(json_object_get(
+		json_array_get(json_object_get(r, "jobs"), 0), "state")), "failed");
+	assert_true(json_array_size(json_object_get(r, "failures")) >= 2);
+	json_decref(r);
+}
+
 static void test_api_long_poll(void **state)
 {
 	struct held hb, rk;
@@ -868,6 +939,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_api_job_lifecycle, api_setup, api_teardown),
 		cmocka_unit_test_setup_teardown(test_api_qpn_ring_port, api_setup_db, api_teardown),
 		cmocka_unit_test_setup_teardown(test_api_long_poll, api_setup, api_teardown),
+		cmocka_unit_test_setup_teardown(test_api_topology, api_setup, api_teardown),
 		cmocka_unit_test_setup_teardown(test_api_rank_map, api_setup, api_teardown),
 	};
 	return cmocka_run_group_tests_name("manager", tests, NULL, NULL);
