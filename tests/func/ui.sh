@@ -10,7 +10,11 @@
 # shows the fabric without the other tenant's jobs. Then leaf2 is killed:
 # the page shows it down and the job on it failed, in red. Screenshots of
 # both states are kept in BUILD/meson-logs/ (topology-view.png,
-# topology-view-failure.png). Usage: ui.sh BUILD_DIR
+# topology-view-failure.png). The manager serves TLS with a lab CA's
+# certificate (deploy/lab-ca): the switches' agents and a real libinca job
+# (inca-check on the four hosts, results exact, no fallback) reach it over
+# HTTPS, and chromium trusts exactly that certificate's key.
+# Usage: ui.sh BUILD_DIR
 BUILD=$(cd "${1:?usage: ui.sh BUILD_DIR}" && pwd)
 source "$(dirname "$0")/lib.sh"
 need_root
@@ -23,8 +27,9 @@ fi
 FAB="$SRC/deploy/fabric"
 export INCA_FABRIC=incaui
 MGR="$BUILD/control/inca-manager"
+CHECK="$BUILD/host-lib/inca-check"
 PORT=18474
-URL="http://127.0.0.1:$PORT"
+URL="https://127.0.0.1:$PORT"
 WORK=$(mktemp -d /tmp/inca-ui.XXXXXX)
 ART="$BUILD/meson-logs"
 MGR_PID=
@@ -36,6 +41,11 @@ cleanup() {
 trap cleanup EXIT
 mkdir -p "$ART"
 
+quiet "$SRC/deploy/lab-ca" "$WORK/tls" || { not_ok "deploy/lab-ca"; finish; exit 1; }
+export INCA_MANAGER_CACERT=$WORK/tls/ca.pem
+# chromium trusts the manager's key alone (its SPKI's SHA-256)
+SPKI=$(openssl x509 -in "$WORK/tls/manager.pem" -pubkey -noout | openssl pkey -pubin -outform der |
+	openssl dgst -sha256 -binary | base64)
 head -c 24 /dev/urandom | base64 | tr -d '/+=' > "$WORK/admin.token"
 ADMIN=$(cat "$WORK/admin.token")
 TOKEN_A=tenant-a-$(head -c 12 /dev/urandom | base64 | tr -d '/+=')
@@ -60,14 +70,16 @@ cat > "$WORK/topo.json" <<JSON
 JSON
 
 "$MGR" --topology "$WORK/topo.json" --token-file "$WORK/admin.token" --db "$WORK/state.db" \
-	--listen 127.0.0.1:$PORT --dead-after-ms 1000 > "$WORK/manager.log" 2>&1 &
+	--listen 0.0.0.0:$PORT --tls-cert "$WORK/tls/manager.pem" --tls-key "$WORK/tls/manager.key" \
+	--dead-after-ms 1000 > "$WORK/manager.log" 2>&1 &
 MGR_PID=$!
-for _ in $(seq 50); do curl -sf "$URL/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
+for _ in $(seq 50); do curl -sf --cacert "$INCA_MANAGER_CACERT" "$URL/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
 "$FAB" up --hosts 4 --leaves 2 --switch "$BUILD/dataplane/inca-switch" \
 	--manager "$URL" --token-file "$WORK/admin.token" --heartbeat-ms 100 \
 	>/dev/null || { not_ok "fabric up"; finish; exit 1; }
 
-api() { curl -s -H "Authorization: Bearer $1" "${@:3}" "$URL$2"; }
+api() { curl -s --cacert "$INCA_MANAGER_CACERT" -H "Authorization: Bearer $1" "${@:3}" "$URL$2"; }
+get() { curl -s --cacert "$INCA_MANAGER_CACERT" "$@"; }
 # jq-less: one value of a JSON answer (a python expression on d)
 jval() { /usr/bin/python3 -c 'import json, sys; d = json.load(sys.stdin); print(eval(sys.argv[1]))' "$1"; }
 # wait_for EXPR: the /v1/topology answer makes EXPR true (10 s at most)
@@ -81,6 +93,24 @@ wait_for() {
 check "the three switches registered and heartbeat" \
 	wait_for 'all(s["state"] == "up" for s in d["switches"])'
 
+# a real job first: libinca in manager mode on the four hosts, over HTTPS
+pids=()
+for r in 0 1 2 3; do
+	h=$((r + 1))
+	timeout 120 "$FAB" exec "$h" env INCA_MANAGER="https://192.168.77.254:$PORT" \
+		INCA_MANAGER_TOKEN="$TOKEN_A" INCA_JOB=j0 INCA_RANK=$r INCA_SIZE=4 \
+		INCA_LOCAL_IP="10.0.0.$h" INCA_RING_IP="192.168.77.$h" INCA_TRANSPORT=udp INCA_LOG=warn \
+		"$CHECK" -d fp32,int32 -o sum,max -n 1,1000,100001 > "$WORK/j0.r$r" 2>&1 &
+	pids+=($!)
+done
+rc=0
+for p in "${pids[@]}"; do wait "$p" || rc=1; done
+[ $rc = 0 ] || tail -n 3 "$WORK"/j0.r* | sed 's/^/    /'
+check "a libinca job through the manager over HTTPS: results exact" test $rc = 0
+expect_eq "... all through the switches (fallbacks)" \
+	"$(grep -ho "[0-9]* fallbacks" "$WORK"/j0.r* | awk '{s += $1} END {print s + 0}')" 0
+check "... and gone when its ranks left" wait_for '[j["id"] for j in d["jobs"]] == []'
+
 # j1: four ranks over both leaves (tenant a); j2: two ranks on leaf1 (tenant b)
 for r in 0 1 2 3; do
 	api "$TOKEN_A" /v1/jobs/j1/ranks -d "{\"rank\": $r, \"size\": 4, \"ip\": \"10.0.0.$((r + 1))\"}" >/dev/null
@@ -92,12 +122,12 @@ check "both jobs ready: every switch applied its groups" \
 	wait_for '[j["state"] for j in d["jobs"]] == ["ready", "ready"] and all(s["applied"] == s["version"] for s in d["switches"])'
 
 # the page and its script, as any client gets them
-hdr=$(curl -s -D - -o "$WORK/page.html" "$URL/")
+hdr=$(get -D - -o "$WORK/page.html" "$URL/")
 check "GET / is the page, with a content security policy" \
 	bash -c "grep -qi '^content-type: text/html' <<<'$hdr' && grep -qi \"^content-security-policy: default-src 'none'; script-src 'self'\" <<<\"\$0\"" "$hdr"
-expect_eq "GET /ui/topology.js" "$(curl -s -o /dev/null -w '%{http_code} %{content_type}' "$URL/ui/topology.js")" \
+expect_eq "GET /ui/topology.js" "$(get -o /dev/null -w '%{http_code} %{content_type}' "$URL/ui/topology.js")" \
 	"200 text/javascript; charset=utf-8"
-expect_eq "GET /v1/topology without a token" "$(curl -s -o /dev/null -w '%{http_code}' "$URL/v1/topology")" 401
+expect_eq "GET /v1/topology without a token" "$(get -o /dev/null -w '%{http_code}' "$URL/v1/topology")" 401
 
 # browse NAME FRAGMENT [TOKEN]: chromium loads the page (3 s of its virtual
 # time, polls included); its DOM in $WORK/NAME.dom as ui_dom.py prints it,
@@ -106,7 +136,8 @@ browse() {
 	local name=$1 frag=$2 flags
 	flags=(--headless --no-sandbox --disable-gpu --hide-scrollbars --no-first-run
 	       --user-data-dir="$WORK/chrome" --enable-logging=stderr --log-level=0
-	       --window-size=1280,760 --virtual-time-budget=3000)
+	       --window-size=1280,760 --virtual-time-budget=3000
+	       --ignore-certificate-errors-spki-list="$SPKI")
 	timeout 60 "$BROWSER" "${flags[@]}" --dump-dom "$URL/#$frag" > "$WORK/$name.html" \
 		2> "$WORK/$name.log" || return 1
 	/usr/bin/python3 "$SRC/tests/func/ui_dom.py" "$WORK/$name.html" > "$WORK/$name.dom" || return 1
