@@ -192,7 +192,9 @@ function renderFailures(d) {
   if (!d.failures.length) ul.append(html('li', 'none', 'empty'));
   for (const f of d.failures.slice().reverse()) {
     const ago = Math.max(0, d.time - f.time);
-    ul.append(html('li', f.what + ': ' + f.reason + ' (' + ago.toFixed(0) + ' s ago)'));
+    // a switch heartbeating again is listed too, as a recovery
+    ul.append(html('li', f.what + ': ' + f.reason + ' (' + ago.toFixed(0) + ' s ago)',
+                   /^switch back/.test(f.reason) ? 'recovered' : undefined));
   }
 }
 
@@ -272,7 +274,7 @@ function renderGraph(d) {
     g.append(title, el('rect', { class: 'box', x: -SW / 2, y: -30, width: SW, height: 62, rx: 6 }),
       el('text', { class: 'name', y: -12 }, s.name),
       el('text', { class: 'sub', y: 4 }, s.state === 'up'
-        ? s.groups + ' groups, ' + s.slots + ' slots' : s.state));
+        ? s.groups + (s.groups === 1 ? ' group, ' : ' groups, ') + s.slots + ' slots' : s.state));
     const frac = s.max_slots ? Math.min(1, s.slots / s.max_slots) : 0;
     g.append(el('rect', { class: 'load-bg', x: -SW / 2 + 10, y: 14, width: SW - 20, height: 7 }),
              el('rect', { class: 'load', x: -SW / 2 + 10, y: 14, width: (SW - 20) * frac, height: 7 }));
