@@ -99,8 +99,22 @@ void hl_rto_init(struct hl_rto *r, double min_us, double max_us)
 	r->rto = 5000 < r->min ? r->min : 5000 > r->max ? r->max : 5000;
 }
 
-void hl_rto_sample(struct hl_rto *r, double rtt)
+/*
+ * A result's round trip is ours plus the wait for every other member's
+ * contribution. One that takes longer than the RTO waited for a member that
+ * was late or lost a packet and timed out itself (a rank starting a job or
+ * a collective after the others, a loss on another link): taking it would
+ * raise the RTO towards whatever the others' timers were, and every later
+ * loss would cost that long (the impaired-link test once crawled at 1.25 s
+ * per loss from 640 ms samples taken while one rank was still starting).
+ * Such samples are left out; a real rise of the round trip still raises the
+ * RTO through the back-off when a timer fires, and the samples that follow
+ * are then taken. Returns whether the sample was taken.
+ */
+bool hl_rto_sample(struct hl_rto *r, double rtt)
 {
+	if (rtt > r->rto)
+		return false;
 	if (!r->have_sample) {
 		r->srtt = rtt;
 		r->rttvar = rtt / 2;
@@ -115,6 +129,7 @@ void hl_rto_sample(struct hl_rto *r, double rtt)
 		r->rto = r->min;
 	if (r->rto > r->max)
 		r->rto = r->max;
+	return true;
 }
 
 void hl_rto_backoff(struct hl_rto *r)
@@ -497,7 +512,18 @@ static int send_due(struct inca_comm *c, double now, double *next_due)
 		 * stalls them all. A packet is retransmitted when one first sent
 		 * after it has completed; with no such evidence only one probe
 		 * goes per RTO (backed off), the rest wait for its answer. */
-		if (sl->sent && sl->first_sent_us >= st->newest_done_sent_us) {
+		/* The first use of each of a slot's two sets (packets 0 .. 2W-1
+		 * of the communicator) is the exception. A switch that served
+		 * an earlier job on the group drops every member's first copy
+		 * (docs/protocol.md 3.2, step 2) and opens the set only for the
+		 * copies sent after all of them: nothing completes until each
+		 * is sent twice, and with one probe at a time a restart cost
+		 * one RTO per slot (16 slots at the RTO ceiling took 20 s).
+		 * For these, a packet sent in the same batch as one that has
+		 * completed (every member is there) counts as lost too. */
+		bool first_use = sl->g < 2u * st->window;
+		if (sl->sent && (first_use ? sl->first_sent_us > st->newest_done_sent_us
+					   : sl->first_sent_us >= st->newest_done_sent_us)) {
 			if (now < st->next_probe_us) {
 				if (st->next_probe_us < *next_due)
 					*next_due = st->next_probe_us;
@@ -522,8 +548,11 @@ static int send_due(struct inca_comm *c, double now, double *next_due)
 		}
 		which[n] = sl;
 		retx[n] = sl->sent;
-		/* one back-off per timeout event, not one per lost packet */
-		if (retx[n] && now - c->last_backoff_us > rto) {
+		/* one back-off per timeout event, not one per lost packet;
+		 * none while the sets are first used: the members may start
+		 * a job up to seconds apart (the per-packet back-off above
+		 * spaces those copies) and the RTO would keep it all job long */
+		if (retx[n] && !first_use && now - c->last_backoff_us > rto) {
 			hl_rto_backoff(&c->rto);
 			c->last_backoff_us = now;
 		}
@@ -600,10 +629,9 @@ static void accept_result(struct inca_comm *c, const struct hl_rx *rx, double no
 	 * estimator would forget a stall within a window and time out again at
 	 * the next one */
 	if (sl->retx == 0 && sl->sent &&
-	    (!c->rto.have_sample || now - c->last_rtt_sample_us >= c->rto.srtt)) {
-		hl_rto_sample(&c->rto, now - sl->sent_us);
+	    (!c->rto.have_sample || now - c->last_rtt_sample_us >= c->rto.srtt) &&
+	    hl_rto_sample(&c->rto, now - sl->sent_us))
 		c->last_rtt_sample_us = now;
-	}
 	/* a probe's answer says the stall ended, not that the packets sent
 	 * with it were lost: its first transmission counts */
 	if (sl->sent && sl->first_sent_us > st->newest_done_sent_us)

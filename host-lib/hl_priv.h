@@ -69,7 +69,8 @@ struct hl_rto {
 	bool have_sample;
 };
 void hl_rto_init(struct hl_rto *r, double min_us, double max_us);
-void hl_rto_sample(struct hl_rto *r, double rtt_us);
+/* false: above the RTO, not taken (hl_coll.c says why) */
+bool hl_rto_sample(struct hl_rto *r, double rtt_us);
 void hl_rto_backoff(struct hl_rto *r);
 
 /* ---- transports ---- */
