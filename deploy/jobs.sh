@@ -77,10 +77,13 @@ JSON
 # inca_job N OUT ARGS...: inca-allreduce-perf ARGS on hosts 1..N (transport
 # from INCA_TRANSPORT); rank 0's table in OUT; every rank must succeed
 inca_job() {
-	local n=$1 out=$2 pids=() r rc=0
+	local n=$1 out=$2 pids=() r rc=0 epoch
 	shift 2
+	# the job's own epoch: its collectives never meet an earlier job's on
+	# the switch (docs/protocol.md 3.2); the ranks must share it
+	epoch=$(( ($(date +%s%N) / 1000 & 0xffffffff) | 1 ))
 	for r in $(seq 0 $((n - 1))); do
-		INCA_RANK=$r INCA_LOCAL_IP=10.0.0.$((r + 1)) INCA_RING_IP=192.168.77.$((r + 1)) \
+		INCA_EPOCH=$epoch INCA_RANK=$r INCA_LOCAL_IP=10.0.0.$((r + 1)) INCA_RING_IP=192.168.77.$((r + 1)) \
 			timeout 900 "$here/deploy/testbed" exec $((r + 1)) ${INCA_RANK_CPUS:+taskset -c "$INCA_RANK_CPUS"} \
 			"${INCA_BUILD:-$here/build}/host-lib/inca-allreduce-perf" "$@" > "$WORK/rank$r.log" 2>&1 &
 		pids+=($!)

@@ -451,7 +451,9 @@ int hl_comm_create(const struct inca_comm_attr *attr, const struct hl_group_desc
 	c->dcqcn_on = attr->dcqcn >= 0;
 	c->ring_listen_fd = c->ring_next_fd = c->ring_prev_fd = -1;
 	c->now_us = hl_clock_us;
-	c->next_seq = 1;
+	/* Epochs 1, 2, 3... land far apart in the 32-bit key space (times an
+	 * odd constant: a bijection), so consecutive jobs never meet. */
+	c->next_seq = attr->epoch ? attr->epoch * 0x9e3779b1u : 1;
 	hl_rto_init(&c->rto, attr->rto_min_us ? attr->rto_min_us : 1000,
 		    (double)c->switch_timeout_ms * 1000 / 4);
 	struct hl_dcqcn_params p;
@@ -494,12 +496,18 @@ int hl_comm_create(const struct inca_comm_attr *attr, const struct hl_group_desc
 	s = c->fallback == INCA_FALLBACK_FORCE ? "ring only" :
 	    c->fallback == INCA_FALLBACK_OFF ? "no fallback" : "ring fallback";
 	HL_INFO("rank %d/%d: group %u via switch %u.%u.%u.%u, transport %s, window %u, "
-		"up to %u elements per packet (%u fp32 within IB MTU %u), %s", c->rank,
-		c->size, g->group_id, g->switch_ip >> 24, (g->switch_ip >> 16) & 255,
+		"up to %u elements per packet (%u fp32 within IB MTU %u), %s, epoch %u",
+		c->rank, c->size, g->group_id, g->switch_ip >> 24, (g->switch_ip >> 16) & 255,
 		(g->switch_ip >> 8) & 255, g->switch_ip & 255, tp->name, g->window,
 		g->elems_per_pkt,
 		(unsigned)HL_MIN_U32(g->elems_per_pkt, (c->g.ib_mtu - AGG_INCA_HLEN) / 4),
-		c->g.ib_mtu, s);
+		c->g.ib_mtu, s, attr->epoch);
+	if (!attr->epoch && !(attr->manager_url && *attr->manager_url) &&
+	    c->fallback != INCA_FALLBACK_FORCE && c->rank == 0)
+		HL_WARN("group %u is static and this job has no epoch (INCA_EPOCH): if an "
+			"earlier job on it ended on the same collectives, the switch can "
+			"answer with that job's results; give each job its own epoch",
+			g->group_id);
 	*out = c;
 	return INCA_OK;
 }
@@ -584,6 +592,12 @@ int inca_comm_create(const struct inca_comm_attr *attr_in, inca_comm_t **out)
 	if (attr.pfc_priority < 0 || attr.pfc_priority > 8)
 		return create_fail(INCA_ERR_INVAL, "pfc_priority: expected 0 (default) or "
 				   "priority + 1 (1..8), got %d", attr.pfc_priority);
+	if (!attr.epoch && (s = getenv("INCA_EPOCH"))) {
+		if (parse_num(s, UINT32_MAX, &n))
+			return create_fail(INCA_ERR_CONFIG, "INCA_EPOCH: expected 0..%u, got '%s'",
+					   UINT32_MAX, s);
+		attr.epoch = (uint32_t)n;
+	}
 	if (attr.line_rate_gbps <= 0 && (s = getenv("INCA_LINE_RATE_GBPS")))
 		attr.line_rate_gbps = atof(s);
 	if (!attr.fallback && (s = getenv("INCA_FALLBACK"))) {

@@ -133,6 +133,14 @@ struct inca_comm_attr {
 				     socket can be opened (INCA_PFC=1|0) */
 	int pfc_priority;         /* the data's 802.1p priority + 1; 0: default 3
 				     (INCA_PFC_PRIORITY=0..7) */
+	uint32_t epoch;           /* the same on every rank of this job, different
+				     from any earlier job on the same static group
+				     (INCA_EPOCH): collectives are numbered from it,
+				     so the switch never answers this job with an
+				     earlier job's retained result. The MPI and
+				     PyTorch layers pick one; 0: numbered from 1
+				     (docs/protocol.md 3.2). The manager gives every
+				     job a group of its own: not needed there. */
 };
 
 /* Create a communicator; collective: every rank calls it. Returns

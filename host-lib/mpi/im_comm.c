@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include "im_priv.h"
@@ -124,6 +125,20 @@ static bool static_group(void)
 	return getenv("INCA_CONFIG") || getenv("INCA_SWITCH");
 }
 
+/* A static group outlives jobs: rank 0 draws this job's epoch (unless
+ * INCA_EPOCH names one), so that its collectives never meet an earlier
+ * job's on the switch. */
+static uint32_t job_epoch(struct im_comm *ic)
+{
+	uint32_t e = 0;
+
+	if (ic->rank == 0 && !getenv("INCA_EPOCH"))
+		while (!e && getrandom(&e, sizeof(e), 0) != (ssize_t)sizeof(e))
+			e = (uint32_t)getpid() ^ (uint32_t)(im_now_us() * 1e3);
+	PMPI_Bcast(&e, 1, MPI_UINT32_T, 0, ic->shadow);
+	return e;
+}
+
 /* First offloadable call on comm (all its ranks are in it): decide. */
 static void comm_decide(struct im_comm *ic)
 {
@@ -156,6 +171,7 @@ static void comm_decide(struct im_comm *ic)
 	attr.rank = ic->rank;
 	attr.size = ic->size;
 	attr.job = getenv("INCA_MANAGER") ? ic->job : NULL;
+	attr.epoch = getenv("INCA_MANAGER") ? 0 : job_epoch(ic);
 	attr.fallback = INCA_FALLBACK_OFF;    /* recovery is ours: ranks must agree */
 	attr.timeout_ms = im_cfg.create_timeout_ms;
 	double t0 = im_now_us();

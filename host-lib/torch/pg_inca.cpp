@@ -10,6 +10,8 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <random>
 
 namespace inca_torch {
 
@@ -161,6 +163,25 @@ ProcessGroupInca::ProcessGroupInca(
     why = "the static group (INCA_CONFIG/INCA_SWITCH) serves the first "
           "process group only (use INCA_MANAGER for more)";
   } else {
+    // a static group outlives jobs: rank 0 draws this job's epoch (unless
+    // INCA_EPOCH names one) so that it never meets an earlier job's
+    // collectives on the switch; the store hands it to the others
+    if (!getenv("INCA_EPOCH")) {
+      uint32_t e = 0;
+      if (rank == 0) {
+        std::random_device rd;
+        while (!e)
+          e = rd();
+        store->set("inca_epoch", std::vector<uint8_t>(
+                                     reinterpret_cast<uint8_t*>(&e),
+                                     reinterpret_cast<uint8_t*>(&e) + sizeof(e)));
+      } else {
+        auto v = store->get("inca_epoch");
+        TORCH_CHECK(v.size() == sizeof(e), "inca: bad inca_epoch in the store");
+        memcpy(&e, v.data(), sizeof(e));
+      }
+      attr.epoch = e;
+    }
     tried = true;
   }
   if (tried) {

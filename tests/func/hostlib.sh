@@ -69,7 +69,8 @@ for tp in $TRANSPORTS; do
 	check "$tp: every dtype and op, 1 to 4097 elements, barrier, bcast" \
 		ranks 1 "$tp" 300 -- -d all -o all -n 1,2,3,255,256,257,1000,4097 -b
 	expect_eq "$tp: ... through the switch (fallbacks)" "$FALLBACKS" 0
-	# a new job on the same group numbers its collectives from 1 again
+	# a new job on the same group: its own epoch, keys older than the last
+	# job's (check_ranks)
 	check "$tp: in place, fp32/bf16 sum/max, odd counts (a second job)" \
 		ranks 1 "$tp" 120 -- -i -d fp32,bf16 -o sum,max -n 1,777,100001
 	expect_eq "$tp: ... through the switch (fallbacks)" "$FALLBACKS" 0

@@ -540,6 +540,14 @@ static void test_group_descriptions(void **state)
 	setenv("INCA_MEMBERS", "10.0.0.1:17,10.0.0.2:18", 1);
 	assert_int_equal(inca_comm_create(&a, &c), INCA_ERR_CONFIG);
 	assert_string_equal(inca_last_errmsg(), "the group has 2 members but size is 3");
+	setenv("INCA_EPOCH", "-1", 1);
+	assert_int_equal(inca_comm_create(&a, &c), INCA_ERR_CONFIG);
+	assert_string_equal(inca_last_errmsg(), "INCA_EPOCH: expected 0..4294967295, got '-1'");
+	setenv("INCA_EPOCH", "4294967296", 1);
+	assert_int_equal(inca_comm_create(&a, &c), INCA_ERR_CONFIG);
+	assert_string_equal(inca_last_errmsg(),
+			    "INCA_EPOCH: expected 0..4294967295, got '4294967296'");
+	unsetenv("INCA_EPOCH");
 }
 
 /* ---- several ranks: every collective against the engine ---- */
@@ -677,6 +685,7 @@ static void mr_open(const struct hl_group_desc *g);
 /* the group the ranks join (mr_setup), for a later job on it (mr_open) */
 static struct hl_member mr_hm[MR_MAX];
 static struct hl_group_desc mr_g;
+static uint32_t mr_epoch;          /* the next job's (mr_open) */
 
 static void mr_setup(int n, uint16_t window, uint16_t elems, uint64_t seed)
 {
@@ -712,7 +721,7 @@ static void mr_open(const struct hl_group_desc *g)
 	for (int r = 0; r < n; r++) {
 		struct inca_comm_attr attr = { .rank = r, .size = n, .fallback = INCA_FALLBACK_OFF,
 					       .timeout_ms = 20000, .switch_timeout_ms = 2000,
-					       .dcqcn = -1, .pfc = -1 };
+					       .dcqcn = -1, .pfc = -1, .epoch = mr_epoch };
 		R.q[r] = malloc(sizeof(R.q[r][0]) * MR_QCAP);
 		R.qlen[r] = malloc(sizeof(uint16_t) * MR_QCAP);
 		assert_non_null(R.q[r]);
@@ -1040,6 +1049,39 @@ static void test_restart_is_quick(void **state)
 		assert_int_equal(s.fallbacks, 0);
 		assert_true(s.retransmissions >= 16);     /* each first copy, again */
 	}
+	mr_teardown();
+}
+
+/* Two jobs on one static group run the same first collectives with other
+ * data. Numbered from 1 both, the second job's keys would equal the ones
+ * the sets retain and the switch would answer with the first job's results
+ * (docs/protocol.md 3.2); each job's own epoch keeps them apart. */
+static void test_epochs_keep_jobs_apart(void **state)
+{
+	/* allgather of random bytes (mr_bytes: new ones each job), 4 ranks x
+	 * 16 elements in one packet each: slots 0..3 of the window of 8 */
+	struct mr_case k = { .coll = AGG_COLL_ALLGATHER, .dtype = INCA_INT32, .count = 16 };
+	struct agg_group_stats st;
+
+	(void)state;
+	mr_epoch = 1;
+	mr_setup(4, 8, 16, 11);
+	assert_int_equal(R.comm[0]->next_seq, 0x9e3779b1u);
+	mr_run(&k, 1);
+	for (int r = 0; r < R.n; r++)
+		inca_comm_destroy(R.comm[r]);
+	mr_epoch = 2;
+	mr_open(&mr_g);
+	assert_int_equal(R.comm[3]->next_seq, 0x3c6ef362u);   /* 2 x 0x9e3779b1 */
+	mr_run(&k, 1);          /* byte for byte this job's */
+	agg_group_stats_sum(R.sw, &st);
+	assert_int_equal(st.retransmits, 0);    /* no retained result was sent */
+	for (int r = 0; r < R.n; r++) {
+		struct inca_stats s;
+		inca_comm_stats(R.comm[r], &s);
+		assert_int_equal(s.fallbacks, 0);
+	}
+	mr_epoch = 0;
 	mr_teardown();
 }
 
@@ -1489,6 +1531,7 @@ int main(void)
 		cmocka_unit_test(test_every_collective),
 		cmocka_unit_test(test_many_in_flight),
 		cmocka_unit_test(test_restart_is_quick),
+		cmocka_unit_test(test_epochs_keep_jobs_apart),
 		cmocka_unit_test(test_reduce_scatter_bytes),
 		cmocka_unit_test(test_fallback_every_collective),
 		cmocka_unit_test(test_group_descriptions),
