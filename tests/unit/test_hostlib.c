@@ -722,8 +722,12 @@ static void mr_open(const struct hl_group_desc *g)
 		struct inca_comm_attr attr = { .rank = r, .size = n, .fallback = INCA_FALLBACK_OFF,
 					       .timeout_ms = 20000, .switch_timeout_ms = 2000,
 					       .dcqcn = -1, .pfc = -1, .epoch = mr_epoch };
-		R.q[r] = malloc(sizeof(R.q[r][0]) * MR_QCAP);
-		R.qlen[r] = malloc(sizeof(uint16_t) * MR_QCAP);
+		/* a later job keeps the queues: what was left in flight
+		 * reaches it, as on a network */
+		if (!R.q[r])
+			R.q[r] = malloc(sizeof(R.q[r][0]) * MR_QCAP);
+		if (!R.qlen[r])
+			R.qlen[r] = malloc(sizeof(uint16_t) * MR_QCAP);
 		assert_non_null(R.q[r]);
 		assert_non_null(R.qlen[r]);
 		assert_int_equal(hl_comm_create(&attr, g, &mr_ops, NULL, &R.comm[r]), 0);
@@ -737,6 +741,8 @@ static void mr_teardown(void)
 		inca_comm_destroy(R.comm[r]);
 		free(R.q[r]);
 		free(R.qlen[r]);
+		R.q[r] = NULL;
+		R.qlen[r] = NULL;
 	}
 	agg_group_destroy(R.sw);
 	R.sw = NULL;
