@@ -168,16 +168,19 @@ ProcessGroupInca::ProcessGroupInca(
     // collectives on the switch; the store hands it to the others
     if (!getenv("INCA_EPOCH")) {
       uint32_t e = 0;
+      // one key per process group this process made: a store that
+      // outlives a group never hands out an old epoch
+      std::string key = "inca_epoch." + std::to_string(index);
       if (rank == 0) {
         std::random_device rd;
         while (!e)
           e = rd();
-        store->set("inca_epoch", std::vector<uint8_t>(
+        store->set(key, std::vector<uint8_t>(
                                      reinterpret_cast<uint8_t*>(&e),
                                      reinterpret_cast<uint8_t*>(&e) + sizeof(e)));
       } else {
-        auto v = store->get("inca_epoch");
-        TORCH_CHECK(v.size() == sizeof(e), "inca: bad inca_epoch in the store");
+        auto v = store->get(key);
+        TORCH_CHECK(v.size() == sizeof(e), "inca: bad ", key, " in the store");
         memcpy(&e, v.data(), sizeof(e));
       }
       attr.epoch = e;
