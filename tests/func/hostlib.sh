@@ -215,9 +215,10 @@ if [[ " $TRANSPORTS " == *" udp "* && " $TRANSPORTS " == *" xdp "* ]]; then
 			-c 1 -a duration:30 -w "$WORK/first-$tp.pcapng" >/dev/null 2>&1 &
 		cap=$!
 		sleep 1.5
-		ranks 1 "$tp" 60 -- -d fp32 -o sum -n 1 >/dev/null
+		# one epoch for both: the same first key (and a fresh switch)
+		ranks 1 "$tp" 60 INCA_EPOCH=7 -- -d fp32 -o sum -n 1 >/dev/null
 		wait $cap
-		"$TB" restart >/dev/null    # a fresh switch: the same first key
+		"$TB" restart >/dev/null
 	done
 	check "udp and xdp send byte-identical frames" /usr/bin/python3 -c '
 import sys
