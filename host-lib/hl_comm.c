@@ -451,9 +451,7 @@ int hl_comm_create(const struct inca_comm_attr *attr, const struct hl_group_desc
 	c->dcqcn_on = attr->dcqcn >= 0;
 	c->ring_listen_fd = c->ring_next_fd = c->ring_prev_fd = -1;
 	c->now_us = hl_clock_us;
-	/* Epochs 1, 2, 3... land far apart in the 32-bit key space (times an
-	 * odd constant: a bijection), so consecutive jobs never meet. */
-	c->next_seq = attr->epoch ? attr->epoch * 0x9e3779b1u : 1;
+	c->next_seq = attr->epoch ? attr->epoch * HL_EPOCH_STRIDE : 1;
 	hl_rto_init(&c->rto, attr->rto_min_us ? attr->rto_min_us : 1000,
 		    (double)c->switch_timeout_ms * 1000 / 4);
 	struct hl_dcqcn_params p;

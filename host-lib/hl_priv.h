@@ -204,6 +204,11 @@ struct hl_stream {
 	unsigned pace_results;     /* results since pace_t0_us */
 };
 
+/* A job's collectives are numbered from epoch x HL_EPOCH_STRIDE (mod 2^32;
+ * epoch 0: from 1). Odd, so a bijection; epochs 1, 2, 3... land about 1.6e9
+ * apart, so consecutive jobs on a static group never meet (protocol.md 3.2). */
+#define HL_EPOCH_STRIDE 0x9e3779b1u
+
 struct inca_comm {
 	int rank, size;
 	char job[64];
@@ -228,7 +233,7 @@ struct inca_comm {
 	unsigned pfc_prio;        /* priority of our data (the switch's lossless TC) */
 	double pfc_until_us[AGG_PFC_CLASSES];
 
-	uint32_t next_seq;        /* collective sequence number */
+	uint32_t next_seq;        /* collective sequence number, from the epoch's */
 	uint64_t gcount;          /* packets of the collectives started: the
 				     next one's slot/set base */
 	struct hl_rto rto;

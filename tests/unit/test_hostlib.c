@@ -746,6 +746,16 @@ static void mr_teardown(void)
 	}
 	agg_group_destroy(R.sw);
 	R.sw = NULL;
+	mr_epoch = 0;
+}
+
+/* The job ends; another starts on the same group, with epoch. */
+static void mr_next_job(uint32_t epoch)
+{
+	for (int r = 0; r < R.n; r++)
+		inca_comm_destroy(R.comm[r]);
+	mr_epoch = epoch;
+	mr_open(&mr_g);
 }
 
 /* Complete req[r][0..k) on every rank, latest first (k requests per rank
@@ -1035,10 +1045,7 @@ static void test_restart_is_quick(void **state)
 	agg_group_stats_sum(R.sw, &st);
 	assert_int_equal(st.restarts, 0);
 	assert_int_equal(R.stale, 0);
-	/* the job ends; another starts on the same group */
-	for (int r = 0; r < R.n; r++)
-		inca_comm_destroy(R.comm[r]);
-	mr_open(&mr_g);
+	mr_next_job(0);
 	t0 = R.now;
 	k.count = 16 * 8 * 3;
 	mr_run(&k, 1);
@@ -1074,10 +1081,7 @@ static void test_epochs_keep_jobs_apart(void **state)
 	mr_setup(4, 8, 16, 11);
 	assert_int_equal(R.comm[0]->next_seq, 0x9e3779b1u);
 	mr_run(&k, 1);
-	for (int r = 0; r < R.n; r++)
-		inca_comm_destroy(R.comm[r]);
-	mr_epoch = 2;
-	mr_open(&mr_g);
+	mr_next_job(2);
 	assert_int_equal(R.comm[3]->next_seq, 0x3c6ef362u);   /* 2 x 0x9e3779b1 */
 	mr_run(&k, 1);          /* byte for byte this job's */
 	agg_group_stats_sum(R.sw, &st);
@@ -1087,7 +1091,6 @@ static void test_epochs_keep_jobs_apart(void **state)
 		inca_comm_stats(R.comm[r], &s);
 		assert_int_equal(s.fallbacks, 0);
 	}
-	mr_epoch = 0;
 	mr_teardown();
 }
 
