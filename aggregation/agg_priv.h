@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Helpers shared by the aggregation engine's files; not installed. */
+/* Byte-order readers and writers shared by the aggregation engine's files;
+ * not installed. The group's layout is agg_group.h. */
 #ifndef AGG_PRIV_H
 #define AGG_PRIV_H
 
@@ -57,11 +58,5 @@ static inline uint8_t agg_pad_len(size_t n)
 {
 	return (uint8_t)((4 - (n & 3)) & 3);
 }
-
-/* Write IPv4 (ID 0, DF) + UDP + BTH + DETH headers at ip for a UD SEND
- * whose BTH..ICRC part is udp_payload bytes long; returns bytes written. */
-size_t agg_write_ipv4_udp(uint8_t *ip, uint32_t src, uint32_t dst,
-			  uint8_t dscp, uint8_t ecn, uint8_t ttl,
-			  uint16_t sport, size_t udp_payload);
 
 #endif /* AGG_PRIV_H */

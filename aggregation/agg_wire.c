@@ -1,5 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Strict decoding and encoding of Ethernet/IPv4/UDP/BTH/DETH/INCA frames. */
+/*
+ * Strict decoding of Ethernet/IPv4/UDP/BTH/DETH/INCA frames, the INCA
+ * header's reader and writer, error names, and the dtype and op metadata.
+ * Building frames is agg_frame.c's.
+ */
 #include <strings.h>
 
 #include "agg_priv.h"
@@ -284,135 +288,6 @@ int agg_decode_bth(const void *bth, size_t len, struct agg_pkt *pkt)
 	pkt->frame = bth;
 	pkt->frame_len = (uint32_t)len;
 	return decode_roce(bth, len, NULL, pkt);
-}
-
-size_t agg_write_ipv4_udp(uint8_t *ip, uint32_t src, uint32_t dst,
-			  uint8_t dscp, uint8_t ecn, uint8_t ttl,
-			  uint16_t sport, size_t udp_payload)
-{
-	uint8_t *udp = ip + AGG_IPV4_HLEN;
-	uint16_t ip_len = (uint16_t)(AGG_IPV4_HLEN + AGG_UDP_HLEN + udp_payload);
-
-	ip[0] = 0x45;
-	ip[1] = (uint8_t)(dscp << 2 | (ecn & 3));
-	agg_wr16(ip + 2, ip_len);
-	agg_wr16(ip + 4, 0);          /* ID 0: what Linux sends with DF set */
-	agg_wr16(ip + 6, 0x4000);     /* DF */
-	ip[8] = ttl ? ttl : 64;
-	ip[9] = 17;
-	agg_wr16(ip + 10, 0);
-	agg_wr32(ip + 12, src);
-	agg_wr32(ip + 16, dst);
-	agg_wr16(ip + 10, agg_ipv4_csum(ip, AGG_IPV4_HLEN));
-
-	agg_wr16(udp, sport ? sport : AGG_ROCEV2_UDP_PORT);
-	agg_wr16(udp + 2, AGG_ROCEV2_UDP_PORT);
-	agg_wr16(udp + 4, (uint16_t)(AGG_UDP_HLEN + udp_payload));
-	agg_wr16(udp + 6, 0);        /* RoCEv2: the ICRC protects the payload */
-	return AGG_IPV4_HLEN + AGG_UDP_HLEN;
-}
-
-static size_t write_eth(uint8_t *f, const struct agg_frame_spec *s)
-{
-	memcpy(f, s->dst_mac, 6);
-	memcpy(f + 6, s->src_mac, 6);
-	if (s->has_vlan) {
-		agg_wr16(f + 12, AGG_ETHERTYPE_VLAN);
-		agg_wr16(f + 14, s->vlan_tci);
-		agg_wr16(f + 16, AGG_ETHERTYPE_IPV4);
-		return AGG_ETH_HLEN + AGG_VLAN_HLEN;
-	}
-	agg_wr16(f + 12, AGG_ETHERTYPE_IPV4);
-	return AGG_ETH_HLEN;
-}
-
-/* Ethernet, IPv4 and UDP for a RoCEv2 payload of roce bytes; *ip points
- * at the IPv4 header; returns the offset of the BTH. */
-static size_t write_l2_l4(uint8_t *f, const struct agg_frame_spec *s, size_t roce,
-			  uint8_t **ip)
-{
-	size_t off = write_eth(f, s);
-
-	*ip = f + off;
-	return off + agg_write_ipv4_udp(*ip, s->src_ip, s->dst_ip, s->dscp, s->ecn,
-					s->ttl, s->udp_sport, roce);
-}
-
-static void write_bth(uint8_t *b, const struct agg_frame_spec *s,
-		      uint8_t opcode, uint8_t pad, bool becn)
-{
-	b[0] = opcode;
-	b[1] = (uint8_t)((s->solicited ? 0x80 : 0) | pad << 4);
-	agg_wr16(b + 2, s->pkey ? s->pkey : AGG_PKEY_DEFAULT);
-	b[4] = becn ? 0x40 : 0;
-	agg_wr24(b + 5, s->dest_qp & AGG_QPN_MASK);
-	b[8] = 0;
-	agg_wr24(b + 9, s->psn & AGG_PSN_MASK);
-}
-
-int agg_encode(void *buf, size_t cap, const struct agg_frame_spec *s,
-	       const void *payload)
-{
-	uint8_t *f = buf, *ip, *b;
-	uint8_t opcode = s->opcode ? s->opcode : AGG_OP_UD_SEND_ONLY;
-	size_t esize = agg_dtype_size(s->hdr.dtype);
-	size_t elems, pad, roce, off, total;
-
-	if (esize == 0)
-		return -AGG_E_DTYPE;
-	if (opcode != AGG_OP_UD_SEND_ONLY && opcode != AGG_OP_UD_SEND_ONLY_IMM)
-		return -AGG_E_INVAL;
-	elems = agg_hdr_has_data(&s->hdr) ? (size_t)s->hdr.count * esize : 0;
-	if (elems > AGG_MAX_PAYLOAD)
-		return -AGG_E_INVAL;
-	pad = agg_pad_len(elems);
-	roce = AGG_BTH_LEN + AGG_DETH_LEN +
-	       (opcode == AGG_OP_UD_SEND_ONLY_IMM ? AGG_IMM_LEN : 0) +
-	       AGG_INCA_HLEN + elems + pad + AGG_ICRC_LEN;
-	total = AGG_ETH_HLEN + (s->has_vlan ? AGG_VLAN_HLEN : 0) +
-		AGG_IPV4_HLEN + AGG_UDP_HLEN + roce;
-	if (total > cap)
-		return -AGG_E_NOSPACE;
-
-	off = write_l2_l4(f, s, roce, &ip);
-	b = f + off;
-	write_bth(b, s, opcode, (uint8_t)pad, false);
-	off += AGG_BTH_LEN;
-	agg_wr32(f + off, s->qkey);
-	f[off + 4] = 0;
-	agg_wr24(f + off + 5, s->src_qp & AGG_QPN_MASK);
-	off += AGG_DETH_LEN;
-	if (opcode == AGG_OP_UD_SEND_ONLY_IMM) {
-		agg_wr32(f + off, s->imm);
-		off += AGG_IMM_LEN;
-	}
-	agg_hdr_write(f + off, &s->hdr);
-	off += AGG_INCA_HLEN;
-	if (elems)
-		memcpy(f + off, payload, elems);
-	memset(f + off + elems, 0, pad);
-	off += elems + pad;
-	agg_icrc_store(f + off, agg_icrc_ipv4(ip, (size_t)(f + off + 4 - ip)));
-	return (int)total;
-}
-
-int agg_encode_cnp(void *buf, size_t cap, const struct agg_frame_spec *s)
-{
-	uint8_t *f = buf, *ip;
-	size_t roce = AGG_BTH_LEN + AGG_CNP_PAD_LEN + AGG_ICRC_LEN;
-	size_t off, total = AGG_ETH_HLEN + (s->has_vlan ? AGG_VLAN_HLEN : 0) +
-			    AGG_IPV4_HLEN + AGG_UDP_HLEN + roce;
-
-	if (total > cap)
-		return -AGG_E_NOSPACE;
-	off = write_l2_l4(f, s, roce, &ip);
-	write_bth(f + off, s, AGG_OP_CNP, 0, true);
-	off += AGG_BTH_LEN;
-	memset(f + off, 0, AGG_CNP_PAD_LEN);
-	off += AGG_CNP_PAD_LEN;
-	agg_icrc_store(f + off, agg_icrc_ipv4(ip, roce + AGG_IPV4_HLEN +
-						      AGG_UDP_HLEN));
-	return (int)total;
 }
 
 /* ---- dtype and op metadata ---- */

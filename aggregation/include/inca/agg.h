@@ -8,6 +8,13 @@
  * AGG_E* code on failure; agg_strerror() names every code. Multi-byte
  * header fields are in network byte order on the wire and in host order in
  * the structs below; element payloads are little-endian.
+ *
+ * One header on purpose (about 690 lines): it is the engine's whole
+ * installed API, one section per source file (wire format and decoding:
+ * agg_wire.c; building frames: agg_frame.c; PFC: agg_pfc.c; CRC/ICRC:
+ * agg_icrc.c; reduction kernels: agg_reduce.c; groups and slots:
+ * agg_group.c, agg_table.c), and its users (the switch, libinca, tests,
+ * tools) each need several sections.
  */
 #ifndef INCA_AGG_H
 #define INCA_AGG_H
@@ -585,6 +592,15 @@ static inline bool agg_result_has_data_for(const struct agg_result *res,
 {
 	return res->data_to_all || res->owner == member;
 }
+
+/*
+ * Check a group configuration without creating the group: NULL when
+ * agg_group_create would take it, else what is wrong, naming the field
+ * ("window: need 1 to 4096 slots"). agg_group_create refuses the same
+ * configurations with the same words (and, besides, a rank listed twice in
+ * members[].ranks, found while the rank map is built).
+ */
+const char *agg_group_config_check(const struct agg_group_config *cfg);
 
 /*
  * Create a group: validates the config (errno EINVAL and what is wrong,
