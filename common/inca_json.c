@@ -56,24 +56,50 @@ void inca_json_at(struct inca_json *j, const char *fmt, ...)
 	va_end(ap);
 }
 
-int inca_json_bad(struct inca_json *j, const char *fmt, ...)
+static int vbad(struct inca_json *j, const char *fmt, va_list ap)
 {
-	va_list ap;
-	int n;
+	size_t n = 0;
+	int k;
 
 	if (j->failed)
 		return -EINVAL;
 	j->failed = true;
-	if (j->path[0])
-		n = snprintf(j->msg, sizeof(j->msg), "%s: %s: ", j->origin, j->path);
-	else
-		n = snprintf(j->msg, sizeof(j->msg), "%s: ", j->origin);
-	if (n >= 0 && (size_t)n < sizeof(j->msg)) {
-		va_start(ap, fmt);
-		vsnprintf(j->msg + n, sizeof(j->msg) - (size_t)n, fmt, ap);
-		va_end(ap);
+	j->msg[0] = '\0';
+	if (j->origin[0]) {
+		k = snprintf(j->msg, sizeof(j->msg), "%s: ", j->origin);
+		n = k > 0 ? (size_t)k : 0;
 	}
+	if (j->path[0] && n < sizeof(j->msg)) {
+		k = snprintf(j->msg + n, sizeof(j->msg) - n, "%s: ", j->path);
+		n += k > 0 ? (size_t)k : 0;
+	}
+	if (n < sizeof(j->msg))
+		vsnprintf(j->msg + n, sizeof(j->msg) - n, fmt, ap);
 	return -EINVAL;
+}
+
+int inca_json_bad(struct inca_json *j, const char *fmt, ...)
+{
+	va_list ap;
+	int rc;
+
+	va_start(ap, fmt);
+	rc = vbad(j, fmt, ap);
+	va_end(ap);
+	return rc;
+}
+
+int inca_json_bad_at(struct inca_json *j, const char *key, const char *fmt, ...)
+{
+	size_t mark = inca_json_enter(j, "%s", key);
+	va_list ap;
+	int rc;
+
+	va_start(ap, fmt);
+	rc = vbad(j, fmt, ap);
+	va_end(ap);
+	inca_json_leave(j, mark);
+	return rc;
 }
 
 int inca_json_uint(struct inca_json *j, json_t *v, uint64_t min, uint64_t max,

@@ -10,6 +10,7 @@
  * ("0x1234abcd", "4096"): keys and QPNs are easier to read in hex. Every
  * getter checks a range. Functions return 0, or -EINVAL with the message
  * in j->msg (the first error is kept; later ones do not overwrite it).
+ * An empty or NULL origin (an API body) leaves the message as "PATH: why".
  */
 #ifndef INCA_JSON_H
 #define INCA_JSON_H
@@ -41,9 +42,12 @@ void inca_json_leave(struct inca_json *j, size_t mark);
 __attribute__((format(printf, 2, 3)))
 void inca_json_at(struct inca_json *j, const char *fmt, ...);
 
-/* Record an error at the current path; returns -EINVAL. */
+/* Record an error at the current path (inca_json_bad_at: at its member
+ * key); returns -EINVAL. */
 __attribute__((format(printf, 2, 3)))
 int inca_json_bad(struct inca_json *j, const char *fmt, ...);
+__attribute__((format(printf, 3, 4)))
+int inca_json_bad_at(struct inca_json *j, const char *key, const char *fmt, ...);
 
 /*
  * Values. v may be NULL (a missing field): that is an error for these.

@@ -210,21 +210,21 @@ int main(int argc, char **argv)
 		case 'D':
 			dead_ms = strtol(optarg, &end, 10);
 			if (*end || dead_ms < 100 || dead_ms > 600000) {
-				fprintf(stderr, "inca-manager: --dead-after-ms: expected 100..600000\n");
+				mgr_log("--dead-after-ms: expected 100..600000");
 				return 2;
 			}
 			break;
 		case 'L':
 			lease_s = strtol(optarg, &end, 10);
 			if (*end || lease_s < 1 || lease_s > 86400) {
-				fprintf(stderr, "inca-manager: --lease-s: expected 1..86400\n");
+				mgr_log("--lease-s: expected 1..86400");
 				return 2;
 			}
 			break;
 		case 'w':
 			window = strtol(optarg, &end, 10);
-			if (*end || window < 1 || window > 4096) {
-				fprintf(stderr, "inca-manager: --window: expected 1..4096\n");
+			if (*end || window < 1 || window > AGG_MAX_WINDOW) {
+				mgr_log("--window: expected 1..4096");
 				return 2;
 			}
 			break;
@@ -236,14 +236,13 @@ int main(int argc, char **argv)
 		}
 	}
 	if (optind < argc || !topo || (!token_file && !check)) {
-		fprintf(stderr, "inca-manager: --topology FILE and --token-file FILE are required "
-			"(try --help)\n");
+		mgr_log("--topology FILE and --token-file FILE are required (try --help)");
 		return 2;
 	}
 	if (check) {
 		struct mgr_topo t;
 		if (mgr_topo_load(&t, topo, err, sizeof(err))) {
-			fprintf(stderr, "inca-manager: %s\n", err);
+			mgr_log("%s", err);
 			return 1;
 		}
 		printf("inca-manager: %s: %d switches, %d hosts, %d tenants\n", topo, t.nswitches,
@@ -252,21 +251,21 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (inca_read_token_file(token_file, token, sizeof(token), err, sizeof(err))) {
-		fprintf(stderr, "inca-manager: --token-file %s\n", err);
+		mgr_log("--token-file %s", err);
 		return 2;
 	}
 	if (!cert_file != !key_file) {
-		fprintf(stderr, "inca-manager: --tls-cert and --tls-key go together\n");
+		mgr_log("--tls-cert and --tls-key go together");
 		return 2;
 	}
 	if (cert_file) {
 		if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
-			fprintf(stderr, "inca-manager: this libmicrohttpd has no TLS support\n");
+			mgr_log("this libmicrohttpd has no TLS support");
 			return 1;
 		}
 		if (!(cert = read_pem(cert_file, err, sizeof(err))) ||
 		    !(key = read_pem(key_file, err, sizeof(err)))) {
-			fprintf(stderr, "inca-manager: --tls-cert/--tls-key: %s\n", err);
+			mgr_log("--tls-cert/--tls-key: %s", err);
 			free(cert);
 			return 2;
 		}
@@ -276,20 +275,20 @@ int main(int argc, char **argv)
 		long port = colon ? strtol(colon + 1, &end, 10) : -1;
 		if (!colon || *end || port < 1 || port > 65535 ||
 		    (size_t)(colon - listen_at) >= sizeof(host)) {
-			fprintf(stderr, "inca-manager: --listen: expected ADDR:PORT, got '%s'\n",
+			mgr_log("--listen: expected ADDR:PORT, got '%s'",
 				listen_at);
 			return 2;
 		}
 		memcpy(host, listen_at, (size_t)(colon - listen_at));
 		host[colon - listen_at] = 0;
 		if (inet_pton(AF_INET, host, &sa.sin_addr) != 1) {
-			fprintf(stderr, "inca-manager: --listen: '%s' is not an IPv4 address\n", host);
+			mgr_log("--listen: '%s' is not an IPv4 address", host);
 			return 2;
 		}
 		sa.sin_port = htons((uint16_t)port);
 	}
 	if (mgr_init(&m, topo, db, token, err, sizeof(err))) {
-		fprintf(stderr, "inca-manager: %s\n", err);
+		mgr_log("%s", err);
 		return 1;
 	}
 	m.dead_after_s = (double)dead_ms / 1000.0;
@@ -310,7 +309,7 @@ int main(int argc, char **argv)
 				     MHD_OPTION_NOTIFY_COMPLETED, completed, NULL,
 				     MHD_OPTION_CONNECTION_TIMEOUT, 30u, MHD_OPTION_END);
 	if (!d) {
-		fprintf(stderr, "inca-manager: cannot listen on %s%s: %s\n", listen_at,
+		mgr_log("cannot listen on %s%s: %s", listen_at,
 			cert ? " with TLS (is the key the certificate's?)" : "", strerror(errno));
 		mgr_fini(&m);
 		free(cert);
@@ -318,8 +317,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	if (!cert)
-		fprintf(stderr, "inca-manager: serving plain HTTP: tokens cross the network in "
-			"clear (give --tls-cert and --tls-key)\n");
+		mgr_log("serving plain HTTP: tokens cross the network in clear (give "
+			"--tls-cert and --tls-key)");
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
 	printf("inca-manager: ready: %d switches, %d hosts, %d tenants, listening on %s (%s), "

@@ -1,10 +1,14 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * inca-manager's model: the topology (switches, hosts, links, tenants),
- * the tree builder (a pure function), jobs and the groups they hold on
- * switches, quotas, the HTTP API as a function of (method, path, token,
- * body), and persistence. The HTTP server (manager.c) and the tests call
- * the same functions.
+ * inca-manager's model and the functions over it, one section per file:
+ * names, addresses and tokens (addr.c, token.c), the topology (topo.c),
+ * the tree builder (tree.c, a pure function), the manager object and its
+ * long-poll (mgr.c), logging and the failure log (log.c), jobs' lives
+ * (jobs.c), allocation (alloc.c), the HTTP API as a function of (method,
+ * path, token, body) (api.c and api.h's files), and persistence
+ * (persist.c). The HTTP server (manager.c) and the tests call the same
+ * functions. Functions that can fail return 0 or -1 with a message in an
+ * (err, errlen) buffer; API handlers return an HTTP status.
  */
 #ifndef INCA_MGR_H
 #define INCA_MGR_H
@@ -16,12 +20,31 @@
 
 #include <jansson.h>
 
+#include "inca/agg.h"
+#include "inca_json.h"
+
 #define MGR_NAME_LEN   48
 #define MGR_TOKEN_LEN  128
 #define MGR_HASH_LEN   32            /* SHA-256 */
 #define MGR_MAX_SWITCHES 1024
 #define MGR_MAX_HOSTS  65536
 #define MGR_MAX_TENANTS 64
+/* What a topology gives when it does not say (and max_groups' maximum). */
+#define MGR_DEFAULT_MAX_GROUPS   1024
+#define MGR_DEFAULT_MAX_SLOTS    65536
+#define MGR_DEFAULT_TENANT_SLOTS 4096
+#define MGR_DEFAULT_TENANT_JOBS  64
+
+/* ---- names and addresses (addr.c), tokens (token.c) ---- */
+
+/* "10.0.0.1"; an address in host byte order. */
+void mgr_ip_str(uint32_t ip, char buf[16]);
+/* A unicast dotted quad: 0, or -1. */
+int mgr_parse_ip(const char *s, uint32_t *out);
+/* Names of switches, hosts, tenants and jobs: 1..MGR_NAME_LEN-1 of
+ * a-z A-Z 0-9 - _ . */
+#define MGR_NAME_RULE "1..47 characters of a-z A-Z 0-9 - _ ."
+bool mgr_valid_name(const char *s);
 
 /* ---- topology (topo.c) ---- */
 
@@ -105,9 +128,9 @@ int mgr_tree_build(const struct mgr_topo *t, const int *hosts, int n,
 		   char *why, size_t whylen);
 void mgr_tree_free(struct mgr_tree *tr);
 
-/* ---- the manager's state (state.c) ---- */
+/* ---- the manager's state ---- */
 
-enum mgr_job_state { JOB_WAITING, JOB_PROGRAMMING, JOB_READY, JOB_FAILED };
+enum mgr_job_state { MGR_JOB_WAITING, MGR_JOB_PROGRAMMING, MGR_JOB_READY, MGR_JOB_FAILED };
 
 struct mgr_rank {
 	bool registered, left;
@@ -160,6 +183,9 @@ struct mgr_switch_state {
 	json_t *counters;            /* from the last heartbeat */
 };
 
+/* The failure log keeps the last MGR_FAILURES_KEPT entries. */
+#define MGR_FAILURES_KEPT 256
+
 struct mgr_failure {
 	double t;
 	char what[MGR_NAME_LEN];
@@ -175,7 +201,7 @@ struct mgr {
 	struct mgr_switch_state *sw;
 	struct mgr_job *jobs;
 	uint32_t next_group_id;
-	struct mgr_failure failures[256];
+	struct mgr_failure failures[MGR_FAILURES_KEPT];
 	unsigned nfailures;
 	/* settings */
 	double dead_after_s, lease_s, start_time;
@@ -194,32 +220,73 @@ struct mgr {
 	double (*now)(void);
 };
 
+/* ---- the manager object (mgr.c), the model's pieces (model.c) ---- */
+
 int mgr_init(struct mgr *m, const char *topo_path, const char *db_path,
 	     const char *admin_token, char *err, size_t errlen);
 void mgr_fini(struct mgr *m);
 double mgr_clock(void);
+const char *mgr_job_state_name(enum mgr_job_state s);
+void mgr_job_free(struct mgr_job *j);
+/* Answer every held request (shutdown). */
+void mgr_stop(struct mgr *m);
+/* A desired version or a job's state changed: wake the held requests. */
+void mgr_changed(struct mgr *m);
+/*
+ * Hold a request, m->lock released meanwhile, until done(m, arg) or
+ * wait_ms pass (or the manager stops). Returns done's last answer.
+ */
+bool mgr_hold(struct mgr *m, long wait_ms, bool (*done)(struct mgr *, const void *),
+	      const void *arg);
 
-/* The API. method "GET"/"POST"/"DELETE", path "/v1/...", token the bearer
- * token (NULL: none), body JSON text or NULL. Returns the HTTP status; the
+/* ---- logging and the failure log (log.c) ---- */
+
+/* One line on stderr, "inca-manager: " first. */
+__attribute__((format(printf, 1, 2)))
+void mgr_log(const char *fmt, ...);
+/* Record a failure of what (a switch, a job) and log it. */
+__attribute__((format(printf, 3, 4)))
+void mgr_failure(struct mgr *m, const char *what, const char *fmt, ...);
+
+/* ---- jobs (jobs.c) and allocation (alloc.c) ---- */
+
+struct mgr_job *mgr_job_find(struct mgr *m, const char *id);
+/* Remove a job and its groups: the switches lose them at their next
+ * heartbeat. */
+void mgr_job_teardown(struct mgr *m, struct mgr_job *j);
+/* Programming → ready once every switch of its tree applied its groups. */
+void mgr_job_check_ready(struct mgr *m, struct mgr_job *j);
+/* Periodic work: switches missing heartbeats, leases, readiness. */
+void mgr_tick(struct mgr *m);
+/* All ranks are in: tree, quota, slots, groups. 0 or -1 with j->reason. */
+int mgr_job_allocate(struct mgr *m, struct mgr_job *j);
+/* Slots and groups the jobs hold on switch s. */
+void mgr_switch_usage(struct mgr *m, int s, uint32_t *slots, uint32_t *groups);
+/*
+ * A rank's QPN (ring false: per rank address) or ring port (ring true: per
+ * ring address). value_holder: the job (and *rank) holding v on addr
+ * besides rank self_rank of self, or NULL. value_free: the lowest value in
+ * first..max nobody else holds, 0; or -1 when there is none.
+ */
+struct mgr_job *mgr_rank_value_holder(struct mgr *m, bool ring, uint32_t addr, uint32_t v,
+				      const struct mgr_job *self, int self_rank, int *rank);
+int mgr_rank_value_free(struct mgr *m, bool ring, uint32_t addr, const struct mgr_job *self,
+			int self_rank, uint32_t first, uint32_t max, uint32_t *out);
+
+/* ---- the API (api.c) ---- */
+
+/* method "GET"/"POST"/"DELETE", path "/v1/...", token the bearer token
+ * (NULL: none), body JSON text or NULL. Returns the HTTP status; the
  * response body (JSON, or Prometheus text for /metrics) is malloc'ed in
  * *resp and its type in *ctype. */
 int mgr_api(struct mgr *m, const char *method, const char *path, const char *token,
 	    const char *body, char **resp, const char **ctype);
 
-/* Periodic work: switches missing heartbeats, leases, readiness. */
-void mgr_tick(struct mgr *m);
+/* ---- persistence (persist.c) ---- */
 
-/* Answer every held request (shutdown). */
-void mgr_stop(struct mgr *m);
-
-/* Persistence: the whole state as one JSON document in SQLite. */
+/* The whole state as one JSON document in SQLite. */
 int mgr_save(struct mgr *m);
 int mgr_load(struct mgr *m, char *err, size_t errlen);
 void mgr_db_close(struct mgr *m);
-void mgr_job_free(struct mgr_job *j);
-
-const char *mgr_job_state_name(enum mgr_job_state s);
-void mgr_ip_str(uint32_t ip, char buf[16]);
-int mgr_parse_ip(const char *s, uint32_t *out);
 
 #endif /* INCA_MGR_H */

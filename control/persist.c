@@ -91,9 +91,9 @@ static json_t *dump(struct mgr *m)
 		json_array_append_new(jobs, o);
 	}
 	json_object_set_new(root, "jobs", jobs);
-	unsigned first = m->nfailures > 256 ? m->nfailures - 256 : 0;
+	unsigned first = m->nfailures > MGR_FAILURES_KEPT ? m->nfailures - MGR_FAILURES_KEPT : 0;
 	for (unsigned i = first; i < m->nfailures; i++) {
-		struct mgr_failure *f = &m->failures[i % 256];
+		struct mgr_failure *f = &m->failures[i % MGR_FAILURES_KEPT];
 		json_array_append_new(fails, json_pack("{s:f, s:s, s:s}", "time", f->t, "what",
 						       f->what, "reason", f->reason));
 	}
@@ -135,7 +135,7 @@ int mgr_save(struct mgr *m)
 	if (!m->db_path[0])
 		return 0;
 	if (db_open(m, err, sizeof(err))) {
-		fprintf(stderr, "inca-manager: cannot save state: %s\n", err);
+		mgr_log("cannot save state: %s", err);
 		return -1;
 	}
 	json_t *root = dump(m);
@@ -147,7 +147,7 @@ int mgr_save(struct mgr *m)
 	    sqlite3_bind_double(st, 2, m->now()) == SQLITE_OK && sqlite3_step(st) == SQLITE_DONE)
 		rc = 0;
 	else
-		fprintf(stderr, "inca-manager: cannot save state to %s: %s\n", m->db_path,
+		mgr_log("cannot save state to %s: %s", m->db_path,
 			sqlite3_errmsg(m->db));
 	sqlite3_finalize(st);
 	free(doc);
@@ -207,7 +207,7 @@ int mgr_load(struct mgr *m, char *err, size_t errlen)
 			if (!strcmp(m->topo.tenants[t].name, tn))
 				j->tenant = t;
 		j->size = (int)json_integer_value(json_object_get(jo, "size"));
-		if (j->tenant < 0 || j->size < 1 || j->size > 1024) {
+		if (j->tenant < 0 || j->size < 1 || j->size > AGG_MAX_MEMBERS) {
 			snprintf(err, errlen, "%s: job %s: tenant %s or size not in this topology",
 				 m->db_path, j->id, tn ? tn : "?");
 			free(j);
@@ -278,13 +278,13 @@ int mgr_load(struct mgr *m, char *err, size_t errlen)
 		m->jobs = j;
 	}
 	json_array_foreach(json_object_get(root, "failures"), i, v) {
-		struct mgr_failure *f = &m->failures[m->nfailures++ % 256];
+		struct mgr_failure *f = &m->failures[m->nfailures++ % MGR_FAILURES_KEPT];
 		f->t = json_real_value(json_object_get(v, "time"));
 		snprintf(f->what, sizeof(f->what), "%s", json_string_value(json_object_get(v, "what")) ?: "");
 		snprintf(f->reason, sizeof(f->reason), "%s",
 			 json_string_value(json_object_get(v, "reason")) ?: "");
 	}
-	fprintf(stderr, "inca-manager: state from %s: %zu jobs\n", m->db_path, json_array_size(jobs));
+	mgr_log("state from %s: %zu jobs", m->db_path, json_array_size(jobs));
 	rc = 0;
 out:
 	json_decref(root);

@@ -102,7 +102,7 @@ static void test_topology_errors(void **state)
 	assert_string_equal(topo_error(
 		"{\"switches\": [{\"name\": \"l1\", \"role\": \"leaf\", \"ip\": \"10.0.0.1\", "
 		"\"max_slots\": 0}]}"),
-		"t.json: switches[0].max_slots: expected 1..16777216 (default 65536)");
+		"t.json: switches[0].max_slots: expected 1..16777216, got 0");
 	assert_string_equal(topo_error(
 		"{\"switches\": [{\"name\": \"l1\", \"role\": \"leaf\", \"ip\": \"10.0.0.1\"}],"
 		" \"hosts\": [{\"name\": \"h1\", \"ip\": \"10.0.0.9\", \"leaf\": \"l2\"}]}"),
@@ -421,10 +421,19 @@ static void test_api_tokens_and_validation(void **state)
 	assert_string_equal(err_of(r), "switch leaf0 reports address 10.9.9.9, the topology says "
 			    "10.254.0.1");
 	assert_int_equal(call("POST", "/v1/jobs/j/ranks", TOK_A, "{\"rank\": 0}", &r), 400);
-	assert_string_equal(err_of(r), "size: expected 1..1024");
+	assert_string_equal(err_of(r), "size: missing, expected an integer 1..1024");
 	assert_int_equal(call("POST", "/v1/jobs/j/ranks", TOK_A,
 			      "{\"rank\": 2, \"size\": 2, \"ip\": \"10.1.0.0\", \"qpn\": 17}", &r), 400);
-	assert_string_equal(err_of(r), "rank: expected 0..1");
+	assert_string_equal(err_of(r), "rank: expected 0..1, got 2");
+	assert_int_equal(call("POST", "/v1/jobs/j/ranks", TOK_A,
+			      "{\"rank\": 0, \"size\": 2, \"ip\": \"10.1.0.0\", \"qpn\": \"0x1\"}", &r),
+			 400);
+	assert_string_equal(err_of(r), "qpn: expected 2..16777215, got 0x1 (or none: the manager "
+			    "assigns one)");
+	assert_int_equal(call("POST", "/v1/jobs/j/ranks", TOK_A,
+			      "{\"rank\": 0, \"size\": 2, \"ip\": \"10.1.0.0\", \"window\": 4097}",
+			      &r), 400);
+	assert_string_equal(err_of(r), "window: expected 1..4096, got 4097");
 	assert_int_equal(call("POST", "/v1/jobs/j/ranks", TOK_A,
 			      "{\"rank\": 0, \"size\": 2, \"ip\": \"10.7.7.7\", \"qpn\": 17}", &r), 400);
 	assert_string_equal(err_of(r), "ip 10.7.7.7 is not a host of the topology");
@@ -923,7 +932,7 @@ static void test_api_long_poll(void **state)
 	assert_string_equal(err_of(r), "wait_ms: expected 0..30000 milliseconds");
 	assert_int_equal(call("POST", "/v1/switches/leaf0/heartbeat", ADMIN,
 			      "{\"applied\": 2, \"wait_ms\": 40000}", &r), 400);
-	assert_string_equal(err_of(r), "wait_ms: expected 0..30000");
+	assert_string_equal(err_of(r), "wait_ms: expected 0..30000, got 40000");
 }
 
 int main(void)

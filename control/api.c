@@ -1,0 +1,247 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The HTTP API as a function of (method, path, token, body): the token
+ * names the admin or a tenant, the body is parsed once, the query's
+ * wait_ms is read, and the path is looked up in one table of routes
+ * (method, pattern, handler). docs/manager.md lists the routes.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+
+int mgr_reply(struct mgr_req *q, int status, json_t *j)
+{
+	*q->resp = json_dumps(j, JSON_INDENT(1) | JSON_SORT_KEYS);
+	*q->ctype = "application/json";
+	json_decref(j);
+	if (status >= 400)
+		q->m->requests_refused++;
+	return status;
+}
+
+int mgr_error(struct mgr_req *q, int status, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	/* the message may quote what the client sent (a path, a field):
+	 * JSON strings are UTF-8, so anything else is shown as '?' rather
+	 * than making the answer empty */
+	for (char *c = msg; *c; c++)
+		if ((unsigned char)*c < 0x20 || (unsigned char)*c >= 0x7f)
+			*c = '?';
+	return mgr_reply(q, status, json_pack("{s:s, s:i}", "error", msg, "status", status));
+}
+
+bool mgr_may_touch(const struct mgr_req *q, const struct mgr_job *j)
+{
+	return q->tenant < 0 || q->tenant == j->tenant;
+}
+
+/* What a pattern's {name}, {id} and {rank} matched. */
+
+
+struct route {
+	const char *method;
+	const char *pattern;   /* segments: literal, {name}, {id} or {rank} */
+	mgr_handler *handler;
+	bool job;              /* {id} must be a job the token may touch */
+};
+
+static int healthz(struct mgr_req *q, const struct mgr_route_args *a)
+{
+	(void)a;
+	return mgr_reply(q, 200, json_pack("{s:s}", "status", "ok"));
+}
+
+static const struct route routes[] = {
+	{ "GET",    "/metrics",                         mgr_api_metrics },
+	{ "GET",    "/v1/topology",                     mgr_api_topology },
+	{ "GET",    "/v1/switches",                     mgr_api_switches },
+	{ "POST",   "/v1/switches/{name}/heartbeat",    mgr_api_heartbeat },
+	{ "GET",    "/v1/jobs",                         mgr_api_jobs },
+	{ "GET",    "/v1/failures",                     mgr_api_failures },
+	{ "GET",    "/v1/groups",                       mgr_api_groups },
+	{ "POST",   "/v1/jobs/{id}/ranks",              mgr_api_register },
+	{ "GET",    "/v1/jobs/{id}",                    mgr_api_job_show, true },
+	{ "DELETE", "/v1/jobs/{id}",                    mgr_api_job_delete, true },
+	{ "POST",   "/v1/jobs/{id}/renew",              mgr_api_job_renew, true },
+	{ "GET",    "/v1/jobs/{id}/ranks/{rank}",       mgr_api_rank, true },
+	{ "POST",   "/v1/jobs/{id}/ranks/{rank}/leave", mgr_api_rank_leave, true },
+};
+
+/* Copy one path segment (up to '/' or the end) of at most max bytes;
+ * returns its length, or -1 if longer. */
+static int segment(const char *p, char *out, size_t max)
+{
+	size_t n = strcspn(p, "/");
+
+	if (n > max)
+		return -1;
+	memcpy(out, p, n);
+	out[n] = '\0';
+	return (int)n;
+}
+
+/* Does path match pattern? Fills a's captures. */
+static bool route_match(const char *pattern, const char *path, struct mgr_route_args *a)
+{
+	const char *p = pattern, *s = path;
+
+	while (*p) {
+		if (*p == '{') {
+			const char *end = strchr(p, '}');
+			size_t len = (size_t)(end - p) + 1;
+			char seg[MGR_NAME_LEN + 1];
+			int n;
+
+			if (!strncmp(p, "{name}", len))
+				n = segment(s, a->name, MGR_NAME_LEN);
+			else if (!strncmp(p, "{id}", len))
+				n = segment(s, a->id, MGR_NAME_LEN);
+			else
+				n = segment(s, seg, 10);
+			if (n <= 0)
+				return false;
+			if (!strncmp(p, "{rank}", len)) {
+				char *e;
+				unsigned long r;
+
+				errno = 0;
+				r = strtoul(seg, &e, 10);
+				if (errno || *e || seg[0] < '0' || seg[0] > '9' || r > UINT32_MAX)
+					return false;
+				a->rank = (unsigned)r;
+			}
+			p += len;
+			s += n;
+		} else {
+			if (*p != *s)
+				return false;
+			p++;
+			s++;
+		}
+	}
+	return !*s;
+}
+
+/* Who the token is: -1 the admin, a tenant's index, or -2 nobody. The
+ * digests are compared in constant time: neither the secrets nor how much
+ * of one a guess got right are ever at hand. */
+static int token_tenant(struct mgr *m, const char *token)
+{
+	if (mgr_token_matches(token, m->admin_hash))
+		return -1;
+	for (int t = 0; t < m->topo.ntenants; t++)
+		if (mgr_token_matches(token, m->topo.tenants[t].token_hash))
+			return t;
+	return -2;
+}
+
+/* Split "?wait_ms=N" off path into pbuf. 0, or an HTTP status. */
+static int read_query(struct mgr_req *q, const char **path, char *pbuf, size_t size)
+{
+	const char *query = strchr(*path, '?');
+	size_t len;
+
+	if (!query)
+		return 0;
+	len = (size_t)(query - *path);
+	if (len >= size)
+		return mgr_error(q, 404, "no such resource: path too long");
+	memcpy(pbuf, *path, len);
+	pbuf[len] = 0;
+	*path = pbuf;
+	/* the query: only wait_ms (a rank's state request may be held) */
+	for (const char *p = query + 1; *p; p += strcspn(p, "&"), p += *p == '&') {
+		char *end;
+
+		if (strncmp(p, "wait_ms=", 8))
+			continue;
+		errno = 0;
+		q->wait_ms = strtol(p + 8, &end, 10);
+		if (errno || end == p + 8 || (*end && *end != '&') || q->wait_ms < 0 ||
+		    q->wait_ms > MGR_WAIT_MS_MAX)
+			return mgr_error(q, 400, "wait_ms: expected 0..%d milliseconds",
+					 MGR_WAIT_MS_MAX);
+	}
+	return 0;
+}
+
+static int dispatch(struct mgr_req *q, const char *method, const char *path)
+{
+	struct mgr_route_args a = { .job = NULL };
+	const struct route *found = NULL;
+
+	for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]) && !found; i++)
+		if (route_match(routes[i].pattern, path, &a) &&
+		    (!strcmp(routes[i].method, method) || routes[i].job))
+			found = &routes[i];
+	/* a job's routes: the job first (404, 403), then the method */
+	if (found && found->job) {
+		a.job = mgr_job_find(q->m, a.id);
+		if (!a.job)
+			return mgr_error(q, 404, "no job '%s'", a.id);
+		if (!mgr_may_touch(q, a.job))
+			return mgr_error(q, 403, "job %s belongs to tenant %s", a.id,
+					 q->m->topo.tenants[a.job->tenant].name);
+		found = NULL;
+		for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]) && !found; i++)
+			if (!strcmp(routes[i].method, method) &&
+			    route_match(routes[i].pattern, path, &a))
+				found = &routes[i];
+		if (found && strstr(found->pattern, "{rank}") && (int)a.rank >= a.job->size)
+			found = NULL;
+	}
+	if (!found)
+		return mgr_error(q, 404, "no such resource: %s %s", method, path);
+	return found->handler(q, &a);
+}
+
+int mgr_api(struct mgr *m, const char *method, const char *path, const char *token,
+	    const char *body, char **resp, const char **ctype)
+{
+	struct mgr_req q = { .m = m, .tenant = -2, .resp = resp, .ctype = ctype };
+	char pbuf[256];
+	json_error_t jerr;
+	int status;
+
+	*resp = NULL;
+	pthread_mutex_lock(&m->lock);
+	m->requests++;
+	if (!strcmp(path, "/healthz")) {
+		status = healthz(&q, NULL);
+		goto out;
+	}
+	if (!token || !*token) {
+		status = mgr_error(&q, 401, "missing bearer token (Authorization: Bearer TOKEN)");
+		goto out;
+	}
+	q.tenant = token_tenant(m, token);
+	if (q.tenant == -2) {
+		status = mgr_error(&q, 401, "invalid token");
+		goto out;
+	}
+	if (body && *body) {
+		q.body = json_loads(body, JSON_REJECT_DUPLICATES, &jerr);
+		if (!q.body) {
+			status = mgr_error(&q, 400, "body: line %d column %d: %s", jerr.line,
+					   jerr.column, jerr.text);
+			goto out;
+		}
+	}
+	status = read_query(&q, &path, pbuf, sizeof(pbuf));
+	if (!status)
+		status = dispatch(&q, method, path);
+out:
+	json_decref(q.body);
+	pthread_mutex_unlock(&m->lock);
+	return status;
+}

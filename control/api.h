@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The HTTP API's insides, shared by api.c (authentication, the route
+ * table, dispatch), its handlers (api_jobs.c, api_switches.c, metrics.c)
+ * and render.c (what they answer). A request flows one way: api.c → a
+ * handler → jobs.c / alloc.c → persist.c, and the answer from render.c.
+ *
+ * Handlers return the HTTP status; the answer is in *q->resp. They run
+ * with m->lock held (mgr_hold releases it while a request waits).
+ */
+#ifndef MGR_API_H
+#define MGR_API_H
+
+#include "mgr.h"
+
+struct mgr_req {
+	struct mgr *m;
+	int tenant;          /* -1: admin */
+	json_t *body;        /* NULL: none */
+	long wait_ms;        /* ?wait_ms= (long-poll) */
+	char **resp;
+	const char **ctype;
+};
+
+/* Answer j (consumed) with status; mgr_error answers {"error", "status"}. */
+int mgr_reply(struct mgr_req *q, int status, json_t *j);
+__attribute__((format(printf, 3, 4)))
+int mgr_error(struct mgr_req *q, int status, const char *fmt, ...);
+/* Whether the request's token may see or change job j. */
+bool mgr_may_touch(const struct mgr_req *q, const struct mgr_job *j);
+
+/* render.c */
+json_t *mgr_ip_json(uint32_t ip);
+json_t *mgr_switch_groups_json(struct mgr *m, int s);
+json_t *mgr_rank_json(struct mgr *m, struct mgr_job *j, int r);
+json_t *mgr_job_json(struct mgr *m, struct mgr_job *j, bool detail);
+json_t *mgr_switch_json(struct mgr *m, int s, bool counters);
+json_t *mgr_failures_json(struct mgr *m, unsigned n);
+
+/* What a route's pattern matched: {name}, {id}, {rank}; and {id}'s job for
+ * the routes that need one (api.c finds it and checks the token first). */
+struct mgr_route_args {
+	char name[MGR_NAME_LEN + 1];   /* a switch */
+	char id[MGR_NAME_LEN + 1];     /* a job */
+	unsigned rank;
+	struct mgr_job *job;
+};
+
+/* The handlers, one per route (api.c's table). */
+typedef int mgr_handler(struct mgr_req *q, const struct mgr_route_args *a);
+/* api_jobs.c */
+mgr_handler mgr_api_jobs, mgr_api_register, mgr_api_job_show, mgr_api_job_delete,
+	mgr_api_job_renew, mgr_api_rank, mgr_api_rank_leave;
+/* api_switches.c */
+mgr_handler mgr_api_heartbeat, mgr_api_switches, mgr_api_groups, mgr_api_topology,
+	mgr_api_failures;
+/* metrics.c */
+mgr_handler mgr_api_metrics;
+
+#endif /* MGR_API_H */

@@ -1,0 +1,107 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Jobs' lives: found by id, ready once every switch of the tree applied
+ * its groups, failed when a switch of the tree stops heartbeating, removed
+ * when deleted, left by every rank or not renewed (mgr_tick). Allocation
+ * is alloc.c's; what a request sees of a job is render.c's.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mgr.h"
+
+struct mgr_job *mgr_job_find(struct mgr *m, const char *id)
+{
+	for (struct mgr_job *j = m->jobs; j; j = j->next)
+		if (!strcmp(j->id, id))
+			return j;
+	return NULL;
+}
+
+/* Remove a job and its groups: the switches lose them at their next
+ * heartbeat. */
+void mgr_job_teardown(struct mgr *m, struct mgr_job *j)
+{
+	for (struct mgr_job **p = &m->jobs; *p; p = &(*p)->next)
+		if (*p == j) {
+			*p = j->next;
+			break;
+		}
+	for (int g = 0; g < j->ngroups; g++)
+		m->sw[j->groups[g].sw].version++;
+	mgr_job_free(j);
+	mgr_changed(m);
+}
+
+void mgr_job_check_ready(struct mgr *m, struct mgr_job *j)
+{
+	if (j->state != MGR_JOB_PROGRAMMING)
+		return;
+	for (int g = 0; g < j->ngroups; g++)
+		if (m->sw[j->groups[g].sw].applied < j->groups[g].version)
+			return;
+	j->state = MGR_JOB_READY;
+	j->ready_at = m->now();
+	mgr_changed(m);
+	mgr_log("job %s ready: group %u on %d switch%s, %.1f ms after the last rank "
+		"registered", j->id, j->group_id, j->ngroups, j->ngroups > 1 ? "es" : "",
+		(j->ready_at - j->registered_at) * 1000.0);
+}
+
+void mgr_tick(struct mgr *m)
+{
+	double now = m->now();
+	bool dirty = false;
+
+	pthread_mutex_lock(&m->lock);
+	for (int s = 0; s < m->topo.nswitches; s++) {
+		struct mgr_switch_state *st = &m->sw[s];
+		double since = st->last_seen ? st->last_seen : m->start_time;
+
+		if (!st->up || now - since <= m->dead_after_s)
+			continue;
+		st->up = false;
+		if (!st->ever && !st->last_seen) {
+			/* never heard of since start: down only if it holds groups */
+			uint32_t slots, groups;
+			mgr_switch_usage(m, s, &slots, &groups);
+			if (!groups)
+				continue;
+		}
+		mgr_failure(m, m->topo.switches[s].name, "switch down: no heartbeat for %.0f ms",
+			(now - since) * 1000.0);
+		for (struct mgr_job *j = m->jobs; j; j = j->next) {
+			if (j->state == MGR_JOB_FAILED)
+				continue;
+			for (int g = 0; g < j->ngroups; g++)
+				if (j->groups[g].sw == s) {
+					j->state = MGR_JOB_FAILED;
+					snprintf(j->reason, sizeof(j->reason), "switch %s of its tree "
+						 "is down (no heartbeat for %.0f ms)",
+						 m->topo.switches[s].name, (now - since) * 1000.0);
+					mgr_failure(m, j->id, "job failed: %s", j->reason);
+					break;
+				}
+		}
+		dirty = true;
+	}
+	for (struct mgr_job *j = m->jobs, *next; j; j = next) {
+		next = j->next;
+		if (j->lease_until && now > j->lease_until) {
+			mgr_failure(m, j->id, "job removed: lease expired (no rank renewed it for %.0f s)",
+				m->lease_s);
+			mgr_job_teardown(m, j);
+			dirty = true;
+			continue;
+		}
+		enum mgr_job_state before = j->state;
+		mgr_job_check_ready(m, j);
+		dirty |= before != j->state;
+	}
+	if (dirty) {
+		mgr_changed(m);
+		mgr_save(m);
+	}
+	pthread_mutex_unlock(&m->lock);
+}

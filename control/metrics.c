@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * GET /metrics: the manager's own counters in Prometheus text format
+ * (deploy/grafana/ queries them).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "api.h"
+
+int mgr_api_metrics(struct mgr_req *q, const struct mgr_route_args *a)
+{
+	struct mgr *m = q->m;
+	size_t cap = 65536, len = 0;
+	char *b = malloc(cap);
+	unsigned jobs[4] = { 0 };
+
+	(void)a;
+#define P(...) do { if (len < cap) len += (size_t)snprintf(b + len, cap - len, __VA_ARGS__); } while (0)
+	if (!b)
+		return 500;
+	for (struct mgr_job *j = m->jobs; j; j = j->next)
+		jobs[j->state]++;
+	P("# HELP inca_manager_jobs Jobs by state.\n# TYPE inca_manager_jobs gauge\n");
+	for (int s = 0; s < 4; s++)
+		P("inca_manager_jobs{state=\"%s\"} %u\n", mgr_job_state_name((enum mgr_job_state)s),
+		  jobs[s]);
+	P("# HELP inca_manager_switch_up Whether the switch heartbeats.\n"
+	  "# TYPE inca_manager_switch_up gauge\n");
+	for (int s = 0; s < m->topo.nswitches; s++)
+		P("inca_manager_switch_up{switch=\"%s\"} %d\n", m->topo.switches[s].name,
+		  m->sw[s].up && m->sw[s].ever);
+	P("# HELP inca_manager_switch_slots_used Slots allocated on the switch.\n"
+	  "# TYPE inca_manager_switch_slots_used gauge\n");
+	for (int s = 0; s < m->topo.nswitches; s++) {
+		uint32_t slots, groups;
+		mgr_switch_usage(m, s, &slots, &groups);
+		P("inca_manager_switch_slots_used{switch=\"%s\"} %u\n", m->topo.switches[s].name,
+		  slots);
+	}
+	P("# HELP inca_manager_requests_total API requests.\n# TYPE inca_manager_requests_total counter\n"
+	  "inca_manager_requests_total %llu\n", (unsigned long long)m->requests);
+	P("# HELP inca_manager_requests_refused_total API requests answered 4xx/5xx.\n"
+	  "# TYPE inca_manager_requests_refused_total counter\n"
+	  "inca_manager_requests_refused_total %llu\n", (unsigned long long)m->requests_refused);
+	P("# HELP inca_manager_failures_total Failures recorded (switches down, jobs failed).\n"
+	  "# TYPE inca_manager_failures_total counter\ninca_manager_failures_total %u\n",
+	  m->nfailures);
+	P("# HELP inca_manager_tree_builds_total Trees built.\n"
+	  "# TYPE inca_manager_tree_builds_total counter\ninca_manager_tree_builds_total %llu\n",
+	  (unsigned long long)m->tree_builds);
+	P("# HELP inca_manager_tree_build_seconds_max Longest tree build.\n"
+	  "# TYPE inca_manager_tree_build_seconds_max gauge\n"
+	  "inca_manager_tree_build_seconds_max %.9f\n", m->tree_build_s_max);
+	P("# HELP inca_manager_long_polls_held Heartbeats and rank state requests waiting now.\n"
+	  "# TYPE inca_manager_long_polls_held gauge\ninca_manager_long_polls_held %u\n",
+	  m->polls_holding);
+	P("# HELP inca_manager_long_polls_total Requests held (wait_ms), by how they ended.\n"
+	  "# TYPE inca_manager_long_polls_total counter\n"
+	  "inca_manager_long_polls_total{end=\"change\"} %llu\n"
+	  "inca_manager_long_polls_total{end=\"timeout\"} %llu\n",
+	  (unsigned long long)m->polls_woken, (unsigned long long)m->polls_timed_out);
+	P("# HELP inca_manager_wakeups_total Version or job state changes that woke held requests.\n"
+	  "# TYPE inca_manager_wakeups_total counter\ninca_manager_wakeups_total %llu\n",
+	  (unsigned long long)m->wakeups);
+	P("# HELP inca_manager_state_saves_total State saves to the database.\n"
+	  "# TYPE inca_manager_state_saves_total counter\ninca_manager_state_saves_total %llu\n",
+	  (unsigned long long)m->saves);
+	P("# HELP inca_manager_state_save_seconds_max Longest state save.\n"
+	  "# TYPE inca_manager_state_save_seconds_max gauge\n"
+	  "inca_manager_state_save_seconds_max %.9f\n", m->save_s_max);
+#undef P
+	*q->resp = b;
+	*q->ctype = "text/plain; version=0.0.4";
+	return 200;
+}
