@@ -10,6 +10,33 @@
 
 #include "agg_group.h"
 
+static int rank_cmp(const void *a, const void *b)
+{
+	uint16_t x = *(const uint16_t *)a, y = *(const uint16_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* The members' rank lists name every rank once. */
+static const char *ranks_distinct(const struct agg_group_config *c, uint32_t total)
+{
+	uint16_t *all = malloc(total * sizeof(*all));
+	const char *err = NULL;
+	uint32_t k = 0;
+
+	if (!all)
+		return "members[].ranks: out of memory checking them";
+	for (uint16_t m = 0; m < c->nmembers; m++)
+		for (uint16_t i = 0; i < c->members[m].nranks; i++)
+			all[k++] = c->members[m].ranks[i];
+	qsort(all, k, sizeof(*all), rank_cmp);
+	for (uint32_t i = 1; i < k && !err; i++)
+		if (all[i] == all[i - 1])
+			err = "members[].ranks: a rank is listed twice";
+	free(all);
+	return err;
+}
+
 const char *agg_group_config_check(const struct agg_group_config *c)
 {
 	uint32_t fanin = 0;
@@ -63,6 +90,8 @@ const char *agg_group_config_check(const struct agg_group_config *c)
 		return "parent.qpn: need 2 to 0xffffff";
 	if (c->parent.ip && c->parent.rank >= AGG_MAX_MEMBERS)
 		return "parent.rank: need 0 to 1023";
+	if (c->members[0].ranks)
+		return ranks_distinct(c, fanin);
 	return NULL;
 }
 
@@ -73,9 +102,9 @@ static int rank_owner_cmp(const void *a, const void *b)
 	return (x->rank > y->rank) - (x->rank < y->rank);
 }
 
-/* The rank -> member map, sorted by rank; copies the members' lists.
- * Returns NULL, or the error of a rank listed twice. */
-static const char *rank_map_build(struct agg_group *g, const struct agg_group_config *cfg)
+/* The rank -> member map, sorted by rank; copies the members' lists
+ * (agg_group_config_check made sure no rank is listed twice). */
+static void rank_map_build(struct agg_group *g, const struct agg_group_config *cfg)
 {
 	uint32_t k = 0;
 
@@ -93,13 +122,8 @@ static const char *rank_map_build(struct agg_group *g, const struct agg_group_co
 			g->members[m].ranks = g->member_ranks + k - mb->fanin;
 		}
 	}
-	if (!cfg->members[0].ranks)
-		return NULL;        /* consecutive: sorted already */
-	qsort(g->owners, k, sizeof(*g->owners), rank_owner_cmp);
-	for (uint32_t i = 1; i < k; i++)
-		if (g->owners[i].rank == g->owners[i - 1].rank)
-			return "members[].ranks: a rank is listed twice";
-	return NULL;
+	if (cfg->members[0].ranks)   /* else consecutive: sorted already */
+		qsort(g->owners, k, sizeof(*g->owners), rank_owner_cmp);
 }
 
 uint16_t agg_group_rank_owner(const struct agg_group *g, uint16_t rank)
@@ -154,9 +178,7 @@ struct agg_group *agg_group_create(const struct agg_group_config *cfg,
 	g->member_ranks = calloc(g->total_fanin, sizeof(*g->member_ranks));
 	if (!g->owners || !g->member_ranks)
 		goto err_free_group;
-	err = rank_map_build(g, cfg);
-	if (err)
-		goto err_free_group;
+	rank_map_build(g, cfg);
 
 	/* Only float dtypes need staging: integer ops are exact and
 	 * order-independent already. */
@@ -208,10 +230,9 @@ err_free_group:
 	free(g->members);
 	free(g);
 err_oom:
-	/* err is still NULL unless the members' ranks were refused */
 	if (why)
-		*why = err ? err : "out of memory for the group's slots";
-	errno = err ? EINVAL : ENOMEM;
+		*why = "out of memory for the group's slots";
+	errno = ENOMEM;
 	return NULL;
 }
 

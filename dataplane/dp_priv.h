@@ -409,7 +409,7 @@ void dp_qos_free(struct dp_switch *sw);
 int dp_ports_init(struct dp_switch *sw);
 void dp_ports_close(struct dp_switch *sw);
 
-/* dp_agg.c: groups, added and deleted at run time by the static config
+/* dp_groups.c: groups, added and deleted at run time by the static config
  * and the manager's agent alike (the workers keep running) */
 int dp_groups_init(struct dp_switch *sw);
 void dp_groups_free(struct dp_switch *sw);
@@ -418,22 +418,47 @@ int dp_group_add(struct dp_switch *sw, const struct dp_group_cfg *gc, char *err,
 int dp_group_del(struct dp_switch *sw, uint32_t group_id);
 /* Under sw->ctl_lock. */
 struct dp_group *dp_group_find(struct dp_switch *sw, uint32_t group_id);
+/* dp_agg.c: the aggregation path */
 /* m carries a frame addressed to the switch's IP and UDP port 4791. */
 void dp_agg_input(struct dp_switch *sw, struct dp_worker *w,
 		  struct rte_mbuf *m, bool icrc_checked);
 /* Give back the small mbufs a worker holds in advance (when it stops). */
 void dp_worker_stash_free(struct dp_worker *w);
 
-/* dp_rx.c */
+/* dp_switch.c: the one switch (and dp_logtype) */
+
+/* dp_rx.c: the worker loop (an lcore each), classification */
+int dp_worker_main(void *arg);
+
+/* dp_neigh.c: the switch as an IP host */
 /* Neighbour table: what ARP told us. Returns the port or -1. */
 int dp_neigh_lookup(struct dp_switch *sw, uint32_t ip, struct rte_ether_addr *mac);
 /* Ask for ip's MAC on every port (ARP request). */
 void dp_arp_request(struct dp_switch *sw, struct dp_worker *w, uint32_t ip);
+/* ARP at offset off: true if consumed (for the switch, or invalid),
+ * false if it is someone else's to forward. */
+bool dp_arp_input(struct dp_switch *sw, struct dp_worker *w, struct rte_mbuf *m,
+		  uint16_t in, size_t off);
+/* IPv4 for the switch's address other than RoCEv2: ping is answered, the
+ * rest dropped and counted. */
+void dp_local_input(struct dp_switch *sw, struct dp_worker *w, struct rte_mbuf *m,
+		    uint16_t in, size_t off);
+
+/* dp_tx.c: the end of every path */
 /* Packets the switch makes: no ingress port, TC from their DSCP. */
 void dp_classify_local(struct dp_switch *sw, struct rte_mbuf *m, uint8_t dscp);
-int dp_worker_main(void *arg);
+/* Queue m on port_idx (through the impairment emulation when it is on). */
 void dp_tx(struct dp_switch *sw, struct dp_worker *w, uint16_t port_idx,
 	   struct rte_mbuf *m);
+/* m to every port but in. */
+void dp_flood(struct dp_switch *sw, struct dp_worker *w, struct rte_mbuf *m, uint16_t in);
+/* Loss and duplication as a link would do them: true if m was consumed;
+ * *dup a copy to send too, or NULL. */
+bool dp_impair_link(struct dp_switch *sw, struct dp_worker *w, struct rte_mbuf *m,
+		    struct rte_mbuf **dup);
+/* A packet held back for reordering goes out after 1 ms at the latest. */
+void dp_tx_release_held(struct dp_switch *sw, struct dp_worker *w, uint16_t port_idx,
+			uint64_t now);
 static inline uint16_t dp_port_index(const struct dp_switch *sw, uint16_t port_id)
 {
 	return sw->port_index[port_id];
@@ -447,10 +472,33 @@ struct dp_agent *dp_agent_create(const char *manager, const char *name, const ch
 int dp_agent_start(struct dp_agent *a, struct dp_switch *sw, unsigned period_ms);
 void dp_agent_destroy(struct dp_agent *a);
 
-/* dp_telemetry.c */
+/* dp_counters.c: every worker's and group shard's counters, added up */
+struct dp_totals {
+	struct dp_port_stats port[DP_MAX_PORTS];
+	uint64_t drops[DP_DROP_COUNT];
+	uint64_t agg_drops[AGG_E__COUNT];
+	uint64_t arp_replies, arp_requests, icmp_replies, floods, handoffs;
+	uint64_t impair_lost, impair_duplicated, impair_reordered;
+	uint64_t contributions, completions, duplicates, retransmits, preempted;
+	uint64_t busy_tsc;
+	struct dp_tc_stats tc[DP_MAX_PORTS][DP_NUM_TC];
+	uint64_t qdrops[DP_QDROP_END];
+	uint64_t discarded;
+	uint64_t cnp_sent, cnp_limited;
+};
+void dp_totals_sum(struct dp_switch *sw, struct dp_totals *t);
+/* Every packet dropped, whatever the reason. */
+uint64_t dp_totals_drops(const struct dp_totals *t);
+/* A TSC interval in microseconds. */
+static inline uint64_t dp_tsc_us(const struct dp_switch *sw, uint64_t tsc)
+{
+	return tsc * 1000000ull / sw->tsc_hz;
+}
+
+/* dp_telemetry.c: rte_telemetry's /inca/ commands, the --stats line */
 int dp_telemetry_init(struct dp_switch *sw);
 void dp_stats_line(struct dp_switch *sw, double interval_s);
-/* Prometheus text (dp_telemetry.c), served by dp_metrics.c */
+/* dp_metrics.c: the same counters as Prometheus text, served on /metrics */
 char *dp_metrics_text(struct dp_switch *sw);
 struct dp_metrics;
 struct dp_metrics *dp_metrics_start(struct dp_switch *sw, const char *listen_at, char *err,

@@ -1,8 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Counters for operators: rte_telemetry commands (dpdk-telemetry.py) under
- * /inca/, and the one-line --stats summary. Counters are per worker and
- * summed here; a read may be a packet behind, never torn (64-bit stores).
+ * /inca/, and the one-line --stats summary, from dp_counters.c's sums.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,116 +12,17 @@
 
 #include "dp_priv.h"
 
-const char *const dp_drop_names[DP_DROP_COUNT] = {
-#define DP_X_NAME(n, c) [DP_DROP_##n] = c,
-	DP_DROPS(DP_X_NAME)
-#undef DP_X_NAME
-};
-
-struct totals {
-	struct dp_port_stats port[DP_MAX_PORTS];
-	uint64_t drops[DP_DROP_COUNT];
-	uint64_t agg_drops[AGG_E__COUNT];
-	uint64_t arp_replies, arp_requests, icmp_replies, floods, handoffs;
-	uint64_t impair_lost, impair_duplicated, impair_reordered;
-	uint64_t contributions, completions, duplicates, retransmits, preempted;
-	uint64_t busy_tsc;
-	struct dp_tc_stats tc[DP_MAX_PORTS][DP_NUM_TC];
-	uint64_t qdrops[DP_QDROP_END];
-	uint64_t discarded;
-	uint64_t cnp_sent, cnp_limited;
-};
-
-static void sum(struct dp_switch *sw, struct totals *t)
-{
-	memset(t, 0, sizeof(*t));
-	for (unsigned i = 0; i < sw->nworkers; i++) {
-		const struct dp_worker *w = sw->workers[i];
-
-		for (uint16_t p = 0; p < sw->nports; p++) {
-			t->port[p].rx_pkts += w->port[p].rx_pkts;
-			t->port[p].rx_bytes += w->port[p].rx_bytes;
-			t->port[p].tx_pkts += w->port[p].tx_pkts;
-			t->port[p].tx_bytes += w->port[p].tx_bytes;
-			t->port[p].egress_drops += w->port[p].egress_drops;
-			for (int e = 0; e < AGG_PFC_E__COUNT; e++)
-				t->port[p].pfc_malformed[e] += w->port[p].pfc_malformed[e];
-			for (unsigned tc = 0; tc < DP_NUM_TC; tc++) {
-				const struct dp_tc_stats *a = &w->tc[p][tc];
-				struct dp_tc_stats *b = &t->tc[p][tc];
-
-				b->enq_pkts += a->enq_pkts;
-				b->tx_pkts += a->tx_pkts;
-				b->tx_bytes += a->tx_bytes;
-				b->ecn_marked += a->ecn_marked;
-				b->discarded += a->discarded;
-				for (int r = 1; r < DP_QDROP_END; r++) {
-					b->drops[r] += a->drops[r];
-					t->qdrops[r] += a->drops[r];
-				}
-				t->discarded += a->discarded;
-				t->port[p].tx_bytes += a->tx_bytes;
-			}
-		}
-		t->cnp_sent += w->cnp_sent;
-		t->cnp_limited += w->cnp_limited;
-		for (int d = 0; d < DP_DROP_COUNT; d++)
-			t->drops[d] += w->drops[d];
-		for (int d = 0; d < AGG_E__COUNT; d++)
-			t->agg_drops[d] += w->agg_drops[d];
-		t->arp_replies += w->arp_replies;
-		t->arp_requests += w->arp_requests;
-		t->icmp_replies += w->icmp_replies;
-		t->floods += w->floods;
-		t->handoffs += w->handoffs;
-		t->impair_lost += w->impair_lost;
-		t->impair_duplicated += w->impair_duplicated;
-		t->impair_reordered += w->impair_reordered;
-		t->busy_tsc += w->busy_tsc;
-	}
-	pthread_mutex_lock(&sw->ctl_lock);
-	for (uint16_t g = 0; g <= sw->group_hwm; g++) {
-		struct agg_group_stats sum;
-		const struct agg_group_stats *s = &sum;
-
-		if (g == sw->group_hwm)
-			s = &sw->retired;
-		else if (sw->groups[g].agg)
-			agg_group_stats_sum(sw->groups[g].agg, &sum);
-		else
-			continue;
-		t->contributions += s->contributions;
-		t->completions += s->completions;
-		t->duplicates += s->duplicates;
-		t->retransmits += s->retransmits;
-		t->preempted += s->preempted;
-		for (int d = 0; d < AGG_E__COUNT; d++)
-			t->agg_drops[d] += s->drops[d];
-	}
-	pthread_mutex_unlock(&sw->ctl_lock);
-}
-
-static uint64_t total_drops(const struct totals *t)
-{
-	uint64_t n = 0;
-
-	for (int d = 0; d < DP_DROP_COUNT; d++)
-		n += t->drops[d];
-	for (int d = 1; d < AGG_E__COUNT; d++)
-		n += t->agg_drops[d];
-	return n + t->discarded;
-}
 
 static int cmd_info(const char *cmd, const char *params, struct rte_tel_data *d)
 {
 	struct dp_switch *sw = &dp_sw;
-	struct totals t;
+	struct dp_totals t;
 	char ip[16];
 	uint32_t a = sw->cfg->switch_ip;
 
 	(void)cmd;
 	(void)params;
-	sum(sw, &t);
+	dp_totals_sum(sw, &t);
 	snprintf(ip, sizeof(ip), "%u.%u.%u.%u", a >> 24, (a >> 16) & 0xff,
 		 (a >> 8) & 0xff, a & 0xff);
 	rte_tel_data_start_dict(d);
@@ -141,7 +41,7 @@ static int cmd_info(const char *cmd, const char *params, struct rte_tel_data *d)
 	rte_tel_data_add_dict_u64(d, "icmp_replies", t.icmp_replies);
 	rte_tel_data_add_dict_u64(d, "floods", t.floods);
 	rte_tel_data_add_dict_u64(d, "handoffs", t.handoffs);
-	rte_tel_data_add_dict_u64(d, "drops", total_drops(&t));
+	rte_tel_data_add_dict_u64(d, "drops", dp_totals_drops(&t));
 	rte_tel_data_add_dict_u64(d, "impair_lost", t.impair_lost);
 	rte_tel_data_add_dict_u64(d, "impair_duplicated", t.impair_duplicated);
 	rte_tel_data_add_dict_u64(d, "impair_reordered", t.impair_reordered);
@@ -154,11 +54,11 @@ static int cmd_info(const char *cmd, const char *params, struct rte_tel_data *d)
 static int cmd_ports(const char *cmd, const char *params, struct rte_tel_data *d)
 {
 	struct dp_switch *sw = &dp_sw;
-	struct totals t;
+	struct dp_totals t;
 
 	(void)cmd;
 	(void)params;
-	sum(sw, &t);
+	dp_totals_sum(sw, &t);
 	rte_tel_data_start_dict(d);
 	for (uint16_t p = 0; p < sw->nports; p++) {
 		struct rte_tel_data *c = rte_tel_data_alloc();
@@ -205,11 +105,11 @@ static void add_drops(struct rte_tel_data *d, const uint64_t *dp, const uint64_t
 
 static int cmd_drops(const char *cmd, const char *params, struct rte_tel_data *d)
 {
-	struct totals t;
+	struct dp_totals t;
 
 	(void)cmd;
 	(void)params;
-	sum(&dp_sw, &t);
+	dp_totals_sum(&dp_sw, &t);
 	rte_tel_data_start_dict(d);
 	add_drops(d, t.drops, t.agg_drops, true);
 	for (int r = 1; r < DP_QDROP_END; r++) {
@@ -220,17 +120,12 @@ static int cmd_drops(const char *cmd, const char *params, struct rte_tel_data *d
 	return 0;
 }
 
-static uint64_t tsc_us(const struct dp_switch *sw, uint64_t tsc)
-{
-	return tsc * 1000000ull / sw->tsc_hz;
-}
-
 /* /inca/qos,PORT: per traffic class queue, PFC, ECN and watchdog counters */
 static int cmd_qos(const char *cmd, const char *params, struct rte_tel_data *d)
 {
 	struct dp_switch *sw = &dp_sw;
 	const struct dp_qos_cfg *cfg = &sw->cfg->qos;
-	struct totals *t;
+	struct dp_totals *t;
 	unsigned long port;
 	char *end;
 
@@ -243,7 +138,7 @@ static int cmd_qos(const char *cmd, const char *params, struct rte_tel_data *d)
 	t = malloc(sizeof(*t));
 	if (!t)
 		return -ENOMEM;
-	sum(sw, t);
+	dp_totals_sum(sw, t);
 	uint64_t now = rte_rdtsc();
 	rte_tel_data_start_dict(d);
 	rte_tel_data_add_dict_u64(d, "port", port);
@@ -286,7 +181,7 @@ static int cmd_qos(const char *cmd, const char *params, struct rte_tel_data *d)
 		rte_tel_data_add_dict_u64(c, "pfc_xoff_received", pq->pfc_rx);
 		rte_tel_data_add_dict_u64(c, "pfc_xon_received", pq->pfc_rx_xon);
 		rte_tel_data_add_dict_u64(c, "pfc_ignored_lossy", pq->pfc_rx_lossy);
-		rte_tel_data_add_dict_u64(c, "paused_us", tsc_us(sw, pq->paused_tsc));
+		rte_tel_data_add_dict_u64(c, "paused_us", dp_tsc_us(sw, pq->paused_tsc));
 		rte_tel_data_add_dict_u64(c, "paused_now",
 			__atomic_load_n(&pq->paused_until, __ATOMIC_RELAXED) > now);
 		rte_tel_data_add_dict_u64(c, "watchdog_storms", pq->wd_storms);
@@ -454,11 +349,11 @@ int dp_telemetry_init(struct dp_switch *sw)
 
 void dp_stats_line(struct dp_switch *sw, double interval_s)
 {
-	static struct totals prev;
-	struct totals t;
+	static struct dp_totals prev;
+	struct dp_totals t;
 	uint64_t rx = 0, tx = 0, prx = 0, ptx = 0;
 
-	sum(sw, &t);
+	dp_totals_sum(sw, &t);
 	for (uint16_t p = 0; p < sw->nports; p++) {
 		rx += t.port[p].rx_pkts;
 		tx += t.port[p].tx_pkts;
@@ -472,181 +367,9 @@ void dp_stats_line(struct dp_switch *sw, double interval_s)
 	       (double)(t.contributions - prev.contributions) / interval_s,
 	       (double)(t.completions - prev.completions) / interval_s,
 	       (unsigned long long)t.retransmits, (unsigned long long)t.duplicates,
-	       (unsigned long long)total_drops(&t),
+	       (unsigned long long)dp_totals_drops(&t),
 	       100.0 * (double)(t.busy_tsc - prev.busy_tsc) /
 		       ((double)sw->tsc_hz * interval_s * sw->nworkers));
 	fflush(stdout);
 	prev = t;
-}
-
-/* ---------------------------------------------------------- Prometheus */
-
-/* one metric family: # HELP and # TYPE, then its samples */
-static void family(FILE *f, const char *name, const char *type, const char *help)
-{
-	fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
-}
-
-/* The same counters as the /inca/ telemetry commands, read the same way,
- * in the Prometheus text format (version 0.0.4). malloc'ed, or NULL. */
-char *dp_metrics_text(struct dp_switch *sw)
-{
-	struct totals *t = malloc(sizeof(*t));
-	char *out = NULL, ip[16];
-	size_t len = 0;
-	uint32_t a = sw->cfg->switch_ip;
-	FILE *f;
-
-	if (!t)
-		return NULL;
-	f = open_memstream(&out, &len);
-	if (!f) {
-		free(t);
-		return NULL;
-	}
-	sum(sw, t);
-	snprintf(ip, sizeof(ip), "%u.%u.%u.%u", a >> 24, (a >> 16) & 0xff, (a >> 8) & 0xff,
-		 a & 0xff);
-	family(f, "inca_switch_info", "gauge", "The switch's aggregation address and shape.");
-	fprintf(f, "inca_switch_info{switch_ip=\"%s\",ports=\"%u\",workers=\"%u\"} 1\n", ip,
-		sw->nports, sw->nworkers);
-	family(f, "inca_switch_uptime_seconds", "counter", "Seconds since the switch started.");
-	fprintf(f, "inca_switch_uptime_seconds %llu\n",
-		(unsigned long long)((rte_rdtsc() - sw->start_tsc) / sw->tsc_hz));
-	family(f, "inca_switch_groups", "gauge", "Aggregation groups installed.");
-	fprintf(f, "inca_switch_groups %u\n", sw->ngroups);
-	family(f, "inca_switch_l2_entries", "gauge", "Learnt MAC addresses.");
-	fprintf(f, "inca_switch_l2_entries %u\n", (unsigned)dp_l2_count(sw->l2));
-
-#define PORT_COUNTER(metric, help, field) \
-	family(f, metric, "counter", help); \
-	for (uint16_t p = 0; p < sw->nports; p++) \
-		fprintf(f, metric "{port=\"%u\"} %llu\n", p, (unsigned long long)t->port[p].field);
-	PORT_COUNTER("inca_port_rx_packets_total", "Frames received on the port.", rx_pkts)
-	PORT_COUNTER("inca_port_rx_bytes_total", "Bytes received on the port.", rx_bytes)
-	PORT_COUNTER("inca_port_tx_packets_total", "Frames sent on the port.", tx_pkts)
-	PORT_COUNTER("inca_port_tx_bytes_total", "Bytes sent on the port.", tx_bytes)
-	PORT_COUNTER("inca_port_egress_drops_total",
-		     "Frames the port's transmit path refused (NIC ring full).", egress_drops)
-#undef PORT_COUNTER
-
-#define TC_COUNTER(metric, help, expr) \
-	family(f, metric, "counter", help); \
-	for (uint16_t p = 0; p < sw->nports; p++) \
-		for (unsigned tc = 0; tc < DP_NUM_TC; tc++) { \
-			const struct dp_tc_stats *s = &t->tc[p][tc]; \
-			const struct dp_pq *pq = &sw->qos->pq[p][tc]; \
-			(void)s; \
-			(void)pq; \
-			fprintf(f, metric "{port=\"%u\",tc=\"%u\"} %llu\n", p, tc, \
-				(unsigned long long)(expr)); \
-		}
-	TC_COUNTER("inca_tc_tx_packets_total", "Frames sent from the class's queue.", s->tx_pkts)
-	TC_COUNTER("inca_tc_tx_bytes_total", "Bytes sent from the class's queue.", s->tx_bytes)
-	TC_COUNTER("inca_tc_ecn_marked_total", "Frames marked CE at dequeue.", s->ecn_marked)
-	TC_COUNTER("inca_tc_pfc_xoff_sent_total", "PFC XOFF frames sent for the class.",
-		   pq->xoff_tx)
-	TC_COUNTER("inca_tc_pfc_xon_sent_total", "PFC XON frames sent for the class.", pq->xon_tx)
-	TC_COUNTER("inca_tc_pfc_xoff_received_total", "PFC pause frames received for the class.",
-		   pq->pfc_rx)
-	TC_COUNTER("inca_tc_pfc_xon_received_total", "PFC resume frames received for the class.",
-		   pq->pfc_rx_xon)
-	TC_COUNTER("inca_tc_paused_microseconds_total",
-		   "Time the class's egress was paused by the peer.", tsc_us(sw, pq->paused_tsc))
-	TC_COUNTER("inca_tc_pfc_watchdog_storms_total",
-		   "PFC storms the watchdog detected on the class.", pq->wd_storms)
-	TC_COUNTER("inca_tc_pfc_watchdog_restores_total",
-		   "Classes the watchdog restored after a storm.", pq->wd_restores)
-#undef TC_COUNTER
-	family(f, "inca_tc_drops_total", "counter",
-	       "Frames dropped by the class's queue, by reason.");
-	for (uint16_t p = 0; p < sw->nports; p++)
-		for (unsigned tc = 0; tc < DP_NUM_TC; tc++)
-			for (int r = 1; r < DP_QDROP_END; r++)
-				fprintf(f, "inca_tc_drops_total{port=\"%u\",tc=\"%u\",reason=\"%s\"} "
-					"%llu\n", p, tc, dp_qdrop_names[r],
-					(unsigned long long)t->tc[p][tc].drops[r]);
-	family(f, "inca_tc_queued_bytes", "gauge", "Bytes waiting in the class's queue now.");
-	for (uint16_t p = 0; p < sw->nports; p++)
-		for (unsigned tc = 0; tc < DP_NUM_TC; tc++) {
-			uint64_t qb = 0;
-			for (unsigned i = 0; i < sw->nworkers; i++)
-				qb += __atomic_load_n(&sw->workers[i]->egress[p].q[tc].bytes,
-						      __ATOMIC_RELAXED);
-			fprintf(f, "inca_tc_queued_bytes{port=\"%u\",tc=\"%u\"} %llu\n", p, tc,
-				(unsigned long long)qb);
-		}
-	family(f, "inca_pfc_malformed_total", "counter",
-	       "MAC control frames that were not valid PFC, by reason.");
-	for (uint16_t p = 0; p < sw->nports; p++)
-		for (int e = 1; e < AGG_PFC_E__COUNT; e++)
-			fprintf(f, "inca_pfc_malformed_total{port=\"%u\",reason=\"%s\"} %llu\n", p,
-				agg_pfc_error_name(-e),
-				(unsigned long long)t->port[p].pfc_malformed[e]);
-
-	family(f, "inca_drops_total", "counter",
-	       "Frames the switch dropped and counted, by reason (as /inca/drops).");
-	for (int d = 0; d < DP_DROP_COUNT; d++)
-		fprintf(f, "inca_drops_total{reason=\"%s\"} %llu\n", dp_drop_names[d],
-			(unsigned long long)t->drops[d]);
-	for (int d = 1; d < AGG_E__COUNT; d++)
-		fprintf(f, "inca_drops_total{reason=\"%s\"} %llu\n", agg_errname(-d),
-			(unsigned long long)t->agg_drops[d]);
-	family(f, "inca_cnp_sent_total", "counter", "Congestion notifications sent.");
-	fprintf(f, "inca_cnp_sent_total %llu\n", (unsigned long long)t->cnp_sent);
-	family(f, "inca_cnp_rate_limited_total", "counter",
-	       "Congestion notifications not sent: one per QP per interval.");
-	fprintf(f, "inca_cnp_rate_limited_total %llu\n", (unsigned long long)t->cnp_limited);
-	family(f, "inca_pfc_watchdog_events_total", "counter",
-	       "PFC watchdog storms and restorations.");
-	fprintf(f, "inca_pfc_watchdog_events_total %llu\n", (unsigned long long)sw->qos->nevents);
-
-	/* per group, as /inca/group,ID */
-	static const char *const gnames[][2] = {
-		{ "inca_group_contributions_total", "Contributions accepted." },
-		{ "inca_group_completions_total", "Slots completed (every member's contribution in)." },
-		{ "inca_group_results_sent_total", "Result frames sent to members." },
-		{ "inca_group_duplicates_total", "Contributions already counted (retransmissions)." },
-		{ "inca_group_retransmits_total", "Retained results sent again." },
-		{ "inca_group_restarts_total", "Jobs that started again on the group." },
-	};
-	pthread_mutex_lock(&sw->ctl_lock);
-	for (unsigned k = 0; k < RTE_DIM(gnames); k++) {
-		family(f, gnames[k][0], "counter", gnames[k][1]);
-		for (uint16_t g = 0; g < sw->group_hwm; g++) {
-			const struct dp_group *grp = &sw->groups[g];
-			struct agg_group_stats s;
-			struct dp_group_shard gs;
-			uint64_t v;
-
-			if (!grp->agg)
-				continue;
-			agg_group_stats_sum(grp->agg, &s);
-			dp_group_shard_sum(grp, &gs);
-			v = k == 0 ? s.contributions : k == 1 ? s.completions :
-			    k == 2 ? gs.results_sent : k == 3 ? s.duplicates :
-			    k == 4 ? s.retransmits : s.restarts;
-			fprintf(f, "%s{group=\"%u\"} %llu\n", gnames[k][0],
-				agg_group_config(grp->agg)->group_id, (unsigned long long)v);
-		}
-	}
-	family(f, "inca_group_slots", "gauge", "Window slots the group holds.");
-	for (uint16_t g = 0; g < sw->group_hwm; g++)
-		if (sw->groups[g].agg) {
-			const struct agg_group_config *c = agg_group_config(sw->groups[g].agg);
-			fprintf(f, "inca_group_slots{group=\"%u\"} %u\n", c->group_id, c->window);
-		}
-	family(f, "inca_group_members", "gauge", "Members of the group.");
-	for (uint16_t g = 0; g < sw->group_hwm; g++)
-		if (sw->groups[g].agg) {
-			const struct agg_group_config *c = agg_group_config(sw->groups[g].agg);
-			fprintf(f, "inca_group_members{group=\"%u\"} %u\n", c->group_id, c->nmembers);
-		}
-	pthread_mutex_unlock(&sw->ctl_lock);
-	free(t);
-	if (fclose(f)) {
-		free(out);
-		return NULL;
-	}
-	return out;
 }

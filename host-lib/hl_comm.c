@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * Communicators: where the group description comes from (a JSON file, the
- * environment, later the manager), choosing the transport, and tear-down.
+ * Communicators: the group description (hl_group.c reads it from a file or
+ * the environment, hl_manager.c from the manager), choosing the transport,
+ * the member's address and MTU, and tear-down.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -57,298 +58,6 @@ void inca_finalize(void)
 {
 }
 
-void hl_group_free(struct hl_group_desc *g)
-{
-	free(g->members);
-	g->members = NULL;
-	g->nmembers = 0;
-}
-
-static int parse_ip(const char *s, uint32_t *ip)
-{
-	struct in_addr a;
-
-	if (!s || inet_pton(AF_INET, s, &a) != 1)
-		return -1;
-	*ip = ntohl(a.s_addr);
-	return 0;
-}
-
-static int parse_num(const char *s, uint64_t max, uint64_t *out)
-{
-	char *end;
-
-	if (!s || !*s)
-		return -1;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 0);
-	if (errno || *end || v > max)
-		return -1;
-	*out = v;
-	return 0;
-}
-
-/* A JSON number or a string holding one ("0x1234abcd"). */
-static int json_num(json_t *v, uint64_t max, uint64_t *out)
-{
-	if (json_is_integer(v) && json_integer_value(v) >= 0 &&
-	    (uint64_t)json_integer_value(v) <= max) {
-		*out = (uint64_t)json_integer_value(v);
-		return 0;
-	}
-	return json_is_string(v) ? parse_num(json_string_value(v), max, out) : -1;
-}
-
-/* The seven numbers both sources list, in the same order. */
-static void group_set_numbers(struct hl_group_desc *g, const uint64_t val[7])
-{
-	g->group_id = (uint32_t)val[0];
-	g->group_qpn = (uint32_t)val[1];
-	g->qkey = (uint32_t)val[2];
-	g->window = (uint16_t)val[3];
-	g->elems_per_pkt = (uint16_t)val[4];
-	g->ring_port = (uint16_t)val[5];
-	g->ib_mtu = (uint16_t)val[6];
-}
-
-static int group_check(struct hl_group_desc *g, char *err, size_t errlen)
-{
-	if (!g->window)
-		g->window = 64;
-	if (!g->elems_per_pkt)
-		g->elems_per_pkt = 256;
-	if (!g->ring_port)
-		g->ring_port = 18515;
-	/* 0: auto, the largest the path to the switch allows (hl_comm_create) */
-	if (g->ib_mtu && g->ib_mtu != 256 && g->ib_mtu != 512 && g->ib_mtu != 1024 &&
-	    g->ib_mtu != 2048 && g->ib_mtu != 4096) {
-		snprintf(err, errlen, "mtu must be an IB MTU: 256, 512, 1024, 2048 or 4096 "
-			 "(or \"auto\")");
-		return -1;
-	}
-	if (g->window > AGG_MAX_WINDOW || g->elems_per_pkt > AGG_MAX_ELEMS) {
-		snprintf(err, errlen, "window must be 1..%d and elems_per_pkt 1..%d",
-			 AGG_MAX_WINDOW, AGG_MAX_ELEMS);
-		return -1;
-	}
-	if (g->group_qpn < 2 || g->group_qpn > AGG_QPN_MASK) {
-		snprintf(err, errlen, "group qpn must be 2..0xffffff");
-		return -1;
-	}
-	for (int i = 0; i < g->nmembers; i++) {
-		if (!g->members[i].ring_port)
-			g->members[i].ring_port = g->ring_port;
-		if (g->members[i].qpn < 2 || g->members[i].qpn > AGG_QPN_MASK) {
-			snprintf(err, errlen, "members[%d].qpn must be 2..0xffffff", i);
-			return -1;
-		}
-	}
-	return 0;
-}
-
-int hl_group_from_json(const char *text, const char *origin, struct hl_group_desc *g,
-		       char *err, size_t errlen)
-{
-	static const struct { const char *key; uint64_t max; int idx; } nums[] = {
-		{ "group", UINT32_MAX, 0 }, { "qpn", AGG_QPN_MASK, 1 },
-		{ "qkey", UINT32_MAX, 2 }, { "window", AGG_MAX_WINDOW, 3 },
-		{ "elems_per_pkt", AGG_MAX_ELEMS, 4 }, { "ring_port", 65535, 5 },
-		{ "mtu", 4096, 6 },
-	};
-	json_error_t jerr;
-	json_t *root = json_loads(text, JSON_REJECT_DUPLICATES, &jerr), *v, *m;
-	uint64_t val[7] = { 0 };
-	size_t i;
-	int rc = -1;
-
-	memset(g, 0, sizeof(*g));
-	if (!root) {
-		snprintf(err, errlen, "%s: line %d column %d: %s", origin, jerr.line,
-			 jerr.column, jerr.text);
-		return -1;
-	}
-	if (!json_is_object(root)) {
-		snprintf(err, errlen, "%s: expected a JSON object", origin);
-		goto out;
-	}
-	if (parse_ip(json_string_value(json_object_get(root, "switch")), &g->switch_ip)) {
-		snprintf(err, errlen, "%s: switch: expected the switch's IPv4 address", origin);
-		goto out;
-	}
-	for (i = 0; i < 7; i++) {
-		v = json_object_get(root, nums[i].key);
-		if (!v) {
-			if (i < 3) {
-				snprintf(err, errlen, "%s: %s: missing", origin, nums[i].key);
-				goto out;
-			}
-			continue;
-		}
-		/* mtu 0 or "auto": the host decides (the manager sends 0) */
-		if (i == 6 && (json_is_string(v) && !strcmp(json_string_value(v), "auto")))
-			continue;
-		if (json_num(v, nums[i].max, &val[i]) || (i >= 3 && i != 6 && val[i] == 0)) {
-			snprintf(err, errlen, "%s: %s: expected %d..%llu", origin, nums[i].key,
-				 i >= 3 ? 1 : 0, (unsigned long long)nums[i].max);
-			goto out;
-		}
-	}
-	group_set_numbers(g, val);
-	g->reproducible = json_is_true(json_object_get(root, "reproducible"));
-	g->member_index = -1;
-	if ((v = json_object_get(root, "member_index"))) {
-		uint64_t mi;
-		if (json_num(v, AGG_MAX_MEMBERS - 1, &mi)) {
-			snprintf(err, errlen, "%s: member_index: expected 0..%d", origin,
-				 AGG_MAX_MEMBERS - 1);
-			goto out;
-		}
-		g->member_index = (int)mi;
-	}
-	v = json_object_get(root, "members");
-	if (!json_is_array(v) || json_array_size(v) == 0 ||
-	    json_array_size(v) > AGG_MAX_MEMBERS) {
-		snprintf(err, errlen, "%s: members: expected a list of 1..%d members", origin,
-			 AGG_MAX_MEMBERS);
-		goto out;
-	}
-	g->nmembers = (int)json_array_size(v);
-	g->members = calloc((size_t)g->nmembers, sizeof(*g->members));
-	if (!g->members) {
-		snprintf(err, errlen, "out of memory");
-		goto out;
-	}
-	json_array_foreach(v, i, m) {
-		uint64_t q, port = 0;
-		if (parse_ip(json_string_value(json_object_get(m, "ip")), &g->members[i].ip)) {
-			snprintf(err, errlen, "%s: members[%zu].ip: expected an IPv4 address",
-				 origin, i);
-			goto out;
-		}
-		if (json_num(json_object_get(m, "qpn"), AGG_QPN_MASK, &q)) {
-			snprintf(err, errlen, "%s: members[%zu].qpn: expected 2..16777215",
-				 origin, i);
-			goto out;
-		}
-		if (json_object_get(m, "ring_port") &&
-		    json_num(json_object_get(m, "ring_port"), 65535, &port)) {
-			snprintf(err, errlen, "%s: members[%zu].ring_port: expected 1..65535",
-				 origin, i);
-			goto out;
-		}
-		g->members[i].qpn = (uint32_t)q;
-		g->members[i].ring_port = (uint16_t)port;
-		if (json_object_get(m, "ring_ip") &&
-		    parse_ip(json_string_value(json_object_get(m, "ring_ip")), &g->members[i].ring_ip)) {
-			snprintf(err, errlen, "%s: members[%zu].ring_ip: expected an IPv4 address",
-				 origin, i);
-			goto out;
-		}
-	}
-	char why[160];
-	if (group_check(g, why, sizeof(why))) {
-		snprintf(err, errlen, "%s: %s", origin, why);
-		goto out;
-	}
-	rc = 0;
-out:
-	json_decref(root);
-	if (rc)
-		hl_group_free(g);
-	return rc;
-}
-
-int hl_group_from_env(struct hl_group_desc *g, char *err, size_t errlen)
-{
-	static const struct { const char *name; uint64_t max; } nums[] = {
-		{ "INCA_GROUP", UINT32_MAX }, { "INCA_GROUP_QPN", AGG_QPN_MASK },
-		{ "INCA_QKEY", UINT32_MAX }, { "INCA_WINDOW", AGG_MAX_WINDOW },
-		{ "INCA_ELEMS", AGG_MAX_ELEMS }, { "INCA_RING_PORT", 65535 },
-		{ "INCA_MTU", 4096 },
-	};
-	uint64_t val[7] = { 0 };
-	const char *s;
-	char *list, *tok, *save = NULL;
-
-	memset(g, 0, sizeof(*g));
-	if (parse_ip(getenv("INCA_SWITCH"), &g->switch_ip)) {
-		snprintf(err, errlen, "INCA_SWITCH: expected the switch's IPv4 address "
-			 "(or set INCA_CONFIG to a group file)");
-		return -1;
-	}
-	for (int i = 0; i < 7; i++) {
-		s = getenv(nums[i].name);
-		if ((!s && i >= 3) || (i == 6 && !strcmp(s, "auto")))
-			continue;
-		if (parse_num(s, nums[i].max, &val[i]) || (i >= 3 && i != 6 && val[i] == 0)) {
-			snprintf(err, errlen, "%s: expected a number up to %llu, got '%s'",
-				 nums[i].name, (unsigned long long)nums[i].max, s ? s : "(unset)");
-			return -1;
-		}
-	}
-	group_set_numbers(g, val);
-	s = getenv("INCA_REPRODUCIBLE");
-	g->reproducible = s && (!strcmp(s, "1") || !strcasecmp(s, "true"));
-	g->member_index = -1;
-	if ((s = getenv("INCA_MEMBER_INDEX"))) {
-		uint64_t mi;
-		if (parse_num(s, AGG_MAX_MEMBERS - 1, &mi)) {
-			snprintf(err, errlen, "INCA_MEMBER_INDEX: expected 0..%d, got '%s'",
-				 AGG_MAX_MEMBERS - 1, s);
-			return -1;
-		}
-		g->member_index = (int)mi;
-	}
-	s = getenv("INCA_MEMBERS");
-	if (!s || !*s) {
-		snprintf(err, errlen, "INCA_MEMBERS: expected \"ip:qpn,ip:qpn,...\" in rank order");
-		return -1;
-	}
-	list = strdup(s);
-	g->members = calloc(strlen(s) / 4 + 1, sizeof(*g->members));
-	if (!list || !g->members) {
-		free(list);
-		snprintf(err, errlen, "out of memory");
-		hl_group_free(g);
-		return -1;
-	}
-	for (tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-		char *colon = strchr(tok, ':'), *port;
-		uint64_t q, p = 0;
-
-		if (!colon)
-			goto bad;
-		*colon = 0;
-		port = strchr(colon + 1, ':');
-		if (port)
-			*port++ = 0;
-		if (parse_ip(tok, &g->members[g->nmembers].ip) ||
-		    parse_num(colon + 1, AGG_QPN_MASK, &q) ||
-		    (port && parse_num(port, 65535, &p)))
-			goto bad;
-		g->members[g->nmembers].qpn = (uint32_t)q;
-		g->members[g->nmembers].ring_port = (uint16_t)p;
-		g->nmembers++;
-	}
-	free(list);
-	if (g->nmembers == 0 || g->nmembers > AGG_MAX_MEMBERS) {
-		snprintf(err, errlen, "INCA_MEMBERS: expected 1..%d members", AGG_MAX_MEMBERS);
-		hl_group_free(g);
-		return -1;
-	}
-	if (group_check(g, err, errlen)) {
-		hl_group_free(g);
-		return -1;
-	}
-	return 0;
-bad:
-	snprintf(err, errlen, "INCA_MEMBERS: member %d: expected ip:qpn[:ring_port]",
-		 g->nmembers);
-	free(list);
-	hl_group_free(g);
-	return -1;
-}
-
 static const char *env_or(const char *v, const char *name)
 {
 	return v ? v : getenv(name);
@@ -360,7 +69,7 @@ static unsigned env_uint(unsigned v, const char *name, unsigned def)
 
 	if (v)
 		return v;
-	if (!parse_num(getenv(name), UINT32_MAX, &n) && n > 0)
+	if (!hl_parse_num(getenv(name), UINT32_MAX, &n) && n > 0)
 		return (unsigned)n;
 	return def;
 }
@@ -435,7 +144,7 @@ int hl_comm_create(const struct inca_comm_attr *attr, const struct hl_group_desc
 	c->my_ip = g->members[c->rank].ip;
 	c->my_qpn = g->members[c->rank].qpn;
 	c->member_index = (uint16_t)(g->member_index >= 0 ? g->member_index : c->rank);
-	if (attr->local_ip && parse_ip(attr->local_ip, &c->my_ip)) {
+	if (attr->local_ip && hl_parse_ip(attr->local_ip, &c->my_ip)) {
 		release_reserved(tp, tp_state);
 		hl_group_free(&c->g);
 		free(c);
@@ -521,7 +230,7 @@ static int reserve_endpoint(const struct inca_comm_attr *attr, const struct hl_t
 
 	if (!pre)
 		return create_fail(INCA_ERR_NOMEM, "out of memory");
-	if (hl_manager_address(attr, ip, err, sizeof(err)) || parse_ip(ip, &pre->my_ip)) {
+	if (hl_manager_address(attr, ip, err, sizeof(err)) || hl_parse_ip(ip, &pre->my_ip)) {
 		free(pre);
 		return create_fail(INCA_ERR_CONFIG, "%s", err);
 	}
@@ -555,11 +264,11 @@ int inca_comm_create(const struct inca_comm_attr *attr_in, inca_comm_t **out)
 	*out = NULL;
 	inca_init();
 	if (!attr_in || (attr.rank == 0 && attr.size == 0)) {
-		if (parse_num(getenv("INCA_RANK"), AGG_MAX_MEMBERS, &n))
+		if (hl_parse_num(getenv("INCA_RANK"), AGG_MAX_MEMBERS, &n))
 			return create_fail(INCA_ERR_CONFIG, "INCA_RANK: expected the rank, got '%s'",
 					   getenv("INCA_RANK") ? getenv("INCA_RANK") : "(unset)");
 		attr.rank = (int)n;
-		if (parse_num(getenv("INCA_SIZE"), AGG_MAX_MEMBERS, &n))
+		if (hl_parse_num(getenv("INCA_SIZE"), AGG_MAX_MEMBERS, &n))
 			return create_fail(INCA_ERR_CONFIG, "INCA_SIZE: expected the number of "
 					   "ranks, got '%s'",
 					   getenv("INCA_SIZE") ? getenv("INCA_SIZE") : "(unset)");
@@ -582,7 +291,7 @@ int inca_comm_create(const struct inca_comm_attr *attr_in, inca_comm_t **out)
 	if (!attr.pfc && (s = getenv("INCA_PFC")))
 		attr.pfc = strcmp(s, "0") && strcasecmp(s, "off") ? 1 : -1;
 	if (!attr.pfc_priority && (s = getenv("INCA_PFC_PRIORITY"))) {
-		if (parse_num(s, 7, &n))
+		if (hl_parse_num(s, 7, &n))
 			return create_fail(INCA_ERR_CONFIG, "INCA_PFC_PRIORITY: expected 0..7, "
 					   "got '%s'", s);
 		attr.pfc_priority = (int)n + 1;
@@ -591,7 +300,7 @@ int inca_comm_create(const struct inca_comm_attr *attr_in, inca_comm_t **out)
 		return create_fail(INCA_ERR_INVAL, "pfc_priority: expected 0 (default) or "
 				   "priority + 1 (1..8), got %d", attr.pfc_priority);
 	if (!attr.epoch && (s = getenv("INCA_EPOCH"))) {
-		if (parse_num(s, UINT32_MAX, &n))
+		if (hl_parse_num(s, UINT32_MAX, &n))
 			return create_fail(INCA_ERR_CONFIG, "INCA_EPOCH: expected 0..%u, got '%s'",
 					   UINT32_MAX, s);
 		attr.epoch = (uint32_t)n;

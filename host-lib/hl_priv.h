@@ -256,10 +256,35 @@ struct inca_comm {
 
 double hl_clock_us(struct inca_comm *c);
 
+/*
+ * The receive filter of the transports that see every frame (udp, xdp;
+ * with verbs the NIC filters): a decoded packet is ours when it is for our
+ * QPN and, an INCA message, carries the group's Q_Key (a CNP has none).
+ * Fills *rx and returns true, or false: the caller counts the drop.
+ */
+static inline bool hl_rx_accept(const struct inca_comm *c, const struct agg_pkt *p,
+				uint32_t len_wire, struct hl_rx *rx)
+{
+	if (p->dest_qp != c->my_qpn || (p->kind == AGG_PKT_INCA && p->qkey != c->g.qkey))
+		return false;
+	*rx = (struct hl_rx){
+		.kind = p->kind == AGG_PKT_CNP ? HL_RX_CNP : HL_RX_MSG,
+		.msg = p->payload ? p->payload - AGG_INCA_HLEN : NULL,
+		.len = p->payload_len + AGG_INCA_HLEN,
+		.src_qp = p->src_qp,
+		.len_wire = len_wire,
+	};
+	return true;
+}
+
 /* Create with explicit pieces (unit tests use a mock transport); tp_state:
  * what tp->reserve made, or NULL. */
 int hl_comm_create(const struct inca_comm_attr *attr, const struct hl_group_desc *g,
 		   const struct hl_transport_ops *tp, void *tp_state, inca_comm_t **out);
+/* hl_group.c: a number in C notation ("4096", "0x1234") up to max: 0 or -1. */
+int hl_parse_num(const char *s, uint64_t max, uint64_t *out);
+/* A dotted quad, host byte order: 0 or -1. */
+int hl_parse_ip(const char *s, uint32_t *ip);
 /* Parse a group description from JSON text (config file content). */
 int hl_group_from_json(const char *text, const char *origin, struct hl_group_desc *g,
 		       char *err, size_t errlen);

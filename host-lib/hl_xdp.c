@@ -24,6 +24,11 @@
  * detaches the program and removes the file; a group whose owners all died
  * is rebuilt by the next one. The UMEM counts once against the locked
  * memory limit, charged to the owner that registered it.
+ *
+ * One file over 500 lines on purpose (about 1050): the rings, the shared
+ * UMEM group and the program are one state (struct xdp_state) under one
+ * lock discipline, private to this transport; hl_transport_ops is all the
+ * rest of libinca sees of it.
  */
 #include "hl_priv.h"
 
@@ -990,18 +995,11 @@ static int xdp_recv(struct inca_comm *c, struct hl_rx *rx, unsigned max, int tim
 			continue;
 		}
 		memcpy(p, x->umem + e->addr, e->len);
-		if (agg_decode(p, e->len, true, &pkt) || pkt.dest_qp != c->my_qpn ||
-		    (pkt.kind == AGG_PKT_INCA && pkt.qkey != c->g.qkey)) {
+		if (agg_decode(p, e->len, true, &pkt) || !hl_rx_accept(c, &pkt, e->len, &rx[out])) {
 			c->stats.rx_dropped++;
 			continue;
 		}
-		rx[out++] = (struct hl_rx){
-			.kind = pkt.kind == AGG_PKT_CNP ? HL_RX_CNP : HL_RX_MSG,
-			.msg = pkt.payload ? pkt.payload - AGG_INCA_HLEN : NULL,
-			.len = pkt.payload_len + AGG_INCA_HLEN,
-			.src_qp = pkt.src_qp,
-			.len_wire = e->len,
-		};
+		out++;
 	}
 	ring_release(&x->rx, n);
 	if (x->nrefill) {

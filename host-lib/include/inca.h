@@ -109,7 +109,8 @@ typedef enum {
  *   its transport's (udp and verbs 4096, xdp 2048): ranks on links of
  *   different MTU, or one group mixing transports, must all be given one.
  *   - or a manager (manager_url / INCA_MANAGER), which creates the group
- *     for the job (udp and xdp transports; docs/manager.md).
+ *     for the job, on every transport (with verbs the rank registers the
+ *     QPN its NIC gave; docs/manager.md).
  */
 struct inca_comm_attr {
 	int rank;                 /* 0..size-1 (INCA_RANK) */

@@ -3,6 +3,9 @@
 // progress thread starts and completes (libinca has no progress thread of
 // its own, and DDP waits on futures, not on Work::wait); the rest goes to
 // the Gloo group.
+//
+// One file over 500 lines on purpose (about 700): it is one class, whose
+// methods torch.distributed defines, and its progress thread.
 #include "pg_inca.hpp"
 
 #include <unistd.h>

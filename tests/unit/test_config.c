@@ -59,7 +59,7 @@ static void test_errors_name_the_field(void **state)
 		{ "{\"switch\":{\"ip\":\"255.255.255.255\"}}",
 		  ": switch.ip: expected a unicast IPv4 address, got 255.255.255.255" },
 		{ "{\"switch\":{\"ip\":\"10.0.0.254\"},\"grups\":[]}",
-		  ": (top level).grups: unknown field" },
+		  ": grups: unknown field" },
 		{ "{\"switch\":{\"ip\":\"10.0.0.254\",\"rate\":\"fast\"}}",
 		  ": switch.rate: expected a rate such as \"1gbit\"" },
 		{ "{\"switch\":{\"ip\":\"10.0.0.254\",\"idle_sleep_us\":-1}}",
@@ -126,6 +126,20 @@ static void test_errors_name_the_field(void **state)
 		{ GROUP "\"members\":[{\"ip\":\"10.0.0.1\",\"qpn\":17,\"ranks\":[3]},"
 		  "{\"ip\":\"10.0.0.2\",\"qpn\":18,\"fanin\":2,\"ranks\":[1,3]}]}]}",
 		  ": groups[0]: members[].ranks: a rank is listed twice" },
+		/* every level of the path, through the common JSON layer */
+		{ "{\"switch\":{\"ip\":\"10.0.0.254\"},\"qos\":{\"wrr_weights\":[1,1,0,1,1,1,1,1]}}",
+		  ": qos.wrr_weights[2]: expected 1..100, got 0" },
+		{ "{\"switch\":{\"ip\":\"10.0.0.254\"},\"qos\":{\"ecn\":{\"kmin_bytes\":9000,"
+		  "\"kmax_bytes\":\"0x2000\"}}}",
+		  ": qos.ecn.kmax_bytes: must be above kmin_bytes (9000), got 8192" },
+		{ "{\"switch\":{\"ip\":\"10.0.0.254\"},\"qos\":{\"dscp_to_tc\":{\"26\":9}}}",
+		  ": qos.dscp_to_tc.26: expected 0..7, got 9" },
+		{ "{\"switch\":{\"ip\":\"10.0.0.254\"},\"qos\":{\"watchdog\":{\"action\":\"x\"}}}",
+		  ": qos.watchdog.action: expected \"drop\", \"forward\" or \"alert\"" },
+		{ GROUP "\"members\":" MEMBERS ",\"parent\":{\"ip\":\"10.0.0.9\",\"qpn\":300}}]}",
+		  ": groups[0].parent.qkey: missing (the parent group's Q_Key)" },
+		{ GROUP "\"members\":[{\"ip\":\"10.0.0.1\",\"qpn\":17,\"fanin\":0}]}]}",
+		  ": groups[0].members[0].fanin: expected 1..65535, got 0" },
 		{ GROUP "\"first_rank\":2,\"members\":[{\"ip\":\"10.0.0.1\",\"qpn\":17,"
 		  "\"ranks\":[3]}]}]}",
 		  ": groups[0]: first_rank: not with members[].ranks (they name every rank)" },

@@ -597,8 +597,7 @@ static inline bool agg_result_has_data_for(const struct agg_result *res,
  * Check a group configuration without creating the group: NULL when
  * agg_group_create would take it, else what is wrong, naming the field
  * ("window: need 1 to 4096 slots"). agg_group_create refuses the same
- * configurations with the same words (and, besides, a rank listed twice in
- * members[].ranks, found while the rank map is built).
+ * configurations with the same words.
  */
 const char *agg_group_config_check(const struct agg_group_config *cfg);
 
