@@ -1,5 +1,6 @@
-# Sourced by deploy/testbed and deploy/fabric: take a lab host away; is a
-# switch just started still alive.
+# Sourced by deploy/testbed and deploy/fabric: lab hosts and the links to
+# a switch (taking a host away, port frame sizes, MTUs). Starting and
+# stopping the switches is deploy/switch.sh.
 
 # netns_del NS: end NS's processes, remove what libinca kept for that
 # namespace outside it (the xdp transport's shared UMEM file, the udp and
@@ -14,14 +15,6 @@ netns_del() {
 		rm -rf /run/inca/bpffs/inca/*-net"$ino"
 	fi
 	ip netns del "$ns"
-}
-
-# child_alive PID: PID, a switch this script just started in the background,
-# has not exited. Only its existence counts: until the forked shell has
-# exec'd the switch its command line is still the script's, so matching it
-# against inca-switch here would take a slow start for an exit.
-child_alive() {
-	[ -d "/proc/$1" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null
 }
 
 # port_frames MTU: the net_af_packet devargs for a switch port on links of
@@ -53,7 +46,12 @@ host_quiet() {
 # the kernel no longer routes (and drops) each one in its own IP stack, work
 # that a real switch's DPDK port never costs and that was charged to the
 # sending host (tc ingress, classic BPF "return TC_ACT_SHOT"). Best effort.
+# Nor does it speak IPv6 there: its router solicitations and MLD reports,
+# sent for seconds after every (re)start of the switch sets the port up,
+# reach the af_packet socket as outgoing frames and were flooded to the
+# hosts in the default class (a pause test counted 101 frames for 100).
 port_quiet() {
+	sysctl -q -w "net.ipv6.conf.$1.disable_ipv6=1" >/dev/null 2>&1 || true
 	tc qdisc add dev "$1" clsact 2>/dev/null &&
 		tc filter add dev "$1" ingress bpf da bytecode '1,6 0 0 2,' 2>/dev/null || true
 }
