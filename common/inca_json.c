@@ -19,6 +19,7 @@ void inca_json_init(struct inca_json *j, const char *origin)
 	j->origin = origin ? origin : "";
 }
 
+__attribute__((format(printf, 2, 0)))
 static void path_vappend(struct inca_json *j, const char *fmt, va_list ap)
 {
 	size_t n = strlen(j->path);
@@ -56,6 +57,7 @@ void inca_json_at(struct inca_json *j, const char *fmt, ...)
 	va_end(ap);
 }
 
+__attribute__((format(printf, 2, 0)))
 static int vbad(struct inca_json *j, const char *fmt, va_list ap)
 {
 	size_t n = 0;

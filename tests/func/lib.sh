@@ -48,16 +48,20 @@ finish() {
 	[ "$FAILED" -eq 0 ]
 }
 
-# telemetry CMD KEY.PATH: one value from the switch's telemetry
-telemetry() {
-	echo "$1" | dpdk-telemetry.py -f "$INCA_TESTBED-tb" 2>/dev/null |
-		/usr/bin/python3 -c '
+# json_path KEY.PATH: one value of the telemetry answer on stdin
+# ({"/inca/cmd": {...}}), a dotted path into it; booleans as 0/1
+json_path() {
+	/usr/bin/python3 -c '
 import json, sys
-d = json.load(sys.stdin)
-v = list(d.values())[0]
+v = list(json.load(sys.stdin).values())[0]
 for k in sys.argv[1].split("."):
     v = v[k]
-print(v)' "$2"
+print(int(v) if isinstance(v, bool) else v)' "$1"
+}
+
+# telemetry CMD KEY.PATH: one value from the testbed switch's telemetry
+telemetry() {
+	echo "$1" | dpdk-telemetry.py -f "$INCA_TESTBED-tb" 2>/dev/null | json_path "$2"
 }
 
 # The steering tests' owner processes (udp_steer.sh, xdp_steer.sh): each

@@ -39,14 +39,9 @@ JSON
 qos() {
 	echo "/inca/qos,$1" | dpdk-telemetry.py -f "$INCA_TESTBED-tb" 2>/dev/null > "$2"
 }
-# jget FILE KEY.PATH
+# jget FILE KEY.PATH: one value of a telemetry answer saved in FILE
 jget() {
-	/usr/bin/python3 -c '
-import json, sys
-v = list(json.load(open(sys.argv[1])).values())[0]
-for k in sys.argv[2].split("."):
-    v = v[k]
-print(int(v) if isinstance(v, (int, bool)) else v)' "$1" "$2"
+	json_path "$2" < "$1"
 }
 # kv "k=v k2=v2" KEY
 kv() { echo "$1" | tr ' ' '\n' | sed -n "s/^$2=//p" | tail -1; }

@@ -38,12 +38,7 @@ allreduce() {
 	return $rc
 }
 tel() {   # tel SWITCH CMD KEY
-	"$FAB" telemetry "$1" "$2" | /usr/bin/python3 -c '
-import json, sys
-v = list(json.load(sys.stdin).values())[0]
-for k in sys.argv[1].split("."):
-    v = v[k]
-print(v)' "$3"
+	"$FAB" telemetry "$1" "$2" | json_path "$3"
 }
 
 "$FAB" up --hosts 4 --leaves 2 --configs "$WORK" --switch "$BUILD/dataplane/inca-switch" >/dev/null ||

@@ -17,8 +17,8 @@
 #include <jansson.h>
 
 #include "mgr.h"
+#include "fuzz_util.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 
 #define ADMIN "fuzz-admin-token-0123456789"
@@ -39,15 +39,6 @@ static const char topology[] =
 	"    \"max_slots_per_switch\": 256, \"max_jobs\": 8 } ] }";
 
 static struct mgr m;
-
-/* an invariant broken: say which (stderr may be closed; libFuzzer's own
- * report follows the abort) */
-#define check(cond) do { \
-	if (!(cond)) { \
-		dprintf(1, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-		abort(); \
-	} \
-} while (0)
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {

@@ -14,17 +14,7 @@
 #include <jansson.h>
 
 #include "mgr.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-/* an invariant broken: say which (stderr may be closed; libFuzzer's own
- * report follows the abort) */
-#define check(cond) do { \
-	if (!(cond)) { \
-		dprintf(1, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-		abort(); \
-	} \
-} while (0)
+#include "fuzz_util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
