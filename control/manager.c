@@ -224,7 +224,7 @@ int main(int argc, char **argv)
 		case 'w':
 			window = strtol(optarg, &end, 10);
 			if (*end || window < 1 || window > AGG_MAX_WINDOW) {
-				mgr_log("--window: expected 1..4096");
+				mgr_log("--window: expected 1..%d", AGG_MAX_WINDOW);
 				return 2;
 			}
 			break;

@@ -1,5 +1,11 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* inca-switch internals shared by the dataplane's files. */
+/*
+ * inca-switch internals shared by the dataplane's files: the types first
+ * (configuration, counters, queues, workers, groups, the switch), then one
+ * section of declarations per file. One header on purpose (about 510
+ * lines): the files share the same few structs, and one header keeps the
+ * folder free of include loops.
+ */
 #ifndef DP_PRIV_H
 #define DP_PRIV_H
 

@@ -14,7 +14,7 @@ shift
 TRANSPORTS=${*:-udp xdp}
 source "$(dirname "$0")/lib.sh"
 need_root
-CHECK="$BUILD/host-lib/inca-check"
+CHECK="$BUILD/tests/tools/inca-check"
 export INCA_TESTBED=incacft INCA_FABRIC=incacfab
 
 WORK=$(mktemp -d /tmp/inca-coll.XXXXXX)

@@ -9,7 +9,7 @@ shift
 TRANSPORTS=${*:-udp xdp}
 source "$(dirname "$0")/lib.sh"
 need_root
-CHECK="$BUILD/host-lib/inca-check"
+CHECK="$BUILD/tests/tools/inca-check"
 TRAFFIC="$BUILD/tests/tools/inca-traffic"
 
 WORK=$(mktemp -d /tmp/inca-hl.XXXXXX)

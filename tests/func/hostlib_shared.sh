@@ -11,7 +11,7 @@ shift
 TRANSPORTS=${*:-udp xdp}
 source "$(dirname "$0")/lib.sh"
 need_root
-CHECK="$BUILD/host-lib/inca-check"
+CHECK="$BUILD/tests/tools/inca-check"
 
 WORK=$(mktemp -d /tmp/inca-hls.XXXXXX)
 cleanup() {

@@ -27,7 +27,7 @@ fi
 FAB="$SRC/deploy/fabric"
 export INCA_FABRIC=incaui
 MGR="$BUILD/control/inca-manager"
-CHECK="$BUILD/host-lib/inca-check"
+CHECK="$BUILD/tests/tools/inca-check"
 PORT=18474
 URL="https://127.0.0.1:$PORT"
 WORK=$(mktemp -d /tmp/inca-ui.XXXXXX)

@@ -12,7 +12,7 @@ BUILD=$(cd "${1:?usage: softroce.sh BUILD_DIR}" && pwd)
 source "$(dirname "$0")/../func/lib.sh"
 need_root
 VM="$SRC/deploy/rxe-vm"
-CHECK="$BUILD/host-lib/inca-check"
+CHECK="$BUILD/tests/tools/inca-check"
 if ! command -v qemu-system-x86_64 >/dev/null; then
 	echo "SKIP: qemu-system-x86_64 is missing (deploy/install-deps.sh installs it)"
 	exit 77
