@@ -168,7 +168,7 @@ struct agg_group *agg_group_create(const struct agg_group_config *cfg,
 	if (posix_memalign((void **)&g->sh, 64, g->shards * sizeof(*g->sh)))
 		g->sh = NULL;
 	if (!g->members || !g->member_psn || !g->sh)
-		goto err_free_group;
+		goto err_oom;
 	memset(g->sh, 0, g->shards * sizeof(*g->sh));
 	memcpy(g->members, cfg->members, cfg->nmembers * sizeof(*g->members));
 	g->cfg.members = g->members;
@@ -177,7 +177,7 @@ struct agg_group *agg_group_create(const struct agg_group_config *cfg,
 	g->owners = calloc(g->total_fanin, sizeof(*g->owners));
 	g->member_ranks = calloc(g->total_fanin, sizeof(*g->member_ranks));
 	if (!g->owners || !g->member_ranks)
-		goto err_free_group;
+		goto err_oom;
 	rank_map_build(g, cfg);
 
 	/* Only float dtypes need staging: integer ops are exact and
@@ -195,11 +195,16 @@ struct agg_group *agg_group_create(const struct agg_group_config *cfg,
 	if (g->staged)
 		per_set += row * cfg->nmembers;
 	nsets = (size_t)cfg->window * 2;
-	if (posix_memalign((void **)&g->sets, 64, nsets * sizeof(*g->sets)))
-		goto err_free_group;
+	/* on failure the pointers stay NULL for agg_group_destroy */
+	if (posix_memalign((void **)&g->sets, 64, nsets * sizeof(*g->sets))) {
+		g->sets = NULL;
+		goto err_oom;
+	}
 	memset(g->sets, 0, nsets * sizeof(*g->sets));
-	if (posix_memalign(&g->mem, 64, per_set * nsets))
-		goto err_free_sets;
+	if (posix_memalign(&g->mem, 64, per_set * nsets)) {
+		g->mem = NULL;
+		goto err_oom;
+	}
 	memset(g->mem, 0, per_set * nsets);
 	p = g->mem;
 	for (size_t i = 0; i < nsets; i++) {
@@ -220,16 +225,8 @@ struct agg_group *agg_group_create(const struct agg_group_config *cfg,
 	}
 	return g;
 
-err_free_sets:
-	free(g->sets);
-err_free_group:
-	free(g->owners);
-	free(g->member_ranks);
-	free(g->member_psn);
-	free(g->sh);
-	free(g->members);
-	free(g);
 err_oom:
+	agg_group_destroy(g);   /* calloc'ed: what was not allocated is NULL */
 	if (why)
 		*why = "out of memory for the group's slots";
 	errno = ENOMEM;

@@ -265,6 +265,11 @@ int inca_json_opt_bool(struct inca_json *j, json_t *obj, const char *key, bool *
 	MEMBER(j, obj, key, true, inca_json_bool(j, v_, out));
 }
 
+int inca_json_get_ipv4(struct inca_json *j, json_t *obj, const char *key, uint32_t *out)
+{
+	MEMBER(j, obj, key, false, inca_json_ipv4(j, v_, out));
+}
+
 int inca_json_object(struct inca_json *j, json_t *obj, const char *const *known)
 {
 	const char *key;

@@ -84,6 +84,7 @@ int inca_json_get_string(struct inca_json *j, json_t *obj, const char *key,
 int inca_json_opt_string(struct inca_json *j, json_t *obj, const char *key,
 			 char *out, size_t size);
 int inca_json_opt_bool(struct inca_json *j, json_t *obj, const char *key, bool *out);
+int inca_json_get_ipv4(struct inca_json *j, json_t *obj, const char *key, uint32_t *out);
 
 /* obj must be an object whose keys are all in known (NULL-terminated):
  * a typo in a config must not be silently ignored. */

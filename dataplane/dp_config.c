@@ -200,9 +200,7 @@ static int parse_member(struct inca_json *in, json_t *o, struct agg_member *m,
 
 	m->fanin = 1;
 	if (inca_json_object(in, o, keys) ||
-	    AT_KEY(in, o, "ip", inca_json_ipv4(in, it, &m->ip)) ||
-	    (!json_object_get(o, "ip") && inca_json_bad_at(in, "ip", "expected an IPv4 address "
-							   "such as \"10.0.0.254\"")) ||
+	    inca_json_get_ipv4(in, o, "ip", &m->ip) ||
 	    need_u32(in, o, "qpn", 2, AGG_QPN_MASK, " (the member's UD QP number)", &m->qpn) ||
 	    AT_KEY(in, o, "mac", get_mac(in, it, m->mac)))
 		return -EINVAL;
@@ -239,9 +237,7 @@ static int parse_parent(struct inca_json *in, json_t *v, struct agg_parent *p)
 	uint32_t rank = 0;
 
 	if (inca_json_object(in, v, keys) ||
-	    (!json_object_get(v, "ip") && inca_json_bad_at(in, "ip", "expected an IPv4 address "
-							   "such as \"10.0.0.254\"")) ||
-	    AT_KEY(in, v, "ip", inca_json_ipv4(in, it, &p->ip)) ||
+	    inca_json_get_ipv4(in, v, "ip", &p->ip) ||
 	    need_u32(in, v, "qpn", 2, AGG_QPN_MASK, " (the group's QPN on the parent switch)",
 		     &p->qpn) ||
 	    need_u32(in, v, "qkey", 0, UINT32_MAX, " (the parent group's Q_Key)", &p->qkey) ||
@@ -490,9 +486,7 @@ static int parse_switch(struct inca_json *in, json_t *sw, struct dp_config *cfg)
 	if (!sw)
 		return inca_json_bad(in, "missing (needs at least \"ip\")");
 	if (inca_json_object(in, sw, keys) ||
-	    (!json_object_get(sw, "ip") && inca_json_bad_at(in, "ip", "expected an IPv4 "
-							    "address such as \"10.0.0.254\"")) ||
-	    AT_KEY(in, sw, "ip", inca_json_ipv4(in, it, &cfg->switch_ip)) ||
+	    inca_json_get_ipv4(in, sw, "ip", &cfg->switch_ip) ||
 	    get_nums(in, sw, nums, sizeof(nums) / sizeof(nums[0])))
 		return -EINVAL;
 	if (AT_KEY(in, sw, "impair", !json_is_string(it) ||
