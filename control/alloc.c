@@ -94,17 +94,18 @@ int mgr_job_allocate(struct mgr *m, struct mgr_job *j)
 	if (rc)
 		goto out;
 	j->have_tree = true;
-	j->ngroups = 1 + j->tree.nleaves;
+	j->ngroups = j->tree.nnodes;
 	j->groups = calloc((size_t)j->ngroups, sizeof(*j->groups));
 	if (!j->groups) {
 		snprintf(j->reason, sizeof(j->reason), "out of memory");
 		rc = -1;
 		goto out;
 	}
-	j->groups[0] = (struct mgr_group){ .sw = j->tree.root, .parent = -1 };
-	for (int i = 0; i < j->tree.nleaves; i++)
-		j->groups[1 + i] = (struct mgr_group){ .sw = j->tree.leaves[i], .parent = 0,
-							.rank_in_parent = (uint16_t)i };
+	for (int g = 0; g < j->ngroups; g++) {
+		const struct mgr_tree_node *nd = &j->tree.nodes[g];
+		j->groups[g] = (struct mgr_group){ .sw = nd->sw, .parent = nd->parent,
+			.rank_in_parent = (uint16_t)(nd->parent >= 0 ? nd->child_index : 0) };
+	}
 	/* the tenant's quota on every switch of the tree */
 	for (int g = 0; g < j->ngroups; g++) {
 		int s = j->groups[g].sw;

@@ -117,8 +117,9 @@ int mgr_api_topology(struct mgr_req *q, const struct mgr_route_args *a)
 	for (int l = 0; l < m->topo.nswitches; l++)
 		for (int s = 0; s < m->topo.nswitches; s++)
 			if (mgr_linked(&m->topo, l, s))
-				json_array_append_new(links, json_pack("{s:s, s:s}", "leaf",
-					m->topo.switches[l].name, "spine", m->topo.switches[s].name));
+				json_array_append_new(links, json_pack("{s:s, s:s}",
+					mgr_role_name(m->topo.switches[l].role), m->topo.switches[l].name,
+					mgr_role_name(m->topo.switches[s].role), m->topo.switches[s].name));
 	for (struct mgr_job *j = m->jobs; j; j = j->next)
 		if (mgr_may_touch(q, j))
 			json_array_append_new(jobs, mgr_job_json(m, j, true));
@@ -132,7 +133,6 @@ int mgr_api_groups(struct mgr_req *q, const struct mgr_route_args *a)
 	json_t *o = json_object();
 
 	(void)a;
-	(void)a;
 	for (int s = 0; s < q->m->topo.nswitches; s++)
 		json_object_set_new(o, q->m->topo.switches[s].name, mgr_switch_groups_json(q->m, s));
 	return mgr_reply(q, 200, o);
@@ -140,7 +140,6 @@ int mgr_api_groups(struct mgr_req *q, const struct mgr_route_args *a)
 
 int mgr_api_failures(struct mgr_req *q, const struct mgr_route_args *a)
 {
-	(void)a;
 	(void)a;
 	return mgr_reply(q, 200, mgr_failures_json(q->m, MGR_FAILURES_KEPT));
 }

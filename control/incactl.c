@@ -112,10 +112,29 @@ static void print_ranks(json_t *ranks, const char *indent)
 		       num(r, "rank"), str(r, "ip"), num(r, "qpn"));
 }
 
+/* A node's children (switches, each with its own below) or its ranks. */
+static void print_below(json_t *node, const char *indent)
+{
+	json_t *children = json_object_get(node, "children"), *c;
+	size_t i, n = json_array_size(children);
+	char deeper[64];
+
+	if (!children) {
+		print_ranks(json_object_get(node, "ranks"), indent);
+		return;
+	}
+	json_array_foreach(children, i, c) {
+		bool last = i + 1 == n;
+		printf("%s%s %s qpn %lld, fan-in %lld\n", indent, last ? "└──" : "├──",
+		       str(c, "switch"), num(c, "qpn"), num(c, "fanin"));
+		snprintf(deeper, sizeof(deeper), "%s%s", indent, last ? "    " : "│   ");
+		print_below(c, deeper);
+	}
+}
+
 static void print_tree(json_t *j)
 {
-	json_t *t = json_object_get(j, "tree"), *c;
-	size_t i, n;
+	json_t *t = json_object_get(j, "tree");
 
 	printf("job %s (tenant %s, %lld ranks, group %lld): %s%s%s\n", str(j, "id"),
 	       str(j, "tenant"), num(j, "size"), num(j, "group"), str(j, "state"),
@@ -125,17 +144,7 @@ static void print_tree(json_t *j)
 		return;
 	}
 	printf("%s qpn %lld\n", str(t, "switch"), num(t, "qpn"));
-	if (json_object_get(t, "ranks")) {
-		print_ranks(json_object_get(t, "ranks"), "");
-		return;
-	}
-	n = json_array_size(json_object_get(t, "children"));
-	json_array_foreach(json_object_get(t, "children"), i, c) {
-		bool last = i + 1 == n;
-		printf("%s %s qpn %lld, fan-in %lld\n", last ? "└──" : "├──", str(c, "switch"),
-		       num(c, "qpn"), num(c, "fanin"));
-		print_ranks(json_object_get(c, "ranks"), last ? "    " : "│   ");
-	}
+	print_below(t, "");
 }
 
 static void print_failures(json_t *a)

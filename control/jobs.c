@@ -30,6 +30,7 @@ void mgr_job_teardown(struct mgr *m, struct mgr_job *j)
 		}
 	for (int g = 0; g < j->ngroups; g++)
 		m->sw[j->groups[g].sw].version++;
+	mgr_persist_gone(m, j->id);
 	mgr_job_free(j);
 	mgr_changed(m);
 }

@@ -119,4 +119,5 @@ void mgr_fini(struct mgr *m)
 	pthread_cond_destroy(&m->changed);
 	if (m->db)
 		mgr_db_close(m);
+	free(m->gone);
 }

@@ -48,7 +48,10 @@ bool mgr_valid_name(const char *s);
 
 /* ---- topology (topo.c) ---- */
 
-enum mgr_role { MGR_LEAF = 0, MGR_SPINE = 1 };
+/* Three tiers: hosts hang off leaves, leaves link to spines, spines (of
+ * several pods) to super-spines. A tier may be missing above the leaves. */
+enum mgr_role { MGR_LEAF = 0, MGR_SPINE = 1, MGR_SUPERSPINE = 2 };
+#define MGR_TIERS 3
 
 struct mgr_switch {
 	char name[MGR_NAME_LEN];
@@ -75,7 +78,11 @@ struct mgr_topo {
 	struct mgr_switch *switches;
 	struct mgr_host *hosts;
 	struct mgr_tenant tenants[MGR_MAX_TENANTS];
-	uint8_t *link;               /* [leaf * nswitches + spine] */
+	uint8_t *link;               /* [lower * nswitches + upper] */
+	int **up;                    /* per switch: the switches of the tier above it linked to it, */
+	int *nup;                    /*   ascending, ending with -1 */
+	int **down;                  /* per switch: those of the tier below */
+	int *ndown;
 };
 
 /* Parse and validate; on error err says "FILE: line L: FIELD: what was
@@ -92,10 +99,14 @@ void mgr_token_hash(const char *token, uint8_t out[MGR_HASH_LEN]);
 bool mgr_token_matches(const char *token, const uint8_t hash[MGR_HASH_LEN]);
 int mgr_topo_host_by_ip(const struct mgr_topo *t, uint32_t ip);
 int mgr_topo_switch_by_name(const struct mgr_topo *t, const char *name);
-static inline bool mgr_linked(const struct mgr_topo *t, int leaf, int spine)
+const char *mgr_role_name(enum mgr_role r);
+/* lower (a leaf or spine) is linked to upper (a spine or super-spine). */
+static inline bool mgr_linked(const struct mgr_topo *t, int lower, int upper)
 {
-	return t->link[(size_t)leaf * (size_t)t->nswitches + (size_t)spine];
+	return t->link[(size_t)lower * (size_t)t->nswitches + (size_t)upper];
 }
+/* Fill up/down from link (the loader does it; again after link changes). */
+int mgr_topo_index_links(struct mgr_topo *t);
 
 /* ---- trees (tree.c): pure ---- */
 
@@ -106,27 +117,41 @@ struct mgr_load {
 	bool *down;                  /* NULL: all up */
 };
 
+/* One switch of a tree: it holds one group of the job. */
+struct mgr_tree_node {
+	int sw;                      /* switch index */
+	int parent;                  /* node index; -1: the root */
+	int child_index;             /* its member index in the parent's group */
+	int fanin;                   /* ranks under it */
+	int nchildren;               /* 0: a leaf, whose members are ranks */
+};
+
 struct mgr_tree {
-	int root;                    /* switch index: the only switch, or the spine */
-	int nleaves;                 /* 0: single switch */
-	int *leaves;                 /* switch indices, ascending */
-	int *leaf_of_rank;           /* per rank: its leaf (single switch: root) */
+	int nnodes;                  /* 1: a single switch */
+	int depth;                   /* 1, 2 or 3 switches from a rank to the root */
+	struct mgr_tree_node *nodes; /* [0] the root; then a tier at a time down to the
+					leaves, each tier in ascending switch index */
+	int *node_of_rank;           /* per rank: its leaf's node */
 	int *index_in_leaf;          /* per rank: its member index at its leaf */
-	int *leaf_fanin;             /* per leaf: ranks under it */
 };
 
 /*
  * Build the reduction tree for ranks on hosts[0..n-1] (host indices, rank
  * order), each switch needing one group and window slots. One leaf holds
- * them all: that leaf alone. Otherwise every leaf involved plus one spine
- * linked to all of them, the least loaded (slots used / max, then name).
- * Returns 0, or -1 with why filled (no common spine, capacity, a switch
- * down).
+ * them all: that leaf alone. Else every leaf involved plus one spine linked
+ * to all of them, the least loaded (slots used / max, then index). Else
+ * three tiers: a super-spine (least loaded first that works) and, under it,
+ * spines covering the leaves — per step the spine linked to it that covers
+ * the most leaves not yet covered, the least loaded among equals. Returns
+ * 0, or -1 with why filled (no common parent, capacity, a switch down).
  */
 int mgr_tree_build(const struct mgr_topo *t, const int *hosts, int n,
 		   const struct mgr_load *load, uint32_t window, struct mgr_tree *out,
 		   char *why, size_t whylen);
 void mgr_tree_free(struct mgr_tree *tr);
+/* The node under node `node` (a child of it) that rank r is under; -1 when
+ * r is not under node. */
+int mgr_tree_child_toward(const struct mgr_tree *tr, int node, int r);
 
 /* ---- the manager's state ---- */
 
@@ -148,7 +173,7 @@ struct mgr_rank {
 /* Longest a heartbeat or a rank's GET may be held (long-poll). */
 #define MGR_WAIT_MS_MAX      30000
 
-/* One group of a job on one switch. */
+/* One group of a job on one switch: groups[g] is tree.nodes[g]'s. */
 struct mgr_group {
 	int sw;                      /* switch index */
 	uint32_t qpn, qkey;
@@ -171,6 +196,7 @@ struct mgr_job {
 	struct mgr_tree tree;
 	bool have_tree;
 	double created, lease_until, ready_at, registered_at;
+	uint64_t saved_sig;          /* persist.c: what its rows hold; 0: no rows */
 	struct mgr_job *next;
 };
 
@@ -179,6 +205,7 @@ struct mgr_switch_state {
 	uint32_t applied;            /* what its agent reports */
 	double last_seen;            /* 0: never since start */
 	bool up, ever;
+	uint32_t saved_version;      /* persist.c: what its row holds */
 	char last_error[256];
 	json_t *counters;            /* from the last heartbeat */
 };
@@ -209,6 +236,10 @@ struct mgr {
 	/* persistence */
 	void *db;                    /* sqlite3 */
 	char db_path[256];
+	char (*gone)[MGR_NAME_LEN];  /* jobs removed since the last save */
+	int ngone, gone_cap;
+	unsigned failures_saved;     /* nfailures at the last save */
+	uint32_t saved_next_group_id;
 	/* metrics */
 	uint64_t requests, requests_refused, tree_builds;
 	uint64_t polls_held, polls_woken, polls_timed_out, wakeups;
@@ -284,9 +315,16 @@ int mgr_api(struct mgr *m, const char *method, const char *path, const char *tok
 
 /* ---- persistence (persist.c) ---- */
 
-/* The whole state as one JSON document in SQLite. */
+/*
+ * The state as rows in SQLite (jobs, ranks, groups, switches' versions,
+ * failures, meta), brought up to date in one transaction per call: only
+ * the jobs that changed since the last save are rewritten. 0, or -1 (logged;
+ * the next call tries again).
+ */
 int mgr_save(struct mgr *m);
 int mgr_load(struct mgr *m, char *err, size_t errlen);
 void mgr_db_close(struct mgr *m);
+/* A job leaves the state (mgr_job_teardown): its rows go at the next save. */
+void mgr_persist_gone(struct mgr *m, const char *id);
 
 #endif /* INCA_MGR_H */

@@ -28,7 +28,6 @@ void mgr_job_free(struct mgr_job *j)
 		return;
 	free(j->ranks);
 	free(j->groups);
-	if (j->have_tree)
-		mgr_tree_free(&j->tree);
+	mgr_tree_free(&j->tree);   /* zeroed when it has none */
 	free(j);
 }

@@ -1,17 +1,34 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * The manager's durable state: jobs (ranks, tree, groups), the switches'
- * desired versions, the next group id and the failure log, as one JSON
- * document in an SQLite database, replaced in one transaction after every
- * change. A manager restarted on the same database serves the same groups
- * at the same versions, so the switches' agents change nothing.
+ * The manager's durable state as rows in SQLite:
+ *
+ *   meta      (key, value)              format, next_group_id
+ *   switches  (name, version)           each switch's desired version
+ *   jobs      (id, tenant, size, ...)   one row a job
+ *   ranks     (job, rank, ...)          a rank's address, QPN, ring port, leaf
+ *   groups    (job, idx, switch, ...)   a job's group on a switch: its QPN,
+ *                                       Q_Key, parent, version and the slots
+ *                                       it holds (the allocation)
+ *   failures  (seq, time, what, reason) the last MGR_FAILURES_KEPT
+ *
+ * mgr_save brings the rows up to date in one transaction: the jobs whose
+ * content changed since they were last written (a signature of their
+ * fields tells), the jobs removed, the versions that moved, the new
+ * failures. A commit is all of a change or none of it, so a manager killed
+ * at any moment restarts on a consistent state: every group row of a live
+ * job, at a version its switch's row covers. Every state change is saved
+ * before its request is answered, so a switch never holds a group the
+ * database does not; on restart the desired versions move on by one, so
+ * every agent takes the manager's group set again (the reconcile).
  *
  * WAL with synchronous=NORMAL: a commit is in the log before the request is
  * answered, so a manager that crashes or is killed loses nothing; the log
- * is synced at checkpoints, not per commit, which keeps a save at tens of
- * microseconds (FULL: an fsync per request, milliseconds on real disks).
- * Only a crash of the machine itself may lose the last commits.
+ * is synced at checkpoints, not per commit (FULL: an fsync per request,
+ * milliseconds on real disks). Only a crash of the machine itself may lose
+ * the last commits; the heartbeat's reconcile covers that too (a switch
+ * ahead of the manager is moved past).
  */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,85 +37,167 @@
 
 #include "mgr.h"
 
+#define FORMAT 2
+
+static const char schema[] =
+	"PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;"
+	"CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);"
+	"CREATE TABLE IF NOT EXISTS switches (name TEXT PRIMARY KEY,"
+	" version INTEGER NOT NULL);"
+	"CREATE TABLE IF NOT EXISTS jobs (id TEXT PRIMARY KEY, tenant TEXT NOT NULL,"
+	" size INTEGER NOT NULL, state INTEGER NOT NULL, reason TEXT NOT NULL,"
+	" group_id INTEGER NOT NULL, window INTEGER NOT NULL, elems_per_pkt INTEGER NOT NULL,"
+	" mtu INTEGER NOT NULL, created REAL NOT NULL, lease_until REAL NOT NULL,"
+	" ready_at REAL NOT NULL, registered_at REAL NOT NULL);"
+	"CREATE TABLE IF NOT EXISTS ranks (job TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,"
+	" rank INTEGER NOT NULL, registered INTEGER NOT NULL, has_left INTEGER NOT NULL,"
+	" ip INTEGER NOT NULL, qpn INTEGER NOT NULL, ring_ip INTEGER NOT NULL,"
+	" ring_port INTEGER NOT NULL, node INTEGER NOT NULL, member_index INTEGER NOT NULL,"
+	" PRIMARY KEY (job, rank));"
+	"CREATE TABLE IF NOT EXISTS groups (job TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,"
+	" idx INTEGER NOT NULL, switch TEXT NOT NULL, qpn INTEGER NOT NULL, qkey INTEGER NOT NULL,"
+	" parent INTEGER NOT NULL, rank_in_parent INTEGER NOT NULL, version INTEGER NOT NULL,"
+	" slots INTEGER NOT NULL, PRIMARY KEY (job, idx));"
+	"CREATE TABLE IF NOT EXISTS failures (seq INTEGER PRIMARY KEY, time REAL NOT NULL,"
+	" what TEXT NOT NULL, reason TEXT NOT NULL);";
+
 void mgr_db_close(struct mgr *m)
 {
 	sqlite3_close(m->db);
 	m->db = NULL;
 }
 
-static json_t *int_array(const int *v, int n)
+void mgr_persist_gone(struct mgr *m, const char *id)
 {
-	json_t *a = json_array();
-	for (int i = 0; i < n; i++)
-		json_array_append_new(a, json_integer(v[i]));
-	return a;
-}
-
-static int *int_array_get(json_t *a, int n)
-{
-	int *v = calloc((size_t)(n > 0 ? n : 1), sizeof(int));
-	if (!v || !json_is_array(a) || (int)json_array_size(a) != n) {
-		free(v);
-		return NULL;
-	}
-	for (int i = 0; i < n; i++)
-		v[i] = (int)json_integer_value(json_array_get(a, (size_t)i));
-	return v;
-}
-
-static json_t *dump(struct mgr *m)
-{
-	json_t *root = json_object(), *jobs = json_array(), *vers = json_object(),
-	       *fails = json_array();
-
-	json_object_set_new(root, "format", json_integer(1));
-	json_object_set_new(root, "next_group_id", json_integer(m->next_group_id));
-	for (int s = 0; s < m->topo.nswitches; s++)
-		json_object_set_new(vers, m->topo.switches[s].name,
-				    json_integer(m->sw[s].version));
-	json_object_set_new(root, "versions", vers);
-	for (struct mgr_job *j = m->jobs; j; j = j->next) {
-		json_t *ranks = json_array(), *groups = json_array();
-		for (int r = 0; r < j->size; r++)
-			json_array_append_new(ranks, json_pack("{s:b, s:b, s:I, s:I, s:I, s:I, s:i}",
-				"registered", j->ranks[r].registered, "left", j->ranks[r].left,
-				"ip", (json_int_t)j->ranks[r].ip, "qpn", (json_int_t)j->ranks[r].qpn,
-				"ring_ip", (json_int_t)j->ranks[r].ring_ip,
-				"ring_port", (json_int_t)j->ranks[r].ring_port, "host", j->ranks[r].host));
-		for (int g = 0; g < j->ngroups; g++)
-			json_array_append_new(groups, json_pack("{s:s, s:I, s:I, s:i, s:i, s:I}",
-				"switch", m->topo.switches[j->groups[g].sw].name,
-				"qpn", (json_int_t)j->groups[g].qpn, "qkey", (json_int_t)j->groups[g].qkey,
-				"parent", j->groups[g].parent, "rank_in_parent",
-				j->groups[g].rank_in_parent, "version", (json_int_t)j->groups[g].version));
-		json_t *o = json_pack("{s:s, s:s, s:i, s:i, s:s, s:I, s:i, s:i, s:i, s:f, s:f, s:f, "
-				      "s:f, s:o, s:o}",
-			"id", j->id, "tenant", m->topo.tenants[j->tenant].name, "size", j->size,
-			"state", (int)j->state, "reason", j->reason, "group_id",
-			(json_int_t)j->group_id, "window", (int)j->window, "elems_per_pkt",
-			(int)j->elems_per_pkt, "mtu", (int)j->mtu, "created", j->created,
-			"lease_until", j->lease_until, "ready_at", j->ready_at, "registered_at",
-			j->registered_at, "ranks", ranks, "groups", groups);
-		if (j->have_tree) {
-			int nl = j->tree.nleaves;
-			json_object_set_new(o, "tree", json_pack("{s:i, s:i, s:o, s:o, s:o, s:o}",
-				"root", j->tree.root, "nleaves", nl,
-				"leaves", int_array(j->tree.leaves, nl),
-				"leaf_fanin", int_array(j->tree.leaf_fanin, nl),
-				"leaf_of_rank", int_array(j->tree.leaf_of_rank, j->size),
-				"index_in_leaf", int_array(j->tree.index_in_leaf, j->size)));
+	if (!m->db_path[0])
+		return;
+	if (m->ngone == m->gone_cap) {
+		int cap = m->gone_cap ? 2 * m->gone_cap : 16;
+		void *g = realloc(m->gone, sizeof(*m->gone) * (size_t)cap);
+		if (!g) {
+			mgr_log("cannot note job %s's removal: out of memory", id);
+			return;
 		}
-		json_array_append_new(jobs, o);
+		m->gone = g;
+		m->gone_cap = cap;
 	}
-	json_object_set_new(root, "jobs", jobs);
-	unsigned first = m->nfailures > MGR_FAILURES_KEPT ? m->nfailures - MGR_FAILURES_KEPT : 0;
-	for (unsigned i = first; i < m->nfailures; i++) {
-		struct mgr_failure *f = &m->failures[i % MGR_FAILURES_KEPT];
-		json_array_append_new(fails, json_pack("{s:f, s:s, s:s}", "time", f->t, "what",
-						       f->what, "reason", f->reason));
+	snprintf(m->gone[m->ngone++], MGR_NAME_LEN, "%s", id);
+}
+
+/* FNV-1a over a job's saved fields: whether its rows need rewriting. */
+static void fnv(uint64_t *h, const void *p, size_t n)
+{
+	const unsigned char *b = p;
+	for (size_t i = 0; i < n; i++)
+		*h = (*h ^ b[i]) * 0x100000001b3ull;
+}
+#define FNV(h, v) fnv(h, &(v), sizeof(v))
+
+static uint64_t job_sig(const struct mgr_job *j)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	fnv(&h, j->reason, strlen(j->reason));
+	FNV(&h, j->state);
+	FNV(&h, j->group_id);
+	FNV(&h, j->lease_until);
+	FNV(&h, j->ready_at);
+	FNV(&h, j->registered_at);
+	FNV(&h, j->ngroups);
+	for (int r = 0; r < j->size; r++) {
+		const struct mgr_rank *rk = &j->ranks[r];
+		FNV(&h, rk->registered);
+		FNV(&h, rk->left);
+		FNV(&h, rk->ip);
+		FNV(&h, rk->qpn);
+		FNV(&h, rk->ring_ip);
+		FNV(&h, rk->ring_port);
+		if (j->have_tree) {
+			FNV(&h, j->tree.node_of_rank[r]);
+			FNV(&h, j->tree.index_in_leaf[r]);
+		}
 	}
-	json_object_set_new(root, "failures", fails);
-	return root;
+	for (int g = 0; g < j->ngroups; g++) {
+		const struct mgr_group *gr = &j->groups[g];
+		FNV(&h, gr->sw);
+		FNV(&h, gr->qpn);
+		FNV(&h, gr->qkey);
+		FNV(&h, gr->version);
+		FNV(&h, gr->parent);
+		FNV(&h, gr->rank_in_parent);
+	}
+	return h | 1;   /* never 0: 0 is "no rows" */
+}
+
+static int exec(struct mgr *m, const char *sql)
+{
+	char *msg = NULL;
+
+	if (sqlite3_exec(m->db, sql, NULL, NULL, &msg) == SQLITE_OK)
+		return 0;
+	mgr_log("state %s: %s: %s", m->db_path, sql, msg ? msg : sqlite3_errmsg(m->db));
+	sqlite3_free(msg);
+	return -1;
+}
+
+/* Prepare sql, bind the values fmt lists (i: int64, d: double, s: text),
+ * step once. 0, or -1 (logged). */
+static int run(struct mgr *m, const char *sql, const char *fmt, ...)
+{
+	sqlite3_stmt *st = NULL;
+	va_list ap;
+	int rc = -1, k = 1;
+
+	if (sqlite3_prepare_v2(m->db, sql, -1, &st, NULL) != SQLITE_OK)
+		goto out;
+	va_start(ap, fmt);
+	for (const char *f = fmt; *f; f++, k++) {
+		int b = *f == 'i' ? sqlite3_bind_int64(st, k, va_arg(ap, long long)) :
+			*f == 'd' ? sqlite3_bind_double(st, k, va_arg(ap, double)) :
+			sqlite3_bind_text(st, k, va_arg(ap, const char *), -1, SQLITE_TRANSIENT);
+		if (b != SQLITE_OK) {
+			va_end(ap);
+			goto out;
+		}
+	}
+	va_end(ap);
+	if (sqlite3_step(st) == SQLITE_DONE)
+		rc = 0;
+out:
+	if (rc)
+		mgr_log("state %s: %s: %s", m->db_path, sql, sqlite3_errmsg(m->db));
+	sqlite3_finalize(st);
+	return rc;
+}
+
+static int job_write(struct mgr *m, const struct mgr_job *j)
+{
+	if (run(m, "DELETE FROM jobs WHERE id = ?", "s", j->id) ||
+	    run(m, "INSERT INTO jobs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+		"ssiisiiiidddd", j->id, m->topo.tenants[j->tenant].name, (long long)j->size,
+		(long long)j->state, j->reason, (long long)j->group_id, (long long)j->window,
+		(long long)j->elems_per_pkt, (long long)j->mtu, j->created, j->lease_until,
+		j->ready_at, j->registered_at))
+		return -1;
+	for (int r = 0; r < j->size; r++) {
+		const struct mgr_rank *rk = &j->ranks[r];
+		if (run(m, "INSERT INTO ranks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", "siiiiiiiii",
+			j->id, (long long)r, (long long)rk->registered, (long long)rk->left,
+			(long long)rk->ip, (long long)rk->qpn, (long long)rk->ring_ip,
+			(long long)rk->ring_port,
+			(long long)(j->have_tree ? j->tree.node_of_rank[r] : -1),
+			(long long)(j->have_tree ? j->tree.index_in_leaf[r] : -1)))
+			return -1;
+	}
+	for (int g = 0; g < j->ngroups; g++) {
+		const struct mgr_group *gr = &j->groups[g];
+		if (run(m, "INSERT INTO groups VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", "sisiiiiii",
+			j->id, (long long)g, m->topo.switches[gr->sw].name, (long long)gr->qpn,
+			(long long)gr->qkey, (long long)gr->parent, (long long)gr->rank_in_parent,
+			(long long)gr->version, (long long)j->window))
+			return -1;
+	}
+	return 0;
 }
 
 static int db_open(struct mgr *m, char *err, size_t errlen)
@@ -112,10 +211,9 @@ static int db_open(struct mgr *m, char *err, size_t errlen)
 		mgr_db_close(m);
 		return -1;
 	}
-	if (sqlite3_exec(m->db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
-			 "CREATE TABLE IF NOT EXISTS state (id INTEGER PRIMARY KEY CHECK (id = 1),"
-			 " doc TEXT NOT NULL, saved REAL NOT NULL)", NULL, NULL, &msg) != SQLITE_OK) {
-		snprintf(err, errlen, "%s: %s", m->db_path, msg ? msg : "cannot create table");
+	sqlite3_busy_timeout(m->db, 5000);
+	if (sqlite3_exec(m->db, schema, NULL, NULL, &msg) != SQLITE_OK) {
+		snprintf(err, errlen, "%s: %s", m->db_path, msg ? msg : "cannot create the tables");
 		sqlite3_free(msg);
 		mgr_db_close(m);
 		return -1;
@@ -123,14 +221,68 @@ static int db_open(struct mgr *m, char *err, size_t errlen)
 	return 0;
 }
 
+static int save_rows(struct mgr *m)
+{
+	uint64_t *sig = NULL;
+	int njobs = 0, k = 0;
+
+	for (struct mgr_job *j = m->jobs; j; j = j->next)
+		njobs++;
+	sig = malloc(sizeof(*sig) * (size_t)(njobs ? njobs : 1));
+	if (!sig)
+		return -1;
+	if (m->next_group_id != m->saved_next_group_id &&
+	    run(m, "INSERT OR REPLACE INTO meta VALUES ('next_group_id', ?)", "i",
+		(long long)m->next_group_id))
+		goto fail;
+	for (int s = 0; s < m->topo.nswitches; s++)
+		if (m->sw[s].version != m->sw[s].saved_version &&
+		    run(m, "INSERT OR REPLACE INTO switches VALUES (?, ?)", "si",
+			m->topo.switches[s].name, (long long)m->sw[s].version))
+			goto fail;
+	for (int i = 0; i < m->ngone; i++)
+		if (run(m, "DELETE FROM jobs WHERE id = ?", "s", m->gone[i]))
+			goto fail;
+	for (struct mgr_job *j = m->jobs; j; j = j->next, k++) {
+		sig[k] = job_sig(j);
+		if (sig[k] != j->saved_sig && job_write(m, j))
+			goto fail;
+	}
+	for (unsigned i = m->failures_saved; i < m->nfailures; i++) {
+		const struct mgr_failure *f = &m->failures[i % MGR_FAILURES_KEPT];
+		if (i + MGR_FAILURES_KEPT < m->nfailures)
+			continue;
+		if (run(m, "INSERT OR REPLACE INTO failures VALUES (?, ?, ?, ?)", "idss",
+			(long long)i, f->t, f->what, f->reason))
+			goto fail;
+	}
+	if (m->nfailures > MGR_FAILURES_KEPT && m->nfailures != m->failures_saved &&
+	    run(m, "DELETE FROM failures WHERE seq < ?", "i",
+		(long long)(m->nfailures - MGR_FAILURES_KEPT)))
+		goto fail;
+	if (exec(m, "COMMIT"))
+		goto fail;
+	/* committed: what the rows hold now */
+	m->saved_next_group_id = m->next_group_id;
+	for (int s = 0; s < m->topo.nswitches; s++)
+		m->sw[s].saved_version = m->sw[s].version;
+	m->ngone = 0;
+	k = 0;
+	for (struct mgr_job *j = m->jobs; j; j = j->next)
+		j->saved_sig = sig[k++];
+	m->failures_saved = m->nfailures;
+	free(sig);
+	return 0;
+fail:
+	free(sig);
+	return -1;
+}
+
 int mgr_save(struct mgr *m)
 {
-	sqlite3_stmt *st = NULL;
 	char err[256];
-	char *doc;
-	int rc = -1;
-
 	double t0 = mgr_clock();
+	int rc;
 
 	if (!m->db_path[0])
 		return 0;
@@ -138,19 +290,13 @@ int mgr_save(struct mgr *m)
 		mgr_log("cannot save state: %s", err);
 		return -1;
 	}
-	json_t *root = dump(m);
-	doc = json_dumps(root, JSON_COMPACT);
-	json_decref(root);
-	if (doc && sqlite3_prepare_v2(m->db, "INSERT OR REPLACE INTO state (id, doc, saved) "
-				      "VALUES (1, ?, ?)", -1, &st, NULL) == SQLITE_OK &&
-	    sqlite3_bind_text(st, 1, doc, -1, SQLITE_TRANSIENT) == SQLITE_OK &&
-	    sqlite3_bind_double(st, 2, m->now()) == SQLITE_OK && sqlite3_step(st) == SQLITE_DONE)
-		rc = 0;
-	else
-		mgr_log("cannot save state to %s: %s", m->db_path,
-			sqlite3_errmsg(m->db));
-	sqlite3_finalize(st);
-	free(doc);
+	if (exec(m, "BEGIN IMMEDIATE"))
+		return -1;
+	rc = save_rows(m);
+	if (rc) {
+		sqlite3_exec(m->db, "ROLLBACK", NULL, NULL, NULL);
+		mgr_log("state not saved to %s: the next change tries again", m->db_path);
+	}
 	m->saves++;
 	m->save_s_last = mgr_clock() - t0;
 	if (m->save_s_last > m->save_s_max)
@@ -158,135 +304,264 @@ int mgr_save(struct mgr *m)
 	return rc;
 }
 
+/* ---- load ---- */
+
+struct loader {
+	struct mgr *m;
+	char *err;
+	size_t errlen;
+};
+
+static int bad(struct loader *l, const char *job, const char *what)
+{
+	snprintf(l->err, l->errlen, "%s: job %s: %s", l->m->db_path, job, what);
+	return -1;
+}
+
+static int prepare(struct loader *l, const char *sql, sqlite3_stmt **st)
+{
+	if (sqlite3_prepare_v2(l->m->db, sql, -1, st, NULL) == SQLITE_OK)
+		return 0;
+	snprintf(l->err, l->errlen, "%s: %s", l->m->db_path, sqlite3_errmsg(l->m->db));
+	return -1;
+}
+
+static const char *col_text(sqlite3_stmt *st, int c)
+{
+	const char *s = (const char *)sqlite3_column_text(st, c);
+	return s ? s : "";
+}
+
+/* The tree from the groups (nodes) and the ranks (their leaves). */
+static int tree_rebuild(struct loader *l, struct mgr_job *j)
+{
+	struct mgr_tree *t = &j->tree;
+
+	t->nnodes = j->ngroups;
+	t->nodes = calloc((size_t)j->ngroups, sizeof(*t->nodes));
+	if (!t->nodes)
+		return bad(l, j->id, "out of memory");
+	j->have_tree = true;
+	for (int g = 0; g < j->ngroups; g++) {
+		const struct mgr_group *gr = &j->groups[g];
+		if (g == 0 ? gr->parent != -1 : gr->parent < 0 || gr->parent >= g)
+			return bad(l, j->id, "a group's parent is not a group before it");
+		t->nodes[g] = (struct mgr_tree_node){ .sw = gr->sw, .parent = gr->parent,
+						      .child_index = g ? gr->rank_in_parent : -1 };
+		if (g)
+			t->nodes[gr->parent].nchildren++;
+	}
+	for (int r = 0; r < j->size; r++) {
+		int n = t->node_of_rank[r], d = 0;
+		if (n < 0 || n >= t->nnodes || t->nodes[n].nchildren)
+			return bad(l, j->id, "a rank's leaf is not a leaf of its tree");
+		for (int k = n; k >= 0; k = t->nodes[k].parent, d++)
+			t->nodes[k].fanin++;
+		if (d > t->depth)
+			t->depth = d;
+	}
+	return 0;
+}
+
+static int load_jobs(struct loader *l)
+{
+	struct mgr *m = l->m;
+	sqlite3_stmt *st = NULL, *rs = NULL, *gs = NULL;
+	int rc = -1, step;
+
+	if (prepare(l, "SELECT id, tenant, size, state, reason, group_id, window, elems_per_pkt,"
+		    " mtu, created, lease_until, ready_at, registered_at FROM jobs ORDER BY created, id",
+		    &st) ||
+	    prepare(l, "SELECT rank, registered, has_left, ip, qpn, ring_ip, ring_port, node,"
+		    " member_index FROM ranks WHERE job = ? ORDER BY rank", &rs) ||
+	    prepare(l, "SELECT idx, switch, qpn, qkey, parent, rank_in_parent, version"
+		    " FROM groups WHERE job = ? ORDER BY idx", &gs))
+		goto out;
+	while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+		struct mgr_job *j = calloc(1, sizeof(*j));
+		const char *tn = col_text(st, 1);
+		int n;
+
+		if (!j) {
+			snprintf(l->err, l->errlen, "out of memory");
+			goto out;
+		}
+		j->next = m->jobs;        /* freed with the others on an error */
+		m->jobs = j;
+		snprintf(j->id, sizeof(j->id), "%s", col_text(st, 0));
+		j->tenant = -1;
+		for (int t = 0; t < m->topo.ntenants; t++)
+			if (!strcmp(m->topo.tenants[t].name, tn))
+				j->tenant = t;
+		j->size = sqlite3_column_int(st, 2);
+		if (j->tenant < 0) {
+			bad(l, j->id, "its tenant is not in this topology");
+			goto out;
+		}
+		if (j->size < 1 || j->size > AGG_MAX_MEMBERS) {
+			bad(l, j->id, "size out of range");
+			goto out;
+		}
+		j->state = (enum mgr_job_state)sqlite3_column_int(st, 3);
+		if (j->state > MGR_JOB_FAILED) {
+			bad(l, j->id, "unknown state");
+			goto out;
+		}
+		snprintf(j->reason, sizeof(j->reason), "%s", col_text(st, 4));
+		j->group_id = (uint32_t)sqlite3_column_int64(st, 5);
+		j->window = (uint32_t)sqlite3_column_int64(st, 6);
+		j->elems_per_pkt = (uint32_t)sqlite3_column_int64(st, 7);
+		j->mtu = (uint32_t)sqlite3_column_int64(st, 8);
+		j->created = sqlite3_column_double(st, 9);
+		j->lease_until = sqlite3_column_double(st, 10);
+		j->ready_at = sqlite3_column_double(st, 11);
+		j->registered_at = sqlite3_column_double(st, 12);
+		j->ranks = calloc((size_t)j->size, sizeof(*j->ranks));
+		j->tree.node_of_rank = malloc(sizeof(int) * (size_t)j->size);
+		j->tree.index_in_leaf = malloc(sizeof(int) * (size_t)j->size);
+		if (!j->ranks || !j->tree.node_of_rank || !j->tree.index_in_leaf) {
+			bad(l, j->id, "out of memory");
+			goto out;
+		}
+		sqlite3_reset(rs);
+		sqlite3_bind_text(rs, 1, j->id, -1, SQLITE_STATIC);
+		for (n = 0; sqlite3_step(rs) == SQLITE_ROW; n++) {
+			struct mgr_rank *rk = &j->ranks[n];
+			if (n >= j->size || sqlite3_column_int(rs, 0) != n) {
+				bad(l, j->id, "its ranks do not match its size");
+				goto out;
+			}
+			rk->registered = sqlite3_column_int(rs, 1);
+			rk->left = sqlite3_column_int(rs, 2);
+			rk->ip = (uint32_t)sqlite3_column_int64(rs, 3);
+			rk->qpn = (uint32_t)sqlite3_column_int64(rs, 4);
+			rk->ring_ip = (uint32_t)sqlite3_column_int64(rs, 5);
+			rk->ring_port = (uint32_t)sqlite3_column_int64(rs, 6);
+			rk->host = mgr_topo_host_by_ip(&m->topo, rk->ip);
+			j->tree.node_of_rank[n] = sqlite3_column_int(rs, 7);
+			j->tree.index_in_leaf[n] = sqlite3_column_int(rs, 8);
+		}
+		if (n != j->size) {
+			bad(l, j->id, "its ranks do not match its size");
+			goto out;
+		}
+		sqlite3_reset(gs);
+		sqlite3_bind_text(gs, 1, j->id, -1, SQLITE_STATIC);
+		for (n = 0; sqlite3_step(gs) == SQLITE_ROW; n++) {
+			struct mgr_group *g;
+			void *p = realloc(j->groups, sizeof(*j->groups) * (size_t)(n + 1));
+			if (!p) {
+				bad(l, j->id, "out of memory");
+				goto out;
+			}
+			j->groups = p;
+			g = &j->groups[n];
+			g->sw = mgr_topo_switch_by_name(&m->topo, col_text(gs, 1));
+			if (sqlite3_column_int(gs, 0) != n || g->sw < 0) {
+				bad(l, j->id, "a group's switch is not in this topology");
+				goto out;
+			}
+			g->qpn = (uint32_t)sqlite3_column_int64(gs, 2);
+			g->qkey = (uint32_t)sqlite3_column_int64(gs, 3);
+			g->parent = sqlite3_column_int(gs, 4);
+			g->rank_in_parent = (uint16_t)sqlite3_column_int(gs, 5);
+			g->version = (uint32_t)sqlite3_column_int64(gs, 6);
+			j->ngroups = n + 1;
+		}
+		if (j->ngroups ? tree_rebuild(l, j) : 0)
+			goto out;
+		if (!j->have_tree) {
+			free(j->tree.node_of_rank);
+			free(j->tree.index_in_leaf);
+			memset(&j->tree, 0, sizeof(j->tree));
+		}
+		j->saved_sig = job_sig(j);
+	}
+	if (step != SQLITE_DONE) {
+		snprintf(l->err, l->errlen, "%s: %s", m->db_path, sqlite3_errmsg(m->db));
+		goto out;
+	}
+	rc = 0;
+out:
+	sqlite3_finalize(st);
+	sqlite3_finalize(rs);
+	sqlite3_finalize(gs);
+	return rc;
+}
+
 int mgr_load(struct mgr *m, char *err, size_t errlen)
 {
+	struct loader l = { m, err, errlen };
 	sqlite3_stmt *st = NULL;
-	json_error_t jerr;
-	json_t *root = NULL, *v;
-	size_t i;
-	int rc = -1;
+	int njobs = 0, rc = -1;
 
 	if (db_open(m, err, errlen))
 		return -1;
-	if (sqlite3_prepare_v2(m->db, "SELECT doc FROM state WHERE id = 1", -1, &st, NULL) !=
-	    SQLITE_OK) {
-		snprintf(err, errlen, "%s: %s", m->db_path, sqlite3_errmsg(m->db));
-		return -1;
-	}
-	if (sqlite3_step(st) != SQLITE_ROW) {
+	/* the format before rows: one JSON document in table state */
+	if (sqlite3_prepare_v2(m->db, "SELECT 1 FROM sqlite_master WHERE name = 'state'", -1,
+			       &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW) {
 		sqlite3_finalize(st);
-		return 0;     /* a new database */
-	}
-	root = json_loads((const char *)sqlite3_column_text(st, 0), 0, &jerr);
-	sqlite3_finalize(st);
-	if (!root) {
-		snprintf(err, errlen, "%s: saved state is not JSON: %s", m->db_path, jerr.text);
+		snprintf(err, errlen, "%s: holds state in the first format (one JSON document, "
+			 "table 'state'); this manager keeps rows: start it on a new file (the "
+			 "switches' agents take the new, empty group set)", m->db_path);
 		return -1;
 	}
-	m->next_group_id = (uint32_t)json_integer_value(json_object_get(root, "next_group_id"));
+	sqlite3_finalize(st);
+	st = NULL;
+	if (prepare(&l, "SELECT key, value FROM meta", &st))
+		return -1;
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		const char *k = col_text(st, 0);
+		long long v = sqlite3_column_int64(st, 1);
+		if (!strcmp(k, "format") && v != FORMAT) {
+			snprintf(err, errlen, "%s: state format %lld, this manager reads %d",
+				 m->db_path, v, FORMAT);
+			goto out;
+		}
+		if (!strcmp(k, "next_group_id"))
+			m->next_group_id = (uint32_t)v;
+	}
+	sqlite3_finalize(st);
+	st = NULL;
 	if (m->next_group_id < 1000)
 		m->next_group_id = 1000;
-	const char *key;
-	json_object_foreach(json_object_get(root, "versions"), key, v) {
-		int s = mgr_topo_switch_by_name(&m->topo, key);
+	if (prepare(&l, "SELECT name, version FROM switches", &st))
+		return -1;
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		int s = mgr_topo_switch_by_name(&m->topo, col_text(st, 0));
 		if (s >= 0)
-			m->sw[s].version = (uint32_t)json_integer_value(v);
+			m->sw[s].version = (uint32_t)sqlite3_column_int64(st, 1);
 	}
-	json_t *jobs = json_object_get(root, "jobs"), *jo;
-	json_array_foreach(jobs, i, jo) {
-		struct mgr_job *j = calloc(1, sizeof(*j));
-		const char *tn = json_string_value(json_object_get(jo, "tenant"));
-		json_t *a, *e;
-		size_t k;
-
-		if (!j)
-			goto out;
-		snprintf(j->id, sizeof(j->id), "%s", json_string_value(json_object_get(jo, "id")) ?: "");
-		j->tenant = -1;
-		for (int t = 0; tn && t < m->topo.ntenants; t++)
-			if (!strcmp(m->topo.tenants[t].name, tn))
-				j->tenant = t;
-		j->size = (int)json_integer_value(json_object_get(jo, "size"));
-		if (j->tenant < 0 || j->size < 1 || j->size > AGG_MAX_MEMBERS) {
-			snprintf(err, errlen, "%s: job %s: tenant %s or size not in this topology",
-				 m->db_path, j->id, tn ? tn : "?");
-			free(j);
-			goto out;
-		}
-		j->state = (enum mgr_job_state)json_integer_value(json_object_get(jo, "state"));
-		snprintf(j->reason, sizeof(j->reason), "%s",
-			 json_string_value(json_object_get(jo, "reason")) ?: "");
-		j->group_id = (uint32_t)json_integer_value(json_object_get(jo, "group_id"));
-		j->window = (uint32_t)json_integer_value(json_object_get(jo, "window"));
-		j->elems_per_pkt = (uint32_t)json_integer_value(json_object_get(jo, "elems_per_pkt"));
-		j->mtu = (uint32_t)json_integer_value(json_object_get(jo, "mtu"));
-		j->created = json_real_value(json_object_get(jo, "created"));
-		j->lease_until = json_real_value(json_object_get(jo, "lease_until"));
-		j->ready_at = json_real_value(json_object_get(jo, "ready_at"));
-		j->registered_at = json_real_value(json_object_get(jo, "registered_at"));
-		j->ranks = calloc((size_t)j->size, sizeof(*j->ranks));
-		a = json_object_get(jo, "ranks");
-		if (!j->ranks || (int)json_array_size(a) != j->size) {
-			snprintf(err, errlen, "%s: job %s: ranks do not match its size", m->db_path, j->id);
-			mgr_job_free(j);
-			goto out;
-		}
-		json_array_foreach(a, k, e) {
-			j->ranks[k].registered = json_is_true(json_object_get(e, "registered"));
-			j->ranks[k].left = json_is_true(json_object_get(e, "left"));
-			j->ranks[k].ip = (uint32_t)json_integer_value(json_object_get(e, "ip"));
-			j->ranks[k].qpn = (uint32_t)json_integer_value(json_object_get(e, "qpn"));
-			j->ranks[k].ring_ip = (uint32_t)json_integer_value(json_object_get(e, "ring_ip"));
-			j->ranks[k].ring_port = (uint32_t)json_integer_value(json_object_get(e, "ring_port"));
-			j->ranks[k].host = mgr_topo_host_by_ip(&m->topo, j->ranks[k].ip);
-		}
-		a = json_object_get(jo, "groups");
-		j->ngroups = (int)json_array_size(a);
-		j->groups = calloc((size_t)(j->ngroups ? j->ngroups : 1), sizeof(*j->groups));
-		json_array_foreach(a, k, e) {
-			struct mgr_group *g = &j->groups[k];
-			g->sw = mgr_topo_switch_by_name(&m->topo,
-				json_string_value(json_object_get(e, "switch")) ?: "");
-			g->qpn = (uint32_t)json_integer_value(json_object_get(e, "qpn"));
-			g->qkey = (uint32_t)json_integer_value(json_object_get(e, "qkey"));
-			g->parent = (int)json_integer_value(json_object_get(e, "parent"));
-			g->rank_in_parent = (uint16_t)json_integer_value(json_object_get(e, "rank_in_parent"));
-			g->version = (uint32_t)json_integer_value(json_object_get(e, "version"));
-			if (g->sw < 0) {
-				snprintf(err, errlen, "%s: job %s: a group's switch is not in this "
-					 "topology", m->db_path, j->id);
-				mgr_job_free(j);
-				goto out;
-			}
-		}
-		if ((v = json_object_get(jo, "tree"))) {
-			struct mgr_tree *t = &j->tree;
-			t->root = (int)json_integer_value(json_object_get(v, "root"));
-			t->nleaves = (int)json_integer_value(json_object_get(v, "nleaves"));
-			t->leaves = int_array_get(json_object_get(v, "leaves"), t->nleaves);
-			t->leaf_fanin = int_array_get(json_object_get(v, "leaf_fanin"), t->nleaves);
-			t->leaf_of_rank = int_array_get(json_object_get(v, "leaf_of_rank"), j->size);
-			t->index_in_leaf = int_array_get(json_object_get(v, "index_in_leaf"), j->size);
-			j->have_tree = true;
-			if (!t->leaves || !t->leaf_fanin || !t->leaf_of_rank || !t->index_in_leaf) {
-				snprintf(err, errlen, "%s: job %s: damaged tree", m->db_path, j->id);
-				mgr_job_free(j);
-				goto out;
-			}
-		}
-		j->next = m->jobs;
-		m->jobs = j;
+	sqlite3_finalize(st);
+	st = NULL;
+	if (load_jobs(&l))
+		goto out;
+	if (prepare(&l, "SELECT seq, time, what, reason FROM failures ORDER BY seq", &st))
+		goto out;
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		unsigned seq = (unsigned)sqlite3_column_int64(st, 0);
+		struct mgr_failure *f = &m->failures[seq % MGR_FAILURES_KEPT];
+		f->t = sqlite3_column_double(st, 1);
+		snprintf(f->what, sizeof(f->what), "%s", col_text(st, 2));
+		snprintf(f->reason, sizeof(f->reason), "%s", col_text(st, 3));
+		m->nfailures = seq + 1;
 	}
-	json_array_foreach(json_object_get(root, "failures"), i, v) {
-		struct mgr_failure *f = &m->failures[m->nfailures++ % MGR_FAILURES_KEPT];
-		f->t = json_real_value(json_object_get(v, "time"));
-		snprintf(f->what, sizeof(f->what), "%s", json_string_value(json_object_get(v, "what")) ?: "");
-		snprintf(f->reason, sizeof(f->reason), "%s",
-			 json_string_value(json_object_get(v, "reason")) ?: "");
+	m->failures_saved = m->nfailures;
+	for (struct mgr_job *j = m->jobs; j; j = j->next)
+		njobs++;
+	/* the reconcile: every agent takes the manager's group set again */
+	for (int s = 0; s < m->topo.nswitches; s++) {
+		m->sw[s].saved_version = m->sw[s].version;
+		m->sw[s].version++;
 	}
-	mgr_log("state from %s: %zu jobs", m->db_path, json_array_size(jobs));
+	m->saved_next_group_id = m->next_group_id;
+	if (exec(m, "INSERT OR IGNORE INTO meta VALUES ('format', 2)") || mgr_save(m)) {
+		snprintf(err, errlen, "%s: cannot write", m->db_path);
+		goto out;
+	}
+	mgr_log("state from %s: %d jobs", m->db_path, njobs);
 	rc = 0;
 out:
-	json_decref(root);
+	sqlite3_finalize(st);
 	return rc;
 }

@@ -17,17 +17,45 @@ json_t *mgr_ip_json(uint32_t ip)
 	return json_string(b);
 }
 
-/* The job's ranks under leaf sw, ascending: a leaf member's own rank, or
- * what a leaf stands for in the spine's group (docs/protocol.md, section
- * 4, "Ranks in a tree"; in general not consecutive). */
-static json_t *ranks_under(const struct mgr_job *j, int sw)
+/* The job's ranks under tree node `node`, ascending: a leaf member's own
+ * rank, or what a child switch stands for in its parent's group
+ * (docs/protocol.md, section 4, "Ranks in a tree"; in general not
+ * consecutive). */
+static json_t *ranks_under(const struct mgr_job *j, int node)
 {
 	json_t *a = json_array();
 
 	for (int r = 0; r < j->size; r++)
-		if (j->tree.leaf_of_rank[r] == sw)
-			json_array_append_new(a, json_integer(r));
+		for (int k = j->tree.node_of_rank[r]; k >= 0; k = j->tree.nodes[k].parent)
+			if (k == node) {
+				json_array_append_new(a, json_integer(r));
+				break;
+			}
 	return a;
+}
+
+/* Group g's members, in the switch's config-file format: its child
+ * switches, or its ranks. */
+static json_t *members_json(struct mgr *m, const struct mgr_job *j, int g)
+{
+	const struct mgr_tree *tr = &j->tree;
+	json_t *mem = json_array();
+
+	if (tr->nodes[g].nchildren) {
+		for (int c = 0; c < tr->nnodes; c++)
+			if (tr->nodes[c].parent == g)
+				json_array_append_new(mem, json_pack("{s:o, s:i, s:i, s:o}",
+					"ip", mgr_ip_json(m->topo.switches[tr->nodes[c].sw].ip),
+					"qpn", (int)j->groups[c].qpn, "fanin", tr->nodes[c].fanin,
+					"ranks", ranks_under(j, c)));
+		return mem;
+	}
+	for (int r = 0; r < j->size; r++)
+		if (tr->node_of_rank[r] == g)
+			json_array_append_new(mem, json_pack("{s:o, s:i, s:[i]}",
+				"ip", mgr_ip_json(j->ranks[r].ip), "qpn", (int)j->ranks[r].qpn,
+				"ranks", r));
+	return mem;
 }
 
 /* The groups a switch must hold, in the switch's config-file format, with
@@ -39,29 +67,14 @@ json_t *mgr_switch_groups_json(struct mgr *m, int s)
 	for (struct mgr_job *j = m->jobs; j; j = j->next)
 		for (int g = 0; g < j->ngroups; g++) {
 			const struct mgr_group *gr = &j->groups[g];
-			json_t *mem, *o;
+			json_t *o;
 
 			if (gr->sw != s)
 				continue;
-			mem = json_array();
-			if (g == 0 && j->tree.nleaves > 0) {
-				for (int i = 0; i < j->tree.nleaves; i++)
-					json_array_append_new(mem, json_pack("{s:o, s:i, s:i, s:o}",
-						"ip", mgr_ip_json(m->topo.switches[j->tree.leaves[i]].ip),
-						"qpn", (int)j->groups[1 + i].qpn,
-						"fanin", j->tree.leaf_fanin[i],
-						"ranks", ranks_under(j, j->tree.leaves[i])));
-			} else {
-				for (int r = 0; r < j->size; r++)
-					if (j->tree.leaf_of_rank[r] == gr->sw)
-						json_array_append_new(mem, json_pack("{s:o, s:i, s:[i]}",
-							"ip", mgr_ip_json(j->ranks[r].ip),
-							"qpn", (int)j->ranks[r].qpn, "ranks", r));
-			}
 			o = json_pack("{s:i, s:i, s:I, s:i, s:i, s:o}", "id", (int)j->group_id,
 				      "qpn", (int)gr->qpn, "qkey", (json_int_t)gr->qkey,
 				      "window", (int)j->window, "elems_per_pkt",
-				      (int)j->elems_per_pkt, "members", mem);
+				      (int)j->elems_per_pkt, "members", members_json(m, j, g));
 			if (gr->parent >= 0) {
 				const struct mgr_group *p = &j->groups[gr->parent];
 				json_object_set_new(o, "parent", json_pack("{s:o, s:i, s:I, s:i}",
@@ -76,12 +89,9 @@ json_t *mgr_switch_groups_json(struct mgr *m, int s)
 /* What rank r needs: libinca's group description. */
 json_t *mgr_rank_json(struct mgr *m, struct mgr_job *j, int r)
 {
-	int leaf = j->tree.leaf_of_rank[r], g = 0;
+	int g = j->tree.node_of_rank[r];
 	json_t *mem = json_array();
 
-	for (int i = 0; i < j->ngroups; i++)
-		if (j->groups[i].sw == leaf)
-			g = i;
 	for (int k = 0; k < j->size; k++) {
 		json_t *o = json_pack("{s:o, s:i}", "ip", mgr_ip_json(j->ranks[k].ip),
 				      "qpn", (int)j->ranks[k].qpn);
@@ -92,11 +102,41 @@ json_t *mgr_rank_json(struct mgr *m, struct mgr_job *j, int r)
 		json_array_append_new(mem, o);
 	}
 	return json_pack("{s:o, s:i, s:i, s:I, s:i, s:i, s:i, s:i, s:o}",
-			 "switch", mgr_ip_json(m->topo.switches[leaf].ip), "group", (int)j->group_id,
+			 "switch", mgr_ip_json(m->topo.switches[j->groups[g].sw].ip),
+			 "group", (int)j->group_id,
 			 "qpn", (int)j->groups[g].qpn, "qkey", (json_int_t)j->groups[g].qkey,
 			 "window", (int)j->window, "elems_per_pkt", (int)j->elems_per_pkt,
 			 "mtu", (int)j->mtu, "member_index", j->tree.index_in_leaf[r],
 			 "members", mem);
+}
+
+/* Node g of j's tree as GET /v1/jobs/ID shows it: switch, qpn, and its
+ * children (switches) or its ranks. */
+static json_t *tree_node_json(struct mgr *m, const struct mgr_job *j, int g)
+{
+	const struct mgr_tree *tr = &j->tree;
+	json_t *o = json_pack("{s:s, s:i}", "switch", m->topo.switches[tr->nodes[g].sw].name,
+			      "qpn", (int)j->groups[g].qpn);
+
+	if (g == 0)
+		json_object_set_new(o, "qkey", json_integer((json_int_t)j->groups[0].qkey));
+	else
+		json_object_set_new(o, "fanin", json_integer(tr->nodes[g].fanin));
+	if (tr->nodes[g].nchildren) {
+		json_t *children = json_array();
+		for (int c = 0; c < tr->nnodes; c++)
+			if (tr->nodes[c].parent == g)
+				json_array_append_new(children, tree_node_json(m, j, c));
+		json_object_set_new(o, "children", children);
+	} else {
+		json_t *ranks = json_array();
+		for (int r = 0; r < j->size; r++)
+			if (tr->node_of_rank[r] == g)
+				json_array_append_new(ranks, json_pack("{s:i, s:o, s:i}", "rank", r,
+					"ip", mgr_ip_json(j->ranks[r].ip), "qpn", (int)j->ranks[r].qpn));
+		json_object_set_new(o, "ranks", ranks);
+	}
+	return o;
 }
 
 json_t *mgr_job_json(struct mgr *m, struct mgr_job *j, bool detail)
@@ -119,35 +159,8 @@ json_t *mgr_job_json(struct mgr *m, struct mgr_job *j, bool detail)
 	if (j->ready_at && j->registered_at)
 		json_object_set_new(o, "setup_ms", json_real((j->ready_at - j->registered_at) * 1000.0));
 	if (detail && j->ngroups) {
-		json_t *tree = json_pack("{s:s, s:i, s:I}", "switch",
-					 m->topo.switches[j->tree.root].name,
-					 "qpn", (int)j->groups[0].qpn, "qkey",
-					 (json_int_t)j->groups[0].qkey);
-		json_t *children = json_array();
-		for (int i = 0; i < j->tree.nleaves; i++) {
-			json_t *ranks = json_array();
-			for (int r = 0; r < j->size; r++)
-				if (j->tree.leaf_of_rank[r] == j->tree.leaves[i])
-					json_array_append_new(ranks, json_pack("{s:i, s:o, s:i}",
-						"rank", r, "ip", mgr_ip_json(j->ranks[r].ip), "qpn",
-						(int)j->ranks[r].qpn));
-			json_array_append_new(children, json_pack("{s:s, s:i, s:i, s:o}",
-				"switch", m->topo.switches[j->tree.leaves[i]].name,
-				"qpn", (int)j->groups[1 + i].qpn, "fanin", j->tree.leaf_fanin[i],
-				"ranks", ranks));
-		}
-		if (!j->tree.nleaves) {
-			json_t *ranks = json_array();
-			for (int r = 0; r < j->size; r++)
-				json_array_append_new(ranks, json_pack("{s:i, s:o, s:i}", "rank", r,
-					"ip", mgr_ip_json(j->ranks[r].ip), "qpn", (int)j->ranks[r].qpn));
-			json_object_set_new(tree, "ranks", ranks);
-		} else {
-			json_object_set_new(tree, "children", children);
-			children = NULL;
-		}
-		json_decref(children);
-		json_object_set_new(o, "tree", tree);
+		json_object_set_new(o, "tree", tree_node_json(m, j, 0));
+		json_object_set_new(o, "tiers", json_integer(j->tree.depth));
 	}
 	return o;
 }
@@ -162,7 +175,7 @@ json_t *mgr_switch_json(struct mgr *m, int s, bool counters)
 
 	mgr_switch_usage(m, s, &slots, &groups);
 	o = json_pack("{s:s, s:s, s:o, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:s}",
-		"name", sw->name, "role", sw->role == MGR_LEAF ? "leaf" : "spine",
+		"name", sw->name, "role", mgr_role_name(sw->role),
 		"ip", mgr_ip_json(sw->ip),
 		"state", !st->ever ? (st->up ? "unknown" : "down") : st->up ? "up" : "down",
 		"groups", (int)groups, "max_groups", (int)sw->max_groups,

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * The topology file (JSON): switches with their aggregation address and
- * capacity, hosts and their leaf, leaf-spine links, tenants with their
+ * The topology file (JSON): switches (leaf, spine, super-spine) with their
+ * aggregation address and capacity, hosts and their leaf, leaf-spine and
+ * spine-super-spine links, tenants with their
  * tokens and quotas. Read with common/inca_json.h: every error names the
  * file, the field and what was expected.
  */
@@ -51,9 +52,11 @@ static int parse_switch(struct inca_json *in, struct mgr_topo *t, size_t i, json
 	if (mgr_topo_switch_by_name(t, s->name) != (int)i)
 		return inca_json_bad_at(in, "name", "'%s' is listed twice", s->name);
 	role = json_string_value(json_object_get(e, "role"));
-	if (!role || (strcmp(role, "leaf") && strcmp(role, "spine")))
-		return inca_json_bad_at(in, "role", "expected \"leaf\" or \"spine\"");
-	s->role = strcmp(role, "leaf") ? MGR_SPINE : MGR_LEAF;
+	for (s->role = MGR_LEAF; role && s->role < MGR_TIERS; s->role++)
+		if (!strcmp(role, mgr_role_name(s->role)))
+			break;
+	if (!role || s->role == MGR_TIERS)
+		return inca_json_bad_at(in, "role", "expected \"leaf\", \"spine\" or \"superspine\"");
 	if (mgr_parse_ip(json_string_value(json_object_get(e, "ip")), &s->ip))
 		return inca_json_bad_at(in, "ip", "expected the switch's aggregation IPv4 address");
 	for (size_t k = 0; k < i; k++)
@@ -85,20 +88,87 @@ static int parse_host(struct inca_json *in, struct mgr_topo *t, size_t i, json_t
 	return 0;
 }
 
+/* {"leaf": L, "spine": S} or {"spine": S, "superspine": X}. */
 static int parse_link(struct inca_json *in, struct mgr_topo *t, json_t *e)
 {
-	static const char *const keys[] = { "leaf", "spine", NULL };
-	struct inca_json keys_in = *in;   /* one message for both */
+	static const char *const keys[] = { "leaf", "spine", "superspine", NULL };
+	struct inca_json keys_in = *in;   /* one message for all */
+	const char *lower_key = "leaf", *upper_key = "spine";
+	enum mgr_role lower_role = MGR_LEAF;
 
-	if (!json_is_object(e) || inca_json_object(&keys_in, e, keys))
-		return inca_json_bad(in, "expected {\"leaf\": NAME, \"spine\": NAME}");
-	int l = mgr_topo_switch_by_name(t, json_string_value(json_object_get(e, "leaf")) ?: "");
-	int s = mgr_topo_switch_by_name(t, json_string_value(json_object_get(e, "spine")) ?: "");
-	if (l < 0 || t->switches[l].role != MGR_LEAF)
-		return inca_json_bad_at(in, "leaf", "expected a leaf's name");
-	if (s < 0 || t->switches[s].role != MGR_SPINE)
-		return inca_json_bad_at(in, "spine", "expected a spine's name");
-	t->link[(size_t)l * (size_t)t->nswitches + (size_t)s] = 1;
+	if (!json_is_object(e) || inca_json_object(&keys_in, e, keys) ||
+	    !json_object_get(e, "spine") ||
+	    !json_object_get(e, "leaf") == !json_object_get(e, "superspine"))
+		return inca_json_bad(in, "expected {\"leaf\": NAME, \"spine\": NAME} or "
+				     "{\"spine\": NAME, \"superspine\": NAME}");
+	if (json_object_get(e, "superspine")) {
+		lower_key = "spine";
+		upper_key = "superspine";
+		lower_role = MGR_SPINE;
+	}
+	int l = mgr_topo_switch_by_name(t, json_string_value(json_object_get(e, lower_key)) ?: "");
+	int u = mgr_topo_switch_by_name(t, json_string_value(json_object_get(e, upper_key)) ?: "");
+	if (l < 0 || t->switches[l].role != lower_role)
+		return inca_json_bad_at(in, lower_key, "expected a %s's name", lower_key);
+	if (u < 0 || t->switches[u].role != lower_role + 1)
+		return inca_json_bad_at(in, upper_key, "expected a %s's name", upper_key);
+	t->link[(size_t)l * (size_t)t->nswitches + (size_t)u] = 1;
+	return 0;
+}
+
+const char *mgr_role_name(enum mgr_role r)
+{
+	static const char *const names[] = { "leaf", "spine", "superspine" };
+	return r < MGR_TIERS ? names[r] : "?";
+}
+
+/* Per switch, its neighbours one tier up and one down, ascending. */
+static void links_unindex(struct mgr_topo *t)
+{
+	for (int s = 0; s < t->nswitches && t->up; s++)
+		free(t->up[s]);
+	for (int s = 0; s < t->nswitches && t->down; s++)
+		free(t->down[s]);
+	free(t->up);
+	free(t->down);
+	free(t->nup);
+	free(t->ndown);
+	t->up = t->down = NULL;
+	t->nup = t->ndown = NULL;
+}
+
+int mgr_topo_index_links(struct mgr_topo *t)
+{
+	size_t ns = (size_t)t->nswitches;
+
+	links_unindex(t);
+	t->up = calloc(ns, sizeof(*t->up));
+	t->down = calloc(ns, sizeof(*t->down));
+	t->nup = calloc(ns, sizeof(int));
+	t->ndown = calloc(ns, sizeof(int));
+	if (!t->up || !t->down || !t->nup || !t->ndown)
+		return -1;
+	for (size_t a = 0; a < ns; a++)
+		for (size_t b = 0; b < ns; b++)
+			if (t->link[a * ns + b]) {
+				t->nup[a]++;
+				t->ndown[b]++;
+			}
+	for (size_t s = 0; s < ns; s++) {
+		t->up[s] = malloc(sizeof(int) * (size_t)(t->nup[s] + 1));
+		t->down[s] = malloc(sizeof(int) * (size_t)(t->ndown[s] + 1));
+		if (!t->up[s] || !t->down[s])
+			return -1;
+		t->nup[s] = t->ndown[s] = 0;
+	}
+	for (size_t a = 0; a < ns; a++)
+		for (size_t b = 0; b < ns; b++)
+			if (t->link[a * ns + b]) {
+				t->up[a][t->nup[a]++] = (int)b;
+				t->down[b][t->ndown[b]++] = (int)a;
+			}
+	for (size_t s = 0; s < ns; s++)
+		t->up[s][t->nup[s]] = t->down[s][t->ndown[s]] = -1;
 	return 0;
 }
 
@@ -182,12 +252,16 @@ static int topo_parse(struct inca_json *in, struct mgr_topo *t, json_t *root)
 	a = json_object_get(root, "links");
 	inca_json_at(in, "links");
 	if (a && !json_is_array(a))
-		return inca_json_bad(in, "expected a list of {\"leaf\", \"spine\"}");
+		return inca_json_bad(in, "expected a list of {\"leaf\", \"spine\"} and "
+				     "{\"spine\", \"superspine\"}");
 	json_array_foreach(a, i, e) {
 		inca_json_at(in, "links[%zu]", i);
 		if (parse_link(in, t, e))
 			return -1;
 	}
+
+	if (mgr_topo_index_links(t))
+		return inca_json_bad(in, "out of memory");
 
 	a = json_object_get(root, "tenants");
 	if (json_is_array(a) && json_array_size(a) <= MGR_MAX_TENANTS)
@@ -231,6 +305,7 @@ void mgr_topo_free(struct mgr_topo *t)
 {
 	free(t->switches);
 	free(t->hosts);
+	links_unindex(t);
 	free(t->link);
 	memset(t, 0, sizeof(*t));
 }

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // inca-manager's topology view: polls GET /v1/topology every second and
-// draws spines, leaves and hosts in three rows, the links between them, each
+// draws super-spines (when there are any), spines, leaves and hosts in rows, the links between them, each
 // switch's state and load, and the selected job's reduction tree. Failures
 // (a switch down, a failed job) are red. Names and reasons come from the
 // manager and are only ever set as text, never as markup.
@@ -117,8 +117,14 @@ function treeOf(job, hostByIp) {
   const t = { switches: new Set(), hosts: new Map(), edges: new Set(), failed: false };
   if (!job || !job.tree) return t;
   t.failed = job.state === 'failed';
-  const root = job.tree.switch;
-  t.switches.add(root);
+  const walk = node => {
+    t.switches.add(node.switch);
+    addRanks(node.ranks, node.switch);
+    for (const c of node.children || []) {
+      t.edges.add(c.switch + '|' + node.switch);
+      walk(c);
+    }
+  };
   const addRanks = (ranks, sw) => {
     for (const r of ranks || []) {
       const h = hostByIp.get(r.ip);
@@ -128,12 +134,7 @@ function treeOf(job, hostByIp) {
       t.edges.add(h.name + '|' + sw);
     }
   };
-  addRanks(job.tree.ranks, root);
-  for (const c of job.tree.children || []) {
-    t.switches.add(c.switch);
-    t.edges.add(c.switch + '|' + root);
-    addRanks(c.ranks, c.switch);
-  }
+  walk(job.tree);
   return t;
 }
 
@@ -205,6 +206,7 @@ function renderGraph(d) {
   const tree = treeOf(job, hostByIp);
   const swState = new Map(d.switches.map(x => [x.name, x.state]));
 
+  const supers = d.switches.filter(x => x.role === 'superspine');
   const spines = d.switches.filter(x => x.role === 'spine');
   const leaves = d.switches.filter(x => x.role === 'leaf');
   // hosts per leaf; past HOSTS_DRAWN_PER_LEAF one box stands for them all
@@ -218,8 +220,9 @@ function renderGraph(d) {
   const HW = 74, HG = 10, SW = 150, SG = 30, PAD = 20;
   const colW = cols.map(c => Math.max(SW + SG, c.length * (HW + HG)));
   const width = Math.max(PAD * 2 + colW.reduce((a, b) => a + b, 0),
-                         PAD * 2 + spines.length * (SW + SG), 600);
-  const Y = { spine: 40, leaf: 190, host: 340 };
+                         PAD * 2 + Math.max(spines.length, supers.length) * (SW + SG), 600);
+  const top = supers.length ? 150 : 0;
+  const Y = { superspine: 40, spine: 40 + top, leaf: 190 + top, host: 340 + top };
   const pos = new Map();
   let x = PAD + (width - PAD * 2 - colW.reduce((a, b) => a + b, 0)) / 2;
   leaves.forEach((l, i) => {
@@ -231,6 +234,8 @@ function renderGraph(d) {
   });
   const sx = (width - spines.length * (SW + SG)) / 2 + (SW + SG) / 2;
   spines.forEach((s, i) => pos.set(s.name, { x: sx + i * (SW + SG), y: Y.spine }));
+  const xx = (width - supers.length * (SW + SG)) / 2 + (SW + SG) / 2;
+  supers.forEach((s, i) => pos.set(s.name, { x: xx + i * (SW + SG), y: Y.superspine }));
 
   svg.replaceChildren();
   svg.setAttribute('viewBox', '0 0 ' + width + ' ' + (Y.host + 60));
@@ -247,9 +252,11 @@ function renderGraph(d) {
     const inTree = tree.edges.has(key);
     return (down ? 'down ' : '') + (inTree ? 'in-tree ' : '') + (inTree && tree.failed ? 'failed' : '');
   };
-  for (const l of d.links)
-    line(l.leaf, l.spine, linkCls(l.leaf, l.spine, l.leaf + '|' + l.spine),
-         'link-' + l.leaf + '-' + l.spine);
+  for (const l of d.links) {
+    // {leaf, spine} or {spine, superspine}
+    const lo = l.leaf || l.spine, hi = l.leaf ? l.spine : l.superspine;
+    line(lo, hi, linkCls(lo, hi, lo + '|' + hi), 'link-' + lo + '-' + hi);
+  }
   cols.forEach((hs, i) => {
     const leaf = leaves[i].name;
     for (const h of hs) {

@@ -3,8 +3,9 @@
  * libFuzzer target for inca-manager's topology parser (topo.c): any bytes
  * as a topology file. No crash or leak; a refused file always says why
  * ("origin: ..."); an accepted one is consistent (every host on a leaf,
- * links only from leaves to spines) and a tree over its first hosts builds
- * or is refused cleanly.
+ * links only one tier up: leaf to spine, spine to super-spine) and a tree
+ * over its first hosts builds (a rank's leaf is its host's, every node's
+ * parent is linked to it, fan-ins add up) or is refused cleanly.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -42,7 +43,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (int a = 0; a < t.nswitches; a++)
 		for (int b = 0; b < t.nswitches; b++)
 			if (t.link[a * t.nswitches + b])
-				check(t.switches[a].role == MGR_LEAF && t.switches[b].role == MGR_SPINE);
+				check(t.switches[a].role != MGR_SUPERSPINE &&
+				      t.switches[b].role == t.switches[a].role + 1);
 	if (t.nhosts > 0) {
 		int n = t.nhosts < 64 ? t.nhosts : 64, hosts[64];
 		uint32_t *slots = calloc((size_t)t.nswitches, sizeof(*slots));
@@ -55,9 +57,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			hosts[i] = i;
 		memset(&tr, 0, sizeof(tr));
 		if (mgr_tree_build(&t, hosts, n, &load, 16, &tr, err, sizeof(err)) == 0) {
-			check(tr.root >= 0 && tr.root < t.nswitches);
+			check(tr.nnodes >= 1 && tr.nodes[0].parent == -1 && tr.nodes[0].fanin == n);
+			for (int k = 1; k < tr.nnodes; k++) {
+				const struct mgr_tree_node *nd = &tr.nodes[k];
+				check(nd->parent >= 0 && nd->parent < k);
+				check(mgr_linked(&t, nd->sw, tr.nodes[nd->parent].sw));
+			}
 			for (int i = 0; i < n; i++)
-				check(tr.leaf_of_rank[i] == t.hosts[i].leaf);
+				check(tr.nodes[tr.node_of_rank[i]].sw == t.hosts[i].leaf &&
+				      tr.nodes[tr.node_of_rank[i]].nchildren == 0);
 			mgr_tree_free(&tr);
 		}
 		free(slots);

@@ -63,6 +63,59 @@ static json_t *fat_tree(int leaves, int hosts_per_leaf, int spines, uint32_t spi
 			 "max_slots_per_switch", 16);
 }
 
+/*
+ * Three tiers: P pods of L leaves of H hosts; pod p has one spine per plane
+ * ("p<p>s<k>", linked to its pod's leaves "p<p>l<i>"); plane k has X
+ * super-spines "x<k>-<i>", each linked to spine k of every pod. Switches
+ * are listed super-spines, spines, leaves; host n sits on leaf n / H.
+ */
+static json_t *fat_tree3(int pods, int leaves, int hosts_per_leaf, int planes, int supers)
+{
+	json_t *sw = json_array(), *hs = json_array(), *ln = json_array();
+	char name[32], up[32], ip[32];
+	int k = 0;
+
+	for (int x = 0; x < planes * supers; x++, k++) {
+		snprintf(name, sizeof(name), "x%d-%d", x / supers, x % supers);
+		snprintf(ip, sizeof(ip), "10.253.%d.%d", k / 200, k % 200 + 1);
+		json_array_append_new(sw, json_pack("{s:s, s:s, s:s}", "name", name, "role",
+						    "superspine", "ip", ip));
+	}
+	for (int p = 0; p < pods; p++)
+		for (int s = 0; s < planes; s++, k++) {
+			snprintf(name, sizeof(name), "p%ds%d", p, s);
+			snprintf(ip, sizeof(ip), "10.253.%d.%d", k / 200, k % 200 + 1);
+			json_array_append_new(sw, json_pack("{s:s, s:s, s:s}", "name", name,
+							    "role", "spine", "ip", ip));
+			for (int x = 0; x < supers; x++) {
+				snprintf(up, sizeof(up), "x%d-%d", s, x);
+				json_array_append_new(ln, json_pack("{s:s, s:s}", "spine", name,
+								    "superspine", up));
+			}
+		}
+	for (int l = 0; l < pods * leaves; l++, k++) {
+		snprintf(name, sizeof(name), "p%dl%d", l / leaves, l % leaves);
+		snprintf(ip, sizeof(ip), "10.253.%d.%d", k / 200, k % 200 + 1);
+		json_array_append_new(sw, json_pack("{s:s, s:s, s:s}", "name", name, "role", "leaf",
+						    "ip", ip));
+		for (int s = 0; s < planes; s++) {
+			snprintf(up, sizeof(up), "p%ds%d", l / leaves, s);
+			json_array_append_new(ln, json_pack("{s:s, s:s}", "leaf", name, "spine", up));
+		}
+		for (int h = 0; h < hosts_per_leaf; h++) {
+			int n = l * hosts_per_leaf + h;
+			char hn[32];
+			snprintf(hn, sizeof(hn), "h%d", n);
+			snprintf(ip, sizeof(ip), "10.%d.%d.%d", 1 + n / 65536, (n / 256) % 256, n % 256);
+			json_array_append_new(hs, json_pack("{s:s, s:s, s:s}", "name", hn, "ip", ip,
+							    "leaf", name));
+		}
+	}
+	return json_pack("{s:o, s:o, s:o, s:[{s:s, s:s, s:i}]}", "switches", sw, "hosts", hs,
+			 "links", ln, "tenants", "name", "a", "token", DIGEST_A,
+			 "max_slots_per_switch", 64);
+}
+
 static void topo_from(struct mgr_topo *t, json_t *j)
 {
 	char err[256];
@@ -98,7 +151,7 @@ static void test_topology_errors(void **state)
 		"t.json: switches[1].name: 'l1' is listed twice");
 	assert_string_equal(topo_error(
 		"{\"switches\": [{\"name\": \"l1\", \"role\": \"core\", \"ip\": \"10.0.0.1\"}]}"),
-		"t.json: switches[0].role: expected \"leaf\" or \"spine\"");
+		"t.json: switches[0].role: expected \"leaf\", \"spine\" or \"superspine\"");
 	assert_string_equal(topo_error(
 		"{\"switches\": [{\"name\": \"l1\", \"role\": \"leaf\", \"ip\": \"10.0.0.1\", "
 		"\"max_slots\": 0}]}"),
@@ -168,10 +221,14 @@ static void test_tree_single_leaf(void **state)
 	(void)state;
 	topo_from(&t, fat_tree(4, 4, 2, 4096));
 	assert_int_equal(mgr_tree_build(&t, hosts, 3, zero_load(&lb), 16, &tr, why, sizeof(why)), 0);
-	assert_string_equal(t.switches[tr.root].name, "leaf3");
-	assert_int_equal(tr.nleaves, 0);
+	assert_int_equal(tr.nnodes, 1);
+	assert_int_equal(tr.depth, 1);
+	assert_string_equal(t.switches[tr.nodes[0].sw].name, "leaf3");
+	assert_int_equal(tr.nodes[0].parent, -1);
+	assert_int_equal(tr.nodes[0].fanin, 3);
+	assert_int_equal(tr.nodes[0].nchildren, 0);
 	for (int r = 0; r < 3; r++) {
-		assert_int_equal(tr.leaf_of_rank[r], tr.root);
+		assert_int_equal(tr.node_of_rank[r], 0);
 		assert_int_equal(tr.index_in_leaf[r], r);
 	}
 	mgr_tree_free(&tr);
@@ -193,16 +250,25 @@ static void test_tree_two_level_balanced(void **state)
 	l->slots[0] = 100;       /* spine0 busier than spine1 */
 	l->slots[1] = 50;
 	assert_int_equal(mgr_tree_build(&t, hosts, 5, l, 16, &tr, why, sizeof(why)), 0);
-	assert_string_equal(t.switches[tr.root].name, "spine1");
-	assert_int_equal(tr.nleaves, 4);
+	assert_string_equal(t.switches[tr.nodes[0].sw].name, "spine1");
+	assert_int_equal(tr.nnodes, 5);
+	assert_int_equal(tr.depth, 2);
+	assert_int_equal(tr.nodes[0].fanin, 5);
+	assert_int_equal(tr.nodes[0].nchildren, 4);
 	const char *want[] = { "leaf0", "leaf1", "leaf2", "leaf7" };
 	const int fanin[] = { 2, 1, 1, 1 };
 	for (int i = 0; i < 4; i++) {
-		assert_string_equal(t.switches[tr.leaves[i]].name, want[i]);
-		assert_int_equal(tr.leaf_fanin[i], fanin[i]);
+		assert_string_equal(t.switches[tr.nodes[1 + i].sw].name, want[i]);
+		assert_int_equal(tr.nodes[1 + i].fanin, fanin[i]);
+		assert_int_equal(tr.nodes[1 + i].parent, 0);
+		assert_int_equal(tr.nodes[1 + i].child_index, i);
 	}
 	/* ranks 1 and 3 share leaf0: member indices 0 and 1 there */
-	assert_int_equal(tr.leaf_of_rank[1], tr.leaf_of_rank[3]);
+	assert_int_equal(tr.node_of_rank[1], 1);
+	assert_int_equal(tr.node_of_rank[3], 1);
+	assert_int_equal(tr.node_of_rank[4], 4);
+	assert_int_equal(mgr_tree_child_toward(&tr, 0, 4), 4);
+	assert_int_equal(mgr_tree_child_toward(&tr, 2, 4), -1);
 	assert_int_equal(tr.index_in_leaf[1], 0);
 	assert_int_equal(tr.index_in_leaf[3], 1);
 	assert_int_equal(tr.index_in_leaf[0], 0);
@@ -210,7 +276,7 @@ static void test_tree_two_level_balanced(void **state)
 	/* equal load: the first by name order */
 	l->slots[1] = 100;
 	assert_int_equal(mgr_tree_build(&t, hosts, 5, l, 16, &tr, why, sizeof(why)), 0);
-	assert_string_equal(t.switches[tr.root].name, "spine0");
+	assert_string_equal(t.switches[tr.nodes[0].sw].name, "spine0");
 	mgr_tree_free(&tr);
 	mgr_topo_free(&t);
 }
@@ -243,6 +309,7 @@ static void test_tree_refusals(void **state)
 	memset(t.link, 0, (size_t)t.nswitches * (size_t)t.nswitches);
 	t.link[2 * t.nswitches + 0] = 1;    /* leaf0 - spine0 */
 	t.link[3 * t.nswitches + 1] = 1;    /* leaf1 - spine1 */
+	assert_int_equal(mgr_topo_index_links(&t), 0);
 	assert_int_equal(mgr_tree_build(&t, hosts, 2, l, 16, &tr, why, sizeof(why)), -1);
 	assert_string_equal(why, "no spine is linked to all 2 leaves of the job");
 	mgr_topo_free(&t);
@@ -272,17 +339,106 @@ static void test_tree_4096_hosts(void **state)
 	for (int s = 0; s < 16; s++)
 		l->slots[s] = (uint32_t)(100 + (s == 11 ? 0 : 50));
 	assert_int_equal(mgr_tree_build(&t, hosts, 4096, l, 64, &tr, why, sizeof(why)), 0);
-	assert_string_equal(t.switches[tr.root].name, "spine11");
-	assert_int_equal(tr.nleaves, 64);
+	assert_string_equal(t.switches[tr.nodes[0].sw].name, "spine11");
+	assert_int_equal(tr.nnodes, 65);
 	int seen[64] = { 0 };
 	for (int i = 0; i < 64; i++)
-		assert_int_equal(tr.leaf_fanin[i], 64);
+		assert_int_equal(tr.nodes[1 + i].fanin, 64);
 	for (int r = 0; r < 4096; r++) {
-		int leaf = tr.leaf_of_rank[r] - 16;
+		int leaf = tr.nodes[tr.node_of_rank[r]].sw - 16;
 		assert_int_equal(leaf, hosts[r] / 64);
 		assert_int_equal(tr.index_in_leaf[r], seen[leaf]++);
 	}
 	mgr_tree_free(&tr);
+	mgr_topo_free(&t);
+}
+
+static const char *sw_name(const struct mgr_topo *t, const struct mgr_tree *tr, int node)
+{
+	return t->switches[tr->nodes[node].sw].name;
+}
+
+static void test_tree_three_tiers(void **state)
+{
+	struct mgr_topo t;
+	struct mgr_tree tr;
+	struct loadbuf lb;
+	struct mgr_load *l;
+	char why[200];
+	/* 4 pods of 2 leaves of 4 hosts, 2 planes of 2 super-spines:
+	 * x0-0 x0-1 x1-0 x1-1 (0..3), p0s0 p0s1 ... p3s1 (4..11), p0l0 ... (12..19) */
+	int pod0[3] = { 0, 6, 1 };            /* p0l0, p0l1, p0l0 */
+	int hosts[4] = { 17, 1, 5, 2 };       /* p2l0, p0l0, p0l1, p0l0 */
+
+	(void)state;
+	topo_from(&t, fat_tree3(4, 2, 4, 2, 2));
+	assert_int_equal(t.nswitches, 20);
+	l = zero_load(&lb);
+	/* one pod: two tiers, its less loaded spine */
+	l->slots[4] = 10;                     /* p0s0 */
+	assert_int_equal(mgr_tree_build(&t, pod0, 3, l, 16, &tr, why, sizeof(why)), 0);
+	assert_int_equal(tr.depth, 2);
+	assert_int_equal(tr.nnodes, 3);
+	assert_string_equal(sw_name(&t, &tr, 0), "p0s1");
+	mgr_tree_free(&tr);
+
+	/* two pods: the least loaded super-spine, the spines of its plane */
+	l->slots[0] = 30;
+	l->slots[1] = 20;
+	l->slots[2] = 10;
+	l->slots[3] = 40;
+	assert_int_equal(mgr_tree_build(&t, hosts, 4, l, 16, &tr, why, sizeof(why)), 0);
+	assert_int_equal(tr.depth, 3);
+	assert_int_equal(tr.nnodes, 6);
+	const char *want[] = { "x1-0", "p0s1", "p2s1", "p0l0", "p0l1", "p2l0" };
+	const int parent[] = { -1, 0, 0, 1, 1, 2 }, child[] = { -1, 0, 1, 0, 1, 0 };
+	const int fanin[] = { 4, 3, 1, 2, 1, 1 }, nchildren[] = { 2, 2, 1, 0, 0, 0 };
+	for (int i = 0; i < 6; i++) {
+		assert_string_equal(sw_name(&t, &tr, i), want[i]);
+		assert_int_equal(tr.nodes[i].parent, parent[i]);
+		assert_int_equal(tr.nodes[i].child_index, child[i]);
+		assert_int_equal(tr.nodes[i].fanin, fanin[i]);
+		assert_int_equal(tr.nodes[i].nchildren, nchildren[i]);
+	}
+	const int node_of[] = { 5, 3, 4, 3 }, index_of[] = { 0, 0, 0, 1 };
+	for (int r = 0; r < 4; r++) {
+		assert_int_equal(tr.node_of_rank[r], node_of[r]);
+		assert_int_equal(tr.index_in_leaf[r], index_of[r]);
+	}
+	assert_int_equal(mgr_tree_child_toward(&tr, 0, 0), 2);
+	assert_int_equal(mgr_tree_child_toward(&tr, 0, 1), 1);
+	assert_int_equal(mgr_tree_child_toward(&tr, 1, 2), 4);
+	assert_int_equal(mgr_tree_child_toward(&tr, 2, 2), -1);
+	mgr_tree_free(&tr);
+
+	/* that super-spine down: the next least loaded, its plane's spines */
+	l->down[2] = true;
+	assert_int_equal(mgr_tree_build(&t, hosts, 4, l, 16, &tr, why, sizeof(why)), 0);
+	assert_string_equal(sw_name(&t, &tr, 0), "x0-1");
+	assert_string_equal(sw_name(&t, &tr, 1), "p0s0");
+	assert_string_equal(sw_name(&t, &tr, 2), "p2s0");
+	mgr_tree_free(&tr);
+
+	/* and pod 0's plane-0 spine full: plane 0 cannot carry p0l0 */
+	l->slots[4] = 65536 - 8;
+	assert_int_equal(mgr_tree_build(&t, hosts, 4, l, 16, &tr, why, sizeof(why)), 0);
+	assert_string_equal(sw_name(&t, &tr, 0), "x1-1");
+	assert_string_equal(sw_name(&t, &tr, 1), "p0s1");
+	assert_string_equal(sw_name(&t, &tr, 2), "p2s1");
+	mgr_tree_free(&tr);
+
+	/* no super-spine left */
+	l->down[0] = l->down[1] = l->down[3] = true;
+	assert_int_equal(mgr_tree_build(&t, hosts, 4, l, 16, &tr, why, sizeof(why)), -1);
+	assert_string_equal(why, "no super-spine can take the group: switch x1-1 is down");
+	/* up, but spine p2s1 down and p2s0 full: nothing carries p2l0 */
+	l->down[0] = l->down[1] = l->down[2] = l->down[3] = false;
+	l->slots[4] = 0;
+	l->down[9] = true;                    /* p2s1 */
+	l->slots[8] = 65536;                  /* p2s0 */
+	assert_int_equal(mgr_tree_build(&t, hosts, 4, l, 16, &tr, why, sizeof(why)), -1);
+	assert_string_equal(why, "no super-spine can take the group: no spine under x1-1 can "
+			    "carry leaf p2l0: switch p2s1 is down");
 	mgr_topo_free(&t);
 }
 
@@ -944,6 +1100,7 @@ int main(void)
 		cmocka_unit_test(test_tree_two_level_balanced),
 		cmocka_unit_test(test_tree_refusals),
 		cmocka_unit_test(test_tree_4096_hosts),
+		cmocka_unit_test(test_tree_three_tiers),
 		cmocka_unit_test_setup_teardown(test_api_tokens_and_validation, api_setup, api_teardown),
 		cmocka_unit_test_setup_teardown(test_api_job_lifecycle, api_setup, api_teardown),
 		cmocka_unit_test_setup_teardown(test_api_qpn_ring_port, api_setup_db, api_teardown),
