@@ -32,7 +32,7 @@ int mgr_api_heartbeat(struct mgr_req *q, const struct mgr_route_args *args)
 	uint32_t applied = 0, wait_ms = 0;
 	struct inca_json in;
 	const char *e;
-	bool ready = false;
+	bool dirty = false;
 
 	if (s < 0)
 		return mgr_error(q, 404, "switch '%s' is not in the topology", name);
@@ -67,6 +67,14 @@ int mgr_api_heartbeat(struct mgr_req *q, const struct mgr_route_args *args)
 	st->ever = true;
 	st->last_seen = m->now();
 	st->applied = applied;
+	if (applied > st->version) {
+		/* ahead of this manager (its state was lost or restored from older):
+		 * move past, so the agent takes this manager's groups */
+		mgr_log("switch %s applied version %u, this manager is at %u: it takes the "
+			"manager's %u", name, applied, st->version, applied + 1);
+		st->version = applied + 1;
+		dirty = true;     /* saved below */
+	}
 	e = json_string_value(json_object_get(q->body, "error"));
 	snprintf(st->last_error, sizeof(st->last_error), "%s", e ? e : "");
 	json_decref(st->counters);
@@ -74,9 +82,9 @@ int mgr_api_heartbeat(struct mgr_req *q, const struct mgr_route_args *args)
 	for (struct mgr_job *j = m->jobs; j; j = j->next) {
 		bool before = j->state == MGR_JOB_READY;
 		mgr_job_check_ready(m, j);
-		ready |= !before && j->state == MGR_JOB_READY;
+		dirty |= !before && j->state == MGR_JOB_READY;
 	}
-	if (ready)
+	if (dirty)
 		mgr_save(m);
 	/* long-poll: a live switch is never held past half its dead time, so
 	 * liveness stays what the heartbeats' arrival says */

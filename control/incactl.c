@@ -288,8 +288,18 @@ int main(int argc, char **argv)
 		} else {
 			const char *k;
 			json_t *v;
-			json_object_foreach(cnt, k, v)
-				printf("%-24s %lld\n", k, (long long)json_integer_value(v));
+			json_object_foreach(cnt, k, v) {
+				size_t n;
+				json_t *e;
+				if (!json_is_array(v)) {
+					printf("%-24s %lld\n", k, (long long)json_integer_value(v));
+					continue;
+				}
+				printf("%-24s", k);     /* group_ids */
+				json_array_foreach(v, n, e)
+					printf(" %lld", (long long)json_integer_value(e));
+				putchar('\n');
+			}
 		}
 		goto out;
 	}

@@ -529,8 +529,11 @@ int mgr_load(struct mgr *m, char *err, size_t errlen)
 		return -1;
 	while (sqlite3_step(st) == SQLITE_ROW) {
 		int s = mgr_topo_switch_by_name(&m->topo, col_text(st, 0));
-		if (s >= 0)
-			m->sw[s].version = (uint32_t)sqlite3_column_int64(st, 1);
+		if (s < 0)
+			continue;
+		/* the reconcile: every agent takes the manager's group set again */
+		m->sw[s].saved_version = (uint32_t)sqlite3_column_int64(st, 1);
+		m->sw[s].version = m->sw[s].saved_version + 1;
 	}
 	sqlite3_finalize(st);
 	st = NULL;
@@ -549,11 +552,6 @@ int mgr_load(struct mgr *m, char *err, size_t errlen)
 	m->failures_saved = m->nfailures;
 	for (struct mgr_job *j = m->jobs; j; j = j->next)
 		njobs++;
-	/* the reconcile: every agent takes the manager's group set again */
-	for (int s = 0; s < m->topo.nswitches; s++) {
-		m->sw[s].saved_version = m->sw[s].version;
-		m->sw[s].version++;
-	}
 	m->saved_next_group_id = m->next_group_id;
 	if (exec(m, "INSERT OR IGNORE INTO meta VALUES ('format', 2)") || mgr_save(m)) {
 		snprintf(err, errlen, "%s: cannot write", m->db_path);

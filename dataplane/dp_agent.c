@@ -82,6 +82,7 @@ static json_t *counters(struct dp_switch *sw)
 			drops += w->drops[d];
 	}
 	uint64_t contributions = sw->retired.contributions, completions = sw->retired.completions;
+	json_t *ids = json_array();   /* the groups it holds: what the manager reconciles */
 	pthread_mutex_lock(&sw->ctl_lock);
 	for (uint16_t g = 0; g < sw->group_hwm; g++)
 		if (sw->groups[g].agg) {
@@ -90,8 +91,11 @@ static json_t *counters(struct dp_switch *sw)
 			agg_group_stats_sum(sw->groups[g].agg, &sum);
 			contributions += s->contributions;
 			completions += s->completions;
+			json_array_append_new(ids, json_integer(
+				agg_group_config(sw->groups[g].agg)->group_id));
 		}
 	json_object_set_new(o, "groups", json_integer(sw->ngroups));
+	json_object_set_new(o, "group_ids", ids);
 	pthread_mutex_unlock(&sw->ctl_lock);
 	json_object_set_new(o, "rx_packets", json_integer((json_int_t)rx));
 	json_object_set_new(o, "tx_packets", json_integer((json_int_t)tx));

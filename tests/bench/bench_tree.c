@@ -1,8 +1,19 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * inca-bench-tree: how long inca-manager's tree builder takes on leaf-spine
- * fat-trees (64 hosts per leaf, every leaf linked to every spine), for jobs
- * spanning the whole fabric in random rank order. Median of 101 builds.
+ * inca-bench-tree: how long inca-manager's tree builder takes.
+ *
+ *   two tiers:   64 hosts a leaf, every leaf linked to every spine
+ *   three tiers: pods of 8 leaves of 64 hosts and 4 spines (one a plane);
+ *                4 planes of 4 super-spines, plane k's linked to spine k
+ *                of every pod
+ *
+ * A full build is one job over every host in random rank order; a rebuild
+ * is one job of 512 ranks over 4 pods after the super-spine of its tree
+ * went down (what the manager does for a job on a failed switch), with the
+ * other switches loaded at random. Median and max of 101 builds; each tree
+ * is checked (the root's fan-in is the job's size, every node linked to its
+ * parent, none on a down switch) so a figure comes from a build that did
+ * the work.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +21,8 @@
 #include <time.h>
 
 #include "mgr.h"
+
+#define RUNS 101
 
 static double now(void)
 {
@@ -24,77 +37,222 @@ static int cmp(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-static void fabric(struct mgr_topo *t, int leaves, int per_leaf, int spines)
+static void add_switch(struct mgr_topo *t, int s, enum mgr_role role)
+{
+	struct mgr_switch *sw = &t->switches[s];
+
+	sw->role = role;
+	snprintf(sw->name, sizeof(sw->name), "%s%d", mgr_role_name(role), s);
+	sw->ip = 0x0aff0000u + (uint32_t)s;
+	sw->max_groups = 1024;
+	sw->max_slots = 1u << 20;
+}
+
+static void link_up(struct mgr_topo *t, int lower, int upper)
+{
+	t->link[(size_t)lower * (size_t)t->nswitches + (size_t)upper] = 1;
+}
+
+static void alloc_topo(struct mgr_topo *t, int nswitches, int nhosts)
 {
 	memset(t, 0, sizeof(*t));
-	t->nswitches = leaves + spines;
-	t->nhosts = leaves * per_leaf;
-	t->switches = calloc((size_t)t->nswitches, sizeof(*t->switches));
-	t->hosts = calloc((size_t)t->nhosts, sizeof(*t->hosts));
-	t->link = calloc((size_t)t->nswitches * (size_t)t->nswitches, 1);
-	for (int s = 0; s < t->nswitches; s++) {
-		struct mgr_switch *sw = &t->switches[s];
-		sw->role = s < spines ? MGR_SPINE : MGR_LEAF;
-		snprintf(sw->name, sizeof(sw->name), "%s%d", s < spines ? "spine" : "leaf", s);
-		sw->ip = 0x0aff0000u + (uint32_t)s;
-		sw->max_groups = 1024;
-		sw->max_slots = 1u << 20;
+	t->nswitches = nswitches;
+	t->nhosts = nhosts;
+	t->switches = calloc((size_t)nswitches, sizeof(*t->switches));
+	t->hosts = calloc((size_t)nhosts, sizeof(*t->hosts));
+	t->link = calloc((size_t)nswitches * (size_t)nswitches, 1);
+	if (!t->switches || !t->hosts || !t->link) {
+		fprintf(stderr, "inca-bench-tree: out of memory\n");
+		exit(1);
 	}
+}
+
+/* Spines first, then leaves. */
+static void two_tiers(struct mgr_topo *t, int leaves, int spines)
+{
+	alloc_topo(t, leaves + spines, leaves * 64);
+	for (int s = 0; s < t->nswitches; s++)
+		add_switch(t, s, s < spines ? MGR_SPINE : MGR_LEAF);
 	for (int l = spines; l < t->nswitches; l++)
 		for (int s = 0; s < spines; s++)
-			t->link[(size_t)l * (size_t)t->nswitches + (size_t)s] = 1;
+			link_up(t, l, s);
 	for (int h = 0; h < t->nhosts; h++) {
 		t->hosts[h].ip = 0x0a000000u + (uint32_t)h + 1;
-		t->hosts[h].leaf = spines + h / per_leaf;
+		t->hosts[h].leaf = spines + h / 64;
 	}
+}
+
+/* Super-spines (plane k: k*4 .. k*4+3), spines (pod p: 16 + 4p + k), leaves. */
+static void three_tiers(struct mgr_topo *t, int pods)
+{
+	int sup = 16, spi = 4 * pods, leaves = 8 * pods;
+
+	alloc_topo(t, sup + spi + leaves, leaves * 64);
+	for (int s = 0; s < t->nswitches; s++)
+		add_switch(t, s, s < sup ? MGR_SUPERSPINE : s < sup + spi ? MGR_SPINE : MGR_LEAF);
+	for (int p = 0; p < pods; p++)
+		for (int k = 0; k < 4; k++) {
+			int sp = sup + 4 * p + k;
+			for (int x = 0; x < 4; x++)
+				link_up(t, sp, 4 * k + x);
+			for (int l = 0; l < 8; l++)
+				link_up(t, sup + spi + 8 * p + l, sp);
+		}
+	for (int h = 0; h < t->nhosts; h++) {
+		t->hosts[h].ip = 0x0a000000u + (uint32_t)h + 1;
+		t->hosts[h].leaf = sup + spi + h / 64;
+	}
+}
+
+static void shuffle(int *v, int n)
+{
+	for (int i = n - 1; i > 0; i--) {
+		int j = rand() % (i + 1), x = v[i];
+		v[i] = v[j];
+		v[j] = x;
+	}
+}
+
+/* The tree is what it must be; exits loudly when not. */
+static void check(const struct mgr_topo *t, const struct mgr_tree *tr, int n,
+		  const struct mgr_load *load, int depth)
+{
+	bool ok = tr->nnodes >= 1 && tr->nodes[0].fanin == n && tr->depth == depth;
+
+	for (int k = 0; ok && k < tr->nnodes; k++) {
+		const struct mgr_tree_node *nd = &tr->nodes[k];
+		ok = !load->down[nd->sw] &&
+		     (k == 0 || mgr_linked(t, nd->sw, tr->nodes[nd->parent].sw));
+	}
+	if (!ok) {
+		fprintf(stderr, "inca-bench-tree: a wrong tree (%d nodes, depth %d, root fan-in %d "
+			"for %d ranks)\n", tr->nnodes, tr->depth, tr->nnodes ? tr->nodes[0].fanin : 0,
+			n);
+		exit(1);
+	}
+}
+
+static void run(const char *what, const struct mgr_topo *t, const int *hosts, int n,
+		const struct mgr_load *load, int depth)
+{
+	double us[RUNS];
+	char why[200];
+	struct mgr_tree tr;
+	int nnodes = 0;
+
+	for (int r = 0; r < RUNS; r++) {
+		double t0 = now();
+		if (mgr_tree_build(t, hosts, n, load, 64, &tr, why, sizeof(why))) {
+			fprintf(stderr, "inca-bench-tree: %s: %s\n", what, why);
+			exit(1);
+		}
+		us[r] = (now() - t0) * 1e6;
+		check(t, &tr, n, load, depth);
+		nnodes = tr.nnodes;
+		mgr_tree_free(&tr);
+	}
+	qsort(us, RUNS, sizeof(double), cmp);
+	printf("%-9s %-7s %-7d %-9d %-7d %12.1f %12.1f\n", what, depth == 3 ? "3" : "2", n,
+	       t->nswitches, nnodes, us[RUNS / 2], us[RUNS - 1]);
+}
+
+static struct mgr_load *new_load(int nswitches)
+{
+	struct mgr_load *l = calloc(1, sizeof(*l));
+
+	l->slots = calloc((size_t)nswitches, sizeof(uint32_t));
+	l->groups = calloc((size_t)nswitches, sizeof(uint32_t));
+	l->down = calloc((size_t)nswitches, sizeof(bool));
+	if (!l->slots || !l->groups || !l->down) {
+		fprintf(stderr, "inca-bench-tree: out of memory\n");
+		exit(1);
+	}
+	for (int s = 0; s < nswitches; s++)
+		l->slots[s] = (uint32_t)(rand() % 1000);
+	return l;
+}
+
+static void free_load(struct mgr_load *l)
+{
+	free(l->slots);
+	free(l->groups);
+	free(l->down);
+	free(l);
+}
+
+static void full(const struct mgr_topo *t, int depth)
+{
+	int *hosts = malloc(sizeof(int) * (size_t)t->nhosts);
+	struct mgr_load *l = new_load(t->nswitches);
+
+	for (int i = 0; i < t->nhosts; i++)
+		hosts[i] = i;
+	shuffle(hosts, t->nhosts);
+	run("build", t, hosts, t->nhosts, l, depth);
+	free(hosts);
+	free_load(l);
+}
+
+/* 512 ranks on pods 0, 5, 9, 13 (128 random hosts each); the root of their
+ * tree down, then rebuilt. */
+static void rebuild(const struct mgr_topo *t)
+{
+	static const int pods[4] = { 0, 5, 9, 13 };
+	int hosts[512], n = 0;
+	struct mgr_load *l = new_load(t->nswitches);
+	struct mgr_tree tr;
+	char why[200];
+
+	for (int p = 0; p < 4; p++) {
+		int pick[512];
+		for (int i = 0; i < 512; i++)
+			pick[i] = pods[p] * 512 + i;
+		shuffle(pick, 512);
+		for (int i = 0; i < 128; i++)
+			hosts[n++] = pick[i];
+	}
+	shuffle(hosts, n);
+	if (mgr_tree_build(t, hosts, n, l, 64, &tr, why, sizeof(why))) {
+		fprintf(stderr, "inca-bench-tree: rebuild: %s\n", why);
+		exit(1);
+	}
+	l->down[tr.nodes[0].sw] = true;
+	mgr_tree_free(&tr);
+	run("rebuild", t, hosts, n, l, 3);
+	free_load(l);
 }
 
 int main(void)
 {
-	static const int sizes[][3] = { { 4, 64, 2 }, { 16, 64, 4 }, { 64, 64, 16 }, { 64, 64, 32 } };
+	struct mgr_topo t;
 
-	printf("# tree builder on leaf-spine fat-trees, 64 hosts per leaf, job over all hosts in "
-	       "random rank order; median of 101 builds\n");
-	printf("%-8s %-7s %-7s %12s %12s\n", "hosts", "leaves", "spines", "median_us", "max_us");
-	for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
-		struct mgr_topo t;
-		int leaves = sizes[k][0], per = sizes[k][1], spines = sizes[k][2], n = leaves * per;
-		int *hosts = malloc(sizeof(int) * (size_t)n);
-		uint32_t *slots = calloc((size_t)(leaves + spines), 4);
-		uint32_t *groups = calloc((size_t)(leaves + spines), 4);
-		bool *down = calloc((size_t)(leaves + spines), 1);
-		struct mgr_load load = { slots, groups, down };
-		double t_us[101];
-		char why[200];
-
-		fabric(&t, leaves, per, spines);
-		for (int i = 0; i < n; i++)
-			hosts[i] = i;
-		srand(1);
-		for (int i = n - 1; i > 0; i--) {
-			int j = rand() % (i + 1), x = hosts[i];
-			hosts[i] = hosts[j];
-			hosts[j] = x;
-		}
-		for (int s = 0; s < spines; s++)
-			slots[s] = (uint32_t)(rand() % 1000);
-		for (int r = 0; r < 101; r++) {
-			struct mgr_tree tr;
-			double t0 = now();
-			if (mgr_tree_build(&t, hosts, n, &load, 64, &tr, why, sizeof(why))) {
-				fprintf(stderr, "inca-bench-tree: %s\n", why);
-				return 1;
-			}
-			t_us[r] = (now() - t0) * 1e6;
-			mgr_tree_free(&tr);
-		}
-		qsort(t_us, 101, sizeof(double), cmp);
-		printf("%-8d %-7d %-7d %12.1f %12.1f\n", n, leaves, spines, t_us[50], t_us[100]);
-		free(hosts);
-		free(slots);
-		free(groups);
-		free(down);
-		mgr_topo_free(&t);
-	}
+	srand(1);
+	printf("# inca-manager's tree builder: 64 hosts a leaf; two tiers: every leaf on every "
+	       "spine; three tiers: pods of 8 leaves and 4 spines, 4 planes of 4 super-spines.\n"
+	       "# build: one job over every host, random rank order; rebuild: one job of 512 "
+	       "ranks over 4 pods after its super-spine went down. Median of %d.\n", RUNS);
+	printf("%-9s %-7s %-7s %-9s %-7s %12s %12s\n", "what", "tiers", "ranks", "switches",
+	       "groups", "median_us", "max_us");
+	two_tiers(&t, 64, 16);
+	if (mgr_topo_index_links(&t))
+		return 1;
+	full(&t, 2);
+	mgr_topo_free(&t);
+	two_tiers(&t, 256, 32);
+	if (mgr_topo_index_links(&t))
+		return 1;
+	full(&t, 2);
+	mgr_topo_free(&t);
+	three_tiers(&t, 8);
+	if (mgr_topo_index_links(&t))
+		return 1;
+	full(&t, 3);
+	mgr_topo_free(&t);
+	three_tiers(&t, 32);
+	if (mgr_topo_index_links(&t))
+		return 1;
+	full(&t, 3);
+	rebuild(&t);
+	mgr_topo_free(&t);
 	return 0;
 }

@@ -465,11 +465,10 @@ static int manager_start(void)
 	return 0;
 }
 
-/* A manager on a fat-tree of 2 leaves of 2 hosts and a spine; its state in
- * an SQLite database if db. */
-static int setup(bool db)
+/* A manager on topology j (consumed); its state in an SQLite database if
+ * db. */
+static int setup_on(json_t *j, bool db)
 {
-	json_t *j = fat_tree(2, 2, 1, 64);
 	int fd;
 
 	snprintf(topo_path, sizeof(topo_path), "/tmp/inca-test-topo.XXXXXX");
@@ -492,6 +491,12 @@ static int setup(bool db)
 	return manager_start();
 }
 
+/* A manager on a fat-tree of 2 leaves of 2 hosts and a spine. */
+static int setup(bool db)
+{
+	return setup_on(fat_tree(2, 2, 1, 64), db);
+}
+
 static int api_setup(void **state)
 {
 	(void)state;
@@ -502,6 +507,13 @@ static int api_setup_db(void **state)
 {
 	(void)state;
 	return setup(true);
+}
+
+/* Three tiers: 4 pods of 2 leaves of 4 hosts, 2 planes of 2 super-spines. */
+static int api_setup_3tiers(void **state)
+{
+	(void)state;
+	return setup_on(fat_tree3(4, 2, 4, 2, 2), true);
 }
 
 static int api_teardown(void **state)
@@ -1091,6 +1103,83 @@ static void test_api_long_poll(void **state)
 	assert_string_equal(err_of(r), "wait_ms: expected 0..30000, got 40000");
 }
 
+/* A job over two pods: a three-tier tree, each switch's group (a spine's
+ * members are its leaves with their fan-in and ranks, its parent the
+ * super-spine), the tree as GET /v1/jobs/ID draws it; a restart on the
+ * database serves the same groups. */
+static void test_api_three_tiers(void **state)
+{
+	static const char *const ips[] = { "10.1.0.17", "10.1.0.1", "10.1.0.5", "10.1.0.2" };
+	json_t *r, *before, *g;
+	int q, p, v;
+
+	(void)state;
+	for (int k = 0; k < 4; k++)
+		assert_int_equal(join("j3", k, 4, ips[k], NULL, &q, &p), 200);
+	assert_int_equal(call("GET", "/v1/jobs/j3", TOK_A, NULL, &r), 200);
+	assert_string_equal(json_string_value(json_object_get(r, "state")), "programming");
+	assert_int_equal(json_integer_value(json_object_get(r, "tiers")), 3);
+	json_t *tree = json_object_get(r, "tree");
+	assert_string_equal(json_string_value(json_object_get(tree, "switch")), "x0-0");
+	json_t *c0 = json_array_get(json_object_get(tree, "children"), 0);
+	json_t *c1 = json_array_get(json_object_get(tree, "children"), 1);
+	assert_string_equal(json_string_value(json_object_get(c0, "switch")), "p0s0");
+	assert_int_equal(json_integer_value(json_object_get(c0, "fanin")), 3);
+	assert_string_equal(json_string_value(json_object_get(c1, "switch")), "p2s0");
+	json_t *l0 = json_array_get(json_object_get(c0, "children"), 0);
+	assert_string_equal(json_string_value(json_object_get(l0, "switch")), "p0l0");
+	assert_int_equal(json_array_size(json_object_get(l0, "ranks")), 2);
+	assert_int_equal(json_integer_value(json_object_get(json_array_get(
+		json_object_get(l0, "ranks"), 1), "rank")), 3);
+	json_decref(r);
+
+	assert_int_equal(call("GET", "/v1/groups", ADMIN, NULL, &before), 200);
+	/* p0s0 (10.253.0.5): members p0l0 (ranks 1, 3) and p0l1 (rank 2), parent x0-0 */
+	g = json_array_get(json_object_get(before, "p0s0"), 0);
+	assert_int_equal(json_array_size(json_object_get(before, "p0s0")), 1);
+	json_t *m0 = json_array_get(json_object_get(g, "members"), 0);
+	json_t *m1 = json_array_get(json_object_get(g, "members"), 1);
+	assert_string_equal(json_string_value(json_object_get(m0, "ip")), "10.253.0.13");
+	assert_int_equal(json_integer_value(json_object_get(m0, "fanin")), 2);
+	assert_int_equal(json_integer_value(json_array_get(json_object_get(m0, "ranks"), 0)), 1);
+	assert_int_equal(json_integer_value(json_array_get(json_object_get(m0, "ranks"), 1)), 3);
+	assert_string_equal(json_string_value(json_object_get(m1, "ip")), "10.253.0.14");
+	assert_int_equal(json_integer_value(json_object_get(m1, "fanin")), 1);
+	json_t *par = json_object_get(g, "parent");
+	assert_string_equal(json_string_value(json_object_get(par, "ip")), "10.253.0.1");
+	assert_int_equal(json_integer_value(json_object_get(par, "rank")), 0);
+	/* x0-0: members p0s0 (fan-in 3) and p2s0 (fan-in 1, rank 0), no parent */
+	g = json_array_get(json_object_get(before, "x0-0"), 0);
+	m1 = json_array_get(json_object_get(g, "members"), 1);
+	assert_string_equal(json_string_value(json_object_get(m1, "ip")), "10.253.0.9");
+	assert_int_equal(json_integer_value(json_object_get(m1, "fanin")), 1);
+	assert_int_equal(json_integer_value(json_array_get(json_object_get(m1, "ranks"), 0)), 0);
+	assert_null(json_object_get(g, "parent"));
+	/* p2l0: rank 0's host, parent p2s0 */
+	g = json_array_get(json_object_get(before, "p2l0"), 0);
+	assert_int_equal(json_array_size(json_object_get(g, "members")), 1);
+	par = json_object_get(g, "parent");
+	assert_string_equal(json_string_value(json_object_get(par, "ip")), "10.253.0.9");
+	heartbeat("p0s0", 0, &v);
+	assert_int_equal(v, 1);
+
+	/* a restart: the same groups; every version one on (the reconcile) */
+	mgr_fini(&M);
+	assert_int_equal(manager_start(), 0);
+	assert_int_equal(call("GET", "/v1/groups", ADMIN, NULL, &r), 200);
+	assert_true(json_equal(r, before));
+	json_decref(r);
+	json_decref(before);
+	heartbeat("p0s0", 1, &v);
+	assert_int_equal(v, 2);
+	/* a switch ahead of the manager (a state restored from before) */
+	heartbeat("p2s0", 7, &v);
+	assert_int_equal(v, 8);
+	assert_int_equal(call("GET", "/v1/jobs/j3", TOK_A, NULL, &r), 200);
+	assert_int_equal(json_integer_value(json_object_get(r, "tiers")), 3);
+	json_decref(r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1105,6 +1194,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_api_job_lifecycle, api_setup, api_teardown),
 		cmocka_unit_test_setup_teardown(test_api_qpn_ring_port, api_setup_db, api_teardown),
 		cmocka_unit_test_setup_teardown(test_api_long_poll, api_setup, api_teardown),
+		cmocka_unit_test_setup_teardown(test_api_three_tiers, api_setup_3tiers, api_teardown),
 		cmocka_unit_test_setup_teardown(test_api_topology, api_setup, api_teardown),
 		cmocka_unit_test_setup_teardown(test_api_rank_map, api_setup, api_teardown),
 	};
