@@ -172,7 +172,9 @@ static void send_up(struct dp_switch *sw, struct dp_worker *w, struct dp_group *
 	struct rte_mbuf *m;
 	int port, len;
 
-	port = dp_neigh_lookup(sw, p->ip, &mac);
+	/* the parent, or the gateway towards it (routed placement) */
+	uint32_t hop = dp_next_hop(sw->cfg, p->ip);
+	port = dp_neigh_lookup(sw, hop, &mac);
 	if (port < 0) {
 		/* not resolved yet: ask (at most every 100 ms); the members'
 		 * retransmissions bring the partial back here */
@@ -181,7 +183,7 @@ static void send_up(struct dp_switch *sw, struct dp_worker *w, struct dp_group *
 		w->drops[DP_DROP_NO_ROUTE]++;
 		if (now - sh->arp_tsc > sw->tsc_hz / 10) {
 			sh->arp_tsc = now;
-			dp_arp_request(sw, w, p->ip);
+			dp_arp_request(sw, w, hop);
 		}
 		return;
 	}

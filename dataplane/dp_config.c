@@ -471,9 +471,10 @@ static int parse_qos(struct inca_json *in, json_t *o, struct dp_qos_cfg *q)
 
 static int parse_switch(struct inca_json *in, json_t *sw, struct dp_config *cfg)
 {
-	static const char *const keys[] = { "ip", "result_dscp", "idle_sleep_us",
-		"idle_spin_us", "mac_age_s", "rate", "queue_kb", "impair", NULL };
+	static const char *const keys[] = { "ip", "gateway", "prefix_len", "result_dscp",
+		"idle_sleep_us", "idle_spin_us", "mac_age_s", "rate", "queue_kb", "impair", NULL };
 	const struct num_field nums[] = {
+		NUM("prefix_len", 1, 32, cfg->prefix_len),
 		NUM("result_dscp", 0, 63, cfg->result_dscp),
 		NUM("idle_sleep_us", 0, 1000000, cfg->idle_sleep_us),
 		NUM("idle_spin_us", 0, 1000000, cfg->idle_spin_us),
@@ -489,6 +490,18 @@ static int parse_switch(struct inca_json *in, json_t *sw, struct dp_config *cfg)
 	    inca_json_get_ipv4(in, sw, "ip", &cfg->switch_ip) ||
 	    get_nums(in, sw, nums, sizeof(nums) / sizeof(nums[0])))
 		return -EINVAL;
+	/* routed placement: a gateway in the switch's subnet */
+	if (json_object_get(sw, "gateway")) {
+		uint32_t mask = ~0u << (32 - cfg->prefix_len);
+		if (inca_json_get_ipv4(in, sw, "gateway", &cfg->gateway))
+			return -EINVAL;
+		if ((cfg->gateway ^ cfg->switch_ip) & mask || cfg->gateway == cfg->switch_ip)
+			return inca_json_bad_at(in, "gateway", "not another address in the "
+						"switch's subnet (ip and prefix_len, %u)",
+						cfg->prefix_len);
+	} else if (json_object_get(sw, "prefix_len")) {
+		return inca_json_bad_at(in, "prefix_len", "only with a gateway");
+	}
 	if (AT_KEY(in, sw, "impair", !json_is_string(it) ||
 		   dp_parse_impair(json_string_value(it), &cfg->impair, &where) ?
 		   inca_json_bad(in, "expected netem-style \"loss 1%% duplicate 1%% reorder "
@@ -586,6 +599,7 @@ int dp_config_load(struct dp_config *cfg, const char *path)
 
 	snprintf(cfg->path, sizeof(cfg->path), "%s", path);
 	cfg->result_dscp = 26;
+	cfg->prefix_len = 24;
 	cfg->idle_sleep_us = 0;
 	cfg->idle_spin_us = DP_IDLE_SPIN_US;
 	cfg->mac_age_s = 300;

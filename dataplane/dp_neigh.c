@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The switch as an IP host: its neighbour table (IPv4 -> MAC and port,
- * learnt from ARP, shared by the workers without locks), ARP requests for
- * a parent switch, answers to ARP for its address, and ping.
+ * learnt from ARP, shared by the workers without locks), the next hop
+ * (a parent switch itself, or the gateway when it is in another subnet),
+ * ARP requests for it, answers to ARP for its address, and ping.
  */
 #include <rte_arp.h>
 #include <rte_ethdev.h>

@@ -133,6 +133,9 @@ struct dp_group_cfg {
 struct dp_config {
 	char path[256];
 	uint32_t switch_ip;          /* host byte order */
+	uint32_t gateway;            /* routed placement: the next hop off the subnet; 0: none,
+					every address is on the switch's links */
+	uint8_t prefix_len;          /* the switch's subnet (with a gateway) */
 	uint8_t result_dscp;
 	uint32_t idle_sleep_us;      /* 0: busy poll */
 	uint32_t idle_spin_us;       /* with idle_sleep_us: poll this long after
@@ -147,6 +150,15 @@ struct dp_config {
 	uint32_t pool_mbufs;         /* mbufs per worker pool; 0: by ports (benchmark) */
 	struct dp_impair impair;
 };
+
+/* Where a frame for ip goes at L2: to ip on the switch's subnet (or with
+ * no gateway: every address is on its links), else to the gateway. */
+static inline uint32_t dp_next_hop(const struct dp_config *c, uint32_t ip)
+{
+	uint32_t mask = c->prefix_len ? ~0u << (32 - c->prefix_len) : 0;
+
+	return c->gateway && ((ip ^ c->switch_ip) & mask) ? c->gateway : ip;
+}
 
 /* Parse and validate; on error prints "FILE: FIELD: what was expected"
  * to stderr and returns -EINVAL. */
@@ -439,6 +451,7 @@ int dp_worker_main(void *arg);
 /* dp_neigh.c: the switch as an IP host */
 /* Neighbour table: what ARP told us. Returns the port or -1. */
 int dp_neigh_lookup(struct dp_switch *sw, uint32_t ip, struct rte_ether_addr *mac);
+
 /* Ask for ip's MAC on every port (ARP request). */
 void dp_arp_request(struct dp_switch *sw, struct dp_worker *w, uint32_t ip);
 /* ARP at offset off: true if consumed (for the switch, or invalid),

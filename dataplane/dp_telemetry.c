@@ -27,6 +27,13 @@ static int cmd_info(const char *cmd, const char *params, struct rte_tel_data *d)
 		 (a >> 8) & 0xff, a & 0xff);
 	rte_tel_data_start_dict(d);
 	rte_tel_data_add_dict_string(d, "switch_ip", ip);
+	if (sw->cfg->gateway) {
+		a = sw->cfg->gateway;
+		snprintf(ip, sizeof(ip), "%u.%u.%u.%u", a >> 24, (a >> 16) & 0xff,
+			 (a >> 8) & 0xff, a & 0xff);
+		rte_tel_data_add_dict_string(d, "gateway", ip);
+		rte_tel_data_add_dict_u64(d, "prefix_len", sw->cfg->prefix_len);
+	}
 	rte_tel_data_add_dict_u64(d, "ports", sw->nports);
 	rte_tel_data_add_dict_u64(d, "workers", sw->nworkers);
 	rte_tel_data_add_dict_u64(d, "groups", sw->ngroups);

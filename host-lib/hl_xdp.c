@@ -159,14 +159,43 @@ static int find_ifname(struct inca_comm *c)
 	return c->ifname[0] ? 0 : -1;
 }
 
-/* The switch's MAC from the ARP table, asking the kernel to resolve it
- * (a datagram to the discard port) when it is not there yet. */
+/* The next hop towards the switch on our interface: the gateway of the
+ * longest matching route in /proc/net/route, or the switch itself when it
+ * is on the link (routed placement: a switch in another subnet). */
+static uint32_t next_hop(const struct inca_comm *c)
+{
+	char line[256], dev[64];
+	unsigned dst, gw, flags, mask;
+	uint32_t hop = c->g.switch_ip, best = 0;
+	bool found = false;
+	FILE *f = fopen("/proc/net/route", "r");
+
+	if (!f)
+		return hop;
+	while (fgets(line, sizeof(line), f)) {
+		/* Iface Destination Gateway Flags RefCnt Use Metric Mask: network order, hex */
+		if (sscanf(line, "%63s %x %x %x %*s %*s %*s %x", dev, &dst, &gw, &flags,
+			   &mask) != 5 || strcmp(dev, c->ifname) || !(flags & 1))
+			continue;
+		uint32_t d = ntohl(dst), m = ntohl(mask);
+		if ((c->g.switch_ip & m) != d || (found && m < best))
+			continue;
+		found = true;
+		best = m;
+		hop = (flags & 2) && gw ? ntohl(gw) : c->g.switch_ip;   /* RTF_GATEWAY */
+	}
+	fclose(f);
+	return hop;
+}
+
+/* The next hop's MAC from the ARP table, asking the kernel to resolve it
+ * (a datagram to the switch's discard port) when it is not there yet. */
 static int resolve_mac(struct inca_comm *c, uint8_t mac[6])
 {
 	char ip[INET_ADDRSTRLEN], line[256];
-	struct in_addr a = { htonl(c->g.switch_ip) };
+	struct in_addr a = { htonl(c->g.switch_ip) }, hop = { htonl(next_hop(c)) };
 
-	inet_ntop(AF_INET, &a, ip, sizeof(ip));
+	inet_ntop(AF_INET, &hop, ip, sizeof(ip));
 	for (int attempt = 0; attempt < 40; attempt++) {
 		FILE *f = fopen("/proc/net/arp", "r");
 		if (f) {

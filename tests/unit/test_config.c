@@ -58,6 +58,16 @@ static void test_errors_name_the_field(void **state)
 		  ": switch.ip: expected an IPv4 address such as \"10.0.0.254\"" },
 		{ "{\"switch\":{\"ip\":\"255.255.255.255\"}}",
 		  ": switch.ip: expected a unicast IPv4 address, got 255.255.255.255" },
+		{ "{\"switch\":{\"ip\":\"10.1.1.250\",\"gateway\":\"10.1.2.254\"}}",
+		  ": switch.gateway: not another address in the switch's subnet (ip and "
+		  "prefix_len, 24)" },
+		{ "{\"switch\":{\"ip\":\"10.1.1.250\",\"gateway\":\"10.1.1.250\",\"prefix_len\":16}}",
+		  ": switch.gateway: not another address in the switch's subnet (ip and "
+		  "prefix_len, 16)" },
+		{ "{\"switch\":{\"ip\":\"10.1.1.250\",\"prefix_len\":16}}",
+		  ": switch.prefix_len: only with a gateway" },
+		{ "{\"switch\":{\"ip\":\"10.1.1.250\",\"gateway\":\"10.1.1.254\",\"prefix_len\":33}}",
+		  ": switch.prefix_len: expected 1..32, got 33" },
 		{ "{\"switch\":{\"ip\":\"10.0.0.254\"},\"grups\":[]}",
 		  ": grups: unknown field" },
 		{ "{\"switch\":{\"ip\":\"10.0.0.254\",\"rate\":\"fast\"}}",
@@ -174,6 +184,7 @@ static void test_valid_config(void **state)
 		"\"members\":[{\"ip\":\"10.1.2.4\",\"qpn\":17,\"mac\":\"02:00:00:00:00:04\"},"
 		"{\"ip\":\"10.1.2.5\",\"qpn\":18,\"fanin\":3}]}]}", &cfg), 0);
 	assert_int_equal(cfg.switch_ip, 0x0a010203);
+	assert_int_equal(cfg.gateway, 0);          /* none: every address on-link */
 	assert_int_equal(cfg.result_dscp, 46);
 	assert_int_equal(cfg.idle_sleep_us, 20);
 	assert_int_equal(cfg.idle_spin_us, 0);
@@ -230,6 +241,30 @@ static void test_valid_config(void **state)
 	dp_config_free(&cfg);
 }
 
+/* routed placement: off the subnet, frames go to the gateway */
+static void test_gateway(void **state)
+{
+	struct dp_config cfg;
+
+	(void)state;
+	assert_int_equal(load("{\"switch\":{\"ip\":\"10.1.1.250\",\"gateway\":\"10.1.1.254\"}}",
+			      &cfg), 0);
+	assert_int_equal(cfg.gateway, 0x0a0101fe);
+	assert_int_equal(cfg.prefix_len, 24);
+	assert_int_equal(dp_next_hop(&cfg, 0x0a010101), 0x0a010101);    /* 10.1.1.1 */
+	assert_int_equal(dp_next_hop(&cfg, 0x0a1f00fa), 0x0a0101fe);    /* 10.31.0.250 */
+	dp_config_free(&cfg);
+	assert_int_equal(load("{\"switch\":{\"ip\":\"10.1.1.250\",\"gateway\":\"10.1.0.1\","
+			      "\"prefix_len\":16}}", &cfg), 0);
+	assert_int_equal(dp_next_hop(&cfg, 0x0a0102fa), 0x0a0102fa);    /* 10.1.2.250 */
+	assert_int_equal(dp_next_hop(&cfg, 0x0a1f00fa), 0x0a010001);
+	dp_config_free(&cfg);
+	/* no gateway: everything on-link */
+	assert_int_equal(load("{\"switch\":{\"ip\":\"10.1.1.250\"}}", &cfg), 0);
+	assert_int_equal(dp_next_hop(&cfg, 0x0a1f00fa), 0x0a1f00fa);
+	dp_config_free(&cfg);
+}
+
 static void test_impair(void **state)
 {
 	struct dp_impair im;
@@ -283,6 +318,7 @@ int main(void)
 		cmocka_unit_test(test_valid_config),
 		cmocka_unit_test(test_rates),
 		cmocka_unit_test(test_impair),
+		cmocka_unit_test(test_gateway),
 	};
 	return cmocka_run_group_tests_name("config", tests, NULL, NULL);
 }
