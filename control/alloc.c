@@ -65,7 +65,8 @@ static uint32_t random_qkey(void)
 	return k & 0x7fffffffu;   /* the high bit means a privileged Q_Key */
 }
 
-/* All ranks are in: tree, quota, slots, groups. 0 or -1 with j->reason. */
+/* All ranks are in: tree, quota, slots, groups (a new group id); the job
+ * programming. 0, or -1 with j->reason and no groups. */
 int mgr_job_allocate(struct mgr *m, struct mgr_job *j)
 {
 	int ns = m->topo.nswitches, *hosts = malloc(sizeof(int) * (size_t)j->size);
@@ -135,7 +136,6 @@ out:
 		free(j->groups);
 		j->groups = NULL;
 		j->ngroups = 0;
-		j->state = MGR_JOB_FAILED;
 	}
 	free(hosts);
 	free(slots);

@@ -75,6 +75,8 @@ static const struct route routes[] = {
 	{ "POST",   "/v1/jobs/{id}/renew",              mgr_api_job_renew, true },
 	{ "GET",    "/v1/jobs/{id}/ranks/{rank}",       mgr_api_rank, true },
 	{ "POST",   "/v1/jobs/{id}/ranks/{rank}/leave", mgr_api_rank_leave, true },
+	{ "POST",   "/v1/jobs/{id}/ranks/{rank}/ack",   mgr_api_rank_ack, true },
+	{ "POST",   "/v1/jobs/{id}/ranks/{rank}/stall", mgr_api_rank_stall, true },
 };
 
 /* Copy one path segment (up to '/' or the end) of at most max bytes;
@@ -145,7 +147,7 @@ static int token_tenant(struct mgr *m, const char *token)
 	return -2;
 }
 
-/* Split "?wait_ms=N" off path into pbuf. 0, or an HTTP status. */
+/* Split "?wait_ms=N&plan_ver=V" off path into pbuf. 0, or an HTTP status. */
 static int read_query(struct mgr_req *q, const char **path, char *pbuf, size_t size)
 {
 	const char *query = strchr(*path, '?');
@@ -159,10 +161,19 @@ static int read_query(struct mgr_req *q, const char **path, char *pbuf, size_t s
 	memcpy(pbuf, *path, len);
 	pbuf[len] = 0;
 	*path = pbuf;
-	/* the query: only wait_ms (a rank's state request may be held) */
+	/* the query: wait_ms (a rank's state request and a heartbeat may be
+	 * held), plan_ver (a rank's: held until the plan moves on from it) */
 	for (const char *p = query + 1; *p; p += strcspn(p, "&"), p += *p == '&') {
 		char *end;
 
+		if (!strncmp(p, "plan_ver=", 9)) {
+			errno = 0;
+			unsigned long v = strtoul(p + 9, &end, 10);
+			if (errno || end == p + 9 || (*end && *end != '&') || v > UINT32_MAX)
+				return mgr_error(q, 400, "plan_ver: expected a version number");
+			q->plan_ver = (long long)v;
+			continue;
+		}
 		if (strncmp(p, "wait_ms=", 8))
 			continue;
 		errno = 0;
@@ -208,7 +219,7 @@ static int dispatch(struct mgr_req *q, const char *method, const char *path)
 int mgr_api(struct mgr *m, const char *method, const char *path, const char *token,
 	    const char *body, char **resp, const char **ctype)
 {
-	struct mgr_req q = { .m = m, .tenant = -2, .resp = resp, .ctype = ctype };
+	struct mgr_req q = { .m = m, .tenant = -2, .resp = resp, .ctype = ctype, .plan_ver = -1 };
 	char pbuf[256];
 	json_error_t jerr;
 	int status;

@@ -18,6 +18,7 @@ struct mgr_req {
 	int tenant;          /* -1: admin */
 	json_t *body;        /* NULL: none */
 	long wait_ms;        /* ?wait_ms= (long-poll) */
+	long long plan_ver;  /* ?plan_ver=; -1: none */
 	char **resp;
 	const char **ctype;
 };
@@ -33,6 +34,7 @@ bool mgr_may_touch(const struct mgr_req *q, const struct mgr_job *j);
 json_t *mgr_ip_json(uint32_t ip);
 json_t *mgr_switch_groups_json(struct mgr *m, int s);
 json_t *mgr_rank_json(struct mgr *m, struct mgr_job *j, int r);
+json_t *mgr_plan_json(const struct mgr_job *j);
 json_t *mgr_job_json(struct mgr *m, struct mgr_job *j, bool detail);
 json_t *mgr_switch_json(struct mgr *m, int s, bool counters);
 json_t *mgr_failures_json(struct mgr *m, unsigned n);
@@ -50,7 +52,8 @@ struct mgr_route_args {
 typedef int mgr_handler(struct mgr_req *q, const struct mgr_route_args *a);
 /* api_jobs.c */
 mgr_handler mgr_api_jobs, mgr_api_register, mgr_api_job_show, mgr_api_job_delete,
-	mgr_api_job_renew, mgr_api_rank, mgr_api_rank_leave;
+	mgr_api_job_renew, mgr_api_rank, mgr_api_rank_leave, mgr_api_rank_ack,
+	mgr_api_rank_stall;
 /* api_switches.c */
 mgr_handler mgr_api_heartbeat, mgr_api_switches, mgr_api_groups, mgr_api_topology,
 	mgr_api_failures;

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The jobs' routes: a rank registers (the job is created with its first
- * rank; when all are in, alloc.c builds its tree), asks for its group
- * (held until the job is ready or failed), renews the lease, leaves; a
+ * rank; when all are in, plans.c gives it its first plan: its tree, or the
+ * host ring), asks for its group and plan (held until the job is ready or
+ * on the ring, or until its plan moves on), acknowledges a new plan or
+ * says its tree stopped answering (plans.c), renews the lease, leaves; a
  * job is listed, shown and deleted.
  */
 #include <stdio.h>
@@ -77,7 +79,7 @@ int mgr_api_register(struct mgr_req *q, const struct mgr_route_args *args)
 				     m->topo.tenants[j->tenant].name);
 		if ((int)size != j->size)
 			return mgr_error(q, 409, "job %s has size %d, not %u", id, j->size, size);
-		if (j->state == MGR_JOB_FAILED)
+		if (j->state == MGR_JOB_FAILED)      /* only saved by an older manager */
 			return mgr_error(q, 409, "job %s failed: %s (delete it and create it again)",
 				     id, j->reason);
 		/* registering again keeps what the rank was given */
@@ -140,48 +142,100 @@ int mgr_api_register(struct mgr_req *q, const struct mgr_route_args *args)
 	int n = 0;
 	for (int r = 0; r < j->size; r++)
 		n += j->ranks[r].registered;
+	/* all in: the first plan, its tree or (refused, full, no path) the
+	 * host ring, which is a warning for the ranks, not an error */
 	if (n == j->size && j->state == MGR_JOB_WAITING) {
 		j->registered_at = m->now();
-		if (mgr_job_allocate(m, j))
-			mgr_failure(m, j->id, "job failed: %s", j->reason);
+		mgr_job_replan(m, j, false);
 	}
 	mgr_job_check_ready(m, j);
 	mgr_save(m);
 	json_t *o = mgr_job_json(m, j, false);
 	json_object_set_new(o, "qpn", json_integer(qpn));
 	json_object_set_new(o, "ring_port", json_integer(ring_port));
-	/* a refusal says why where every refusal does, besides the job */
-	if (j->state == MGR_JOB_FAILED)
-		json_object_set_new(o, "error", json_string(j->reason[0] ? j->reason : "job failed"));
-	return mgr_reply(q, j->state == MGR_JOB_FAILED ? 409 : 200, o);
+	return mgr_reply(q, 200, o);
 }
 
-/* A rank's state request is answered once its job is ready, failed or gone. */
+/* A rank's state request is answered once its job is ready, on the ring,
+ * failed or gone; with plan_ver, once the plan moved on from it. */
+struct rank_wait {
+	const char *id;
+	long long plan_ver;
+};
+
 static bool job_settled(struct mgr *m, const void *arg)
 {
-	struct mgr_job *j = mgr_job_find(m, arg);
+	const struct rank_wait *w = arg;
+	struct mgr_job *j = mgr_job_find(m, w->id);
 
 	if (j)
 		mgr_job_check_ready(m, j);
-	return !j || j->state == MGR_JOB_READY || j->state == MGR_JOB_FAILED;
+	if (!j)
+		return true;
+	if (w->plan_ver >= 0)
+		return j->plan_ver != (uint32_t)w->plan_ver;
+	return j->state == MGR_JOB_READY || j->state == MGR_JOB_RING ||
+	       j->state == MGR_JOB_FAILED;
 }
 
 int mgr_api_rank(struct mgr_req *q, const struct mgr_route_args *a)
 {
 	const char *id = a->id;
 	int r = (int)a->rank;
+	struct rank_wait w = { id, q->plan_ver };
 	struct mgr_job *j;
 	json_t *o;
 
-	mgr_hold(q->m, q->wait_ms, job_settled, id);
+	mgr_hold(q->m, q->wait_ms, job_settled, &w);
 	/* held: the job may have gone, or come back as another */
 	j = mgr_job_find(q->m, id);
 	if (!j || r >= j->size || !mgr_may_touch(q, j))
 		return mgr_error(q, 404, "job %s was deleted while the request waited", id);
-	o = json_pack("{s:s, s:s}", "state", mgr_job_state_name(j->state), "reason", j->reason);
+	o = json_pack("{s:s, s:s, s:o}", "state", mgr_job_state_name(j->state), "reason",
+		      j->reason, "plan", mgr_plan_json(j));
 	if (j->state == MGR_JOB_READY)
 		json_object_set_new(o, "group", mgr_rank_json(q->m, j, r));
 	return mgr_reply(q, 200, o);
+}
+
+/* {plan, next, first, keep}: where the rank is as it takes the new plan. */
+int mgr_api_rank_ack(struct mgr_req *q, const struct mgr_route_args *a)
+{
+	uint32_t plan, next, first, keep;
+	struct inca_json in;
+	char why[300];
+	int st;
+
+	inca_json_init(&in, NULL);
+	if (!json_is_object(q->body) ||
+	    inca_json_get_u32(&in, q->body, "plan", 1, UINT32_MAX, &plan) ||
+	    inca_json_get_u32(&in, q->body, "next", 0, UINT32_MAX, &next) ||
+	    inca_json_get_u32(&in, q->body, "first", 0, UINT32_MAX, &first) ||
+	    inca_json_get_u32(&in, q->body, "keep", 0, UINT32_MAX, &keep))
+		return mgr_error(q, 400, "%s", json_is_object(q->body) ? in.msg :
+				 "body: expected {plan, next, first, keep}");
+	st = mgr_job_ack(q->m, a->job, (int)a->rank, plan, next, first, keep, why, sizeof(why));
+	if (st)
+		return mgr_error(q, st, "%s", why);
+	mgr_save(q->m);
+	return mgr_reply(q, 200, json_pack("{s:o}", "plan", mgr_plan_json(a->job)));
+}
+
+/* {plan, ms}: the rank saw no results from its tree for ms. */
+int mgr_api_rank_stall(struct mgr_req *q, const struct mgr_route_args *a)
+{
+	uint32_t plan, ms;
+	struct inca_json in;
+
+	inca_json_init(&in, NULL);
+	if (!json_is_object(q->body) ||
+	    inca_json_get_u32(&in, q->body, "plan", 1, UINT32_MAX, &plan) ||
+	    inca_json_get_u32(&in, q->body, "ms", 0, UINT32_MAX, &ms))
+		return mgr_error(q, 400, "%s", json_is_object(q->body) ? in.msg :
+				 "body: expected {plan, ms}");
+	mgr_job_stall(q->m, a->job, (int)a->rank, plan, ms);
+	mgr_save(q->m);
+	return mgr_reply(q, 200, json_pack("{s:o}", "plan", mgr_plan_json(a->job)));
 }
 
 int mgr_api_jobs(struct mgr_req *q, const struct mgr_route_args *a)

@@ -58,6 +58,7 @@ int mgr_api_heartbeat(struct mgr_req *q, const struct mgr_route_args *args)
 		}
 	}
 	if (!st->up || !st->ever) {
+		m->capacity_gen++;          /* jobs on the ring may have a tree again */
 		mgr_log("switch %s %s", name,
 			st->ever ? "is back" : "registered");
 		if (!st->up)

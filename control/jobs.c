@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Jobs' lives: found by id, ready once every switch of the tree applied
- * its groups, failed when a switch of the tree stops heartbeating, removed
- * when deleted, left by every rank or not renewed (mgr_tick). Allocation
- * is alloc.c's; what a request sees of a job is render.c's.
+ * its groups, a new plan when a switch of the tree stops heartbeating
+ * (plans.c), removed when deleted, left by every rank or not renewed
+ * (mgr_tick). Allocation is alloc.c's; what a request sees of a job is
+ * render.c's.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +31,8 @@ void mgr_job_teardown(struct mgr *m, struct mgr_job *j)
 		}
 	for (int g = 0; g < j->ngroups; g++)
 		m->sw[j->groups[g].sw].version++;
+	if (j->ngroups)
+		m->capacity_gen++;
 	mgr_persist_gone(m, j->id);
 	mgr_job_free(j);
 	mgr_changed(m);
@@ -43,11 +46,17 @@ void mgr_job_check_ready(struct mgr *m, struct mgr_job *j)
 		if (m->sw[j->groups[g].sw].applied < j->groups[g].version)
 			return;
 	j->state = MGR_JOB_READY;
+	j->plan_ver++;
 	j->ready_at = m->now();
 	mgr_changed(m);
-	mgr_log("job %s ready: group %u on %d switch%s, %.1f ms after the last rank "
-		"registered", j->id, j->group_id, j->ngroups, j->ngroups > 1 ? "es" : "",
-		(j->ready_at - j->registered_at) * 1000.0);
+	if (j->plan <= 1)
+		mgr_log("job %s ready: group %u on %d switch%s, %.1f ms after the last rank "
+			"registered", j->id, j->group_id, j->ngroups, j->ngroups > 1 ? "es" : "",
+			(j->ready_at - j->registered_at) * 1000.0);
+	else
+		mgr_log("job %s ready (plan %u): group %u on %d switch%s, %.1f ms after the plan",
+			j->id, j->plan, j->group_id, j->ngroups, j->ngroups > 1 ? "es" : "",
+			j->plan_at ? (j->ready_at - j->plan_at) * 1000.0 : 0.0);
 }
 
 void mgr_tick(struct mgr *m)
@@ -72,21 +81,23 @@ void mgr_tick(struct mgr *m)
 		}
 		mgr_failure(m, m->topo.switches[s].name, "switch down: no heartbeat for %.0f ms",
 			(now - since) * 1000.0);
+		/* its jobs: a tree that avoids it, else the host ring */
 		for (struct mgr_job *j = m->jobs; j; j = j->next) {
-			if (j->state == MGR_JOB_FAILED)
-				continue;
+			bool on = false;
 			for (int g = 0; g < j->ngroups; g++)
-				if (j->groups[g].sw == s) {
-					j->state = MGR_JOB_FAILED;
-					snprintf(j->reason, sizeof(j->reason), "switch %s of its tree "
-						 "is down (no heartbeat for %.0f ms)",
-						 m->topo.switches[s].name, (now - since) * 1000.0);
-					mgr_failure(m, j->id, "job failed: %s", j->reason);
-					break;
-				}
+				on |= j->groups[g].sw == s;
+			if (!on)
+				continue;
+			mgr_job_release(m, j);
+			mgr_job_replan(m, j, true);
+			if (!j->plan_ring)
+				mgr_log("job %s: switch %s down: a new tree (plan %u, group %u on %d "
+					"switch%s)", j->id, m->topo.switches[s].name, j->plan,
+					j->group_id, j->ngroups, j->ngroups > 1 ? "es" : "");
 		}
 		dirty = true;
 	}
+	dirty |= mgr_jobs_retry(m);
 	for (struct mgr_job *j = m->jobs, *next; j; j = next) {
 		next = j->next;
 		if (j->lease_until && now > j->lease_until) {

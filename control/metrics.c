@@ -49,6 +49,13 @@ int mgr_api_metrics(struct mgr_req *q, const struct mgr_route_args *a)
 	P("# HELP inca_manager_tree_builds_total Trees built.\n"
 	  "# TYPE inca_manager_tree_builds_total counter\ninca_manager_tree_builds_total %llu\n",
 	  (unsigned long long)m->tree_builds);
+	P("# HELP inca_manager_plans_total Plans made for jobs: their tree, or the host ring.\n"
+	  "# TYPE inca_manager_plans_total counter\n"
+	  "inca_manager_plans_total{mode=\"tree\"} %llu\ninca_manager_plans_total{mode=\"ring\"} %llu\n",
+	  (unsigned long long)m->plans_tree, (unsigned long long)m->plans_ring);
+	P("# HELP inca_manager_tree_rebuilds_total New trees for jobs whose tree lost a switch.\n"
+	  "# TYPE inca_manager_tree_rebuilds_total counter\ninca_manager_tree_rebuilds_total %llu\n",
+	  (unsigned long long)m->rebuilds);
 	P("# HELP inca_manager_tree_build_seconds_max Longest tree build.\n"
 	  "# TYPE inca_manager_tree_build_seconds_max gauge\n"
 	  "inca_manager_tree_build_seconds_max %.9f\n", m->tree_build_s_max);

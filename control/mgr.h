@@ -155,7 +155,11 @@ int mgr_tree_child_toward(const struct mgr_tree *tr, int node, int r);
 
 /* ---- the manager's state ---- */
 
-enum mgr_job_state { MGR_JOB_WAITING, MGR_JOB_PROGRAMMING, MGR_JOB_READY, MGR_JOB_FAILED };
+/* waiting for its ranks; its tree being programmed; ready (in-network);
+ * failed (kept for its reason: only states saved by an older manager);
+ * on the host ring (no tree: refused, full, no path, down). */
+enum mgr_job_state { MGR_JOB_WAITING, MGR_JOB_PROGRAMMING, MGR_JOB_READY, MGR_JOB_FAILED,
+		     MGR_JOB_RING };
 
 struct mgr_rank {
 	bool registered, left;
@@ -163,6 +167,10 @@ struct mgr_rank {
 	uint32_t ring_ip;            /* the fallback ring's network; 0: ip */
 	uint32_t ring_port;          /* unique on the ring's address; 0: none (old state) */
 	int host;
+	/* its answer to the job's plan (plans.c): the plan it acknowledged,
+	 * the next collective it would start, the first it has not completed,
+	 * the first it can replay (its inputs kept) */
+	uint32_t ack_plan, ack_next, ack_first, ack_keep;
 };
 
 /* What the manager hands out per host address when a rank does not ask:
@@ -196,6 +204,23 @@ struct mgr_job {
 	struct mgr_tree tree;
 	bool have_tree;
 	double created, lease_until, ready_at, registered_at;
+	/*
+	 * The plan (plans.c, docs/manager.md "Plans"): where the collectives
+	 * run, epoch `plan` (1 the first; 0: none yet), on its tree or on the
+	 * ranks' host ring. A new plan takes effect at the cut, agreed by
+	 * every rank: the collectives before cut_seq run on the ring (the old
+	 * plan was the ring, or a tree that died: plan_dead, the ranks replay
+	 * from cut_from, the first one not every rank completed), those from
+	 * cut_seq on on this plan. Plan 1 needs no cut.
+	 */
+	uint32_t plan;
+	bool plan_ring, plan_dead, cut_done;
+	uint32_t cut_seq, cut_from;
+	uint32_t plan_ver;           /* moves on with every change ranks wait for */
+	char cut_error[200];         /* the cut cannot be made: why */
+	double retry_at;             /* on the ring after a stall: a tree not before */
+	uint64_t retry_gen;          /* capacity_gen at its last try for a tree */
+	double plan_at;              /* when the plan was made (not saved) */
 	uint64_t saved_sig;          /* persist.c: what its rows hold; 0: no rows */
 	struct mgr_job *next;
 };
@@ -242,6 +267,8 @@ struct mgr {
 	uint32_t saved_next_group_id;
 	/* metrics */
 	uint64_t requests, requests_refused, tree_builds;
+	uint64_t plans_tree, plans_ring, rebuilds;
+	uint64_t capacity_gen;       /* moves on when slots may have freed or a switch came back */
 	uint64_t polls_held, polls_woken, polls_timed_out, wakeups;
 	unsigned polls_holding;      /* long-polls waiting now */
 	uint64_t saves;
@@ -289,7 +316,8 @@ void mgr_job_teardown(struct mgr *m, struct mgr_job *j);
 void mgr_job_check_ready(struct mgr *m, struct mgr_job *j);
 /* Periodic work: switches missing heartbeats, leases, readiness. */
 void mgr_tick(struct mgr *m);
-/* All ranks are in: tree, quota, slots, groups. 0 or -1 with j->reason. */
+/* All ranks are in: tree, quota, slots, groups (a new group id); the job
+ * programming. 0, or -1 with j->reason and no groups (plans.c decides). */
 int mgr_job_allocate(struct mgr *m, struct mgr_job *j);
 /* Slots and groups the jobs hold on switch s. */
 void mgr_switch_usage(struct mgr *m, int s, uint32_t *slots, uint32_t *groups);
@@ -303,6 +331,25 @@ struct mgr_job *mgr_rank_value_holder(struct mgr *m, bool ring, uint32_t addr, u
 				      const struct mgr_job *self, int self_rank, int *rank);
 int mgr_rank_value_free(struct mgr *m, bool ring, uint32_t addr, const struct mgr_job *self,
 			int self_rank, uint32_t first, uint32_t max, uint32_t *out);
+
+/* ---- plans (plans.c) ---- */
+
+/* A new plan for j: its tree if one can be built (programming), else the
+ * ring (reason says why); dead: its previous plan was a tree that failed.
+ * The caller saves. */
+void mgr_job_replan(struct mgr *m, struct mgr_job *j, bool dead);
+/* Remove j's groups from its switches (their slots free again). */
+void mgr_job_release(struct mgr *m, struct mgr_job *j);
+/* Rank r acknowledged plan `plan` at (next, first, keep): 0, or an HTTP
+ * status with why. The cut is made once every rank has. */
+int mgr_job_ack(struct mgr *m, struct mgr_job *j, int r, uint32_t plan, uint32_t next,
+		uint32_t first, uint32_t keep, char *why, size_t whylen);
+/* Rank r saw no results from the tree of plan `plan` for ms: when its
+ * switches all heartbeat, the job goes to the ring. */
+void mgr_job_stall(struct mgr *m, struct mgr_job *j, int r, uint32_t plan, uint32_t ms);
+/* Jobs on the ring whose tree can be built now go back in-network (tried
+ * again only when capacity_gen moved on). Whether any did. */
+bool mgr_jobs_retry(struct mgr *m);
 
 /* ---- the API (api.c) ---- */
 

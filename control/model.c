@@ -18,8 +18,8 @@ double mgr_clock(void)
 
 const char *mgr_job_state_name(enum mgr_job_state s)
 {
-	static const char *const n[] = { "waiting", "programming", "ready", "failed" };
-	return s <= MGR_JOB_FAILED ? n[s] : "?";
+	static const char *const n[] = { "waiting", "programming", "ready", "failed", "ring" };
+	return s <= MGR_JOB_RING ? n[s] : "?";
 }
 
 void mgr_job_free(struct mgr_job *j)

@@ -4,8 +4,9 @@
  *
  *   meta      (key, value)              format, next_group_id
  *   switches  (name, version)           each switch's desired version
- *   jobs      (id, tenant, size, ...)   one row a job
- *   ranks     (job, rank, ...)          a rank's address, QPN, ring port, leaf
+ *   jobs      (id, tenant, size, ...)   one row a job, with its plan and cut
+ *   ranks     (job, rank, ...)          a rank's address, QPN, ring port, leaf,
+ *                                       its answer to the plan
  *   groups    (job, idx, switch, ...)   a job's group on a switch: its QPN,
  *                                       Q_Key, parent, version and the slots
  *                                       it holds (the allocation)
@@ -48,12 +49,16 @@ static const char schema[] =
 	" size INTEGER NOT NULL, state INTEGER NOT NULL, reason TEXT NOT NULL,"
 	" group_id INTEGER NOT NULL, window INTEGER NOT NULL, elems_per_pkt INTEGER NOT NULL,"
 	" mtu INTEGER NOT NULL, created REAL NOT NULL, lease_until REAL NOT NULL,"
-	" ready_at REAL NOT NULL, registered_at REAL NOT NULL);"
+	" ready_at REAL NOT NULL, registered_at REAL NOT NULL, plan INTEGER NOT NULL,"
+	" plan_ring INTEGER NOT NULL, plan_dead INTEGER NOT NULL, cut_done INTEGER NOT NULL,"
+	" cut_seq INTEGER NOT NULL, cut_from INTEGER NOT NULL, plan_ver INTEGER NOT NULL,"
+	" cut_error TEXT NOT NULL, retry_at REAL NOT NULL);"
 	"CREATE TABLE IF NOT EXISTS ranks (job TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,"
 	" rank INTEGER NOT NULL, registered INTEGER NOT NULL, has_left INTEGER NOT NULL,"
 	" ip INTEGER NOT NULL, qpn INTEGER NOT NULL, ring_ip INTEGER NOT NULL,"
 	" ring_port INTEGER NOT NULL, node INTEGER NOT NULL, member_index INTEGER NOT NULL,"
-	" PRIMARY KEY (job, rank));"
+	" ack_plan INTEGER NOT NULL, ack_next INTEGER NOT NULL, ack_first INTEGER NOT NULL,"
+	" ack_keep INTEGER NOT NULL, PRIMARY KEY (job, rank));"
 	"CREATE TABLE IF NOT EXISTS groups (job TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,"
 	" idx INTEGER NOT NULL, switch TEXT NOT NULL, qpn INTEGER NOT NULL, qkey INTEGER NOT NULL,"
 	" parent INTEGER NOT NULL, rank_in_parent INTEGER NOT NULL, version INTEGER NOT NULL,"
@@ -104,6 +109,15 @@ static uint64_t job_sig(const struct mgr_job *j)
 	FNV(&h, j->ready_at);
 	FNV(&h, j->registered_at);
 	FNV(&h, j->ngroups);
+	fnv(&h, j->cut_error, strlen(j->cut_error));
+	FNV(&h, j->plan);
+	FNV(&h, j->plan_ring);
+	FNV(&h, j->plan_dead);
+	FNV(&h, j->cut_done);
+	FNV(&h, j->cut_seq);
+	FNV(&h, j->cut_from);
+	FNV(&h, j->plan_ver);
+	FNV(&h, j->retry_at);
 	for (int r = 0; r < j->size; r++) {
 		const struct mgr_rank *rk = &j->ranks[r];
 		FNV(&h, rk->registered);
@@ -112,6 +126,10 @@ static uint64_t job_sig(const struct mgr_job *j)
 		FNV(&h, rk->qpn);
 		FNV(&h, rk->ring_ip);
 		FNV(&h, rk->ring_port);
+		FNV(&h, rk->ack_plan);
+		FNV(&h, rk->ack_next);
+		FNV(&h, rk->ack_first);
+		FNV(&h, rk->ack_keep);
 		if (j->have_tree) {
 			FNV(&h, j->tree.node_of_rank[r]);
 			FNV(&h, j->tree.index_in_leaf[r]);
@@ -173,20 +191,25 @@ out:
 static int job_write(struct mgr *m, const struct mgr_job *j)
 {
 	if (run(m, "DELETE FROM jobs WHERE id = ?", "s", j->id) ||
-	    run(m, "INSERT INTO jobs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-		"ssiisiiiidddd", j->id, m->topo.tenants[j->tenant].name, (long long)j->size,
-		(long long)j->state, j->reason, (long long)j->group_id, (long long)j->window,
-		(long long)j->elems_per_pkt, (long long)j->mtu, j->created, j->lease_until,
-		j->ready_at, j->registered_at))
+	    run(m, "INSERT INTO jobs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+		"?, ?, ?, ?, ?)", "ssiisiiiiddddiiiiiiisd", j->id, m->topo.tenants[j->tenant].name,
+		(long long)j->size, (long long)j->state, j->reason, (long long)j->group_id,
+		(long long)j->window, (long long)j->elems_per_pkt, (long long)j->mtu, j->created,
+		j->lease_until, j->ready_at, j->registered_at, (long long)j->plan,
+		(long long)j->plan_ring, (long long)j->plan_dead, (long long)j->cut_done,
+		(long long)j->cut_seq, (long long)j->cut_from, (long long)j->plan_ver,
+		j->cut_error, j->retry_at))
 		return -1;
 	for (int r = 0; r < j->size; r++) {
 		const struct mgr_rank *rk = &j->ranks[r];
-		if (run(m, "INSERT INTO ranks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", "siiiiiiiii",
-			j->id, (long long)r, (long long)rk->registered, (long long)rk->left,
-			(long long)rk->ip, (long long)rk->qpn, (long long)rk->ring_ip,
-			(long long)rk->ring_port,
+		if (run(m, "INSERT INTO ranks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+			"siiiiiiiiiiiii", j->id, (long long)r, (long long)rk->registered,
+			(long long)rk->left, (long long)rk->ip, (long long)rk->qpn,
+			(long long)rk->ring_ip, (long long)rk->ring_port,
 			(long long)(j->have_tree ? j->tree.node_of_rank[r] : -1),
-			(long long)(j->have_tree ? j->tree.index_in_leaf[r] : -1)))
+			(long long)(j->have_tree ? j->tree.index_in_leaf[r] : -1),
+			(long long)rk->ack_plan, (long long)rk->ack_next, (long long)rk->ack_first,
+			(long long)rk->ack_keep))
 			return -1;
 	}
 	for (int g = 0; g < j->ngroups; g++) {
@@ -370,10 +393,12 @@ static int load_jobs(struct loader *l)
 	int rc = -1, step;
 
 	if (prepare(l, "SELECT id, tenant, size, state, reason, group_id, window, elems_per_pkt,"
-		    " mtu, created, lease_until, ready_at, registered_at FROM jobs ORDER BY created, id",
-		    &st) ||
+		    " mtu, created, lease_until, ready_at, registered_at, plan, plan_ring, plan_dead,"
+		    " cut_done, cut_seq, cut_from, plan_ver, cut_error, retry_at"
+		    " FROM jobs ORDER BY created, id", &st) ||
 	    prepare(l, "SELECT rank, registered, has_left, ip, qpn, ring_ip, ring_port, node,"
-		    " member_index FROM ranks WHERE job = ? ORDER BY rank", &rs) ||
+		    " member_index, ack_plan, ack_next, ack_first, ack_keep"
+		    " FROM ranks WHERE job = ? ORDER BY rank", &rs) ||
 	    prepare(l, "SELECT idx, switch, qpn, qkey, parent, rank_in_parent, version"
 		    " FROM groups WHERE job = ? ORDER BY idx", &gs))
 		goto out;
@@ -403,7 +428,7 @@ static int load_jobs(struct loader *l)
 			goto out;
 		}
 		j->state = (enum mgr_job_state)sqlite3_column_int(st, 3);
-		if (j->state > MGR_JOB_FAILED) {
+		if (j->state > MGR_JOB_RING) {
 			bad(l, j->id, "unknown state");
 			goto out;
 		}
@@ -416,6 +441,15 @@ static int load_jobs(struct loader *l)
 		j->lease_until = sqlite3_column_double(st, 10);
 		j->ready_at = sqlite3_column_double(st, 11);
 		j->registered_at = sqlite3_column_double(st, 12);
+		j->plan = (uint32_t)sqlite3_column_int64(st, 13);
+		j->plan_ring = sqlite3_column_int(st, 14);
+		j->plan_dead = sqlite3_column_int(st, 15);
+		j->cut_done = sqlite3_column_int(st, 16);
+		j->cut_seq = (uint32_t)sqlite3_column_int64(st, 17);
+		j->cut_from = (uint32_t)sqlite3_column_int64(st, 18);
+		j->plan_ver = (uint32_t)sqlite3_column_int64(st, 19);
+		snprintf(j->cut_error, sizeof(j->cut_error), "%s", col_text(st, 20));
+		j->retry_at = sqlite3_column_double(st, 21);
 		j->ranks = calloc((size_t)j->size, sizeof(*j->ranks));
 		j->tree.node_of_rank = malloc(sizeof(int) * (size_t)j->size);
 		j->tree.index_in_leaf = malloc(sizeof(int) * (size_t)j->size);
@@ -440,6 +474,10 @@ static int load_jobs(struct loader *l)
 			rk->host = mgr_topo_host_by_ip(&m->topo, rk->ip);
 			j->tree.node_of_rank[n] = sqlite3_column_int(rs, 7);
 			j->tree.index_in_leaf[n] = sqlite3_column_int(rs, 8);
+			rk->ack_plan = (uint32_t)sqlite3_column_int64(rs, 9);
+			rk->ack_next = (uint32_t)sqlite3_column_int64(rs, 10);
+			rk->ack_first = (uint32_t)sqlite3_column_int64(rs, 11);
+			rk->ack_keep = (uint32_t)sqlite3_column_int64(rs, 12);
 		}
 		if (n != j->size) {
 			bad(l, j->id, "its ranks do not match its size");

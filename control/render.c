@@ -139,6 +139,22 @@ static json_t *tree_node_json(struct mgr *m, const struct mgr_job *j, int g)
 	return o;
 }
 
+/* Where the job's collectives run and from which one (plans.c). */
+json_t *mgr_plan_json(const struct mgr_job *j)
+{
+	json_t *o = json_pack("{s:i, s:s, s:b, s:b, s:I}", "epoch", (int)j->plan,
+			      "mode", j->plan_ring ? "ring" : "tree", "dead", j->plan_dead,
+			      "ready", j->plan_ring || j->state == MGR_JOB_READY,
+			      "version", (json_int_t)j->plan_ver);
+
+	if (j->cut_done && j->plan > 1)
+		json_object_set_new(o, "cut", json_pack("{s:I, s:I}", "seq", (json_int_t)j->cut_seq,
+							"from", (json_int_t)j->cut_from));
+	if (j->cut_error[0])
+		json_object_set_new(o, "error", json_string(j->cut_error));
+	return o;
+}
+
 json_t *mgr_job_json(struct mgr *m, struct mgr_job *j, bool detail)
 {
 	int registered = 0;
@@ -158,6 +174,9 @@ json_t *mgr_job_json(struct mgr *m, struct mgr_job *j, bool detail)
 	}
 	if (j->ready_at && j->registered_at)
 		json_object_set_new(o, "setup_ms", json_real((j->ready_at - j->registered_at) * 1000.0));
+	if (j->plan)
+		json_object_set_new(o, "plan", json_pack("{s:i, s:s}", "epoch", (int)j->plan,
+							 "mode", j->plan_ring ? "ring" : "tree"));
 	if (detail && j->ngroups) {
 		json_object_set_new(o, "tree", tree_node_json(m, j, 0));
 		json_object_set_new(o, "tiers", json_integer(j->tree.depth));

@@ -509,6 +509,13 @@ static int api_setup_db(void **state)
 	return setup(true);
 }
 
+/* Two spines over two leaves of two hosts. */
+static int api_setup_2spines(void **state)
+{
+	(void)state;
+	return setup_on(fat_tree(2, 2, 2, 64), true);
+}
+
 /* Three tiers: 4 pods of 2 leaves of 4 hosts, 2 planes of 2 super-spines. */
 static int api_setup_3tiers(void **state)
 {
@@ -684,26 +691,38 @@ static void test_api_job_lifecycle(void **state)
 	assert_int_equal(json_integer_value(json_object_get(json_object_get(lg, "parent"), "rank")), 1);
 	json_decref(r);
 
-	/* tenant b's quota is 16 slots per switch: a 32-slot job is refused */
+	/* tenant b's quota is 16 slots per switch: a 32-slot job runs on the ring */
 	assert_int_equal(call("POST", "/v1/jobs/jb/ranks", TOK_B,
 			      "{\"rank\": 0, \"size\": 1, \"ip\": \"10.1.0.1\", \"qpn\": 20, "
-			      "\"window\": 32}", &r), 409);
+			      "\"window\": 32}", &r), 200);
+	assert_string_equal(json_string_value(json_object_get(r, "state")), "ring");
 	assert_string_equal(json_string_value(json_object_get(r, "reason")),
-			    "quota: tenant b would use 32 of its 16 slots on switch leaf0");
+			    "on the host ring: quota: tenant b would use 32 of its 16 slots on "
+			    "switch leaf0");
+	json_decref(r);
+	assert_int_equal(call("GET", "/v1/jobs/jb/ranks/0", TOK_B, NULL, &r), 200);
+	json_t *pl = json_object_get(r, "plan");
+	assert_int_equal(json_integer_value(json_object_get(pl, "epoch")), 1);
+	assert_string_equal(json_string_value(json_object_get(pl, "mode")), "ring");
+	assert_true(json_is_true(json_object_get(pl, "ready")));
+	assert_null(json_object_get(pl, "cut"));           /* plan 1: from the start */
+	assert_null(json_object_get(r, "group"));
 	json_decref(r);
 	assert_int_equal(call("DELETE", "/v1/jobs/jb", TOK_B, NULL, &r), 200);
 	json_decref(r);
 
-	/* leaf1 stops heartbeating: down, the job failed, the failure listed */
+	/* leaf1 stops heartbeating: down; no tree avoids it, the job goes to
+	 * the ring (plan 2, its tree dead); both listed */
 	fake_now += 0.5;
 	heartbeat("spine0", vs, &vs);
 	heartbeat("leaf0", v0, &v0);
 	fake_now += 0.7;
 	mgr_tick(&M);
 	assert_int_equal(call("GET", "/v1/jobs/j1", TOK_A, NULL, &r), 200);
-	assert_string_equal(json_string_value(json_object_get(r, "state")), "failed");
+	assert_string_equal(json_string_value(json_object_get(r, "state")), "ring");
 	assert_string_equal(json_string_value(json_object_get(r, "reason")),
-			    "switch leaf1 of its tree is down (no heartbeat for 1200 ms)");
+			    "on the host ring: switch leaf1 is down");
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(r, "plan"), "epoch")), 2);
 	json_decref(r);
 	assert_int_equal(call("GET", "/v1/failures", ADMIN, NULL, &r), 200);
 	size_t n = json_array_size(r);
@@ -723,7 +742,7 @@ static void test_api_job_lifecycle(void **state)
 	const char *ctype;
 	assert_int_equal(mgr_api(&M, "GET", "/metrics", ADMIN, NULL, &resp, &ctype), 200);
 	assert_non_null(strstr(resp, "inca_manager_switch_up{switch=\"leaf1\"} 0\n"));
-	assert_non_null(strstr(resp, "inca_manager_tree_builds_total 2\n"));
+	assert_non_null(strstr(resp, "inca_manager_tree_builds_total 3\n"));
 	free(resp);
 }
 
@@ -1022,14 +1041,14 @@ static void test_api_topology(void **state)
 	assert_int_equal(json_array_size(json_object_get(r, "jobs")), 0);
 	json_decref(r);
 
-	/* leaf1 silent past dead_after_s: down, the job failed, both listed */
+	/* leaf1 silent past dead_after_s: down, the job on the ring, both listed */
 	fake_now += 2;
 	mgr_tick(&M);
 	assert_int_equal(call("GET", "/v1/topology", TOK_A, NULL, &r), 200);
 	assert_string_equal(json_string_value(json_object_get(
 		json_array_get(json_object_get(r, "switches"), 2), "state")), "down");
 	assert_string_equal(json_string_value(json_object_get(
-		json_array_get(json_object_get(r, "jobs"), 0), "state")), "failed");
+		json_array_get(json_object_get(r, "jobs"), 0), "state")), "ring");
 	assert_true(json_array_size(json_object_get(r, "failures")) >= 2);
 	json_decref(r);
 }
@@ -1180,6 +1199,199 @@ static void test_api_three_tiers(void **state)
 	json_decref(r);
 }
 
+/* ack rank r of job id to plan p at (next, first, keep): the status */
+static int ack(const char *id, int r, int p, unsigned next, unsigned first, unsigned keep,
+	       json_t **out)
+{
+	char path[96], body[160];
+
+	snprintf(path, sizeof(path), "/v1/jobs/%s/ranks/%d/ack", id, r);
+	snprintf(body, sizeof(body), "{\"plan\": %d, \"next\": %u, \"first\": %u, \"keep\": %u}",
+		 p, next, first, keep);
+	return call("POST", path, TOK_A, body, out);
+}
+
+/* rank r's view of job id's plan (consumed by the caller) */
+static json_t *plan_of(const char *id, int r)
+{
+	char path[96];
+	json_t *o;
+
+	snprintf(path, sizeof(path), "/v1/jobs/%s/ranks/%d", id, r);
+	assert_int_equal(call("GET", path, TOK_A, NULL, &o), 200);
+	return o;
+}
+
+static const char *pstr(json_t *o, const char *k)
+{
+	return json_string_value(json_object_get(json_object_get(o, "plan"), k));
+}
+
+static long long pnum(json_t *o, const char *k)
+{
+	return json_integer_value(json_object_get(json_object_get(o, "plan"), k));
+}
+
+static long long cutnum(json_t *o, const char *k)
+{
+	return json_integer_value(json_object_get(json_object_get(json_object_get(o, "plan"),
+								  "cut"), k));
+}
+
+/* Every switch but skip and skip2 heartbeats (applied: what it was last
+ * told). */
+static void beat_all_but2(const char *skip, const char *skip2)
+{
+	static const char *const sws[] = { "spine0", "spine1", "leaf0", "leaf1" };
+	static int ver[4];
+	for (int i = 0; i < 4; i++)
+		if ((!skip || strcmp(sws[i], skip)) && (!skip2 || strcmp(sws[i], skip2)))
+			for (int k = 0; k < 2; k++)
+				heartbeat(sws[i], ver[i], &ver[i]);
+}
+
+static void beat_all_but(const char *skip)
+{
+	beat_all_but2(skip, NULL);
+}
+
+/* Plans: a spine of the tree down, a new tree and the cut the ranks agree
+ * on; both spines down, the ring, a cut that cannot be made; a spine back,
+ * in-network again from the ring; a restart keeps it all; a rank's stall. */
+static void test_api_plans(void **state)
+{
+	json_t *r;
+	int q, p;
+
+	(void)state;
+	beat_all_but(NULL);
+	assert_int_equal(join("j", 0, 2, "10.1.0.0", NULL, &q, &p), 200);
+	assert_int_equal(join("j", 1, 2, "10.1.0.2", NULL, &q, &p), 200);
+	beat_all_but(NULL);
+	r = plan_of("j", 0);
+	assert_string_equal(json_string_value(json_object_get(r, "state")), "ready");
+	assert_int_equal(pnum(r, "epoch"), 1);
+	assert_string_equal(pstr(r, "mode"), "tree");
+	assert_false(json_is_true(json_object_get(json_object_get(r, "plan"), "dead")));
+	assert_null(json_object_get(json_object_get(r, "plan"), "cut"));
+	long long ver = pnum(r, "version");
+	json_decref(r);
+	assert_int_equal(call("GET", "/v1/jobs/j", TOK_A, NULL, &r), 200);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(r, "tree"), "switch")),
+			    "spine0");
+	json_decref(r);
+
+	/* spine0 silent: plan 2, a tree on spine1; the old one dead */
+	fake_now += 1.5;
+	beat_all_but("spine0");
+	mgr_tick(&M);
+	r = plan_of("j", 0);
+	assert_string_equal(json_string_value(json_object_get(r, "state")), "programming");
+	assert_int_equal(pnum(r, "epoch"), 2);
+	assert_string_equal(pstr(r, "mode"), "tree");
+	assert_true(json_is_true(json_object_get(json_object_get(r, "plan"), "dead")));
+	assert_true(pnum(r, "version") > ver);
+	assert_null(json_object_get(json_object_get(r, "plan"), "cut"));
+	json_decref(r);
+	/* the acks: an older plan refused; the cut once both are in */
+	assert_int_equal(ack("j", 0, 1, 105, 104, 103, &r), 409);
+	assert_string_equal(err_of(r), "plan 1 is not the job's (2)");
+	assert_int_equal(ack("j", 0, 2, 105, 106, 103, &r), 400);
+	assert_string_equal(err_of(r), "expected keep <= first <= next, got 103, 106, 105");
+	assert_int_equal(ack("j", 0, 2, 105, 104, 103, &r), 200);
+	assert_null(json_object_get(json_object_get(r, "plan"), "cut"));
+	json_decref(r);
+	assert_int_equal(ack("j", 1, 2, 104, 103, 103, &r), 200);
+	json_decref(r);
+	r = plan_of("j", 1);
+	assert_int_equal(cutnum(r, "seq"), 105);       /* the highest next */
+	assert_int_equal(cutnum(r, "from"), 103);      /* the lowest first: replayed */
+	assert_null(json_object_get(json_object_get(r, "plan"), "error"));
+	json_decref(r);
+	beat_all_but("spine0");
+	r = plan_of("j", 1);
+	assert_string_equal(json_string_value(json_object_get(r, "state")), "ready");
+	assert_true(json_is_true(json_object_get(json_object_get(r, "plan"), "ready")));
+	assert_string_equal(json_string_value(json_object_get(json_object_get(r, "group"),
+							      "switch")), "10.254.0.2");
+	json_decref(r);
+	assert_int_equal(call("GET", "/v1/jobs/j", TOK_A, NULL, &r), 200);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(r, "tree"), "switch")),
+			    "spine1");
+	json_decref(r);
+
+	/* a restart: the plan, its cut and the acks are kept */
+	mgr_fini(&M);
+	assert_int_equal(manager_start(), 0);
+	r = plan_of("j", 0);
+	assert_int_equal(pnum(r, "epoch"), 2);
+	assert_int_equal(cutnum(r, "seq"), 105);
+	assert_int_equal(cutnum(r, "from"), 103);
+	json_decref(r);
+
+	/* spine1 down too: the ring (plan 3); rank 0 completed 198 and no
+	 * longer holds its input: the cut cannot be made, and says why */
+	fake_now += 1.5;
+	beat_all_but2("spine0", "spine1");
+	mgr_tick(&M);
+	r = plan_of("j", 0);
+	assert_string_equal(json_string_value(json_object_get(r, "state")), "ring");
+	assert_string_equal(json_string_value(json_object_get(r, "reason")),
+			    "on the host ring: no spine can take the group: switch spine1 is down");
+	assert_int_equal(pnum(r, "epoch"), 3);
+	assert_string_equal(pstr(r, "mode"), "ring");
+	json_decref(r);
+	assert_int_equal(ack("j", 0, 3, 200, 199, 199, &r), 200);
+	json_decref(r);
+	assert_int_equal(ack("j", 1, 3, 199, 198, 198, &r), 200);
+	json_decref(r);
+	r = plan_of("j", 0);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(r, "plan"), "error")),
+			    "collective 198: rank 0 completed it on the tree that failed, rank 1 "
+			    "did not, and rank 0 no longer holds its input (it keeps collectives "
+			    "from 199 on: INCA_KEEP)");
+	json_decref(r);
+
+	/* spine0 back: a tree again (plan 4, from the ring: nothing replayed) */
+	beat_all_but("spine1");
+	mgr_tick(&M);
+	r = plan_of("j", 0);
+	assert_int_equal(pnum(r, "epoch"), 4);
+	assert_string_equal(pstr(r, "mode"), "tree");
+	assert_false(json_is_true(json_object_get(json_object_get(r, "plan"), "dead")));
+	json_decref(r);
+	assert_int_equal(ack("j", 0, 4, 300, 300, 300, &r), 200);
+	json_decref(r);
+	assert_int_equal(ack("j", 1, 4, 302, 301, 300, &r), 200);
+	json_decref(r);
+	r = plan_of("j", 0);
+	assert_int_equal(cutnum(r, "seq"), 302);
+	assert_int_equal(cutnum(r, "from"), 302);
+	json_decref(r);
+
+	/* a rank sees no results while the tree's switches heartbeat: the ring */
+	beat_all_but("spine1");
+	assert_int_equal(call("POST", "/v1/jobs/j/ranks/1/stall", TOK_A,
+			      "{\"plan\": 3, \"ms\": 1000}", &r), 200);   /* an older plan */
+	assert_int_equal(pnum(r, "epoch"), 4);
+	json_decref(r);
+	assert_int_equal(call("POST", "/v1/jobs/j/ranks/1/stall", TOK_A,
+			      "{\"plan\": 4, \"ms\": 1000}", &r), 200);
+	assert_int_equal(pnum(r, "epoch"), 5);
+	assert_string_equal(pstr(r, "mode"), "ring");
+	json_decref(r);
+	r = plan_of("j", 0);
+	assert_string_equal(json_string_value(json_object_get(r, "reason")),
+			    "on the host ring: rank 1 saw no results from its tree for 1000 ms");
+	json_decref(r);
+	/* metrics */
+	char *resp = NULL;
+	const char *ctype;
+	assert_int_equal(mgr_api(&M, "GET", "/metrics", ADMIN, NULL, &resp, &ctype), 200);
+	assert_non_null(strstr(resp, "inca_manager_plans_total{mode=\"ring\"} 2\n"));
+	free(resp);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1195,6 +1407,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_api_qpn_ring_port, api_setup_db, api_teardown),
 		cmocka_unit_test_setup_teardown(test_api_long_poll, api_setup, api_teardown),
 		cmocka_unit_test_setup_teardown(test_api_three_tiers, api_setup_3tiers, api_teardown),
+		cmocka_unit_test_setup_teardown(test_api_plans, api_setup_2spines, api_teardown),
 		cmocka_unit_test_setup_teardown(test_api_topology, api_setup, api_teardown),
 		cmocka_unit_test_setup_teardown(test_api_rank_map, api_setup, api_teardown),
 	};
