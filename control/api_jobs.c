@@ -193,7 +193,7 @@ int mgr_api_rank(struct mgr_req *q, const struct mgr_route_args *a)
 		return mgr_error(q, 404, "job %s was deleted while the request waited", id);
 	o = json_pack("{s:s, s:s, s:o}", "state", mgr_job_state_name(j->state), "reason",
 		      j->reason, "plan", mgr_plan_json(j));
-	if (j->state == MGR_JOB_READY)
+	if (j->state == MGR_JOB_READY || j->state == MGR_JOB_RING)
 		json_object_set_new(o, "group", mgr_rank_json(q->m, j, r));
 	return mgr_reply(q, 200, o);
 }

@@ -97,6 +97,7 @@ void mgr_tick(struct mgr *m)
 		}
 		dirty = true;
 	}
+	dirty |= mgr_jobs_stalled(m);
 	dirty |= mgr_jobs_retry(m);
 	for (struct mgr_job *j = m->jobs, *next; j; j = next) {
 		next = j->next;

@@ -221,6 +221,9 @@ struct mgr_job {
 	double retry_at;             /* on the ring after a stall: a tree not before */
 	uint64_t retry_gen;          /* capacity_gen at its last try for a tree */
 	double plan_at;              /* when the plan was made (not saved) */
+	double stall_at;             /* a rank said its tree stopped answering (not saved) */
+	int stall_rank;
+	uint32_t stall_ms;
 	uint64_t saved_sig;          /* persist.c: what its rows hold; 0: no rows */
 	struct mgr_job *next;
 };
@@ -344,9 +347,11 @@ void mgr_job_release(struct mgr *m, struct mgr_job *j);
  * status with why. The cut is made once every rank has. */
 int mgr_job_ack(struct mgr *m, struct mgr_job *j, int r, uint32_t plan, uint32_t next,
 		uint32_t first, uint32_t keep, char *why, size_t whylen);
-/* Rank r saw no results from the tree of plan `plan` for ms: when its
- * switches all heartbeat, the job goes to the ring. */
+/* Rank r saw no results from the tree of plan `plan` for ms: noted. */
 void mgr_job_stall(struct mgr *m, struct mgr_job *j, int r, uint32_t plan, uint32_t ms);
+/* Jobs whose stall was noted dead_after ago while every switch of their
+ * tree still heartbeats go to the ring. Whether any did. */
+bool mgr_jobs_stalled(struct mgr *m);
 /* Jobs on the ring whose tree can be built now go back in-network (tried
  * again only when capacity_gen moved on). Whether any did. */
 bool mgr_jobs_retry(struct mgr *m);

@@ -7,8 +7,9 @@
  * tree can be built (a quota or capacity refusal, no path, a switch down).
  * A job gets a new plan when a switch of its tree stops heartbeating (a
  * tree that avoids it, else the ring), when a rank sees its tree stop
- * answering while the switches still heartbeat (the ring), and when a job
- * on the ring can have a tree again (capacity freed, a switch back).
+ * answering while the switches still heartbeat dead_after later (the
+ * ring; a tree again 10 s on), and when a job on the ring can have a tree
+ * again (capacity freed, a switch back).
  *
  * Every rank acknowledges a new plan with where it is: the next collective
  * it would start (it starts none from there until the cut is known), the
@@ -56,6 +57,7 @@ void mgr_job_replan(struct mgr *m, struct mgr_job *j, bool dead)
 
 	j->plan++;
 	j->plan_at = m->now();
+	j->stall_at = 0;
 	j->plan_dead = dead;
 	j->cut_done = j->plan == 1;        /* the first plan runs from the start */
 	j->cut_seq = j->cut_from = 0;
@@ -165,29 +167,53 @@ int mgr_job_ack(struct mgr *m, struct mgr_job *j, int r, uint32_t plan, uint32_t
 
 void mgr_job_stall(struct mgr *m, struct mgr_job *j, int r, uint32_t plan, uint32_t ms)
 {
-	if (plan != j->plan || j->plan_ring || !j->ngroups)
-		return;         /* an older plan, or nothing to leave */
-	for (int g = 0; g < j->ngroups; g++)
-		if (!m->sw[j->groups[g].sw].up)
-			return;     /* mgr_tick rebuilds around it */
-	mgr_failure(m, j->id, "rank %d saw no results from its tree for %u ms while every "
-		    "switch of it heartbeats: the job goes to the host ring", r, ms);
-	mgr_job_release(m, j);
-	j->plan++;
-	j->plan_at = m->now();
-	j->plan_dead = true;
-	j->plan_ring = true;
-	j->cut_done = false;
-	j->cut_error[0] = 0;
-	j->plan_ver++;
-	for (int k = 0; k < j->size; k++)
-		j->ranks[k].ack_plan = 0;
-	j->state = MGR_JOB_RING;
-	snprintf(j->reason, sizeof(j->reason), "on the host ring: rank %d saw no results from "
-		 "its tree for %u ms", r, ms);
-	j->retry_at = m->now() + 10.0;
-	m->plans_ring++;
-	mgr_changed(m);
+	if (plan != j->plan || j->plan_ring || !j->ngroups || j->stall_at)
+		return;         /* an older plan, nothing to leave, or heard already */
+	/* a switch that died is seen by its missing heartbeats within
+	 * dead_after: that gives the job a new tree; only a tree whose
+	 * switches all heartbeat past then goes to the ring (mgr_jobs_stalled) */
+	j->stall_at = m->now();
+	j->stall_rank = r;
+	j->stall_ms = ms;
+}
+
+bool mgr_jobs_stalled(struct mgr *m)
+{
+	double now = m->now();
+	bool any = false;
+
+	for (struct mgr_job *j = m->jobs; j; j = j->next) {
+		if (!j->stall_at || now - j->stall_at < m->dead_after_s)
+			continue;
+		bool down = false;
+		for (int g = 0; g < j->ngroups; g++)
+			down |= !m->sw[j->groups[g].sw].up;
+		j->stall_at = 0;
+		if (down || j->plan_ring || !j->ngroups)
+			continue;       /* mgr_tick rebuilt around it, or it moved already */
+		mgr_failure(m, j->id, "rank %d saw no results from its tree for %u ms while every "
+			    "switch of it heartbeats: the job goes to the host ring", j->stall_rank,
+			    j->stall_ms);
+		mgr_job_release(m, j);
+		j->plan++;
+		j->plan_at = now;
+		j->plan_dead = true;
+		j->plan_ring = true;
+		j->cut_done = false;
+		j->cut_error[0] = 0;
+		j->plan_ver++;
+		for (int k = 0; k < j->size; k++)
+			j->ranks[k].ack_plan = 0;
+		j->state = MGR_JOB_RING;
+		snprintf(j->reason, sizeof(j->reason), "on the host ring: rank %d saw no results "
+			 "from its tree for %u ms", j->stall_rank, j->stall_ms);
+		j->retry_at = now + 10.0;
+		m->plans_ring++;
+		any = true;
+	}
+	if (any)
+		mgr_changed(m);
+	return any;
 }
 
 bool mgr_jobs_retry(struct mgr *m)
@@ -209,6 +235,7 @@ bool mgr_jobs_retry(struct mgr *m)
 			continue;
 		}
 		/* it has a tree: the new plan, from the ring (alive) */
+		j->stall_at = 0;
 		j->plan++;
 		j->plan_at = now;
 		j->plan_dead = false;

@@ -86,10 +86,11 @@ json_t *mgr_switch_groups_json(struct mgr *m, int s)
 	return arr;
 }
 
-/* What rank r needs: libinca's group description. */
+/* What rank r needs: libinca's group description; on the host ring
+ * (no tree), without a switch ("ring": true). */
 json_t *mgr_rank_json(struct mgr *m, struct mgr_job *j, int r)
 {
-	int g = j->tree.node_of_rank[r];
+	int g = j->have_tree ? j->tree.node_of_rank[r] : -1;
 	json_t *mem = json_array();
 
 	for (int k = 0; k < j->size; k++) {
@@ -101,6 +102,10 @@ json_t *mgr_rank_json(struct mgr *m, struct mgr_job *j, int r)
 			json_object_set_new(o, "ring_port", json_integer(j->ranks[k].ring_port));
 		json_array_append_new(mem, o);
 	}
+	if (g < 0)
+		return json_pack("{s:b, s:i, s:i, s:i, s:i, s:o}", "ring", true, "window",
+				 (int)j->window, "elems_per_pkt", (int)j->elems_per_pkt, "mtu",
+				 (int)j->mtu, "member_index", r, "members", mem);
 	return json_pack("{s:o, s:i, s:i, s:I, s:i, s:i, s:i, s:i, s:o}",
 			 "switch", mgr_ip_json(m->topo.switches[j->groups[g].sw].ip),
 			 "group", (int)j->group_id,

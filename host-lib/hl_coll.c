@@ -278,6 +278,8 @@ static int renew_lease(struct inca_comm *c)
 	if (!c->mgr || c->switch_failed || c->fallback == INCA_FALLBACK_FORCE ||
 	    !hl_manager_renew(c->mgr, why, sizeof(why)))
 		return 0;
+	if (c->plan)
+		return 0;       /* only an older manager says "failed": its plan goes on */
 	if (c->fallback == INCA_FALLBACK_OFF)
 		return hl_fail(c, INCA_ERR_SWITCH, "the manager says the job failed: %s "
 			       "(fallback is off)", why);
@@ -308,6 +310,11 @@ int hl_coll_start(struct inca_comm *c, const struct hl_coll_args *a, struct hl_c
 	rc = renew_lease(c);
 	if (rc)
 		return rc;
+	/* with a manager, its plan says where (and numbers the collective) */
+	bool plan_ring = false;
+	uint32_t plan_seq = 0;
+	if (c->plan && (rc = hl_plan_route(c, &plan_ring, &plan_seq)))
+		return rc;
 	op = calloc(1, sizeof(*op));
 	if (!op)
 		return hl_fail(c, INCA_ERR_NOMEM, "%s: out of memory", name);
@@ -326,7 +333,8 @@ int hl_coll_start(struct inca_comm *c, const struct hl_coll_args *a, struct hl_c
 	}
 	op->pps = (uint32_t)pps;
 	op->npkts = (uint32_t)(sharded(a->coll) ? pps * n : pps);
-	op->ring = c->switch_failed || c->fallback == INCA_FALLBACK_FORCE;
+	op->ring = c->plan ? plan_ring || c->fallback == INCA_FALLBACK_FORCE :
+		   c->switch_failed || c->fallback == INCA_FALLBACK_FORCE;
 	/* the input kept aside where results overwrite it before the ring
 	 * could need it (in place, reduce at the root, reduce-scatter's
 	 * shards) */
@@ -371,7 +379,7 @@ int hl_coll_start(struct inca_comm *c, const struct hl_coll_args *a, struct hl_c
 		memcpy(op->copy, op->in, keep);
 		op->in = op->copy;
 	}
-	op->seq = c->next_seq++;
+	op->seq = c->plan ? plan_seq : c->next_seq++;
 	op->start_us = c->now_us(c);
 	op->deadline_us = op->start_us + (double)c->timeout_ms * 1000;
 	if (!op->ring) {
@@ -379,6 +387,7 @@ int hl_coll_start(struct inca_comm *c, const struct hl_coll_args *a, struct hl_c
 		c->gcount += op->npkts;
 	}
 	st->ops[st->nops++] = op;
+	hl_plan_position(c);
 	*out = op;
 	return INCA_OK;
 }
@@ -802,6 +811,20 @@ int hl_coll_progress(struct hl_coll *op, double budget_us)
 	for (;;) {
 		double next_due;
 
+		if (c->plan) {
+			/* a new plan's cut may move this collective to the ring */
+			rc = hl_plan_progress(c);
+			if (rc < 0 && !op->finished) {
+				fail_in_flight(c, rc);
+				return 1;
+			}
+			if (op->finished)
+				return 1;
+			if (op->ring) {
+				ring_until(c, op);
+				return 1;
+			}
+		}
 		rc = send_due(c, now, &next_due);
 		if (rc < 0) {
 			fail_in_flight(c, rc);
@@ -871,6 +894,12 @@ int hl_coll_progress(struct hl_coll *op, double budget_us)
 		    now - st->last_progress_us > (double)c->switch_timeout_ms * 1000) {
 			char why[160];
 			in_flight_counts(c, &done, &total);
+			if (c->plan && c->fallback != INCA_FALLBACK_OFF) {
+				/* the manager decides, for every rank at once */
+				hl_plan_stalled(c, c->switch_timeout_ms);
+				st->last_progress_us = now;
+				continue;
+			}
 			snprintf(why, sizeof(why), "no result from switch %u.%u.%u.%u for %u ms "
 				 "(%llu of %llu packets done)", c->g.switch_ip >> 24,
 				 (c->g.switch_ip >> 16) & 255, (c->g.switch_ip >> 8) & 255,
@@ -901,10 +930,36 @@ int hl_coll_progress(struct hl_coll *op, double budget_us)
 	}
 }
 
+/* Its input, kept for a replay (hl_plan.c): what the ring would need. */
+static void keep_input(struct hl_coll *op)
+{
+	struct inca_comm *c = op->c;
+	size_t n = op->count * op->esize * (op->coll == AGG_COLL_REDUCE_SCATTER ?
+					     (size_t)c->size : 1);
+	struct hl_kept k = { .seq = op->seq, .coll = op->coll, .dtype = op->dtype,
+			     .op = op->op, .root = op->root, .count = op->count,
+			     .esize = op->esize, .bytes = n };
+
+	if (op->copy && op->in == op->copy) {
+		k.in = op->copy;            /* in place: the copy made at the start */
+		op->copy = NULL;
+	} else if ((k.in = malloc(n ? n : 1))) {
+		memcpy(k.in, op->in, n);
+	} else {
+		k.bytes = SIZE_MAX;         /* not kept: counted as lost */
+	}
+	hl_plan_keep(c, &k);
+}
+
 int hl_coll_finish(struct hl_coll *op)
 {
-	struct hl_stream *st = &op->c->stream;
+	struct inca_comm *c = op->c;
+	struct hl_stream *st = &c->stream;
 	int rc = op->result;
+
+	if (c->plan && op->finished && rc == 0 && !op->ring &&
+	    c->fallback == INCA_FALLBACK_AUTO)
+		keep_input(op);
 
 	if (!op->finished && !op->ring) {
 		/* abandoned in flight (the communicator goes): its slots must
@@ -919,5 +974,145 @@ int hl_coll_finish(struct hl_coll *op)
 			break;
 		}
 	op_free(op);
+	hl_plan_position(c);
 	return rc;
+}
+
+/* ---- for the manager's plans (hl_plan.c) ---- */
+
+static int32_t seq_diff(uint32_t a, uint32_t b)
+{
+	return (int32_t)(a - b);
+}
+
+uint32_t hl_coll_first(struct inca_comm *c)
+{
+	struct hl_stream *st = &c->stream;
+	uint32_t first = c->next_seq;
+
+	for (unsigned i = 0; i < st->nops; i++)
+		if (!st->ops[i]->finished && seq_diff(st->ops[i]->seq, first) < 0)
+			first = st->ops[i]->seq;
+	return first;
+}
+
+void hl_coll_fail_all(struct inca_comm *c, int err)
+{
+	struct hl_stream *st = &c->stream;
+
+	for (unsigned i = 0; i < st->nops; i++)
+		if (!st->ops[i]->finished)
+			op_done(st->ops[i], err);
+	stream_reset(c);
+}
+
+void hl_coll_restart(struct inca_comm *c)
+{
+	c->gcount = 0;
+	stream_reset(c);
+	c->stream.newest_done_sent_us = 0;
+	c->stream.next_probe_us = 0;
+}
+
+void hl_coll_idle_progress(struct inca_comm *c, double budget_us)
+{
+	struct hl_stream *st = &c->stream;
+
+	for (unsigned i = 0; i < st->nops; i++)
+		if (!st->ops[i]->finished && !st->ops[i]->ring) {
+			hl_coll_progress(st->ops[i], budget_us);
+			return;
+		}
+	nap_us(budget_us);
+}
+
+/* A collective this rank completed, run again on the ring for the others;
+ * its results are dropped. */
+static int replay(struct inca_comm *c, uint32_t seq, enum agg_coll coll, enum agg_dtype dtype,
+		  enum agg_op op, int root, size_t count, size_t es, const uint8_t *in,
+		  double deadline)
+{
+	size_t n = (size_t)c->size, bytes = count * es;
+	uint8_t *tmp = malloc(coll == AGG_COLL_ALLGATHER ? bytes * n : bytes ? bytes : 1);
+	int rc;
+
+	if (!tmp)
+		return hl_fail(c, INCA_ERR_NOMEM, "replay of collective %u: out of memory", seq);
+	switch (coll) {
+	case AGG_COLL_ALLREDUCE:
+		rc = hl_ring_allreduce(c, seq, in, tmp, count, dtype, op, deadline);
+		break;
+	case AGG_COLL_REDUCE:
+		rc = hl_ring_reduce(c, seq, in, tmp, count, dtype, op, root, deadline);
+		break;
+	case AGG_COLL_REDUCE_SCATTER:
+		rc = hl_ring_reduce_scatter(c, seq, in, tmp, count, dtype, op, deadline);
+		break;
+	case AGG_COLL_ALLGATHER:
+		memcpy(tmp + (size_t)c->rank * bytes, in, bytes);
+		rc = hl_ring_allgather(c, seq, tmp, bytes, deadline);
+		break;
+	case AGG_COLL_BCAST:
+		memcpy(tmp, in, bytes);
+		rc = hl_ring_bcast(c, seq, tmp, bytes, root, deadline);
+		break;
+	default:
+		rc = INCA_ERR_INVAL;
+		break;
+	}
+	free(tmp);
+	if (rc == 0)
+		c->stats.replays++;
+	return rc;
+}
+
+int hl_coll_recover(struct inca_comm *c, uint32_t from, const struct hl_kept *kept,
+		    unsigned nkept)
+{
+	struct hl_stream *st = &c->stream;
+	double deadline = c->now_us(c) + (double)c->timeout_ms * 1000;
+	int rc = 0;
+
+	/* every collective of the stream goes to the ring: none is left on
+	 * the failed tree */
+	for (unsigned i = 0; i < st->nops; i++)
+		if (!st->ops[i]->finished)
+			st->ops[i]->ring = true;
+	stream_reset(c);
+	/* then in sequence order from `from`: the unfinished for real, the
+	 * finished (in-network, not yet collected) and the kept as replays */
+	for (uint32_t s = from;; s++) {
+		const struct hl_kept *k = NULL;
+		struct hl_coll *op = NULL;
+		bool later = false;
+
+		for (unsigned i = 0; i < st->nops; i++) {
+			if (st->ops[i]->seq == s)
+				op = st->ops[i];
+			else if (seq_diff(st->ops[i]->seq, s) > 0 &&
+				 (!st->ops[i]->finished || !st->ops[i]->ring))
+				later = true;
+		}
+		for (unsigned i = 0; i < nkept && !op; i++) {
+			if (kept[i].seq == s)
+				k = &kept[i];
+			else if (seq_diff(kept[i].seq, s) > 0)
+				later = true;
+		}
+		if (op && !op->finished) {
+			ring_complete(op);
+		} else if (op && op->result == 0 && !op->ring) {
+			/* completed in-network here, maybe not elsewhere */
+			rc = replay(c, s, op->coll, op->dtype, op->op, op->root, op->count,
+				    op->esize, op->in, deadline);
+		} else if (k) {
+			rc = replay(c, s, k->coll, k->dtype, k->op, k->root, k->count, k->esize,
+				    k->in, deadline);
+		}
+		if (rc)
+			return rc;
+		if (!later)
+			break;
+	}
+	return 0;
 }

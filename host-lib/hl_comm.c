@@ -90,6 +90,14 @@ static void release_reserved(const struct hl_transport_ops *tp, void *tp_state)
  * the switch (1500 -> 1024, 9000 -> 4096), within what the transport can
  * carry; 1024 when the route is unknown. */
 static uint16_t path_ib_mtu(uint32_t my_ip, uint32_t switch_ip,
+			    const struct hl_transport_ops *tp);
+
+uint16_t hl_path_ib_mtu(const struct inca_comm *c, uint32_t switch_ip)
+{
+	return path_ib_mtu(c->my_ip, switch_ip, c->tp);
+}
+
+static uint16_t path_ib_mtu(uint32_t my_ip, uint32_t switch_ip,
 			    const struct hl_transport_ops *tp)
 {
 	struct sockaddr_in me = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(my_ip) };
@@ -152,8 +160,20 @@ int hl_comm_create(const struct inca_comm_attr *attr, const struct hl_group_desc
 	}
 	snprintf(c->ifname, sizeof(c->ifname), "%s", attr->ifname ? attr->ifname : "");
 	c->tp = tp;
+	/* on the host ring (the manager's plan) there is no path yet: frames
+	 * sized for the largest, the MTU found when a tree comes */
 	if (!c->g.ib_mtu)
-		c->g.ib_mtu = path_ib_mtu(c->my_ip, c->g.switch_ip, tp);
+		c->g.ib_mtu = g->ring ? (tp->max_ib_mtu ? tp->max_ib_mtu : 4096) :
+			      path_ib_mtu(c->my_ip, c->g.switch_ip, tp);
+	/* the ring's peers know each other by the job (the group may change
+	 * with the manager's plans), else by the static group */
+	c->ring_id = g->group_id;
+	if (attr->manager_url && *attr->manager_url && c->job[0]) {
+		uint32_t h = 2166136261u;
+		for (const char *p = c->job; *p; p++)
+			h = (h ^ (uint8_t)*p) * 16777619u;
+		c->ring_id = h;
+	}
 	c->fallback = attr->fallback;
 	c->timeout_ms = attr->timeout_ms ? attr->timeout_ms : 30000;
 	c->switch_timeout_ms = attr->switch_timeout_ms ? attr->switch_timeout_ms : 1000;
@@ -202,6 +222,10 @@ int hl_comm_create(const struct inca_comm_attr *attr, const struct hl_group_desc
 	}
 	s = c->fallback == INCA_FALLBACK_FORCE ? "ring only" :
 	    c->fallback == INCA_FALLBACK_OFF ? "no fallback" : "ring fallback";
+	if (g->ring)
+		HL_INFO("rank %d/%d: on the host ring (the manager's plan), transport %s ready "
+			"for a tree", c->rank, c->size, tp->name);
+	else
 	HL_INFO("rank %d/%d: group %u via switch %u.%u.%u.%u, transport %s, window %u, "
 		"up to %u elements per packet (%u fp32 within IB MTU %u), %s, epoch %u",
 		c->rank, c->size, g->group_id, g->switch_ip >> 24, (g->switch_ip >> 16) & 255,
@@ -330,6 +354,7 @@ int inca_comm_create(const struct inca_comm_attr *attr_in, inca_comm_t **out)
 		return create_fail(INCA_ERR_INVAL, "transport '%s': expected udp, xdp or verbs", s);
 
 	struct hl_manager *mgr = NULL;
+	struct hl_plan_msg plan = { 0 };
 	void *reserved = NULL;
 	if (attr.manager_url && *attr.manager_url) {
 		uint32_t qpn = 0;
@@ -338,7 +363,7 @@ int inca_comm_create(const struct inca_comm_attr *attr_in, inca_comm_t **out)
 			if (rc)
 				return rc;
 		}
-		rc = hl_manager_join(&attr, qpn, &g, &mgr, err, sizeof(err));
+		rc = hl_manager_join(&attr, qpn, &g, &plan, &mgr, err, sizeof(err));
 		if (rc) {
 			release_reserved(tp, reserved);
 			return create_fail(rc, "%s", err);
@@ -378,10 +403,18 @@ int inca_comm_create(const struct inca_comm_attr *attr_in, inca_comm_t **out)
 	}
 	rc = hl_comm_create(&attr, &g, tp, reserved, out);
 	hl_group_free(&g);
-	if (rc)
+	if (rc) {
 		hl_manager_leave(mgr);
-	else
-		(*out)->mgr = mgr;
+		return rc;
+	}
+	(*out)->mgr = mgr;
+	/* with a manager, its plan: where the collectives run, and when that
+	 * changes, for every rank at the same collective */
+	if (mgr && (rc = hl_plan_start(*out, &plan))) {
+		create_fail(rc, "%s", (*out)->errmsg);
+		inca_comm_destroy(*out);
+		*out = NULL;
+	}
 	return rc;
 }
 
@@ -389,6 +422,7 @@ void inca_comm_destroy(inca_comm_t *c)
 {
 	if (!c)
 		return;
+	hl_plan_stop(c);
 	hl_stream_free(c);
 	if (c->tp && c->fallback != INCA_FALLBACK_FORCE)
 		c->tp->close(c);

@@ -80,7 +80,7 @@ static int group_check(struct hl_group_desc *g, char *err, size_t errlen)
 			 AGG_MAX_WINDOW, AGG_MAX_ELEMS);
 		return -1;
 	}
-	if (g->group_qpn < 2 || g->group_qpn > AGG_QPN_MASK) {
+	if (!g->ring && (g->group_qpn < 2 || g->group_qpn > AGG_QPN_MASK)) {
 		snprintf(err, errlen, "group qpn must be 2..0xffffff");
 		return -1;
 	}
@@ -123,12 +123,17 @@ int hl_group_from_json(const char *text, const char *origin, struct hl_group_des
 		inca_json_bad(&in, "expected a JSON object");
 		goto out;
 	}
-	if (hl_parse_ip(json_string_value(json_object_get(root, "switch")), &g->switch_ip)) {
+	/* the manager's description of a job on the host ring has no switch */
+	g->ring = json_is_true(json_object_get(root, "ring"));
+	if (!g->ring &&
+	    hl_parse_ip(json_string_value(json_object_get(root, "switch")), &g->switch_ip)) {
 		inca_json_bad_at(&in, "switch", "expected the switch's IPv4 address");
 		goto out;
 	}
 	for (i = 0; i < 7; i++) {
 		v = json_object_get(root, nums[i].key);
+		if (g->ring && i < 3)
+			continue;
 		/* mtu 0 or "auto": the host decides (the manager sends 0) */
 		if (!v && i < 3) {
 			inca_json_bad_at(&in, nums[i].key, "missing");

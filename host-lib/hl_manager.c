@@ -3,12 +3,14 @@
  * libinca's manager client (INCA_MANAGER): a rank registers (job, rank,
  * size, its address; its QPN when its NIC chose it (verbs) or INCA_QPN asks
  * for one, its ring port if INCA_RING_PORT does, else the manager picks
- * ones free on the address), waits
- * until the manager has built the tree and programmed the switches (a
- * long-poll: the manager answers when the job is ready), and gets its group
- * description, the same JSON as a static INCA_CONFIG file. Later calls renew the job's lease (and
- * learn if the job failed: the switch of its tree went down); destroy says
- * the rank left.
+ * ones free on the address), waits until the manager has built the tree and
+ * programmed the switches, or put the job on the host ring (a long-poll:
+ * the manager answers when the job is ready or on the ring), and gets its
+ * first plan and group description (the same JSON as a static INCA_CONFIG
+ * file). hl_plan.c then follows the plan: it polls for new ones,
+ * acknowledges them and reports a tree that stopped answering. Later calls
+ * renew the job's lease; destroy says the rank left. Each call makes its
+ * own curl handle, so the plan's thread and the caller's may call at once.
  */
 #include <arpa/inet.h>
 #include <ifaddrs.h>
@@ -39,7 +41,7 @@ struct hl_manager {
 static int call(struct hl_manager *m, const char *method, const char *path,
 		const char *body, long wait_ms, json_t **out, char *err, size_t errlen)
 {
-	char full[700];
+	char full[800];
 
 	snprintf(full, sizeof(full), "%s%s", m->url, path);
 	return inca_http(method, full, m->token, body, 3000 + wait_ms, out, NULL, err, errlen);
@@ -83,7 +85,8 @@ int hl_manager_address(const struct inca_comm_attr *attr, char ip[16], char *err
 }
 
 int hl_manager_join(const struct inca_comm_attr *attr, uint32_t qpn,
-		    struct hl_group_desc *g, struct hl_manager **out, char *err, size_t errlen)
+		    struct hl_group_desc *g, struct hl_plan_msg *plan, struct hl_manager **out,
+		    char *err, size_t errlen)
 {
 	struct hl_manager *m = calloc(1, sizeof(*m));
 	const char *token = getenv("INCA_MANAGER_TOKEN"), *s;
@@ -154,8 +157,9 @@ int hl_manager_join(const struct inca_comm_attr *attr, uint32_t qpn,
 	if (status != 200)
 		goto fail;
 
-	/* wait for the tree and the switches: the manager holds the request
-	 * until the job is ready or failed (one that does not is polled) */
+	/* wait for the tree and the switches, or the host ring: the manager
+	 * holds the request until the job is ready or on the ring (one that
+	 * does not is polled) */
 	double deadline = now_us() + timeout_ms * 1000.0;
 	for (;;) {
 		double t0 = now_us(), left_ms = (deadline - t0) / 1000.0;
@@ -166,7 +170,7 @@ int hl_manager_join(const struct inca_comm_attr *attr, uint32_t qpn,
 		if (status != 200)
 			goto fail;
 		const char *state = json_string_value(json_object_get(resp, "state"));
-		if (state && !strcmp(state, "ready"))
+		if (state && (!strcmp(state, "ready") || !strcmp(state, "ring")))
 			break;
 		if (state && !strcmp(state, "failed")) {
 			snprintf(err, errlen, "manager: job %s failed: %s", m->job,
@@ -185,19 +189,18 @@ int hl_manager_join(const struct inca_comm_attr *attr, uint32_t qpn,
 		if (now_us() - t0 < 5000)
 			usleep(10000);
 	}
-	char *desc = json_dumps(json_object_get(resp, "group"), JSON_COMPACT);
-	char origin[128];
-	snprintf(origin, sizeof(origin), "manager's group for job %s rank %d", m->job, attr->rank);
-	if (!desc || hl_group_from_json(desc, origin, g, err, errlen)) {
-		free(desc);
+	if (hl_manager_plan_parse(m, resp, plan, err, errlen)) {
 		rc = INCA_ERR_MANAGER;
 		goto fail;
 	}
-	free(desc);
+	*g = plan->g;                 /* the caller owns it now */
+	plan->have_group = false;
+	memset(&plan->g, 0, sizeof(plan->g));
 	json_decref(resp);
 	m->last_renew_us = now_us();
 	m->lease_us = 10e6;
-	HL_INFO("rank %d: joined job %s in %.1f ms", attr->rank, m->job, (now_us() - t_join) / 1e3);
+	HL_INFO("rank %d: joined job %s in %.1f ms (plan %u: %s)", attr->rank, m->job,
+		(now_us() - t_join) / 1e3, plan->epoch, plan->ring ? "host ring" : "tree");
 	*out = m;
 	return INCA_OK;
 fail:
@@ -205,6 +208,94 @@ fail:
 	curl_global_cleanup();
 	free(m);
 	return rc;
+}
+
+int hl_manager_plan_parse(struct hl_manager *m, json_t *resp, struct hl_plan_msg *pm,
+			  char *err, size_t errlen)
+{
+	json_t *p = json_object_get(resp, "plan"), *cut, *g;
+	const char *mode = json_string_value(json_object_get(p, "mode"));
+
+	memset(pm, 0, sizeof(*pm));
+	if (!json_is_object(p) || !mode) {
+		snprintf(err, errlen, "manager: job %s: the answer has no plan (a manager older "
+			 "than this libinca?)", m->job);
+		return -1;
+	}
+	pm->epoch = (uint32_t)json_integer_value(json_object_get(p, "epoch"));
+	pm->version = (uint32_t)json_integer_value(json_object_get(p, "version"));
+	pm->ring = !strcmp(mode, "ring");
+	pm->dead = json_is_true(json_object_get(p, "dead"));
+	pm->ready = json_is_true(json_object_get(p, "ready"));
+	if ((cut = json_object_get(p, "cut"))) {
+		pm->cut = true;
+		pm->cut_seq = (uint32_t)json_integer_value(json_object_get(cut, "seq"));
+		pm->cut_from = (uint32_t)json_integer_value(json_object_get(cut, "from"));
+	}
+	snprintf(pm->error, sizeof(pm->error), "%s",
+		 json_string_value(json_object_get(p, "error")) ?: "");
+	snprintf(pm->reason, sizeof(pm->reason), "%s",
+		 json_string_value(json_object_get(resp, "reason")) ?: "");
+	if ((g = json_object_get(resp, "group"))) {
+		char *desc = json_dumps(g, JSON_COMPACT);
+		char origin[128];
+		snprintf(origin, sizeof(origin), "manager's group for job %s rank %d", m->job,
+			 m->rank);
+		if (!desc || hl_group_from_json(desc, origin, &pm->g, err, errlen)) {
+			free(desc);
+			return -1;
+		}
+		free(desc);
+		pm->have_group = true;
+	}
+	return 0;
+}
+
+int hl_manager_poll(struct hl_manager *m, uint32_t version, long wait_ms,
+		    struct hl_plan_msg *pm, char *err, size_t errlen)
+{
+	char path[200];
+	json_t *resp = NULL;
+	int status, rc;
+
+	snprintf(path, sizeof(path), "/v1/jobs/%s/ranks/%d?plan_ver=%u&wait_ms=%ld", m->job,
+		 m->rank, version, wait_ms);
+	status = call(m, "GET", path, NULL, wait_ms, &resp, err, errlen);
+	if (status != 200) {
+		json_decref(resp);
+		return status == 404 ? INCA_ERR_PEER : INCA_ERR_MANAGER;
+	}
+	rc = hl_manager_plan_parse(m, resp, pm, err, errlen) ? INCA_ERR_MANAGER : 0;
+	json_decref(resp);
+	return rc;
+}
+
+int hl_manager_ack(struct hl_manager *m, uint32_t epoch, uint32_t next, uint32_t first,
+		   uint32_t keep, char *err, size_t errlen)
+{
+	char path[160], body[160];
+	json_t *resp = NULL;
+	int status;
+
+	snprintf(path, sizeof(path), "/v1/jobs/%s/ranks/%d/ack", m->job, m->rank);
+	snprintf(body, sizeof(body), "{\"plan\": %u, \"next\": %u, \"first\": %u, \"keep\": %u}",
+		 epoch, next, first, keep);
+	status = call(m, "POST", path, body, 0, &resp, err, errlen);
+	json_decref(resp);
+	return status == 200 ? 0 : status == 409 ? INCA_ERR_BUSY : INCA_ERR_MANAGER;
+}
+
+void hl_manager_stall(struct hl_manager *m, uint32_t epoch, unsigned ms)
+{
+	char path[160], body[96], err[256];
+	json_t *resp = NULL;
+
+	snprintf(path, sizeof(path), "/v1/jobs/%s/ranks/%d/stall", m->job, m->rank);
+	snprintf(body, sizeof(body), "{\"plan\": %u, \"ms\": %u}", epoch, ms);
+	if (call(m, "POST", path, body, 0, &resp, err, sizeof(err)) != 200)
+		HL_WARN("rank %d: telling the manager the tree stopped answering: %s", m->rank,
+			err);
+	json_decref(resp);
 }
 
 /* Renew the lease every 10 s; true if the manager says the job failed

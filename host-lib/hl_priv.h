@@ -4,6 +4,7 @@
 #define HL_PRIV_H
 
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -115,6 +116,9 @@ struct hl_transport_ops {
 	 * returns the count (0: nothing), or a negative INCA code. Packets for
 	 * other QPNs or with a wrong Q_Key are dropped and counted. */
 	int (*recv)(struct inca_comm *c, struct hl_rx *rx, unsigned max, int timeout_us);
+	/* The group moved to another switch (c->g.switch_ip, qkey): send
+	 * there from now on, same QPN. 0 or a negative INCA code. */
+	int (*retarget)(struct inca_comm *c);
 };
 
 extern const struct hl_transport_ops hl_udp_ops;
@@ -151,6 +155,7 @@ struct hl_group_desc {
 	uint16_t elems_per_pkt;
 	uint16_t ib_mtu;       /* 256..4096: INCA header + elements fit in it */
 	bool reproducible;
+	bool ring;             /* the manager's plan is the host ring: no switch */
 	uint16_t ring_port;    /* default TCP port of the fallback ring */
 	int member_index;      /* my index in the switch's group (a leaf's, in a
 				  tree); -1: my rank */
@@ -204,6 +209,64 @@ struct hl_stream {
 	unsigned pace_results;     /* results since pace_t0_us */
 };
 
+/* What the manager says of a job's plan (docs/manager.md, "Plans"). */
+struct hl_plan_msg {
+	uint32_t epoch, version;
+	bool ring;             /* the host ring, else its tree */
+	bool dead;             /* the plan before it was a tree that failed */
+	bool ready;            /* its tree programmed (always, on the ring) */
+	bool cut;              /* the cut is made: */
+	uint32_t cut_seq;      /*   before it the ring, from it this plan */
+	uint32_t cut_from;     /*   run again on the ring from here (dead) */
+	char error[256];       /* the cut cannot be made: why */
+	char reason[256];
+	bool have_group;       /* g: the rank's description in this plan */
+	struct hl_group_desc g;
+};
+
+/* A collective this rank completed in-network, its input kept to replay
+ * it on the ring should the tree fail before every rank completed it
+ * (hl_plan.c). */
+struct hl_kept {
+	uint32_t seq;
+	enum agg_coll coll;
+	enum agg_dtype dtype;
+	enum agg_op op;
+	int root;
+	size_t count, esize;
+	uint8_t *in;           /* owned */
+	size_t bytes;
+};
+
+/* Following the manager's plan (hl_plan.c). The thread writes msg, acked
+ * and holding, the caller's thread next/first/keep, under lock. */
+struct hl_plan {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	pthread_t thread;
+	bool thread_on, stop;
+	struct hl_plan_msg msg;   /* the manager's latest word; msg.g the thread's */
+	bool news;                /* msg changed since the caller looked */
+	double seen_us;           /* when a plan newer than the adopted one came */
+	uint32_t next, first, keep;   /* where this rank is */
+	bool holding;             /* acknowledged at next: start none before the cut */
+	uint32_t acked;
+	uint32_t adopted_epoch;   /* the plan in use: 0 none yet (the ring) */
+	/* the caller's thread only */
+	bool tree;                /* the plan is a tree: in-network from switch_seq */
+	uint32_t switch_seq;
+	bool installed;           /* its group is c->g */
+	struct hl_group_desc pending;
+	uint32_t stalled;         /* the plan whose stall was reported */
+	char broken[256];         /* a cut that cannot be made: every call fails so */
+	struct hl_kept *kept;
+	unsigned nkept, kept_cap, keep_max;
+	size_t kept_bytes, keep_bytes_max;
+	bool lost_any;            /* an input not kept: */
+	uint32_t lost;            /*   the latest such collective */
+	uint32_t seq0;            /* the communicator's first collective */
+};
+
 /* A job's collectives are numbered from epoch x HL_EPOCH_STRIDE (mod 2^32;
  * epoch 0: from 1). Odd, so a bijection; epochs 1, 2, 3... land about 1.6e9
  * apart, so consecutive jobs on a static group never meet (protocol.md 3.2). */
@@ -246,6 +309,8 @@ struct inca_comm {
 	int ring_listen_fd, ring_next_fd, ring_prev_fd;
 
 	struct hl_manager *mgr;   /* NULL: static group */
+	struct hl_plan *plan;     /* with mgr: the manager's plan (hl_plan.c) */
+	uint32_t ring_id;         /* the ring's peers check it (the job's, with a manager) */
 
 	/* clock, replaceable by unit tests */
 	double (*now_us)(struct inca_comm *c);
@@ -305,12 +370,47 @@ struct hl_manager;
  * attr->ifname. */
 int hl_manager_address(const struct inca_comm_attr *attr, char ip[16], char *err,
 		       size_t errlen);
-/* Register and wait for the group. qpn: the rank's QPN when its transport
+/* Register and wait for the job's first plan and its group description
+ * (*g; plan->g is moved there). qpn: the rank's QPN when its transport
  * chose it (verbs), else 0 (INCA_QPN, or the manager's choice). */
 int hl_manager_join(const struct inca_comm_attr *attr, uint32_t qpn,
-		    struct hl_group_desc *g, struct hl_manager **out, char *err, size_t errlen);
+		    struct hl_group_desc *g, struct hl_plan_msg *plan, struct hl_manager **out,
+		    char *err, size_t errlen);
+struct json_t;
+int hl_manager_plan_parse(struct hl_manager *m, struct json_t *resp, struct hl_plan_msg *pm,
+			  char *err, size_t errlen);
+/* The plan once its version differs from version (held up to wait_ms).
+ * 0; INCA_ERR_PEER: the job is gone; INCA_ERR_MANAGER: unreachable. */
+int hl_manager_poll(struct hl_manager *m, uint32_t version, long wait_ms,
+		    struct hl_plan_msg *pm, char *err, size_t errlen);
+/* Acknowledge plan epoch at (next, first, keep). 0; INCA_ERR_BUSY: not the
+ * job's plan any more; INCA_ERR_MANAGER. */
+int hl_manager_ack(struct hl_manager *m, uint32_t epoch, uint32_t next, uint32_t first,
+		   uint32_t keep, char *err, size_t errlen);
+/* The tree of plan epoch gave no results for ms. */
+void hl_manager_stall(struct hl_manager *m, uint32_t epoch, unsigned ms);
 bool hl_manager_renew(struct hl_manager *m, char *why, size_t whylen);
 void hl_manager_leave(struct hl_manager *m);
+
+/* hl_comm.c: the IB MTU the path to switch_ip carries (mtu auto). */
+uint16_t hl_path_ib_mtu(const struct inca_comm *c, uint32_t switch_ip);
+
+/* hl_plan.c: the manager's plan (INCA_MANAGER). start: after join, with
+ * its first plan; stop: before the communicator goes. */
+int hl_plan_start(struct inca_comm *c, const struct hl_plan_msg *first);
+void hl_plan_stop(struct inca_comm *c);
+/* A new collective: its sequence number, and whether it runs on the ring
+ * (applies a new plan's cut, holds at an acknowledged one, installs the
+ * new tree's group at its cut). 0 or a negative INCA code. */
+int hl_plan_route(struct inca_comm *c, bool *ring, uint32_t *seq);
+/* In the progress loop: apply a new plan's cut. 0 or a negative INCA code. */
+int hl_plan_progress(struct inca_comm *c);
+/* The tree gave no results for ms: tell the manager (once a plan). */
+void hl_plan_stalled(struct inca_comm *c, unsigned ms);
+/* A collective completed in-network: keep its input (k->in is taken). */
+void hl_plan_keep(struct inca_comm *c, struct hl_kept *k);
+/* Collectives completed or started: update the position the thread acks. */
+void hl_plan_position(struct inca_comm *c);
 
 /* hl_ring.c: the collectives over a TCP ring among the members, for
  * collective number seq (every message carries it, and the collective and
@@ -351,6 +451,17 @@ int hl_coll_start(struct inca_comm *c, const struct hl_coll_args *a, struct hl_c
 int hl_coll_progress(struct hl_coll *op, double budget_us);
 int hl_coll_finish(struct hl_coll *op);   /* result code; frees op */
 int hl_stream_init(struct inca_comm *c);
+/* For hl_plan.c: the lowest collective not completed here (else the next);
+ * the collectives from `from` on the ring now, in order (unfinished ones
+ * for real; finished ones and kept[] as replays whose results are
+ * dropped); every collective in flight fails with err; the stream starts
+ * afresh (a new group); progress whatever is in flight for up to budget. */
+uint32_t hl_coll_first(struct inca_comm *c);
+int hl_coll_recover(struct inca_comm *c, uint32_t from, const struct hl_kept *kept,
+		    unsigned nkept);
+void hl_coll_fail_all(struct inca_comm *c, int err);
+void hl_coll_restart(struct inca_comm *c);
+void hl_coll_idle_progress(struct inca_comm *c, double budget_us);
 /* Frees every collective still held, then the stream. */
 void hl_stream_free(struct inca_comm *c);
 

@@ -125,7 +125,7 @@ static int ring_connect(struct inca_comm *c, double deadline_us)
 	struct sockaddr_in na = { .sin_family = AF_INET, .sin_port = htons(nx->ring_port),
 				  .sin_addr.s_addr = htonl(nx_ring_ip) };
 	struct ring_hello hello = { RING_MAGIC, (uint32_t)c->rank, (uint32_t)c->size,
-				    c->g.group_id }, theirs;
+				    c->ring_id }, theirs;
 	char ip[INET_ADDRSTRLEN];
 	int one = 1, fd, rc;
 	bool connected = false;
@@ -177,9 +177,9 @@ static int ring_connect(struct inca_comm *c, double deadline_us)
 				rc = (int)recv(fd, &theirs, sizeof(theirs), MSG_WAITALL);
 				if (rc != sizeof(theirs) || theirs.magic != RING_MAGIC ||
 				    theirs.rank != (uint32_t)prev || theirs.size != (uint32_t)c->size ||
-				    theirs.group != c->g.group_id) {
+				    theirs.group != c->ring_id) {
 					HL_WARN("rank %d: ring: refused a connection that is not "
-						"rank %d of group %u", c->rank, prev, c->g.group_id);
+						"rank %d of group %u", c->rank, prev, c->ring_id);
 					close(fd);
 					continue;
 				}

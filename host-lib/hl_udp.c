@@ -573,10 +573,20 @@ static int udp_recv(struct inca_comm *c, struct hl_rx *rx, unsigned max, int tim
 	return out;
 }
 
+/* The group moved to another switch (the manager's plan). */
+static int udp_retarget(struct inca_comm *c)
+{
+	struct udp_state *u = c->tp_state;
+
+	u->dst.sin_addr.s_addr = htonl(c->g.switch_ip);
+	return 0;
+}
+
 const struct hl_transport_ops hl_udp_ops = {
 	.name = "udp", .host_pfc = true,
 	.open = udp_open,
 	.close = udp_close,
 	.send = udp_send,
 	.recv = udp_recv,
+	.retarget = udp_retarget,
 };

@@ -177,6 +177,25 @@ static int verbs_reserve(struct inca_comm *c)
 	return 0;
 }
 
+/* The address handle of the switch (c->g.switch_ip). */
+static int make_ah(struct inca_comm *c, struct verbs_state *v)
+{
+	struct ibv_ah_attr ah = {
+		.is_global = 1, .port_num = v->port,
+		.grh = { .sgid_index = (uint8_t)v->gid_index, .hop_limit = 64,
+			 .traffic_class = 26 << 2 | 2 },
+	};
+	uint32_t sip = htonl(c->g.switch_ip);
+
+	memcpy(ah.grh.dgid.raw + 10, "\xff\xff", 2);
+	memcpy(ah.grh.dgid.raw + 12, &sip, 4);
+	v->ah = ibv_create_ah(v->pd, &ah);
+	if (!v->ah)
+		return hl_fail(c, INCA_ERR_TRANSPORT, "address handle for the switch: %s",
+			       strerror(errno));
+	return 0;
+}
+
 /* Ready the QP for the group (Q_Key, address handle of the switch). */
 static int verbs_open(struct inca_comm *c)
 {
@@ -198,20 +217,10 @@ static int verbs_open(struct inca_comm *c)
 	if (ibv_modify_qp(v->qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN))
 		goto modify_failed;
 
-	struct ibv_ah_attr ah = {
-		.is_global = 1, .port_num = v->port,
-		.grh = { .sgid_index = (uint8_t)v->gid_index, .hop_limit = 64,
-			 .traffic_class = 26 << 2 | 2 },
-	};
-	uint32_t sip = htonl(c->g.switch_ip);
-	memcpy(ah.grh.dgid.raw + 10, "\xff\xff", 2);
-	memcpy(ah.grh.dgid.raw + 12, &sip, 4);
-	v->ah = ibv_create_ah(v->pd, &ah);
-	if (!v->ah) {
-		rc = errno;
+	/* no switch yet: a job on the host ring (the manager's plan) */
+	if (c->g.switch_ip && (rc = make_ah(c, v))) {
 		verbs_close(c);
-		return hl_fail(c, INCA_ERR_TRANSPORT, "address handle for the switch: %s",
-			       strerror(rc));
+		return rc;
 	}
 	for (unsigned i = 0; i < RECV_DEPTH; i++)
 		if (post_recv(v, i)) {
@@ -314,6 +323,23 @@ static int verbs_recv(struct inca_comm *c, struct hl_rx *rx, unsigned max, int t
 	return out;
 }
 
+/* The group moved to another switch (the manager's plan): its address
+ * handle, and the group's Q_Key on our QP (RTS to RTS). */
+static int verbs_retarget(struct inca_comm *c)
+{
+	struct verbs_state *v = c->tp_state;
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RTS, .qkey = c->g.qkey };
+
+	if (v->ah) {
+		ibv_destroy_ah(v->ah);
+		v->ah = NULL;
+	}
+	if (ibv_modify_qp(v->qp, &a, IBV_QP_STATE | IBV_QP_QKEY))
+		return hl_fail(c, INCA_ERR_TRANSPORT, "the new group's Q_Key on QP %u: %s",
+			       v->qp->qp_num, strerror(errno));
+	return make_ah(c, v);
+}
+
 const struct hl_transport_ops hl_verbs_ops = {
 	.name = "verbs",
 	.reserve = verbs_reserve,
@@ -321,6 +347,7 @@ const struct hl_transport_ops hl_verbs_ops = {
 	.close = verbs_close,
 	.send = verbs_send,
 	.recv = verbs_recv,
+	.retarget = verbs_retarget,
 };
 
 #else /* !INCA_HAVE_VERBS */

@@ -898,7 +898,8 @@ static int xdp_open(struct inca_comm *c)
 	}
 	close(fd);
 	memcpy(x->src_mac, ifr.ifr_hwaddr.sa_data, 6);
-	if (resolve_mac(c, x->dst_mac)) {
+	/* no switch yet: a job on the host ring (the manager's plan) */
+	if (c->g.switch_ip && resolve_mac(c, x->dst_mac)) {
 		xdp_close(c);
 		return hl_fail(c, INCA_ERR_TRANSPORT, "the switch's MAC address did not "
 			       "resolve (ARP on %s for 2 s)", c->ifname);
@@ -1046,6 +1047,18 @@ static int xdp_recv(struct inca_comm *c, struct hl_rx *rx, unsigned max, int tim
 	return out;
 }
 
+/* The group moved to another switch (the manager's plan): its next hop's
+ * MAC. */
+static int xdp_retarget(struct inca_comm *c)
+{
+	struct xdp_state *x = c->tp_state;
+
+	if (resolve_mac(c, x->dst_mac))
+		return hl_fail(c, INCA_ERR_TRANSPORT, "the switch's MAC address did not "
+			       "resolve (ARP on %s for 2 s)", c->ifname);
+	return 0;
+}
+
 const struct hl_transport_ops hl_xdp_ops = {
 	.name = "xdp", .host_pfc = true,
 	/* one UMEM frame per packet (no XDP_USE_SG multi-buffer): 4096 less
@@ -1055,6 +1068,7 @@ const struct hl_transport_ops hl_xdp_ops = {
 	.close = xdp_close,
 	.send = xdp_send,
 	.recv = xdp_recv,
+	.retarget = xdp_retarget,
 };
 
 #else /* !INCA_HAVE_XDP */

@@ -271,6 +271,11 @@ struct inca_stats {
 	uint64_t probes;            /* retransmissions sent on a timeout with no sign of a
 				       loss (no later packet completed): a stalled peer,
 				       switch or CPU rather than a dropped packet */
+	uint64_t plan_changes;      /* the manager's plans taken (INCA_MANAGER): a new
+				       tree, the host ring, in-network again */
+	uint64_t replays;           /* collectives this rank completed in-network and ran
+				       again on the ring for ranks that had not when
+				       their tree failed */
 };
 int inca_comm_stats(const inca_comm_t *comm, struct inca_stats *stats);
 

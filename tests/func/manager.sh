@@ -118,13 +118,13 @@ sys.exit(0 if all(x["state"] == "up" and x["applied"] == x["version"] for x in s
 }
 JOB_ENV=()
 
-job j1 "$TOKEN_A" "1 2 3 4" -d all -o all -n 1,257,4097 & J1=$!
+job j1 "$TOKEN_A" "1 2 3 4" -d all -o all -n 1,257,4097 -r 3 & J1=$!
 # while it runs: its tree, and how long the manager took to set it up
 for _ in $(seq 300); do
 	[ "$(ctl --json job j1 2>/dev/null | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["state"])' 2>/dev/null)" = ready ] && break
 	sleep 0.02
 done
-tree=$(ctl tree j1)
+tree=$(ctl tree j1 2>&1)
 ms=$(ctl --json job j1 | /usr/bin/python3 -c 'import json,sys; print("%.1f" % json.load(sys.stdin).get("setup_ms", -1))' 2>/dev/null)
 check "job j1 over both leaves: every dtype and op, 1 to 4097 elements" wait $J1
 expect_eq "j1: ... all through the switches (fallbacks)" "$(fallbacks j1)" 0
@@ -211,8 +211,9 @@ expect_eq "ja and jb: through the switches" "$(( $(fallbacks ja) + $(fallbacks j
 # quota: tenant b may use 16 slots per switch; a 32-slot window is refused
 JOB_ENV=(INCA_WINDOW=32 INCA_TIMEOUT_MS=5000)
 job jq "$TOKEN_B" "2 4" -d fp32 -o sum -n 10 >/dev/null 2>&1
-check "tenant b over its quota: refused with the reason" \
-	grep -q "quota: tenant b would use 32 of its 16 slots" "$WORK/jq.r0"
+check "tenant b over its quota: on the host ring with a warning saying why" \
+	grep -q "job jq: on the host ring: quota: tenant b would use 32 of its 16 slots" "$WORK/jq.r0"
+check "... and its results exact" grep -q " 0 wrong;" "$WORK/jq.r0"
 JOB_ENV=()
 ctl delete jq >/dev/null 2>&1
 # tokens
@@ -258,8 +259,8 @@ sleep 1.5
 fail=$(ctl failures)
 echo "$fail" | sed 's/^/    /'
 check "incactl failures names leaf1 as down" bash -c "echo '$fail' | grep -q 'leaf1 .*switch down: no heartbeat'"
-check "incactl failures names jk as failed because of leaf1" \
-	bash -c "echo '$fail' | grep -q 'jk .*job failed: switch leaf1 of its tree is down'"
+check "incactl failures names jk on the host ring because of leaf1" \
+	bash -c "echo '$fail' | grep -q 'jk .*job on the host ring (plan 2): switch leaf1 is down'"
 st=$(ctl --json switches | /usr/bin/python3 -c 'import json,sys; print([s["state"] for s in json.load(sys.stdin) if s["name"]=="leaf1"][0])')
 expect_eq "incactl switches: leaf1 down" "$st" down
 ctl delete jk >/dev/null 2>&1

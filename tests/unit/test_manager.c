@@ -706,7 +706,11 @@ static void test_api_job_lifecycle(void **state)
 	assert_string_equal(json_string_value(json_object_get(pl, "mode")), "ring");
 	assert_true(json_is_true(json_object_get(pl, "ready")));
 	assert_null(json_object_get(pl, "cut"));           /* plan 1: from the start */
-	assert_null(json_object_get(r, "group"));
+	/* the ranks' description, without a switch */
+	json_t *rg = json_object_get(r, "group");
+	assert_true(json_is_true(json_object_get(rg, "ring")));
+	assert_null(json_object_get(rg, "switch"));
+	assert_int_equal(json_array_size(json_object_get(rg, "members")), 1);
 	json_decref(r);
 	assert_int_equal(call("DELETE", "/v1/jobs/jb", TOK_B, NULL, &r), 200);
 	json_decref(r);
@@ -1377,10 +1381,20 @@ static void test_api_plans(void **state)
 	json_decref(r);
 	assert_int_equal(call("POST", "/v1/jobs/j/ranks/1/stall", TOK_A,
 			      "{\"plan\": 4, \"ms\": 1000}", &r), 200);
+	assert_int_equal(pnum(r, "epoch"), 4);    /* noted: heartbeats decide first */
+	json_decref(r);
+	fake_now += 0.5;
+	beat_all_but("spine1");
+	mgr_tick(&M);
+	r = plan_of("j", 0);
+	assert_int_equal(pnum(r, "epoch"), 4);
+	json_decref(r);
+	fake_now += 0.6;                          /* dead_after past the stall */
+	beat_all_but("spine1");
+	mgr_tick(&M);
+	r = plan_of("j", 0);
 	assert_int_equal(pnum(r, "epoch"), 5);
 	assert_string_equal(pstr(r, "mode"), "ring");
-	json_decref(r);
-	r = plan_of("j", 0);
 	assert_string_equal(json_string_value(json_object_get(r, "reason")),
 			    "on the host ring: rank 1 saw no results from its tree for 1000 ms");
 	json_decref(r);

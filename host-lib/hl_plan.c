@@ -1,0 +1,420 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Following the manager's plan (INCA_MANAGER; docs/hostlib.md, "Plans"):
+ * where this communicator's collectives run — the job's tree, or the
+ * ranks' host ring — and the collective at which every rank moves to a new
+ * plan, so that no two ranks ever run a collective on different paths.
+ *
+ * A thread of the communicator long-polls the manager for the job's plan.
+ * When a new one comes it acknowledges it with where this rank is: the
+ * next collective it would start (from then on it starts none there until
+ * the cut is known: the "hold"), the first it has not completed, and the
+ * first it can replay. The manager answers every rank with the cut: the
+ * collectives before it run on the ring, those from it on the new plan.
+ * When the old plan was a tree that failed, the collectives from the cut's
+ * "from" run again on the ring, in order, at every rank: those this rank
+ * had not completed for real, those it had completed (but another rank
+ * had not) as replays from their kept inputs, whose results it drops.
+ *
+ * The caller's thread does the rest at its next call: it applies the cut
+ * (hl_coll_recover), routes every new collective (hl_plan_route), installs
+ * the new tree's group at the cut (the transport retargeted, the stream
+ * started afresh), tells the manager when its tree stops answering
+ * (hl_plan_stalled) and keeps the inputs of the collectives it completes
+ * in-network (hl_plan_keep; INCA_KEEP of them, INCA_KEEP_MB at most).
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hl_priv.h"
+
+#define KEEP_DEFAULT 8
+#define KEEP_MB_DEFAULT 256
+/* the thread's long-poll: short enough that destroy waits little */
+#define POLL_MS 500
+
+static int32_t seq_diff(uint32_t a, uint32_t b)
+{
+	return (int32_t)(a - b);
+}
+
+static double mono_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+/* ---- the thread ---- */
+
+static void *watch(void *arg)
+{
+	struct inca_comm *c = arg;
+	struct hl_plan *pl = c->plan;
+	uint32_t ver = 0;      /* none: the first poll answers at once */
+	bool complained = false;
+
+	while (!__atomic_load_n(&pl->stop, __ATOMIC_ACQUIRE)) {
+		struct hl_plan_msg pm;
+		char err[256];
+		int rc = hl_manager_poll(c->mgr, ver, POLL_MS, &pm, err, sizeof(err));
+
+		if (__atomic_load_n(&pl->stop, __ATOMIC_ACQUIRE)) {
+			if (!rc && pm.have_group)
+				hl_group_free(&pm.g);
+			break;
+		}
+		if (rc) {
+			if (!complained)
+				HL_WARN("rank %d: the manager's plan for job %s: %s (retrying)",
+					c->rank, c->job, err);
+			complained = true;
+			usleep(200000);
+			continue;
+		}
+		if (complained)
+			HL_INFO("rank %d: the manager answers again", c->rank);
+		complained = false;
+		ver = pm.version;
+
+		pthread_mutex_lock(&pl->lock);
+		if (pl->msg.have_group)
+			hl_group_free(&pl->msg.g);
+		pl->msg = pm;
+		__atomic_store_n(&pl->news, true, __ATOMIC_RELEASE);
+		/* a plan this rank has not acknowledged and whose cut is to be
+		 * made: where it is, and hold there */
+		bool ack = pm.epoch > pl->acked && pm.epoch > pl->adopted_epoch && !pm.cut &&
+			   pm.epoch > 1;
+		uint32_t next = pl->next, first = pl->first, keep = pl->keep;
+		if (ack)
+			pl->holding = true;
+		if (pm.epoch > pl->adopted_epoch && !pl->seen_us)
+			pl->seen_us = mono_us();
+		pthread_mutex_unlock(&pl->lock);
+		if (ack) {
+			rc = hl_manager_ack(c->mgr, pm.epoch, next, first, keep, err, sizeof(err));
+			pthread_mutex_lock(&pl->lock);
+			if (!rc)
+				pl->acked = pm.epoch;
+			pthread_mutex_unlock(&pl->lock);
+			if (rc == INCA_ERR_MANAGER) {
+				HL_WARN("rank %d: acknowledging plan %u: %s (retrying)", c->rank,
+					pm.epoch, err);
+				ver = 0;        /* read it again */
+				usleep(200000);
+			} else if (!rc) {
+				HL_INFO("rank %d: plan %u (%s%s) acknowledged at collective %u "
+					"(first not completed %u, inputs kept from %u)", c->rank,
+					pm.epoch, pm.ring ? "host ring" : "tree",
+					pm.dead ? ", the old tree failed" : "", next, first, keep);
+			}
+		}
+		pthread_cond_broadcast(&pl->cond);
+	}
+	return NULL;
+}
+
+int hl_plan_start(struct inca_comm *c, const struct hl_plan_msg *first)
+{
+	struct hl_plan *pl = calloc(1, sizeof(*pl));
+	const char *s;
+
+	if (!pl)
+		return hl_fail(c, INCA_ERR_NOMEM, "out of memory");
+	pthread_mutex_init(&pl->lock, NULL);
+	pthread_cond_init(&pl->cond, NULL);
+	pl->seq0 = c->next_seq;
+	pl->next = pl->first = pl->keep = c->next_seq;
+	pl->keep_max = KEEP_DEFAULT;
+	pl->keep_bytes_max = (size_t)KEEP_MB_DEFAULT << 20;
+	if ((s = getenv("INCA_KEEP")))
+		pl->keep_max = (unsigned)atoi(s);
+	if ((s = getenv("INCA_KEEP_MB")))
+		pl->keep_bytes_max = (size_t)atol(s) << 20;
+	/* the first plan: plan 1 runs from the first collective; a later one
+	 * (the job changed plans before this rank joined) from its cut, the
+	 * ring until then */
+	pl->adopted_epoch = first->epoch == 1 ? 1 : 0;
+	pl->tree = first->epoch == 1 && !first->ring;
+	pl->switch_seq = c->next_seq;
+	c->switch_failed = !pl->tree;
+	c->plan = pl;
+	if (pthread_create(&pl->thread, NULL, watch, c)) {
+		c->plan = NULL;
+		free(pl);
+		return hl_fail(c, INCA_ERR_NOMEM, "cannot start the plan's thread");
+	}
+	pl->thread_on = true;
+	if (first->ring)
+		HL_WARN("rank %d: job %s: %s; it moves in-network when the manager offers a tree",
+			c->rank, c->job, first->reason[0] ? first->reason : "on the host ring");
+	return 0;
+}
+
+void hl_plan_stop(struct inca_comm *c)
+{
+	struct hl_plan *pl = c->plan;
+
+	if (!pl)
+		return;
+	__atomic_store_n(&pl->stop, true, __ATOMIC_RELEASE);
+	if (pl->thread_on)
+		pthread_join(pl->thread, NULL);
+	if (pl->msg.have_group)
+		hl_group_free(&pl->msg.g);
+	for (unsigned i = 0; i < pl->nkept; i++)
+		free(pl->kept[i].in);
+	free(pl->kept);
+	pthread_mutex_destroy(&pl->lock);
+	pthread_cond_destroy(&pl->cond);
+	free(pl);
+	c->plan = NULL;
+}
+
+/* ---- kept inputs ---- */
+
+static void kept_drop(struct hl_plan *pl, unsigned i, bool lost)
+{
+	struct hl_kept *k = &pl->kept[i];
+
+	if (lost && (!pl->lost_any || seq_diff(k->seq, pl->lost) > 0)) {
+		pl->lost = k->seq;
+		pl->lost_any = true;
+	}
+	pl->kept_bytes -= k->bytes;
+	free(k->in);
+	memmove(k, k + 1, sizeof(*k) * (pl->nkept - i - 1));
+	pl->nkept--;
+}
+
+/* Where this rank is, for the next acknowledgement. */
+static void position(struct inca_comm *c)
+{
+	struct hl_plan *pl = c->plan;
+
+	pthread_mutex_lock(&pl->lock);
+	pl->next = c->next_seq;
+	pl->first = hl_coll_first(c);
+	pl->keep = pl->lost_any ? pl->lost + 1 : pl->seq0;
+	pthread_mutex_unlock(&pl->lock);
+}
+
+void hl_plan_keep(struct inca_comm *c, struct hl_kept *k)
+{
+	struct hl_plan *pl = c->plan;
+
+	if (!pl || pl->keep_max == 0 || k->bytes > pl->keep_bytes_max) {
+		if (pl && (!pl->lost_any || seq_diff(k->seq, pl->lost) > 0)) {
+			pl->lost = k->seq;
+			pl->lost_any = true;
+		}
+		free(k->in);
+		k->in = NULL;
+		if (pl)
+			position(c);
+		return;
+	}
+	while (pl->nkept && (pl->nkept >= pl->keep_max ||
+			     pl->kept_bytes + k->bytes > pl->keep_bytes_max))
+		kept_drop(pl, 0, true);
+	if (pl->nkept == pl->kept_cap) {
+		unsigned cap = pl->kept_cap ? 2 * pl->kept_cap : 8;
+		void *p = realloc(pl->kept, sizeof(*pl->kept) * cap);
+		if (!p) {
+			k->bytes = pl->keep_bytes_max + 1;
+			hl_plan_keep(c, k);       /* counted as lost */
+			return;
+		}
+		pl->kept = p;
+		pl->kept_cap = cap;
+	}
+	pl->kept[pl->nkept++] = *k;
+	pl->kept_bytes += k->bytes;
+	k->in = NULL;
+	position(c);
+}
+
+/* ---- the caller's side ---- */
+
+/* Install the new tree's group: from now on the stream goes to it. */
+static int install(struct inca_comm *c, const struct hl_group_desc *g)
+{
+	c->g.switch_ip = g->switch_ip;
+	c->g.group_id = g->group_id;
+	c->g.group_qpn = g->group_qpn;
+	c->g.qkey = g->qkey;
+	c->g.reproducible = g->reproducible;
+	c->g.ring = false;
+	/* mtu auto: the path to this switch (every rank's is the fabric's) */
+	uint16_t mtu = g->ib_mtu ? g->ib_mtu : hl_path_ib_mtu(c, g->switch_ip);
+	if (mtu < c->g.ib_mtu)      /* the stream's frames hold the first one */
+		c->g.ib_mtu = mtu;
+	c->member_index = (uint16_t)(g->member_index >= 0 ? g->member_index : c->rank);
+	hl_coll_restart(c);
+	if (c->tp->retarget) {
+		int rc = c->tp->retarget(c);
+		if (rc)
+			return rc;
+	}
+	c->switch_failed = false;
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	HL_INFO("rank %d: in-network on group %u via switch %u.%u.%u.%u (member %u) at %.3f",
+		c->rank, g->group_id, g->switch_ip >> 24, (g->switch_ip >> 16) & 255,
+		(g->switch_ip >> 8) & 255, g->switch_ip & 255, c->member_index,
+		(double)now.tv_sec + (double)now.tv_nsec / 1e9);
+	return 0;
+}
+
+/* A newer plan with its cut: apply it. 0, or an INCA error (the cut cannot
+ * be made: every call fails so from now on). */
+static int apply(struct inca_comm *c)
+{
+	struct hl_plan *pl = c->plan;
+	struct hl_plan_msg m;
+	int rc;
+
+	if (!__atomic_load_n(&pl->news, __ATOMIC_ACQUIRE))
+		return pl->broken[0] ? INCA_ERR_SWITCH : 0;
+	pthread_mutex_lock(&pl->lock);
+	__atomic_store_n(&pl->news, false, __ATOMIC_RELAXED);
+	m = pl->msg;
+	m.have_group = false;     /* the thread owns its group: route takes it */
+	memset(&m.g, 0, sizeof(m.g));
+	pthread_mutex_unlock(&pl->lock);
+	if (m.epoch <= pl->adopted_epoch || !m.cut)
+		return pl->broken[0] ? INCA_ERR_SWITCH : 0;
+	if (m.error[0]) {
+		snprintf(pl->broken, sizeof(pl->broken), "the job cannot move to the manager's "
+			 "plan %u: %.200s", m.epoch, m.error);
+		HL_ERR("rank %d: %s", c->rank, pl->broken);
+		hl_coll_fail_all(c, hl_fail(c, INCA_ERR_SWITCH, "%s", pl->broken));
+		return INCA_ERR_SWITCH;
+	}
+	/* the old tree failed: everything from the cut's "from" again, on the
+	 * ring, in order */
+	if (m.dead) {
+		for (unsigned i = 0; i < pl->nkept;)
+			if (seq_diff(pl->kept[i].seq, m.cut_from) < 0)
+				kept_drop(pl, i, false);     /* every rank completed it */
+			else
+				i++;
+		rc = hl_coll_recover(c, m.cut_from, pl->kept, pl->nkept);
+		if (rc)
+			return rc;
+	}
+	pl->tree = !m.ring;
+	pl->switch_seq = m.cut_seq;
+	pl->installed = false;
+	pl->stalled = 0;
+	if (m.ring)
+		c->switch_failed = true;
+	pthread_mutex_lock(&pl->lock);
+	pl->adopted_epoch = m.epoch;
+	pl->holding = false;
+	double seen = pl->seen_us;
+	pl->seen_us = 0;
+	pthread_mutex_unlock(&pl->lock);
+	c->stats.plan_changes++;
+	if (m.ring)
+		HL_WARN("rank %d: plan %u: the host ring from collective %u%s: %s", c->rank,
+			m.epoch, m.dead ? m.cut_from : m.cut_seq, m.dead ? " (its tree failed)" : "",
+			m.reason[0] ? m.reason : "no tree");
+	else
+		HL_INFO("rank %d: plan %u: in-network from collective %u (%.1f ms after the plan "
+			"was seen)", c->rank, m.epoch, m.cut_seq, seen ? (mono_us() - seen) / 1e3 : 0);
+	position(c);
+	return 0;
+}
+
+int hl_plan_progress(struct inca_comm *c)
+{
+	return c->plan ? apply(c) : 0;
+}
+
+int hl_plan_route(struct inca_comm *c, bool *ring, uint32_t *seq)
+{
+	struct hl_plan *pl = c->plan;
+	double deadline = c->now_us(c) + (double)c->timeout_ms * 1000;
+	int rc;
+
+	for (;;) {
+		rc = apply(c);
+		if (rc)
+			return pl->broken[0] ? hl_fail(c, INCA_ERR_SWITCH, "%s", pl->broken) : rc;
+		pthread_mutex_lock(&pl->lock);
+		bool hold = pl->holding;
+		if (!hold) {
+			*seq = c->next_seq++;
+			pl->next = c->next_seq;
+		}
+		pthread_mutex_unlock(&pl->lock);
+		if (!hold)
+			break;
+		/* acknowledged a plan at this collective: none starts before its
+		 * cut; meanwhile the collectives in flight go on */
+		if (c->now_us(c) > deadline)
+			return hl_fail(c, INCA_ERR_TIMEOUT, "no cut for the manager's new plan "
+				       "within %u ms (is every rank of job %s running?)",
+				       c->timeout_ms, c->job);
+		hl_coll_idle_progress(c, 1000);
+	}
+	*ring = !pl->tree || seq_diff(*seq, pl->switch_seq) < 0;
+	if (*ring || pl->installed)
+		return 0;
+	/* the first collective of the new tree: its group, once programmed */
+	for (;;) {
+		pthread_mutex_lock(&pl->lock);
+		bool ready = pl->msg.epoch == pl->adopted_epoch && pl->msg.ready &&
+			     pl->msg.have_group && !pl->msg.ring;
+		if (ready) {
+			pl->pending = pl->msg.g;
+			pl->pending.members = NULL;
+			pl->pending.nmembers = 0;
+		}
+		bool newer = pl->msg.epoch > pl->adopted_epoch;
+		pthread_mutex_unlock(&pl->lock);
+		if (ready)
+			break;
+		if (newer) {
+			/* superseded before it was programmed: this collective on
+			 * the ring, the next plan's cut is past it */
+			*ring = true;
+			return 0;
+		}
+		if (c->now_us(c) > deadline)
+			return hl_fail(c, INCA_ERR_TIMEOUT, "the manager's tree for job %s was not "
+				       "programmed within %u ms", c->job, c->timeout_ms);
+		usleep(1000);
+	}
+	rc = install(c, &pl->pending);
+	if (rc)
+		return rc;
+	pl->installed = true;
+	return 0;
+}
+
+void hl_plan_stalled(struct inca_comm *c, unsigned ms)
+{
+	struct hl_plan *pl = c->plan;
+
+	if (pl->stalled == pl->adopted_epoch)
+		return;
+	pl->stalled = pl->adopted_epoch;
+	HL_WARN("rank %d: no result from switch %u.%u.%u.%u for %u ms: telling the manager, "
+		"waiting for its plan", c->rank, c->g.switch_ip >> 24, (c->g.switch_ip >> 16) & 255,
+		(c->g.switch_ip >> 8) & 255, c->g.switch_ip & 255, ms);
+	hl_manager_stall(c->mgr, pl->adopted_epoch, ms);
+}
+
+void hl_plan_position(struct inca_comm *c)
+{
+	if (c->plan)
+		position(c);
+}
