@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "expect.h"
 
@@ -19,7 +20,7 @@ static void usage(FILE *out)
 {
 	fprintf(out,
 		"Usage: inca-check [-c COLLS] [-d TYPES] [-o OPS] [-n COUNTS] [-r REPEAT] [-i]\n"
-		"                  [-R ROOT] [-p INFLIGHT] [-W US] [-b]\n"
+		"                  [-R ROOT] [-p INFLIGHT] [-W US] [-s US] [-b]\n"
 		"  -c  comma-separated collectives (allreduce,reduce,reduce_scatter,allgather,\n"
 		"      bcast) or all (default allreduce)\n"
 		"  -d  comma-separated dtypes (fp32,fp16,bf16,int32,int64,fp64) or all\n"
@@ -35,6 +36,7 @@ static void usage(FILE *out)
 		"  -W  between starting the P copies and waiting for them, compute for US\n"
 		"      microseconds (floating-point work, its result checked) without calling\n"
 		"      libinca: the collectives overlap the computation (default 0)\n"
+		"  -s  sleep US microseconds after each case (a job that lasts; default 0)\n"
 		"  -b  also run barrier and bcast from every root\n"
 		"Exit 0 when every element of every case is right.\n");
 }
@@ -258,7 +260,7 @@ int main(int argc, char **argv)
 {
 	int colls[5] = { 0 }, ncoll = 1, dts[6] = { 0 }, ops[7] = { 0 }, ndt = 6, nop = 7, opt;
 	int repeat = 1, fixed_root = -1, inflight = 1;
-	long compute_us = 0;
+	long compute_us = 0, sleep_us = 0;
 	size_t counts[32] = { 1, 3, 257, 1000 };
 	int ncount = 4;
 	bool in_place = false, coll = false;
@@ -267,7 +269,7 @@ int main(int argc, char **argv)
 		dts[i] = i;
 	for (int i = 0; i < 7; i++)
 		ops[i] = i;
-	while ((opt = getopt(argc, argv, "c:d:o:n:r:R:p:W:ibh")) != -1) {
+	while ((opt = getopt(argc, argv, "c:d:o:n:r:R:p:W:s:ibh")) != -1) {
 		switch (opt) {
 		case 'c':
 			ncoll = parse_list(optarg, parse_coll, colls, 5);
@@ -291,6 +293,7 @@ int main(int argc, char **argv)
 		case 'R': fixed_root = atoi(optarg); break;
 		case 'p': inflight = atoi(optarg); break;
 		case 'W': compute_us = atol(optarg); break;
+		case 's': sleep_us = atol(optarg); break;
 		case 'i': in_place = true; break;
 		case 'b': coll = true; break;
 		case 'h': usage(stdout); return 0;
@@ -298,7 +301,8 @@ int main(int argc, char **argv)
 		}
 	}
 	if (ncoll <= 0 || ndt <= 0 || nop <= 0 || ncount <= 0 || repeat < 1 || inflight < 1 ||
-	    inflight > INCA_MAX_INFLIGHT || compute_us < 0 || compute_us > 10000000) {
+	    inflight > INCA_MAX_INFLIGHT || compute_us < 0 || compute_us > 10000000 ||
+	    sleep_us < 0 || sleep_us > 10000000) {
 		usage(stderr);
 		return 2;
 	}
@@ -354,6 +358,8 @@ int main(int argc, char **argv)
 							k.op = INCA_SUM;
 						if (run_case(&x, &k))
 							return 1;
+						if (sleep_us)
+							usleep((useconds_t)sleep_us);
 					}
 	int rank = x.rank, size = x.size, bad = x.bad, cases = x.cases;
 	if (coll) {

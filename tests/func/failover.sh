@@ -1,0 +1,220 @@
+#!/usr/bin/env bash
+# Failures and refusals on the routed lab (deploy/fabric up --routed: 4
+# hosts on 2 leaf routers, 2 spine routers, aggregation nodes leaf1 leaf2
+# spine1 spine2) with inca-manager's plans.
+#
+# Chaos: a job of 1000 allreduces (4 ranks, exact results checked) while
+# the test kills the spine node of its tree, then leaf1, then the manager
+# (kill -9), restarting each. No rank hangs or errors; after the spine's
+# death the job goes on in-network on the other spine; with leaf1 dead it
+# runs on the host ring, and back in-network once leaf1 is back; the
+# manager's death changes nothing. Prints the time from each failure to
+# every rank in-network again.
+#
+# Refusal: tenant b may hold 16 slots per switch. A job over that quota
+# runs on the host ring with a warning and exact results, and moves
+# in-network when the job holding the slots ends.
+# Usage: failover.sh BUILD_DIR
+BUILD=$(cd "${1:?usage: failover.sh BUILD_DIR}" && pwd)
+source "$(dirname "$0")/lib.sh"
+need_root
+
+FAB="$SRC/deploy/fabric"
+export INCA_FABRIC=incafo
+MGR="$BUILD/control/inca-manager"
+CTL="$BUILD/control/incactl"
+CHECK="$BUILD/tests/tools/inca-check"
+PORT=18476
+WORK=$(mktemp -d /tmp/inca-failover.XXXXXX)
+MGR_PID=
+cleanup() {
+	[ -n "$MGR_PID" ] && kill "$MGR_PID" 2>/dev/null && wait "$MGR_PID" 2>/dev/null
+	"$FAB" down
+	if [ -n "${KEEP:-}" ]; then echo "kept $WORK"; else rm -rf "$WORK"; fi
+}
+trap cleanup EXIT
+
+head -c 24 /dev/urandom | base64 | tr -d '/+=' > "$WORK/admin.token"
+TOKEN_A=tenant-a-$(head -c 12 /dev/urandom | base64 | tr -d '/+=')
+TOKEN_B=tenant-b-$(head -c 12 /dev/urandom | base64 | tr -d '/+=')
+cat > "$WORK/topo.json" <<JSON
+{
+  "switches": [
+    { "name": "spine1", "role": "spine", "ip": "10.31.0.250" },
+    { "name": "spine2", "role": "spine", "ip": "10.32.0.250" },
+    { "name": "leaf1", "role": "leaf", "ip": "10.1.1.250" },
+    { "name": "leaf2", "role": "leaf", "ip": "10.1.2.250" }
+  ],
+  "hosts": [
+    { "name": "h1", "ip": "10.1.1.1", "leaf": "leaf1" }, { "name": "h2", "ip": "10.1.1.2", "leaf": "leaf1" },
+    { "name": "h3", "ip": "10.1.2.3", "leaf": "leaf2" }, { "name": "h4", "ip": "10.1.2.4", "leaf": "leaf2" }
+  ],
+  "links": [ { "leaf": "leaf1", "spine": "spine1" }, { "leaf": "leaf2", "spine": "spine1" },
+             { "leaf": "leaf1", "spine": "spine2" }, { "leaf": "leaf2", "spine": "spine2" } ],
+  "tenants": [ { "name": "a", "token": "$TOKEN_A" },
+               { "name": "b", "token": "$TOKEN_B", "max_slots_per_switch": 16 } ]
+}
+JSON
+IP=(x 10.1.1.1 10.1.1.2 10.1.2.3 10.1.2.4)
+
+start_manager() {
+	"$MGR" --topology "$WORK/topo.json" --token-file "$WORK/admin.token" --db "$WORK/state.db" \
+		--listen 0.0.0.0:$PORT --dead-after-ms 1000 >> "$WORK/manager.log" 2>&1 &
+	MGR_PID=$!
+	for _ in $(seq 50); do
+		curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null 2>&1 && return 0
+		sleep 0.1
+	done
+	return 1
+}
+ctl() { "$CTL" --manager "http://127.0.0.1:$PORT" --token-file "$WORK/admin.token" "$@"; }
+wait_up() {
+	for _ in $(seq 100); do
+		ctl --json switches 2>/dev/null | /usr/bin/python3 -c '
+import json, sys
+sys.exit(0 if all(x["state"] == "up" and x["applied"] == x["version"] for x in json.load(sys.stdin)) else 1)' &&
+			return 0
+		sleep 0.1
+	done
+	return 1
+}
+now() { date +%s.%N | cut -c1-14; }
+
+start_manager || { not_ok "manager start"; finish; exit 1; }
+"$FAB" up --routed --hosts 4 --leaves 2 --switch "$BUILD/dataplane/inca-switch" \
+	--manager "http://127.0.0.1:$PORT" --token-file "$WORK/admin.token" --heartbeat-ms 100 \
+	>/dev/null || { not_ok "routed fabric up"; finish; exit 1; }
+check "the four aggregation nodes registered" wait_up
+
+# rank JOB TOKEN HOST RANK SIZE ARGS...: one libinca rank in the background
+rank() {
+	local id=$1 token=$2 h=$3 r=$4 n=$5
+	shift 5
+	timeout 300 "$FAB" exec "$h" env INCA_MANAGER="http://192.168.77.254:$PORT" \
+		INCA_MANAGER_TOKEN="$token" INCA_JOB="$id" INCA_RANK="$r" INCA_SIZE="$n" \
+		INCA_LOCAL_IP="${IP[$h]}" INCA_RING_IP="192.168.77.$h" INCA_TRANSPORT=udp \
+		INCA_LOG=info "$CHECK" "$@" > "$WORK/$id.r$r" 2>&1
+}
+# in_network JOB AFTER: seconds from AFTER until the last rank of JOB logged
+# its move in-network after AFTER ("" while some rank has not)
+in_network() {
+	/usr/bin/python3 - "$WORK" "$1" "$2" <<'PY'
+import glob, re, sys
+work, job, after = sys.argv[1], sys.argv[2], float(sys.argv[3])
+last = []
+for f in sorted(glob.glob("%s/%s.r*" % (work, job))):
+    t = [float(m) for m in re.findall(r"in-network on group \d+ .* at ([0-9.]+)", open(f).read())]
+    t = [x for x in t if x > after]
+    if not t:
+        sys.exit(0)
+    last.append(min(t))
+print("%.2f" % (max(last) - after))
+PY
+}
+wait_in_network() {   # wait_in_network JOB AFTER: up to 30 s
+	local s
+	for _ in $(seq 300); do
+		s=$(in_network "$1" "$2")
+		[ -n "$s" ] && { echo "$s"; return 0; }
+		sleep 0.1
+	done
+	return 1
+}
+tree_root() {
+	ctl --json job "$1" 2>/dev/null | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["tree"]["switch"])' 2>/dev/null
+}
+
+# ---- chaos: 1000 allreduces through three failures ----
+pids=()
+for h in 1 2 3 4; do
+	rank chaos "$TOKEN_A" "$h" $((h - 1)) 4 -d int32 -o sum -n 4096 -r 1000 -s 30000 &
+	pids+=($!)
+done
+root=
+for _ in $(seq 100); do root=$(tree_root chaos); [ -n "$root" ] && [ "$(ctl --json job chaos | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["state"])')" = ready ] && break; sleep 0.1; done
+check "chaos: in-network on a spine's tree (${root:-none})" bash -c "[[ '$root' == spine[12] ]]"
+sleep 4
+other=spine1; [ "$root" = spine1 ] && other=spine2
+t=$(now)
+"$FAB" kill "$root"
+if s=$(wait_in_network chaos "$t"); then
+	ok "chaos: $root killed: every rank in-network again ($s s after the kill)"
+	echo "    failure of $root -> in-network again: $s s"
+else
+	not_ok "chaos: $root killed: every rank in-network again within 30 s"
+fi
+expect_eq "chaos: ... on $other" "$(tree_root chaos)" "$other"
+"$FAB" start "$root" >/dev/null
+sleep 3
+
+t=$(now)
+"$FAB" kill leaf1
+ring=no
+for _ in $(seq 60); do
+	[ "$(ctl --json job chaos | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["state"])')" = ring ] && ring=yes && break
+	sleep 0.1
+done
+expect_eq "chaos: leaf1 killed: the job on the host ring (no tree reaches h1, h2)" "$ring" yes
+sleep 3
+t2=$(now)
+"$FAB" start leaf1 >/dev/null
+if s=$(wait_in_network chaos "$t2"); then
+	s1=$(/usr/bin/python3 -c "print('%.2f' % ($t2 - $t + $s))")
+	ok "chaos: leaf1 back: every rank in-network again ($s s after its restart)"
+	echo "    failure of leaf1 -> in-network again: $s1 s (leaf1 down for $(/usr/bin/python3 -c "print('%.1f' % ($t2 - $t))") s; $s s from its restart)"
+else
+	not_ok "chaos: leaf1 back: every rank in-network again within 30 s"
+fi
+sleep 3
+
+before=$(grep -h "in-network on group" "$WORK"/chaos.r* | wc -l)
+kill -9 "$MGR_PID"
+wait "$MGR_PID" 2>/dev/null
+sleep 2
+start_manager || not_ok "chaos: the manager restarted"
+sleep 3
+after=$(grep -h "in-network on group" "$WORK"/chaos.r* | wc -l)
+expect_eq "chaos: the manager killed and restarted: the job stayed on its tree (moves)" \
+	"$((after - before))" 0
+rc=0
+for p in "${pids[@]}"; do wait "$p" || rc=1; done
+expect_eq "chaos: every rank completed (exit status)" "$rc" 0
+wrong=$(grep -ho "[0-9]* cases, [0-9]* wrong" "$WORK"/chaos.r* | sort | uniq -c | sed 's/^ *//')
+expect_eq "chaos: 1000 collectives, every result exact, at every rank" "$wrong" "4 1000 cases, 0 wrong"
+[ "$rc" = 0 ] || for f in "$WORK"/chaos.r*; do grep -i "error\|fail" "$f" | head -3 | sed "s|^|    $(basename "$f"): |"; done
+grep -ho "[0-9]* fallbacks.*" "$WORK"/chaos.r0 | sed 's/^/    rank 0: /'
+check "chaos: the ranks ended in-network (the last plan a tree)" \
+	bash -c "grep -h 'plan [0-9]*:' '$WORK'/chaos.r0 | tail -1 | grep -q 'in-network'"
+
+# ---- refusal: over the quota, the ring; in-network once the slots free ----
+wait_up
+pids=()
+for h in 1 3; do
+	rank hold "$TOKEN_B" "$h" $(( (h - 1) / 2 )) 2 -d fp32 -o sum -n 1024 -r 150 -s 30000 &
+	pids+=($!)
+done
+for _ in $(seq 100); do [ "$(ctl --json job hold 2>/dev/null | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["state"])' 2>/dev/null)" = ready ] && break; sleep 0.1; done
+opids=()
+for h in 2 4; do
+	rank over "$TOKEN_B" "$h" $(( (h - 2) / 2 )) 2 -d fp32,int32 -o sum,max -n 1,1024 -r 100 -s 30000 &
+	opids+=($!)
+done
+rc=0
+for p in "${pids[@]}"; do wait "$p" || rc=1; done
+t=$(now)
+expect_eq "refusal: the job holding the slots completed" "$rc" 0
+for p in "${opids[@]}"; do wait "$p" || rc=1; done
+expect_eq "refusal: the job over the quota completed" "$rc" 0
+check "refusal: ... on the host ring first, with a warning saying why" \
+	grep -q "job over: on the host ring: quota: tenant b would use 32 of its 16 slots" "$WORK/over.r0"
+expect_eq "refusal: ... its results exact" \
+	"$(grep -ho "[0-9]* cases, [0-9]* wrong" "$WORK"/over.r* | sort | uniq -c | sed 's/^ *//')" \
+	"2 800 cases, 0 wrong"
+if s=$(in_network over "$t"); [ -n "$s" ]; then
+	ok "refusal: ... in-network once the slots were free ($s s after the other job ended)"
+else
+	not_ok "refusal: ... in-network once the slots were free"
+fi
+n=$(grep -ho "[0-9]* fallbacks" "$WORK/over.r0" | grep -o "^[0-9]*")
+check "refusal: ... some collectives on the ring before ($n)" test "${n:-0}" -gt 0
+finish
