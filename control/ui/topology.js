@@ -2,7 +2,8 @@
 // inca-manager's topology view: polls GET /v1/topology every second and
 // draws super-spines (when there are any), spines, leaves and hosts in rows, the links between them, each
 // switch's state and load, and the selected job's reduction tree. Failures
-// (a switch down, a failed job) are red. Names and reasons come from the
+// (a switch down, a failed job) are red; a job on the host ring (no tree:
+// refused, full, a switch down) amber. Names and reasons come from the
 // manager and are only ever set as text, never as markup.
 'use strict';
 

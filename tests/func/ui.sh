@@ -8,7 +8,7 @@
 # highlight the selected job's tree (the two-leaf job: spine, both leaves,
 # every host; the one-leaf job: leaf1 and its hosts only). A tenant's token
 # shows the fabric without the other tenant's jobs. Then leaf2 is killed:
-# the page shows it down and the job on it failed, in red. Screenshots of
+# the page shows it down in red and the job on it on the host ring. Screenshots of
 # both states are kept in BUILD/meson-logs/ (topology-view.png,
 # topology-view-failure.png). The manager serves TLS with a lab CA's
 # certificate (deploy/lab-ca): the switches' agents and a real libinca job
@@ -197,20 +197,21 @@ expect_eq "tenant b: its job only, selected by default" \
 check "chromium with a wrong token is asked for one" browse wrong "token=not-the-token-0123456789"
 expect_eq "wrong token: the status line" "$(txt wrong status)" "the manager refused the token"
 
-# leaf2 dies: down, j1 failed, both in red, the failures listed
+# leaf2 dies: down in red; no tree avoids it, so j1 moves to the host ring
+# (its tree gone, its state in amber), the failures listed
 "$FAB" kill leaf2 >/dev/null
 check "the manager sees leaf2 down" \
 	wait_for '[s["state"] for s in d["switches"]] == ["up", "up", "down"]'
 check "chromium renders the failure" browse failure "token=$ADMIN&job=j1"
 clean failure
 expect_eq "failure: the summary" "$(txt failure summary)" "3 switches (1 down), 4 hosts, 2 jobs"
-expect_eq "failure: leaf2 down in j1's failed tree" "$(cls failure sw-leaf2)" "node switch leaf down in-tree failed"
-expect_eq "failure: j1 failed, j2 still ready" \
-	"$(cls failure job-j1)|$(cls failure job-j2)" "job failed selected|job ready"
-expect_eq "failure: leaf2's links down, j1's tree failed" \
-	"$(cls failure link-h4-leaf2)|$(cls failure link-h1-leaf1)" "link down in-tree failed|link in-tree failed"
+expect_eq "failure: leaf2 down, in no tree" "$(cls failure sw-leaf2)" "node switch leaf down"
+expect_eq "failure: j1 on the host ring, j2 still ready" \
+	"$(cls failure job-j1)|$(cls failure job-j2)" "job ring selected|job ready"
+expect_eq "failure: leaf2's links down, j1 has no tree" \
+	"$(cls failure link-h4-leaf2)|$(cls failure link-h1-leaf1)" "link down|link"
 check "failure: the failures name leaf2 and j1 ($(txt failure failures | head -c 160))" \
-	bash -c "grep -q 'leaf2: switch down: no heartbeat' <<<\"\$0\" && grep -q 'j1: job failed' <<<\"\$0\"" \
+	bash -c "grep -q 'leaf2: switch down: no heartbeat' <<<\"\$0\" && grep -q 'j1: job on the host ring (plan 2): switch leaf2 is down' <<<\"\$0\"" \
 	"$(txt failure failures)"
 cp "$WORK/failure.png" "$ART/topology-view-failure.png"
 check "failure: screenshot saved ($ART/topology-view-failure.png)" test -s "$ART/topology-view-failure.png"
