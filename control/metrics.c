@@ -13,7 +13,7 @@ int mgr_api_metrics(struct mgr_req *q, const struct mgr_route_args *a)
 	struct mgr *m = q->m;
 	size_t cap = 65536, len = 0;
 	char *b = malloc(cap);
-	unsigned jobs[4] = { 0 };
+	unsigned jobs[MGR_JOB_RING + 1] = { 0 };
 
 	(void)a;
 #define P(...) do { if (len < cap) len += (size_t)snprintf(b + len, cap - len, __VA_ARGS__); } while (0)
@@ -22,7 +22,7 @@ int mgr_api_metrics(struct mgr_req *q, const struct mgr_route_args *a)
 	for (struct mgr_job *j = m->jobs; j; j = j->next)
 		jobs[j->state]++;
 	P("# HELP inca_manager_jobs Jobs by state.\n# TYPE inca_manager_jobs gauge\n");
-	for (int s = 0; s < 4; s++)
+	for (int s = 0; s <= MGR_JOB_RING; s++)
 		P("inca_manager_jobs{state=\"%s\"} %u\n", mgr_job_state_name((enum mgr_job_state)s),
 		  jobs[s]);
 	P("# HELP inca_manager_switch_up Whether the switch heartbeats.\n"

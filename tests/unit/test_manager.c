@@ -1403,6 +1403,7 @@ static void test_api_plans(void **state)
 	const char *ctype;
 	assert_int_equal(mgr_api(&M, "GET", "/metrics", ADMIN, NULL, &resp, &ctype), 200);
 	assert_non_null(strstr(resp, "inca_manager_plans_total{mode=\"ring\"} 2\n"));
+	assert_non_null(strstr(resp, "inca_manager_jobs{state=\"ring\"} 1\n"));
 	free(resp);
 }
 
