@@ -51,10 +51,11 @@ void mgr_job_release(struct mgr *m, struct mgr_job *j)
 	j->have_tree = false;
 }
 
-void mgr_job_replan(struct mgr *m, struct mgr_job *j, bool dead)
+/* A new plan for j begins: epoch, time, no cut yet (plan 1 needs none),
+ * every rank's acknowledgement to come; waiting ranks are woken by
+ * plan_ver. dead: the plan before it was a tree that failed. */
+static void plan_begin(struct mgr *m, struct mgr_job *j, bool dead)
 {
-	char why[sizeof(j->reason)];
-
 	j->plan++;
 	j->plan_at = m->now();
 	j->stall_at = 0;
@@ -65,6 +66,13 @@ void mgr_job_replan(struct mgr *m, struct mgr_job *j, bool dead)
 	j->plan_ver++;
 	for (int r = 0; r < j->size; r++)
 		j->ranks[r].ack_plan = 0;
+}
+
+void mgr_job_replan(struct mgr *m, struct mgr_job *j, bool dead)
+{
+	char why[sizeof(j->reason)];
+
+	plan_begin(m, j, dead);
 	if (!mgr_job_allocate(m, j)) {
 		j->plan_ring = false;
 		m->plans_tree++;
@@ -195,15 +203,8 @@ bool mgr_jobs_stalled(struct mgr *m)
 			    "switch of it heartbeats: the job goes to the host ring", j->stall_rank,
 			    j->stall_ms);
 		mgr_job_release(m, j);
-		j->plan++;
-		j->plan_at = now;
-		j->plan_dead = true;
+		plan_begin(m, j, true);
 		j->plan_ring = true;
-		j->cut_done = false;
-		j->cut_error[0] = 0;
-		j->plan_ver++;
-		for (int k = 0; k < j->size; k++)
-			j->ranks[k].ack_plan = 0;
 		j->state = MGR_JOB_RING;
 		snprintf(j->reason, sizeof(j->reason), "on the host ring: rank %d saw no results "
 			 "from its tree for %u ms", j->stall_rank, j->stall_ms);
@@ -235,17 +236,9 @@ bool mgr_jobs_retry(struct mgr *m)
 			continue;
 		}
 		/* it has a tree: the new plan, from the ring (alive) */
-		j->stall_at = 0;
-		j->plan++;
-		j->plan_at = now;
-		j->plan_dead = false;
+		plan_begin(m, j, false);
 		j->plan_ring = false;
-		j->cut_done = false;
-		j->cut_error[0] = 0;
-		j->plan_ver++;
 		j->retry_at = 0;
-		for (int r = 0; r < j->size; r++)
-			j->ranks[r].ack_plan = 0;
 		m->plans_tree++;
 		mgr_log("job %s: a tree again (plan %u): back in-network at the cut", j->id, j->plan);
 		any = true;

@@ -7,7 +7,8 @@
  * so up to HL_MAX_INFLIGHT collectives are pipelined in O(W) state.
  * Retransmission on an adaptive timeout (RFC 6298 estimator, Karn's rule,
  * exponential back-off), DCQCN pacing, a deadline on everything, and the
- * TCP ring when the switch does not answer.
+ * TCP ring when the switch does not answer (with a manager: when its plan
+ * says, hl_plan.c).
  *
  * One file over 500 lines on purpose (about 920): the collectives' packet
  * plans, the window and the retransmission engine share the stream's
@@ -980,10 +981,6 @@ int hl_coll_finish(struct hl_coll *op)
 
 /* ---- for the manager's plans (hl_plan.c) ---- */
 
-static int32_t seq_diff(uint32_t a, uint32_t b)
-{
-	return (int32_t)(a - b);
-}
 
 uint32_t hl_coll_first(struct inca_comm *c)
 {
@@ -991,7 +988,7 @@ uint32_t hl_coll_first(struct inca_comm *c)
 	uint32_t first = c->next_seq;
 
 	for (unsigned i = 0; i < st->nops; i++)
-		if (!st->ops[i]->finished && seq_diff(st->ops[i]->seq, first) < 0)
+		if (!st->ops[i]->finished && hl_seq_diff(st->ops[i]->seq, first) < 0)
 			first = st->ops[i]->seq;
 	return first;
 }
@@ -1089,14 +1086,14 @@ int hl_coll_recover(struct inca_comm *c, uint32_t from, const struct hl_kept *ke
 		for (unsigned i = 0; i < st->nops; i++) {
 			if (st->ops[i]->seq == s)
 				op = st->ops[i];
-			else if (seq_diff(st->ops[i]->seq, s) > 0 &&
+			else if (hl_seq_diff(st->ops[i]->seq, s) > 0 &&
 				 (!st->ops[i]->finished || !st->ops[i]->ring))
 				later = true;
 		}
 		for (unsigned i = 0; i < nkept && !op; i++) {
 			if (kept[i].seq == s)
 				k = &kept[i];
-			else if (seq_diff(kept[i].seq, s) > 0)
+			else if (hl_seq_diff(kept[i].seq, s) > 0)
 				later = true;
 		}
 		if (op && !op->finished) {

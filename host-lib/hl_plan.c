@@ -37,10 +37,6 @@
 /* the thread's long-poll: short enough that destroy waits little */
 #define POLL_MS 500
 
-static int32_t seq_diff(uint32_t a, uint32_t b)
-{
-	return (int32_t)(a - b);
-}
 
 static double mono_us(void)
 {
@@ -183,7 +179,7 @@ static void kept_drop(struct hl_plan *pl, unsigned i, bool lost)
 {
 	struct hl_kept *k = &pl->kept[i];
 
-	if (lost && (!pl->lost_any || seq_diff(k->seq, pl->lost) > 0)) {
+	if (lost && (!pl->lost_any || hl_seq_diff(k->seq, pl->lost) > 0)) {
 		pl->lost = k->seq;
 		pl->lost_any = true;
 	}
@@ -210,7 +206,7 @@ void hl_plan_keep(struct inca_comm *c, struct hl_kept *k)
 	struct hl_plan *pl = c->plan;
 
 	if (!pl || pl->keep_max == 0 || k->bytes > pl->keep_bytes_max) {
-		if (pl && (!pl->lost_any || seq_diff(k->seq, pl->lost) > 0)) {
+		if (pl && (!pl->lost_any || hl_seq_diff(k->seq, pl->lost) > 0)) {
 			pl->lost = k->seq;
 			pl->lost_any = true;
 		}
@@ -301,7 +297,7 @@ static int apply(struct inca_comm *c)
 	 * ring, in order */
 	if (m.dead) {
 		for (unsigned i = 0; i < pl->nkept;)
-			if (seq_diff(pl->kept[i].seq, m.cut_from) < 0)
+			if (hl_seq_diff(pl->kept[i].seq, m.cut_from) < 0)
 				kept_drop(pl, i, false);     /* every rank completed it */
 			else
 				i++;
@@ -365,7 +361,7 @@ int hl_plan_route(struct inca_comm *c, bool *ring, uint32_t *seq)
 				       c->timeout_ms, c->job);
 		hl_coll_idle_progress(c, 1000);
 	}
-	*ring = !pl->tree || seq_diff(*seq, pl->switch_seq) < 0;
+	*ring = !pl->tree || hl_seq_diff(*seq, pl->switch_seq) < 0;
 	if (*ring || pl->installed)
 		return 0;
 	/* the first collective of the new tree: its group, once programmed */

@@ -272,6 +272,12 @@ struct hl_plan {
  * apart, so consecutive jobs on a static group never meet (protocol.md 3.2). */
 #define HL_EPOCH_STRIDE 0x9e3779b1u
 
+/* a - b for collective numbers: a signed distance on the 32-bit circle */
+static inline int32_t hl_seq_diff(uint32_t a, uint32_t b)
+{
+	return (int32_t)(a - b);
+}
+
 struct inca_comm {
 	int rank, size;
 	char job[64];

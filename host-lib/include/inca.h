@@ -110,7 +110,9 @@ typedef enum {
  *   different MTU, or one group mixing transports, must all be given one.
  *   - or a manager (manager_url / INCA_MANAGER), which creates the group
  *     for the job, on every transport (with verbs the rank registers the
- *     QPN its NIC gave; docs/manager.md).
+ *     QPN its NIC gave; docs/manager.md), and whose plan then says where
+ *     the collectives run: its tree, or the host ring when none fits (a
+ *     warning), changing at a collective every rank agrees on.
  */
 struct inca_comm_attr {
 	int rank;                 /* 0..size-1 (INCA_RANK) */
@@ -172,7 +174,8 @@ const char *inca_last_errmsg(void);
  *                         not allowed; inca_comm_errmsg says which)
  *   INCA_ERR_BUSY         INCA_MAX_INFLIGHT collectives already in flight
  *   INCA_ERR_TIMEOUT      the deadline (INCA_TIMEOUT_MS) passed
- *   INCA_ERR_SWITCH       no switch and fallback off
+ *   INCA_ERR_SWITCH       no switch and fallback off; with a manager, a plan
+ *                         change the ranks cannot make (a replay's input gone)
  *   INCA_ERR_PEER         a member unreachable during the fallback
  *   INCA_ERR_PROTOCOL     the ranks disagreed (e.g. on which call fell back)
  *   INCA_ERR_NOMEM
