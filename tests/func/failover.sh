@@ -57,34 +57,13 @@ cat > "$WORK/topo.json" <<JSON
 JSON
 IP=(x 10.1.1.1 10.1.1.2 10.1.2.3 10.1.2.4)
 
-start_manager() {
-	"$MGR" --topology "$WORK/topo.json" --token-file "$WORK/admin.token" --db "$WORK/state.db" \
-		--listen 0.0.0.0:$PORT --dead-after-ms 1000 >> "$WORK/manager.log" 2>&1 &
-	MGR_PID=$!
-	for _ in $(seq 50); do
-		curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null 2>&1 && return 0
-		sleep 0.1
-	done
-	return 1
-}
-ctl() { "$CTL" --manager "http://127.0.0.1:$PORT" --token-file "$WORK/admin.token" "$@"; }
-wait_up() {
-	for _ in $(seq 100); do
-		ctl --json switches 2>/dev/null | /usr/bin/python3 -c '
-import json, sys
-sys.exit(0 if all(x["state"] == "up" and x["applied"] == x["version"] for x in json.load(sys.stdin)) else 1)' &&
-			return 0
-		sleep 0.1
-	done
-	return 1
-}
 now() { date +%s.%N | cut -c1-14; }
 
-start_manager || { not_ok "manager start"; finish; exit 1; }
+mgr_start || { not_ok "manager start"; finish; exit 1; }
 "$FAB" up --routed --hosts 4 --leaves 2 --switch "$BUILD/dataplane/inca-switch" \
 	--manager "http://127.0.0.1:$PORT" --token-file "$WORK/admin.token" --heartbeat-ms 100 \
 	>/dev/null || { not_ok "routed fabric up"; finish; exit 1; }
-check "the four aggregation nodes registered" wait_up
+check "the four aggregation nodes registered" mgr_wait_applied
 
 # rank JOB TOKEN HOST RANK SIZE ARGS...: one libinca rank in the background
 rank() {
@@ -171,7 +150,7 @@ before=$(grep -h "in-network on group" "$WORK"/chaos.r* | wc -l)
 kill -9 "$MGR_PID"
 wait "$MGR_PID" 2>/dev/null
 sleep 2
-start_manager || not_ok "chaos: the manager restarted"
+mgr_start || not_ok "chaos: the manager restarted"
 sleep 3
 after=$(grep -h "in-network on group" "$WORK"/chaos.r* | wc -l)
 expect_eq "chaos: the manager killed and restarted: the job stayed on its tree (moves)" \
@@ -187,7 +166,7 @@ check "chaos: the ranks ended in-network (the last plan a tree)" \
 	bash -c "grep -h 'plan [0-9]*:' '$WORK'/chaos.r0 | tail -1 | grep -q 'in-network'"
 
 # ---- refusal: over the quota, the ring; in-network once the slots free ----
-wait_up
+mgr_wait_applied
 pids=()
 for h in 1 3; do
 	rank hold "$TOKEN_B" "$h" $(( (h - 1) / 2 )) 2 -d fp32 -o sum -n 1024 -r 150 -s 30000 &

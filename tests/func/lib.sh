@@ -166,3 +166,34 @@ JSON
 JSON
 	done
 }
+
+# A func test's manager: inca-manager on $WORK/topo.json with
+# $WORK/admin.token, its state in $WORK/state.db, on port $PORT (MGR, CTL,
+# WORK and PORT set by the script). mgr_start [ARG...]: start it (MGR_PID)
+# and wait up to 5 s for /healthz; when it does not answer, its log.
+mgr_start() {
+	"$MGR" --topology "$WORK/topo.json" --token-file "$WORK/admin.token" --db "$WORK/state.db" \
+		--listen 0.0.0.0:$PORT --dead-after-ms 1000 "$@" >> "$WORK/manager.log" 2>&1 &
+	MGR_PID=$!
+	for _ in $(seq 50); do
+		curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null 2>&1 && return 0
+		sleep 0.1
+	done
+	cat "$WORK/manager.log"
+	return 1
+}
+# ctl ARG...: incactl with the admin token
+ctl() { "$CTL" --manager "http://127.0.0.1:$PORT" --token-file "$WORK/admin.token" "$@"; }
+# mgr_wait_applied [SWITCH...]: every switch (or those named) heartbeats and
+# has applied the manager's version, within 10 s
+mgr_wait_applied() {
+	for _ in $(seq 100); do
+		ctl --json switches 2>/dev/null | /usr/bin/python3 -c '
+import json, sys
+s = [x for x in json.load(sys.stdin) if len(sys.argv) == 1 or x["name"] in sys.argv[1:]]
+sys.exit(0 if all(x["state"] == "up" and x["applied"] == x["version"] for x in s) else 1)' "$@" &&
+			return 0
+		sleep 0.1
+	done
+	return 1
+}

@@ -50,18 +50,6 @@ cat > "$WORK/topo.json" <<JSON
 }
 JSON
 
-start_manager() {
-	"$MGR" --topology "$WORK/topo.json" --token-file "$WORK/admin.token" --db "$WORK/state.db" \
-		--listen 0.0.0.0:$PORT --dead-after-ms 1000 >> "$WORK/manager.log" 2>&1 &
-	MGR_PID=$!
-	for _ in $(seq 50); do
-		curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null 2>&1 && return 0
-		sleep 0.1
-	done
-	cat "$WORK/manager.log"
-	return 1
-}
-ctl() { "$CTL" --manager "http://127.0.0.1:$PORT" --token-file "$WORK/admin.token" "$@"; }
 
 check "the topology validates" "$MGR" --check --topology "$WORK/topo.json"
 # a bad topology names the field
@@ -70,7 +58,7 @@ msg=$("$MGR" --check --topology "$WORK/bad.json" 2>&1)
 check "a bad topology is refused with the field named ($msg)" \
 	bash -c "echo '$msg' | grep -q 'hosts\[2\].leaf: expected the name of a leaf switch'"
 
-start_manager || { not_ok "manager start"; finish; exit 1; }
+mgr_start || { not_ok "manager start"; finish; exit 1; }
 "$FAB" up --hosts 4 --leaves 2 --switch "$BUILD/dataplane/inca-switch" \
 	--manager "http://127.0.0.1:$PORT" --token-file "$WORK/admin.token" --heartbeat-ms 100 \
 	>/dev/null || { not_ok "fabric up"; finish; exit 1; }
@@ -105,17 +93,6 @@ fallbacks() {
 	[ "$n" = 0 ] || grep -h "warning\|error" "$WORK/$1".r* | head -4 | sed 's/^/    why: /' >&2
 	echo "$n"
 }
-# wait_up: every switch heartbeats and has applied its groups
-wait_up() {
-	for _ in $(seq 100); do
-		ctl --json switches 2>/dev/null | /usr/bin/python3 -c '
-import json, sys
-s = json.load(sys.stdin)
-sys.exit(0 if all(x["state"] == "up" and x["applied"] == x["version"] for x in s) else 1)' && return 0
-		sleep 0.1
-	done
-	return 1
-}
 JOB_ENV=()
 
 job j1 "$TOKEN_A" "1 2 3 4" -d all -o all -n 1,257,4097 -r 3 & J1=$!
@@ -140,7 +117,7 @@ applied_groups() {
 gone=no
 for _ in $(seq 100); do
 	[ "$(ctl --json groups | /usr/bin/python3 -c 'import json,sys; print(sum(len(v) for v in json.load(sys.stdin).values()))')" = 0 ] &&
-		wait_up && gone=yes && break
+		mgr_wait_applied && gone=yes && break
 	sleep 0.02
 done
 expect_eq "j1 left: its groups are gone from the switches" "$gone" yes
@@ -162,7 +139,7 @@ echo "    ... the last rank's (per job the shortest): $(grep -ho 'joined job jt[
 for l in sys.stdin:
     j, t = re.search(r"job (\S+) in ([0-9.]+)", l).groups(); d[j].append(float(t))
 print(" ".join(str(min(v)) for v in d.values()))' | median)"
-check "the timing jobs are gone from the switches" wait_up
+check "the timing jobs are gone from the switches" mgr_wait_applied
 
 # QPNs and ring ports: unique per host address across jobs, chosen by the
 # manager unless the rank asks; a QPN taken on that address is refused
@@ -191,10 +168,10 @@ for i in $(seq 40); do
 	case "$r $r2" in *409*|*400*|*500*) all="no ($r $r2)" ;; esac
 done
 expect_eq "40 jobs of tenant a at once: all accepted" "$all" yes
-check "... and programmed on every switch" wait_up
+check "... and programmed on every switch" mgr_wait_applied
 expect_eq "the switches hold the 40 jobs' groups" "$(applied_groups)" 120
 for i in $(seq 40); do ctl delete "jm$i" >/dev/null; done
-check "... and deleted from them" wait_up
+check "... and deleted from them" mgr_wait_applied
 expect_eq "the switches hold no group" "$(applied_groups)" 0
 
 # a single-leaf job is one group on that leaf
@@ -233,7 +210,7 @@ expect_eq "the API refuses a request without a token" "$code" 401
 "$FAB" up --hosts 4 --leaves 2 --switch "$BUILD/dataplane/inca-switch" \
 	--manager "http://127.0.0.1:$PORT" --token-file "$WORK/admin.token" --heartbeat-ms 100 \
 	--impair "loss 1%" >/dev/null || { not_ok "fabric up impaired"; finish; exit 1; }
-wait_up
+mgr_wait_applied
 JOB_ENV=(INCA_SWITCH_TIMEOUT_MS=5000)
 check "job jl, 1% loss on every link: every dtype and op" \
 	job jl "$TOKEN_A" "1 2 3 4" -d all -o all -n 1,4097
@@ -244,7 +221,7 @@ JOB_ENV=()
 "$FAB" up --hosts 4 --leaves 2 --switch "$BUILD/dataplane/inca-switch" \
 	--manager "http://127.0.0.1:$PORT" --token-file "$WORK/admin.token" --heartbeat-ms 100 \
 	>/dev/null || { not_ok "fabric up"; finish; exit 1; }
-wait_up
+mgr_wait_applied
 JOB_ENV=(INCA_SWITCH_TIMEOUT_MS=500 INCA_TIMEOUT_MS=120000)
 job jk "$TOKEN_A" "1 2 3 4" -d fp32,int64 -o sum -n 2000000 -r 10 & K=$!
 for _ in $(seq 200); do
@@ -266,7 +243,7 @@ expect_eq "incactl switches: leaf1 down" "$st" down
 ctl delete jk >/dev/null 2>&1
 "$FAB" start leaf1
 JOB_ENV=()
-check "leaf1 back: every switch up and programmed" wait_up
+check "leaf1 back: every switch up and programmed" mgr_wait_applied
 
 # the manager restarted mid-job: the groups survive
 JOB_ENV=(INCA_SWITCH_TIMEOUT_MS=3000 INCA_TIMEOUT_MS=120000)
@@ -278,7 +255,7 @@ done
 g_before=$(ctl --json groups | /usr/bin/python3 -c 'import json,sys; d=json.load(sys.stdin); print(sorted((k, g["id"], g["qpn"]) for k, v in d.items() for g in v))')
 kill "$MGR_PID"; wait "$MGR_PID" 2>/dev/null
 sleep 0.5
-start_manager || not_ok "manager restart"
+mgr_start || not_ok "manager restart"
 g_after=$(ctl --json groups | /usr/bin/python3 -c 'import json,sys; d=json.load(sys.stdin); print(sorted((k, g["id"], g["qpn"]) for k, v in d.items() for g in v))')
 check "manager restarted mid-job: the job completes, results right" wait $R
 expect_eq "jr: through the switches, no fallback" "$(fallbacks jr)" 0

@@ -49,37 +49,13 @@ cat > "$WORK/topo.json" <<JSON
 }
 JSON
 
-start_manager() {
-	"$MGR" --topology "$WORK/topo.json" --token-file "$WORK/admin.token" --db "$WORK/state.db" \
-		--listen 0.0.0.0:$PORT --dead-after-ms 1000 --lease-s 3600 >> "$WORK/manager.log" 2>&1 &
-	MGR_PID=$!
-	for _ in $(seq 100); do
-		curl -sf "$URL/healthz" >/dev/null 2>&1 && return 0
-		sleep 0.05
-	done
-	tail -5 "$WORK/manager.log"
-	return 1
-}
-# every switch heartbeats and has applied the manager's version
-wait_applied() {
-	for _ in $(seq 200); do
-		"$CTL" --manager "$URL" --token-file "$WORK/admin.token" --json switches 2>/dev/null |
-			/usr/bin/python3 -c '
-import json, sys
-s = json.load(sys.stdin)
-sys.exit(0 if all(x["state"] == "up" and x["applied"] == x["version"] for x in s) else 1)' &&
-			return 0
-		sleep 0.05
-	done
-	return 1
-}
 now_ms() { date +%s%3N; }
 
-start_manager || { not_ok "manager start"; finish; exit 1; }
+mgr_start --lease-s 3600 || { not_ok "manager start"; finish; exit 1; }
 "$FAB" up --hosts 4 --leaves 2 --switch "$BUILD/dataplane/inca-switch" \
 	--manager "$URL" --token-file "$WORK/admin.token" --heartbeat-ms 100 \
 	>/dev/null || { not_ok "fabric up"; finish; exit 1; }
-check "the switches registered" wait_applied
+check "the switches registered" mgr_wait_applied
 
 LOG="$WORK/ops.log"
 : > "$LOG"
@@ -101,7 +77,7 @@ while [ "$round" -lt 60 ]; do
 	wait "$CLIENT_PID"
 	CLIENT_PID=
 	t0=$(now_ms)
-	if ! start_manager || ! wait_applied; then
+	if ! mgr_start --lease-s 3600 || ! mgr_wait_applied; then
 		not_ok "round $round: the manager restarted and every switch applied its groups"
 		failed_rounds=$((failed_rounds + 1))
 		break

@@ -51,26 +51,11 @@ cat > "$WORK/topo.json" <<JSON
 JSON
 IP=(x 10.1.1.1 10.1.1.2 10.1.2.3 10.1.2.4)
 
-"$MGR" --topology "$WORK/topo.json" --token-file "$WORK/admin.token" --db "$WORK/state.db" \
-	--listen 0.0.0.0:$PORT --dead-after-ms 1000 >> "$WORK/manager.log" 2>&1 &
-MGR_PID=$!
-for _ in $(seq 50); do curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
-ctl() { "$CTL" --manager "http://127.0.0.1:$PORT" --token-file "$WORK/admin.token" "$@"; }
+mgr_start || { not_ok "manager start"; finish; exit 1; }
 "$FAB" up --routed --hosts 4 --leaves 2 --switch "$BUILD/dataplane/inca-switch" \
 	--manager "http://127.0.0.1:$PORT" --token-file "$WORK/admin.token" --heartbeat-ms 100 \
 	>/dev/null || { not_ok "routed fabric up"; finish; exit 1; }
-wait_up() {
-	for _ in $(seq 100); do
-		ctl --json switches 2>/dev/null | /usr/bin/python3 -c '
-import json, sys
-s = [x for x in json.load(sys.stdin) if x["name"] in sys.argv[1:]]
-sys.exit(0 if all(x["state"] == "up" and x["applied"] == x["version"] for x in s) else 1)' "$@" &&
-			return 0
-		sleep 0.1
-	done
-	return 1
-}
-check "the four aggregation nodes registered" wait_up spine1 spine2 leaf1 leaf2
+check "the four aggregation nodes registered" mgr_wait_applied spine1 spine2 leaf1 leaf2
 
 # the routers route
 check "h1 reaches h4 (other subnet, through the spines)" "$FAB" exec 1 ping -c 1 -W 2 10.1.2.4
