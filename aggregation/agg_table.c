@@ -27,6 +27,20 @@ static inline int drop(struct agg_group_stats *st, int rc)
 	return rc;
 }
 
+/* A WAIT for the sender of h: its key, no elements, fanin = the members
+ * the set has heard from (docs/protocol.md 3.2, "Waiting"). */
+static int wait_answer(struct agg_group_stats *st, const struct agg_hdr *h, unsigned seen,
+		       struct agg_result *res)
+{
+	*res = (struct agg_result){ .hdr = *h, .owner = AGG_NO_MEMBER };
+	res->hdr.type = AGG_TYPE_WAIT;
+	res->hdr.flags = (uint8_t)((h->flags & (AGG_FLAG_SHADOW_SET | AGG_FLAG_COLL)) |
+				   AGG_FLAG_NO_DATA);
+	res->hdr.fanin = (uint16_t)seen;
+	st->waits++;
+	return AGG_V_WAIT;
+}
+
 /* Allgather and bcast copy the owner's elements; the others reduce. */
 static inline bool coll_copies(uint8_t coll)
 {
@@ -191,6 +205,7 @@ int agg_group_ingest(struct agg_group *g, const struct agg_pkt *pkt,
 		}
 		word = &s->older[h->rank / 64];
 		bit = 1ull << (h->rank % 64);
+		unsigned seen = s->older_seen + !(*word & bit);
 		if (!(*word & bit)) {
 			*word |= bit;
 			if (++s->older_seen == c->nmembers) {
@@ -199,7 +214,15 @@ int agg_group_ingest(struct agg_group *g, const struct agg_pkt *pkt,
 				st->restarts++;
 			}
 		}
-		return drop(st, -AGG_E_STALE);
+		drop(st, -AGG_E_STALE);
+		/* a member that sent it again is waiting for the others'
+		 * first copies: say the switch is there */
+		if (h->flags & AGG_FLAG_RETRANSMIT) {
+			if (member_out)
+				*member_out = h->rank;
+			return wait_answer(st, h, seen, res);
+		}
+		return -AGG_E_STALE;
 	} else if (AGG_UNLIKELY(h->dtype != s->dtype || h->op != s->op ||
 				h->count != s->count || h->coll != s->coll ||
 				h->root != s->root)) {
@@ -222,6 +245,10 @@ int agg_group_ingest(struct agg_group *g, const struct agg_pkt *pkt,
 			return AGG_V_UPSTREAM;
 		}
 		st->duplicates++;
+		/* the member timed out waiting for the others: say the
+		 * switch holds its contribution (not gone, not lost) */
+		if (h->flags & AGG_FLAG_RETRANSMIT)
+			return wait_answer(st, h, s->nseen, res);
 		return AGG_V_DUPLICATE;
 	}
 	*word |= bit;

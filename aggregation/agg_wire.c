@@ -92,7 +92,7 @@ static int hdr_check(const struct agg_hdr *hdr)
 {
 	if (hdr->version != AGG_VERSION)
 		return -AGG_E_VERSION;
-	if (hdr->type < AGG_TYPE_CONTRIB || hdr->type > AGG_TYPE_CONTROL)
+	if (hdr->type < AGG_TYPE_CONTRIB || hdr->type > AGG_TYPE_WAIT)
 		return -AGG_E_TYPE;
 	if (hdr->dtype >= AGG_DTYPE_COUNT)
 		return -AGG_E_DTYPE;
@@ -108,7 +108,9 @@ static int hdr_check(const struct agg_hdr *hdr)
 	if ((hdr->flags & AGG_FLAG_COLL) &&
 	    (hdr->coll == AGG_COLL_ALLREDUCE || hdr->coll >= AGG_COLL_COUNT))
 		return -AGG_E_COLL;
-	if ((hdr->flags & AGG_FLAG_NO_DATA) && !(hdr->flags & AGG_FLAG_COLL))
+	/* (a WAIT is a header alone whatever the collective) */
+	if ((hdr->flags & AGG_FLAG_NO_DATA) && !(hdr->flags & AGG_FLAG_COLL) &&
+	    hdr->type != AGG_TYPE_WAIT)
 		return -AGG_E_COLL;
 	return 0;
 }

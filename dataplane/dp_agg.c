@@ -155,8 +155,10 @@ static void send_result(struct dp_switch *sw, struct dp_worker *w,
 	len = agg_result_encode(g->agg, member, res, &l2,
 				g->member_mac[member].addr_bytes,
 				rte_pktmbuf_mtod(m, void *), rte_pktmbuf_tailroom(m));
-	sh->results_sent += len >= 0;
-	sh->results_no_data += len >= 0 && !agg_result_has_data_for(res, member);
+	/* a WAIT is counted by the engine (waits), not as a result */
+	bool result = res->hdr.type == AGG_TYPE_RESULT;
+	sh->results_sent += len >= 0 && result;
+	sh->results_no_data += len >= 0 && result && !agg_result_has_data_for(res, member);
 	send_built(sw, w, m, len, sw->cfg->result_dscp, port);
 }
 
@@ -346,6 +348,8 @@ void dp_agg_input(struct dp_switch *sw, struct dp_worker *w,
 		send_result(sw, w, g, member, &res, NULL);
 	} else if (rc == AGG_V_UPSTREAM) {
 		send_up(sw, w, g, &res);
+	} else if (rc == AGG_V_WAIT) {
+		send_result(sw, w, g, member, &res, NULL);
 	}
 out:
 	rte_pktmbuf_free(m);

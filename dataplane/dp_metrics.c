@@ -143,6 +143,8 @@ char *dp_metrics_text(struct dp_switch *sw)
 		{ "inca_group_duplicates_total", "Contributions already counted (retransmissions)." },
 		{ "inca_group_retransmits_total", "Retained results sent again." },
 		{ "inca_group_restarts_total", "Jobs that started again on the group." },
+		{ "inca_group_waits_total",
+		  "WAITs sent: a member's retransmission held while the slot waits for others." },
 	};
 	pthread_mutex_lock(&sw->ctl_lock);
 	for (unsigned k = 0; k < RTE_DIM(gnames); k++) {
@@ -159,7 +161,7 @@ char *dp_metrics_text(struct dp_switch *sw)
 			dp_group_shard_sum(grp, &gs);
 			v = k == 0 ? s.contributions : k == 1 ? s.completions :
 			    k == 2 ? gs.results_sent : k == 3 ? s.duplicates :
-			    k == 4 ? s.retransmits : s.restarts;
+			    k == 4 ? s.retransmits : k == 5 ? s.restarts : s.waits;
 			fprintf(f, "%s{group=\"%u\"} %llu\n", gnames[k][0],
 				agg_group_config(grp->agg)->group_id, (unsigned long long)v);
 		}

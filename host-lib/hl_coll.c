@@ -528,17 +528,19 @@ static int send_due(struct inca_comm *c, double now, double *next_due)
 		 * after it has completed; with no such evidence only one probe
 		 * goes per RTO (backed off), the rest wait for its answer. */
 		/* The first use of each of a slot's two sets (packets 0 .. 2W-1
-		 * of the communicator) is the exception. A switch that served
+		 * of the communicator) is the exception: each such packet goes
+		 * again on its own back-off, probe or not. A switch that served
 		 * an earlier job on the group drops every member's first copy
 		 * (docs/protocol.md 3.2, step 2) and opens the set only for the
-		 * copies sent after all of them: nothing completes until each
-		 * is sent twice, and with one probe at a time a restart cost
-		 * one RTO per slot (16 slots at the RTO ceiling took 20 s).
-		 * For these, a packet sent in the same batch as one that has
-		 * completed (every member is there) counts as lost too. */
+		 * copies sent after the last member's first: nothing completes
+		 * until each member has sent some slot twice after that. With
+		 * one probe at a time, members that started a few ms apart
+		 * probed their slots in different orders and none gathered all
+		 * copies before the probes reached the RTO ceiling (then one
+		 * slot per ceiling: 16 slots took 20 s, and 64 MiB jobs fell
+		 * back). At most 2W packets, backed off, once per communicator. */
 		bool first_use = sl->g < 2u * st->window;
-		if (sl->sent && (first_use ? sl->first_sent_us > st->newest_done_sent_us
-					   : sl->first_sent_us >= st->newest_done_sent_us)) {
+		if (sl->sent && !first_use && sl->first_sent_us >= st->newest_done_sent_us) {
 			if (now < st->next_probe_us) {
 				if (st->next_probe_us < *next_due)
 					*next_due = st->next_probe_us;
@@ -612,7 +614,8 @@ static void accept_result(struct inca_comm *c, const struct hl_rx *rx, double no
 	struct hl_slot *sl;
 	struct hl_use u;
 
-	if (agg_decode_msg(rx->msg, rx->len, &h, &pl) || h.type != AGG_TYPE_RESULT ||
+	if (agg_decode_msg(rx->msg, rx->len, &h, &pl) ||
+	    (h.type != AGG_TYPE_RESULT && h.type != AGG_TYPE_WAIT) ||
 	    h.group_id != c->g.group_id || h.rank != c->member_index) {
 		c->stats.duplicates++;
 		return;
@@ -627,6 +630,15 @@ static void accept_result(struct inca_comm *c, const struct hl_rx *rx, double no
 	sl = &st->slots[(op->gbase + h.pkt_idx) % st->window];
 	if (sl->g != op->gbase + h.pkt_idx) {
 		c->stats.duplicates++;          /* late or duplicate */
+		return;
+	}
+	if (h.type == AGG_TYPE_WAIT) {
+		/* the switch holds the packet and waits for other ranks
+		 * (docs/protocol.md 3.2, "Waiting"): it is there, so no
+		 * fallback yet; the packet stays unanswered, and the call's
+		 * deadline (INCA_TIMEOUT_MS) still bounds the wait */
+		c->stats.switch_waits++;
+		st->last_progress_us = now;
 		return;
 	}
 	pkt_use(op, h.pkt_idx, &u);

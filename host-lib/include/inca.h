@@ -279,6 +279,10 @@ struct inca_stats {
 	uint64_t replays;           /* collectives this rank completed in-network and ran
 				       again on the ring for ranks that had not when
 				       their tree failed */
+	uint64_t switch_waits;      /* WAITs from the switch: it holds this rank's
+				       retransmitted packet while its slot waits for other
+				       ranks (late to start, or slow); each one restarts
+				       INCA_SWITCH_TIMEOUT_MS */
 };
 int inca_comm_stats(const inca_comm_t *comm, struct inca_stats *stats);
 

@@ -573,6 +573,7 @@ struct mr {
 	unsigned dropped, duplicated;
 	unsigned stale;                /* first copies of a restarted job, dropped */
 	uint64_t data_bytes[MR_MAX];   /* element bytes of the results queued */
+	double delay_us[MR_MAX];       /* a rank's start after rank 0's (mr_run) */
 };
 
 static struct mr R;
@@ -641,7 +642,7 @@ static int mr_send(struct inca_comm *c, const struct hl_frame *f, unsigned n)
 		if (v == AGG_V_COMPLETE)
 			for (int m = 0; m < R.n; m++)
 				mr_queue(m, &res);
-		else if (v == AGG_V_RETRANSMIT)
+		else if (v == AGG_V_RETRANSMIT || v == AGG_V_WAIT)
 			mr_queue(member, &res);
 	}
 	return (int)n;
@@ -889,7 +890,17 @@ static void mr_run(const struct mr_case *cases, int nk)
 				fill(k->dtype, k->op, r, in[j][r], mr_in_count(k));
 			memset(out[j][r], 0xa5, mr_out_count(k) * es);
 		}
+		/* ranks that start late (delay_us): the others progress
+		 * meanwhile, as on a machine where some ranks took longer to
+		 * prepare their input */
+		double t0 = R.now;
 		for (int r = 0; r < R.n; r++) {
+			while (R.now < t0 + R.delay_us[r])
+				for (int q = 0; q < r; q++) {
+					int done = 0;
+					if (req[q][j] && inca_test(req[q][j], &done))
+						fail_msg("rank %d: %s", q, inca_comm_errmsg(R.comm[q]));
+				}
 			int rc = mr_start(k, r, in[j][r], out[j][r], &req[r][j]);
 			if (rc)
 				fail_msg("start %s: %s", inca_strerror(rc), inca_comm_errmsg(R.comm[r]));
@@ -1062,6 +1073,69 @@ static void test_restart_is_quick(void **state)
 		assert_int_equal(s.fallbacks, 0);
 		assert_true(s.retransmissions >= 16);     /* each first copy, again */
 	}
+	mr_teardown();
+}
+
+/* The same with members that start a job apart (a 64 MiB input takes a
+ * second to prepare on a loaded machine), on the hostlib func test's
+ * group: 4 ranks, window 16, 256 elements. The early ranks' copies go again
+ * on their back-off (the RTO ceiling is a quarter of the 2 s switch
+ * timeout); the switch answers each with a WAIT, so a rank 3 s late (past
+ * the switch timeout) is no switch failure: with fallback off, one would
+ * fail the test. Then the same on a fresh switch, where the early copies
+ * wait in open sets instead of a restart's. */
+static void test_restart_skewed(void **state)
+{
+	static const double delay[][4] = { { 0, 450000, 450000, 450000 },
+					   { 0, 300, 450000, 460000 },
+					   { 0, 120000, 250000, 700000 },
+					   { 0, 100, 200, 3000000 } };
+	struct mr_case k = { .coll = AGG_COLL_ALLREDUCE, .dtype = INCA_FLOAT32, .op = INCA_SUM,
+			     .count = 256 * 16 * 5 + 7 };
+	struct agg_group_stats st;
+	struct inca_stats s;
+
+	(void)state;
+	for (unsigned d = 0; d < sizeof(delay) / sizeof(delay[0]); d++) {
+		mr_setup(4, 16, 256, 11 + d);
+		mr_run(&k, 1);
+		mr_next_job(1);
+		memcpy(R.delay_us, delay[d], sizeof(delay[d]));
+		double t0 = R.now;
+		mr_run(&k, 1);
+		agg_group_stats_sum(R.sw, &st);
+		assert_int_equal(st.restarts, 32);            /* both sets of 16 slots */
+		print_message("start delays %.0f/%.0f/%.0f us: restarted in %.0f us, "
+			      "%llu WAITs\n", delay[d][1], delay[d][2], delay[d][3], R.now - t0,
+			      (unsigned long long)st.waits);
+		/* the last rank's start, then at most the RTO ceiling (a
+		 * quarter of the switch timeout: 500 ms) and a little */
+		assert_true(R.now - t0 < delay[d][3] + 600000);
+		uint64_t waits = 0;
+		for (int r = 0; r < R.n; r++) {
+			inca_comm_stats(R.comm[r], &s);
+			assert_int_equal(s.fallbacks, 0);
+			assert_int_equal(s.collectives, 1);
+			waits += s.switch_waits;
+		}
+		/* every WAIT the switch sent arrived (no loss here) */
+		assert_int_equal(waits, st.waits);
+		if (delay[d][3] > 2000000)
+			assert_true(waits > 0);
+		mr_teardown();
+	}
+	/* a fresh switch, rank 2 late by 3 s */
+	mr_setup(4, 16, 256, 5);
+	R.delay_us[2] = 3000000;
+	mr_run(&k, 1);
+	agg_group_stats_sum(R.sw, &st);
+	assert_int_equal(st.restarts, 0);
+	assert_true(st.waits > 0);
+	inca_comm_stats(R.comm[0], &s);
+	assert_int_equal(s.fallbacks, 0);
+	assert_true(s.switch_waits > 0);
+	inca_comm_stats(R.comm[2], &s);
+	assert_int_equal(s.switch_waits, 0);      /* the late rank waited for no one */
 	mr_teardown();
 }
 
@@ -1540,6 +1614,7 @@ int main(void)
 		cmocka_unit_test(test_every_collective),
 		cmocka_unit_test(test_many_in_flight),
 		cmocka_unit_test(test_restart_is_quick),
+		cmocka_unit_test(test_restart_skewed),
 		cmocka_unit_test(test_epochs_keep_jobs_apart),
 		cmocka_unit_test(test_reduce_scatter_bytes),
 		cmocka_unit_test(test_fallback_every_collective),

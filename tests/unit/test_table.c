@@ -163,6 +163,36 @@ static void test_duplicate_and_retransmit(void **state)
 	 * the original: counted once */
 	assert_int_equal(agg_group_ingest(g, &c.pkt, &res, NULL), AGG_V_DUPLICATE);
 	assert_int_equal(st->duplicates, 1);
+	assert_int_equal(st->waits, 0);
+	/* a retransmission (the member timed out waiting for the others):
+	 * a WAIT to it, its own key, no elements, fanin = members heard */
+	c.pkt.hdr.flags |= AGG_FLAG_RETRANSMIT;
+	uint16_t who = 0;
+	assert_int_equal(agg_group_ingest(g, &c.pkt, &res, &who), AGG_V_WAIT);
+	assert_int_equal(who, 3);
+	assert_int_equal(st->duplicates, 2);
+	assert_int_equal(st->waits, 1);
+	assert_int_equal(res.hdr.type, AGG_TYPE_WAIT);
+	assert_int_equal(res.hdr.flags, AGG_FLAG_SHADOW_SET | AGG_FLAG_NO_DATA);
+	assert_int_equal(res.hdr.fanin, 1);
+	assert_int_equal(res.hdr.count, 4);
+	assert_int_equal(res.hdr.slot, 0);
+	assert_int_equal(res.hdr.coll_seq, 5);
+	assert_int_equal(res.hdr.pkt_idx, 0);
+	assert_int_equal(res.payload_len, 0);
+	assert_false(agg_result_has_data_for(&res, 3));
+	/* on the wire: headers alone, ICRC verified, for member 3 */
+	uint8_t wf[AGG_MAX_FRAME_LEN];
+	struct agg_result_l2 l2 = { .switch_ip = SWITCH_IP };
+	int wl = agg_result_encode(g, 3, &res, &l2, NULL, wf, sizeof(wf));
+	assert_int_equal(wl, AGG_FRAME_HDR_LEN + AGG_ICRC_LEN);
+	struct agg_pkt wp;
+	assert_int_equal(agg_decode(wf, (size_t)wl, true, &wp), 0);
+	assert_int_equal(wp.hdr.type, AGG_TYPE_WAIT);
+	assert_int_equal(wp.hdr.rank, 3);
+	assert_int_equal(wp.hdr.fanin, 1);
+	assert_int_equal(wp.payload_len, 0);
+	assert_int_equal(wp.dest_qp, members[3].qpn);
 	for (uint16_t m = 0; m < NM; m++) {
 		if (m == 3)
 			continue;
@@ -383,6 +413,15 @@ static void test_shadow_sets_and_stale(void **state)
 	for (uint16_t m = 0; m < NM; m++) {
 		mk(&c, m, AGG_DTYPE_INT32, AGG_OP_SUM, 8, 2, false, 1, 0, v);
 		assert_int_equal(agg_group_ingest(g, &c.pkt, &res, NULL), -AGG_E_STALE);
+		/* member 1 sends it again while the others have not: dropped
+		 * as well (counted stale), and a WAIT says the switch is there */
+		if (m == 1) {
+			c.pkt.hdr.flags |= AGG_FLAG_RETRANSMIT;
+			assert_int_equal(agg_group_ingest(g, &c.pkt, &res, NULL), AGG_V_WAIT);
+			assert_int_equal(res.hdr.type, AGG_TYPE_WAIT);
+			assert_int_equal(res.hdr.fanin, 2);   /* members 0 and 1 */
+			assert_int_equal(res.hdr.coll_seq, 1);
+		}
 		/* a late copy of another old key does not count towards it */
 		if (m == 3) {
 			mk(&c, 0, AGG_DTYPE_INT32, AGG_OP_SUM, 8, 2, false, 4, 0, v);
@@ -395,7 +434,7 @@ static void test_shadow_sets_and_stale(void **state)
 		}
 		assert_int_equal(st->restarts, m == NM - 1 ? 1 : 0);
 	}
-	assert_int_equal(st->drops[AGG_E_STALE], stale + NM + 5);
+	assert_int_equal(st->drops[AGG_E_STALE], stale + NM + 6);
 	contribute_all_int32(g, 2, false, 1, 0, 8, &res);
 	check_int32_sum(&res, 8);
 	assert_int_equal(res.hdr.coll_seq, 1);

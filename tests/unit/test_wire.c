@@ -172,6 +172,7 @@ static void test_each_error_code(void **state)
 		{ "qkey bit flip", DETH, 0x00, false, -AGG_E_ICRC },
 		{ "version 2", INCA, 2, true, -AGG_E_VERSION },
 		{ "type 9", INCA + 1, 9, true, -AGG_E_TYPE },
+		{ "type 5 (after WAIT)", INCA + 1, 5, true, -AGG_E_TYPE },
 		{ "type 0", INCA + 1, 0, true, -AGG_E_TYPE },
 		{ "dtype 6", INCA + 2, 6, true, -AGG_E_DTYPE },
 		{ "op 7", INCA + 3, 7, true, -AGG_E_OP },

@@ -76,6 +76,7 @@ enum agg_msg_type {
 	AGG_TYPE_CONTRIB = 1,   /* host or child switch -> switch */
 	AGG_TYPE_RESULT  = 2,   /* switch -> host or child switch */
 	AGG_TYPE_CONTROL = 3,   /* reserved for in-band control; dropped today */
+	AGG_TYPE_WAIT    = 4,   /* switch -> host: held, the set waits for others */
 };
 
 enum agg_dtype {
@@ -550,6 +551,7 @@ struct agg_group_stats {
 	uint64_t upstream;       /* partials sent to the parent (first sends) */
 	uint64_t upstream_resends; /* partial sent again: a member retransmitted */
 	uint64_t parent_results; /* final results received from the parent */
+	uint64_t waits;          /* WAITs answered to a retransmission */
 	uint64_t drops[AGG_E__COUNT];
 };
 
@@ -560,6 +562,8 @@ enum agg_verdict {
 	AGG_V_DUPLICATE,      /* already counted, set open: send nothing */
 	AGG_V_RETRANSMIT,     /* set complete: send the result to this member */
 	AGG_V_UPSTREAM,       /* (group with a parent) send *res, the partial, up */
+	AGG_V_WAIT,           /* a retransmission the switch holds (or dropped as a
+				 restart's first copy): send *res, a WAIT, to it */
 };
 
 struct agg_group;
@@ -628,7 +632,12 @@ uint16_t agg_group_rank_owner(const struct agg_group *g, uint16_t rank);
  * (allgather, bcast: keeps the owner's elements as they are). Returns an
  * agg_verdict (>= 0) or a negative AGG_E_* code; every negative return is
  * counted in the group's drops[]. On AGG_V_COMPLETE and AGG_V_RETRANSMIT,
- * *res describes the result (and who gets its data).
+ * *res describes the result (and who gets its data). On AGG_V_WAIT, *res
+ * is a WAIT for the sender alone (header only, fanin = members the set
+ * has heard from): a retransmitted contribution (AGG_FLAG_RETRANSMIT) the
+ * set already holds while it waits for other members, or one a restart
+ * dropped (docs/protocol.md 3.2, "Waiting"); counted in `waits` (and, for
+ * the second kind, in drops[] as stale).
  * *member_out receives the sender's member index.
  */
 int agg_group_ingest(struct agg_group *g, const struct agg_pkt *pkt,
