@@ -224,6 +224,9 @@ struct mgr_job {
 	double stall_at;             /* a rank said its tree stopped answering (not saved) */
 	int stall_rank;
 	uint32_t stall_ms;
+	unsigned stalls;             /* moves to the ring on a stall in a row, each tree
+					lasting under STALL_QUIET_S: the retry backs off
+					(not saved) */
 	uint64_t saved_sig;          /* persist.c: what its rows hold; 0: no rows */
 	struct mgr_job *next;
 };

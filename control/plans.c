@@ -185,6 +185,15 @@ void mgr_job_stall(struct mgr *m, struct mgr_job *j, int r, uint32_t plan, uint3
 	j->stall_ms = ms;
 }
 
+/* A tree that stalls again within this long of being made counts as the
+ * same trouble: its job's next try for a tree waits twice as long as the
+ * last, from STALL_RETRY_S up to STALL_RETRY_MAX_S. A path that keeps
+ * breaking (a link the manager cannot see) so costs one short stall per
+ * back-off, not a tree/ring flap every few seconds. */
+#define STALL_QUIET_S     60.0
+#define STALL_RETRY_S     10.0
+#define STALL_RETRY_MAX_S 320.0
+
 bool mgr_jobs_stalled(struct mgr *m)
 {
 	double now = m->now();
@@ -199,16 +208,23 @@ bool mgr_jobs_stalled(struct mgr *m)
 		j->stall_at = 0;
 		if (down || j->plan_ring || !j->ngroups)
 			continue;       /* mgr_tick rebuilt around it, or it moved already */
+		j->stalls = now - j->plan_at < STALL_QUIET_S ? j->stalls + 1 : 1;
+		double wait = STALL_RETRY_S;
+		for (unsigned k = 1; k < j->stalls && wait < STALL_RETRY_MAX_S; k++)
+			wait *= 2;
+		if (wait > STALL_RETRY_MAX_S)
+			wait = STALL_RETRY_MAX_S;
 		mgr_failure(m, j->id, "rank %d saw no results from its tree for %u ms while every "
-			    "switch of it heartbeats: the job goes to the host ring", j->stall_rank,
-			    j->stall_ms);
+			    "switch of it heartbeats: the job goes to the host ring, a tree again "
+			    "in %.0f s at the earliest (stall %u in a row)", j->stall_rank,
+			    j->stall_ms, wait, j->stalls);
 		mgr_job_release(m, j);
 		plan_begin(m, j, true);
 		j->plan_ring = true;
 		j->state = MGR_JOB_RING;
 		snprintf(j->reason, sizeof(j->reason), "on the host ring: rank %d saw no results "
 			 "from its tree for %u ms", j->stall_rank, j->stall_ms);
-		j->retry_at = now + 10.0;
+		j->retry_at = now + wait;
 		m->plans_ring++;
 		any = true;
 	}

@@ -1405,6 +1405,63 @@ static void test_api_plans(void **state)
 	assert_non_null(strstr(resp, "inca_manager_plans_total{mode=\"ring\"} 2\n"));
 	assert_non_null(strstr(resp, "inca_manager_jobs{state=\"ring\"} 1\n"));
 	free(resp);
+
+	/* the ranks take the ring (plan 5); a tree again 10 s after the
+	 * stall, not before */
+	assert_int_equal(ack("j", 0, 5, 400, 400, 400, &r), 200);
+	json_decref(r);
+	assert_int_equal(ack("j", 1, 5, 400, 400, 400, &r), 200);
+	json_decref(r);
+	double ring_at = fake_now;
+	int epoch = 5;
+	for (unsigned stall = 1; stall <= 3; stall++) {
+		/* 10, 20, 40 s: each tree stalled within a minute of its making */
+		double wait = 10.0 * (1u << (stall - 1));
+		fake_now = ring_at + wait - 0.1;
+		assert_int_equal(call("POST", "/v1/jobs/j/renew", TOK_A, "{}", &r), 200);
+		json_decref(r);                       /* the ranks' lease */
+		beat_all_but("spine1");
+		mgr_tick(&M);
+		r = plan_of("j", 0);
+		assert_int_equal(pnum(r, "epoch"), epoch);
+		assert_string_equal(pstr(r, "mode"), "ring");
+		json_decref(r);
+		fake_now = ring_at + wait + 0.1;
+		beat_all_but("spine1");
+		mgr_tick(&M);
+		r = plan_of("j", 0);
+		assert_int_equal(pnum(r, "epoch"), ++epoch);
+		assert_string_equal(pstr(r, "mode"), "tree");
+		json_decref(r);
+		unsigned at = 500 + 100 * stall;
+		assert_int_equal(ack("j", 0, epoch, at, at, at, &r), 200);
+		json_decref(r);
+		assert_int_equal(ack("j", 1, epoch, at, at, at, &r), 200);
+		json_decref(r);
+		/* it stalls again at once */
+		char body[64];
+		snprintf(body, sizeof(body), "{\"plan\": %d, \"ms\": 1000}", epoch);
+		assert_int_equal(call("POST", "/v1/jobs/j/ranks/0/stall", TOK_A, body, &r), 200);
+		json_decref(r);
+		fake_now += 1.1;
+		beat_all_but("spine1");
+		mgr_tick(&M);
+		r = plan_of("j", 0);
+		assert_int_equal(pnum(r, "epoch"), ++epoch);
+		assert_string_equal(pstr(r, "mode"), "ring");
+		json_decref(r);
+		assert_int_equal(ack("j", 0, epoch, at + 50, at + 50, at + 50, &r), 200);
+		json_decref(r);
+		assert_int_equal(ack("j", 1, epoch, at + 50, at + 50, at + 50, &r), 200);
+		json_decref(r);
+		ring_at = fake_now;
+	}
+	/* the failure log says when the next try comes */
+	assert_int_equal(call("GET", "/v1/jobs/j", TOK_A, NULL, &r), 200);
+	json_decref(r);
+	assert_int_equal(mgr_api(&M, "GET", "/v1/failures", ADMIN, NULL, &resp, &ctype), 200);
+	assert_non_null(strstr(resp, "a tree again in 80 s at the earliest (stall 4 in a row)"));
+	free(resp);
 }
 
 int main(void)
