@@ -73,7 +73,7 @@ int mgr_job_allocate(struct mgr *m, struct mgr_job *j)
 	uint32_t *slots = calloc((size_t)ns, 4), *groups = calloc((size_t)ns, 4);
 	uint32_t *tslots = calloc((size_t)ns, 4);
 	bool *down = calloc((size_t)ns, 1);
-	struct mgr_load load = { slots, groups, down };
+	struct mgr_load load = { slots, groups, down, m->link_down };
 	const struct mgr_tenant *tn = &m->topo.tenants[j->tenant];
 	int rc = -1;
 	double t0;

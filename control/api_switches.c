@@ -80,6 +80,23 @@ int mgr_api_heartbeat(struct mgr_req *q, const struct mgr_route_args *args)
 	snprintf(st->last_error, sizeof(st->last_error), "%s", e ? e : "");
 	json_decref(st->counters);
 	st->counters = json_incref(json_object_get(q->body, "counters"));
+	/* its links up the tree: "unreachable" lists the parents behind a
+	 * port whose link is down */
+	json_t *un = json_object_get(st->counters, "unreachable");
+	for (int k = 0; k < m->topo.nup[s]; k++) {
+		int u = m->topo.up[s][k];
+		bool down = false;
+		size_t i;
+		json_t *v;
+		uint32_t ip;
+		json_array_foreach(un, i, v)
+			down |= json_is_string(v) && !mgr_parse_ip(json_string_value(v), &ip) &&
+				ip == m->topo.switches[u].ip;
+		if (down != (bool)m->link_down[(size_t)s * (size_t)m->topo.nswitches + (size_t)u]) {
+			mgr_link_changed(m, s, u, down);
+			dirty = true;
+		}
+	}
 	for (struct mgr_job *j = m->jobs; j; j = j->next) {
 		bool before = j->state == MGR_JOB_READY;
 		mgr_job_check_ready(m, j);

@@ -59,6 +59,38 @@ void mgr_job_check_ready(struct mgr *m, struct mgr_job *j)
 			j->plan_at ? (j->ready_at - j->plan_at) * 1000.0 : 0.0);
 }
 
+void mgr_link_changed(struct mgr *m, int lower, int upper, bool down)
+{
+	const char *lo = m->topo.switches[lower].name, *up = m->topo.switches[upper].name;
+
+	m->link_down[(size_t)lower * (size_t)m->topo.nswitches + (size_t)upper] = down;
+	if (!down) {
+		mgr_failure(m, lo, "link %s - %s back: %s reports its port towards %s up", lo, up,
+			    lo, up);
+		m->capacity_gen++;           /* jobs on the ring may have a tree again */
+		return;
+	}
+	mgr_failure(m, lo, "link %s - %s down: %s reports its port towards %s down", lo, up, lo,
+		    up);
+	/* the jobs whose tree crosses it: a tree that avoids it, else the ring */
+	for (struct mgr_job *j = m->jobs; j; j = j->next) {
+		bool on = false;
+		for (int k = 0; j->have_tree && k < j->tree.nnodes; k++) {
+			const struct mgr_tree_node *nd = &j->tree.nodes[k];
+			on |= nd->sw == lower && nd->parent >= 0 &&
+			      j->tree.nodes[nd->parent].sw == upper;
+		}
+		if (!on)
+			continue;
+		mgr_job_release(m, j);
+		mgr_job_replan(m, j, true);
+		if (!j->plan_ring)
+			mgr_log("job %s: link %s - %s down: a new tree (plan %u, group %u on %d "
+				"switch%s)", j->id, lo, up, j->plan, j->group_id, j->ngroups,
+				j->ngroups > 1 ? "es" : "");
+	}
+}
+
 void mgr_tick(struct mgr *m)
 {
 	double now = m->now();

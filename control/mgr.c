@@ -90,7 +90,8 @@ int mgr_init(struct mgr *m, const char *topo_path, const char *db_path,
 	if (mgr_topo_load(&m->topo, topo_path, err, errlen))
 		return -1;
 	m->sw = calloc((size_t)m->topo.nswitches, sizeof(*m->sw));
-	if (!m->sw) {
+	m->link_down = calloc((size_t)m->topo.nswitches * (size_t)m->topo.nswitches, 1);
+	if (!m->sw || !m->link_down) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
@@ -115,6 +116,7 @@ void mgr_fini(struct mgr *m)
 	for (int s = 0; m->sw && s < m->topo.nswitches; s++)
 		json_decref(m->sw[s].counters);
 	free(m->sw);
+	free(m->link_down);
 	mgr_topo_free(&m->topo);
 	pthread_cond_destroy(&m->changed);
 	if (m->db)

@@ -115,6 +115,9 @@ struct mgr_load {
 	uint32_t *slots;
 	uint32_t *groups;
 	bool *down;                  /* NULL: all up */
+	const uint8_t *link_down;    /* [lower * nswitches + upper]: links reported down
+					(the lower switch's port towards the upper one);
+					NULL: none */
 };
 
 /* One switch of a tree: it holds one group of the job. */
@@ -275,6 +278,9 @@ struct mgr {
 	uint64_t requests, requests_refused, tree_builds;
 	uint64_t plans_tree, plans_ring, rebuilds;
 	uint64_t capacity_gen;       /* moves on when slots may have freed or a switch came back */
+	uint8_t *link_down;          /* [lower * nswitches + upper]: the lower switch reports
+					its port towards the upper one down (heartbeats'
+					"unreachable"; not saved: the next heartbeat says) */
 	uint64_t polls_held, polls_woken, polls_timed_out, wakeups;
 	unsigned polls_holding;      /* long-polls waiting now */
 	uint64_t saves;
@@ -355,6 +361,11 @@ void mgr_job_stall(struct mgr *m, struct mgr_job *j, int r, uint32_t plan, uint3
 /* Jobs whose stall was noted dead_after ago while every switch of their
  * tree still heartbeats go to the ring. Whether any did. */
 bool mgr_jobs_stalled(struct mgr *m);
+/* Switch lower reports its link to upper (the tier above) down or back:
+ * noted for the tree builder; down: the jobs whose tree crosses it get a
+ * tree that avoids it, else the host ring; back: jobs on the ring try
+ * again. Caller holds the lock and saves. */
+void mgr_link_changed(struct mgr *m, int lower, int upper, bool down);
 /* Jobs on the ring whose tree can be built now go back in-network (tried
  * again only when capacity_gen moved on). Whether any did. */
 bool mgr_jobs_retry(struct mgr *m);

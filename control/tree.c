@@ -52,6 +52,21 @@ static bool fits(const struct mgr_topo *t, const struct mgr_load *load, int sw,
 	return true;
 }
 
+/* lower and upper are linked, and the link is not reported down (else
+ * why says so) */
+static bool usable(const struct mgr_topo *t, const struct mgr_load *load, int lower, int upper,
+		   char *why, size_t whylen)
+{
+	if (!mgr_linked(t, lower, upper))
+		return false;
+	if (load->link_down && load->link_down[(size_t)lower * (size_t)t->nswitches + (size_t)upper]) {
+		snprintf(why, whylen, "the link %s - %s is down", t->switches[lower].name,
+			 t->switches[upper].name);
+		return false;
+	}
+	return true;
+}
+
 static double load_of(const struct mgr_topo *t, const struct mgr_load *load, int sw)
 {
 	return (double)load->slots[sw] / (double)t->switches[sw].max_slots;
@@ -79,8 +94,8 @@ static int common_spine(struct build *b, char *why, size_t whylen)
 		int s = t->up[b->leaves[0]][k];
 		bool all = true;
 
-		for (int i = 1; all && i < b->nl; i++)
-			all = mgr_linked(t, b->leaves[i], s);
+		for (int i = 0; all && i < b->nl; i++)
+			all = usable(t, b->load, b->leaves[i], s, last, sizeof(last));
 		if (!all || !fits(t, b->load, s, b->window, last, sizeof(last)))
 			continue;
 		if (best < 0 || load_of(t, b->load, s) < load_of(t, b->load, best))
@@ -118,11 +133,13 @@ static int cover(struct build *b, int x, int *spines, char *why, size_t whylen)
 		for (int k = 0; k < t->nup[first]; k++) {
 			int s = t->up[first][k], n = 0;
 
-			if (!mgr_linked(t, s, x) ||
+			if (!usable(t, b->load, first, s, last, sizeof(last)) ||
+			    !usable(t, b->load, s, x, last, sizeof(last)) ||
 			    !fits(t, b->load, s, b->window, last, sizeof(last)))
 				continue;
 			for (int d = 0; d < t->ndown[s]; d++)
-				n += b->mark[t->down[s][d]] == -1;
+				n += b->mark[t->down[s][d]] == -1 &&
+				     usable(t, b->load, t->down[s][d], s, last, sizeof(last));
 			if (best < 0 || n > best_n || (n == best_n &&
 					   load_of(t, b->load, s) < load_of(t, b->load, best))) {
 				best = s;
@@ -139,7 +156,8 @@ static int cover(struct build *b, int x, int *spines, char *why, size_t whylen)
 			return -1;
 		}
 		for (int d = 0; d < t->ndown[best]; d++)
-			if (b->mark[t->down[best][d]] == -1) {
+			if (b->mark[t->down[best][d]] == -1 &&
+			    usable(t, b->load, t->down[best][d], best, last, sizeof(last))) {
 				b->mark[t->down[best][d]] = best;
 				left--;
 			}

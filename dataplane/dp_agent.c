@@ -83,20 +83,47 @@ static json_t *counters(struct dp_switch *sw)
 	}
 	uint64_t contributions = sw->retired.contributions, completions = sw->retired.completions;
 	json_t *ids = json_array();   /* the groups it holds: what the manager reconciles */
+	/* ports whose link is down, and the parents behind them: the
+	 * manager takes the link from this switch to such a parent out of
+	 * its trees (docs/manager.md, "Plans") */
+	bool up[DP_MAX_PORTS];
+	json_t *down = json_array(), *unreachable = json_array();
+	for (uint16_t p = 0; p < sw->nports; p++)
+		if (!(up[p] = dp_port_link_up(sw, p)))
+			json_array_append_new(down, json_integer(p));
 	pthread_mutex_lock(&sw->ctl_lock);
 	for (uint16_t g = 0; g < sw->group_hwm; g++)
 		if (sw->groups[g].agg) {
+			const struct agg_group_config *c = agg_group_config(sw->groups[g].agg);
 			struct agg_group_stats sum;
 			const struct agg_group_stats *s = &sum;
 			agg_group_stats_sum(sw->groups[g].agg, &sum);
 			contributions += s->contributions;
 			completions += s->completions;
-			json_array_append_new(ids, json_integer(
-				agg_group_config(sw->groups[g].agg)->group_id));
+			json_array_append_new(ids, json_integer(c->group_id));
+			if (!c->parent.ip)
+				continue;
+			struct rte_ether_addr mac;
+			int port = dp_neigh_lookup(sw, dp_next_hop(sw->cfg, c->parent.ip), &mac);
+			if (port < 0 || up[port])
+				continue;
+			char ip[16];
+			uint32_t a = c->parent.ip;
+			snprintf(ip, sizeof(ip), "%u.%u.%u.%u", a >> 24, (a >> 16) & 255,
+				 (a >> 8) & 255, a & 255);
+			bool seen = false;
+			size_t i;
+			json_t *v;
+			json_array_foreach(unreachable, i, v)
+				seen |= !strcmp(json_string_value(v), ip);
+			if (!seen)
+				json_array_append_new(unreachable, json_string(ip));
 		}
 	json_object_set_new(o, "groups", json_integer(sw->ngroups));
 	json_object_set_new(o, "group_ids", ids);
 	pthread_mutex_unlock(&sw->ctl_lock);
+	json_object_set_new(o, "ports_down", down);
+	json_object_set_new(o, "unreachable", unreachable);
 	json_object_set_new(o, "rx_packets", json_integer((json_int_t)rx));
 	json_object_set_new(o, "tx_packets", json_integer((json_int_t)tx));
 	json_object_set_new(o, "switch_drops", json_integer((json_int_t)drops));

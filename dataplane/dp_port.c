@@ -1,6 +1,11 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Port set-up: one RX and one TX queue per worker on every port the EAL
  * gives us (PCI NICs or af_packet/af_xdp/ring/memif vdevs), promiscuous. */
+#include <net/if.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <rte_ethdev.h>
 #include <rte_lcore.h>
 #include <rte_malloc.h>
@@ -208,6 +213,33 @@ int dp_ports_init(struct dp_switch *sw)
 			return -EINVAL;
 		}
 	return 0;
+}
+
+bool dp_port_link_up(const struct dp_switch *sw, uint16_t port)
+{
+	struct rte_eth_dev_info info;
+	struct rte_eth_link link;
+
+	/* a port on a kernel interface (af_packet, af_xdp) has the kernel's
+	 * carrier: af_packet's ethdev reports its link up whatever the
+	 * interface does, and a veth whose peer went down loses IFF_RUNNING */
+	if (rte_eth_dev_info_get(sw->port_ids[port], &info) == 0 && info.if_index) {
+		struct ifreq ifr = { 0 };
+		int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+		bool up = true;
+
+		if (s >= 0 && if_indextoname(info.if_index, ifr.ifr_name) &&
+		    ioctl(s, SIOCGIFFLAGS, &ifr) == 0)
+			up = (ifr.ifr_flags & IFF_UP) && (ifr.ifr_flags & IFF_RUNNING);
+		else if (s >= 0)
+			up = false;          /* the interface is gone */
+		if (s >= 0)
+			close(s);
+		return up;
+	}
+	if (rte_eth_link_get_nowait(sw->port_ids[port], &link) != 0)
+		return true;                 /* a PMD that cannot say */
+	return link.link_status == RTE_ETH_LINK_UP;
 }
 
 void dp_ports_close(struct dp_switch *sw)

@@ -426,6 +426,9 @@ void dp_qos_free(struct dp_switch *sw);
 /* dp_port.c */
 int dp_ports_init(struct dp_switch *sw);
 void dp_ports_close(struct dp_switch *sw);
+/* Whether port's link is up: the kernel interface's carrier for a port on
+ * one (af_packet, af_xdp), else the PMD's link status. Control threads. */
+bool dp_port_link_up(const struct dp_switch *sw, uint16_t port);
 
 /* dp_groups.c: groups, added and deleted at run time by the static config
  * and the manager's agent alike (the workers keep running) */

@@ -79,6 +79,7 @@ static int cmd_ports(const char *cmd, const char *params, struct rte_tel_data *d
 			queued += sw->workers[i]->egress[p].bytes;
 		rte_tel_data_start_dict(c);
 		rte_tel_data_add_dict_u64(c, "dpdk_port", sw->port_ids[p]);
+		rte_tel_data_add_dict_u64(c, "link_up", dp_port_link_up(sw, p));
 		rte_tel_data_add_dict_u64(c, "rx_packets", t.port[p].rx_pkts);
 		rte_tel_data_add_dict_u64(c, "rx_bytes", t.port[p].rx_bytes);
 		rte_tel_data_add_dict_u64(c, "tx_packets", t.port[p].tx_pkts);

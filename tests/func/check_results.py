@@ -4,7 +4,9 @@
 Usage: check_results.py CAPTURE SWITCH_IP MEMBER_QPN QKEY GROUP
 Every UDP/4791 packet from SWITCH_IP must be a UD SEND_ONLY whose ICRC
 scapy recomputes to the same bytes, addressed to MEMBER_QPN with QKEY,
-carrying an INCA result header of GROUP. Prints 'N passed, N failed'.
+carrying an INCA result header of GROUP, or a WAIT (type 4: the header
+alone, with the no-data flag; docs/protocol.md 3.2). Prints 'N passed, N
+failed' (and how many of the passed were WAITs).
 """
 import struct
 import sys
@@ -20,7 +22,7 @@ except ImportError as e:
 def main():
     cap, switch_ip, qpn, qkey, group = sys.argv[1], sys.argv[2], int(sys.argv[3], 0), \
         int(sys.argv[4], 0), int(sys.argv[5], 0)
-    passed = failed = 0
+    passed = failed = waits = 0
     for i, pkt in enumerate(rdpcap(cap)):
         p = Ether(raw(pkt))
         if IP not in p or p[IP].src != switch_ip or UDP not in p or BTH not in p:
@@ -40,10 +42,14 @@ def main():
         if deth_qkey != qkey:
             errors.append("Q_Key %#x" % deth_qkey)
         ver, typ, dtype, op, flags, _, count, gid = struct.unpack("!BBBBBBHI", body[8:20])
-        if (ver, typ, gid) != (1, 2, group):
+        if (ver, gid) != (1, group) or typ not in (2, 4):
             errors.append("INCA header version %d type %d group %d" % (ver, typ, gid))
         sizes = [4, 2, 2, 4, 8, 8]
-        if dtype < 6:
+        if typ == 4:
+            waits += 1
+            if not flags & 0x08 or b.padcount != 0 or len(body) - 8 - 32 != 0:
+                errors.append("WAIT: flags %#x, pad %d, %d bytes" % (flags, b.padcount, len(body)))
+        elif dtype < 6:
             need = count * sizes[dtype]
             pad = (4 - need % 4) % 4
             if b.padcount != pad or len(body) - 8 - 32 != need + pad:
@@ -53,10 +59,10 @@ def main():
             print("FAIL packet %d: %s" % (i, "; ".join(errors)))
         else:
             passed += 1
-    if passed == 0:
+    if passed == waits:
         print("FAIL: no result packets from %s in %s" % (switch_ip, cap))
         failed += 1
-    print("%d passed, %d failed" % (passed, failed))
+    print("%d passed (%d of them WAITs), %d failed" % (passed, waits, failed))
     sys.exit(1 if failed else 0)
 
 

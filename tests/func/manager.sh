@@ -245,6 +245,54 @@ ctl delete jk >/dev/null 2>&1
 JOB_ENV=()
 check "leaf1 back: every switch up and programmed" mgr_wait_applied
 
+# a link down mid-job: leaf1's uplink cut at the spine's end. leaf1 still
+# heartbeats, and reports the spine behind a port without carrier; with one
+# spine there is no other tree: the job goes to the ring, and back
+# in-network when the link is mended
+JOB_ENV=(INCA_SWITCH_TIMEOUT_MS=3000 INCA_TIMEOUT_MS=120000)
+job jd "$TOKEN_A" "1 2 3 4" -d fp32 -o sum -n 100000 -r 1000 & D=$!
+jd_state() {
+	ctl --json jobs 2>/dev/null | /usr/bin/python3 -c 'import json,sys
+print(" ".join(j["state"] for j in json.load(sys.stdin) if j["id"] == "jd"))'
+}
+# until: wait up to 10 s for jd's state to be $1; the seconds it took
+until_state() {
+	local t0 i
+	t0=$(date +%s.%N)
+	for i in $(seq 200); do
+		[ "$(jd_state)" = "$1" ] && { echo "$(date +%s.%N) - $t0" | bc; return 0; }
+		sleep 0.05
+	done
+	return 1
+}
+until_state ready >/dev/null
+sleep 1
+"$FAB" link leaf1 down
+if t_ring=$(until_state ring); then
+	ok "link leaf1-spine down: jd on the host ring ${t_ring} s later"
+else
+	not_ok "link leaf1-spine down: jd on the host ring (state $(jd_state))"
+fi
+sleep 1
+"$FAB" link leaf1 up
+if t_back=$(until_state ready); then
+	ok "link mended: jd in-network again ${t_back} s later"
+else
+	not_ok "link mended: jd in-network again (state $(jd_state))"
+fi
+check "jd: 1000 all-reduces exact across the link's failure" wait $D
+changes=$(grep -ho "[0-9]* plan changes" "$WORK"/jd.r* | awk '{print $1}' | sort -u | tr '\n' ' ')
+check "jd: every rank took both plans, the ring and the tree again ($changes)" \
+	test "$changes" = "2 "
+fail=$(ctl failures)
+check "incactl failures: leaf1 reported its port towards the spine down" \
+	bash -c "echo '$fail' | grep -q 'link leaf1 - spine down: leaf1 reports its port towards spine down'"
+check "incactl failures: jd on the ring because of that link" \
+	bash -c "echo '$fail' | grep -q 'jd .*job on the host ring (plan 2): no spine can take the group: the link leaf1 - spine is down'"
+check "incactl failures: the link back" \
+	bash -c "echo '$fail' | grep -q 'link leaf1 - spine back'"
+JOB_ENV=()
+
 # the manager restarted mid-job: the groups survive
 JOB_ENV=(INCA_SWITCH_TIMEOUT_MS=3000 INCA_TIMEOUT_MS=120000)
 job jr "$TOKEN_A" "1 2 3 4" -d fp32 -o sum -n 1000000 -r 40 & R=$!

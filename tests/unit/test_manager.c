@@ -1464,6 +1464,98 @@ static void test_api_plans(void **state)
 	free(resp);
 }
 
+/* leaf0's heartbeat saying which parents its down ports hide (JSON array) */
+static void beat_unreachable(const char *ips)
+{
+	static int ver;
+	char body[160];
+	json_t *r;
+
+	snprintf(body, sizeof(body), "{\"applied\": %d, \"counters\": {\"ports_down\": [], "
+		 "\"unreachable\": %s}}", ver, ips);
+	assert_int_equal(call("POST", "/v1/switches/leaf0/heartbeat", ADMIN, body, &r), 200);
+	ver = (int)json_integer_value(json_object_get(r, "version"));
+	json_decref(r);
+}
+
+static const char *tree_switch(const char *id)
+{
+	static char name[32];
+	char path[64];
+	json_t *r;
+
+	snprintf(path, sizeof(path), "/v1/jobs/%s", id);
+	assert_int_equal(call("GET", path, TOK_A, NULL, &r), 200);
+	const char *s = json_string_value(json_object_get(json_object_get(r, "tree"), "switch"));
+	snprintf(name, sizeof(name), "%s", s ? s : "(none)");
+	json_decref(r);
+	return name;
+}
+
+/* A leaf reports its port towards the tree's spine down: a tree on the
+ * other spine; both down: the ring, saying which link; back: a tree. */
+static void test_api_link_down(void **state)
+{
+	json_t *r;
+	char *resp;
+	const char *ctype;
+	int q, p;
+
+	(void)state;
+	beat_all_but(NULL);
+	assert_int_equal(join("j", 0, 2, "10.1.0.0", NULL, &q, &p), 200);
+	assert_int_equal(join("j", 1, 2, "10.1.0.2", NULL, &q, &p), 200);
+	beat_all_but(NULL);
+	assert_string_equal(tree_switch("j"), "spine0");
+
+	beat_unreachable("[\"10.255.0.1\"]");             /* spine0's address */
+	r = plan_of("j", 0);
+	assert_int_equal(pnum(r, "epoch"), 2);
+	assert_string_equal(pstr(r, "mode"), "tree");
+	assert_true(json_is_true(json_object_get(json_object_get(r, "plan"), "dead")));
+	json_decref(r);
+	assert_string_equal(tree_switch("j"), "spine1");
+	assert_int_equal(mgr_api(&M, "GET", "/v1/failures", ADMIN, NULL, &resp, &ctype), 200);
+	assert_non_null(strstr(resp, "link leaf0 - spine0 down: leaf0 reports its port towards "
+				     "spine0 down"));
+	free(resp);
+	/* the same report again changes nothing */
+	beat_unreachable("[\"10.255.0.1\", \"10.9.9.9\", 7]");
+	r = plan_of("j", 0);
+	assert_int_equal(pnum(r, "epoch"), 2);
+	json_decref(r);
+	assert_int_equal(ack("j", 0, 2, 10, 10, 10, &r), 200);
+	json_decref(r);
+	assert_int_equal(ack("j", 1, 2, 10, 10, 10, &r), 200);
+	json_decref(r);
+
+	beat_unreachable("[\"10.255.0.1\", \"10.255.0.2\"]");
+	r = plan_of("j", 0);
+	assert_int_equal(pnum(r, "epoch"), 3);
+	assert_string_equal(pstr(r, "mode"), "ring");
+	assert_string_equal(json_string_value(json_object_get(r, "reason")),
+			    "on the host ring: no spine can take the group: the link leaf0 - "
+			    "spine1 is down");
+	json_decref(r);
+	assert_int_equal(ack("j", 0, 3, 20, 20, 20, &r), 200);
+	json_decref(r);
+	assert_int_equal(ack("j", 1, 3, 20, 20, 20, &r), 200);
+	json_decref(r);
+
+	/* spine1's link back: a tree on it at the next tick */
+	beat_unreachable("[\"10.255.0.1\"]");
+	mgr_tick(&M);
+	r = plan_of("j", 0);
+	assert_int_equal(pnum(r, "epoch"), 4);
+	assert_string_equal(pstr(r, "mode"), "tree");
+	assert_false(json_is_true(json_object_get(json_object_get(r, "plan"), "dead")));
+	json_decref(r);
+	assert_string_equal(tree_switch("j"), "spine1");
+	assert_int_equal(mgr_api(&M, "GET", "/v1/failures", ADMIN, NULL, &resp, &ctype), 200);
+	assert_non_null(strstr(resp, "link leaf0 - spine1 back"));
+	free(resp);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1480,6 +1572,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_api_long_poll, api_setup, api_teardown),
 		cmocka_unit_test_setup_teardown(test_api_three_tiers, api_setup_3tiers, api_teardown),
 		cmocka_unit_test_setup_teardown(test_api_plans, api_setup_2spines, api_teardown),
+		cmocka_unit_test_setup_teardown(test_api_link_down, api_setup_2spines, api_teardown),
 		cmocka_unit_test_setup_teardown(test_api_topology, api_setup, api_teardown),
 		cmocka_unit_test_setup_teardown(test_api_rank_map, api_setup, api_teardown),
 	};
