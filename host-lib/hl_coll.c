@@ -528,19 +528,22 @@ static int send_due(struct inca_comm *c, double now, double *next_due)
 		 * after it has completed; with no such evidence only one probe
 		 * goes per RTO (backed off), the rest wait for its answer. */
 		/* The first use of each of a slot's two sets (packets 0 .. 2W-1
-		 * of the communicator) is the exception: each such packet goes
-		 * again on its own back-off, probe or not. A switch that served
+		 * of the communicator) is the exception. A switch that served
 		 * an earlier job on the group drops every member's first copy
 		 * (docs/protocol.md 3.2, step 2) and opens the set only for the
-		 * copies sent after the last member's first: nothing completes
-		 * until each member has sent some slot twice after that. With
-		 * one probe at a time, members that started a few ms apart
-		 * probed their slots in different orders and none gathered all
-		 * copies before the probes reached the RTO ceiling (then one
-		 * slot per ceiling: 16 slots took 20 s, and 64 MiB jobs fell
-		 * back). At most 2W packets, backed off, once per communicator. */
+		 * copies sent after all of them: nothing completes until each
+		 * is sent twice, and with one probe at a time a restart cost
+		 * one RTO per slot (16 slots at the RTO ceiling took 20 s).
+		 * For these, a packet sent in the same batch as one that has
+		 * completed (every member is there) counts as lost too. Until
+		 * one completes they go one probe at a time like the rest:
+		 * every copy of a packet held by a tree's leaf sends its partial
+		 * up again, so copies of every unanswered packet per RTO would
+		 * load a tree waiting for a late rank; the switch's WAITs keep
+		 * the ranks from taking such a wait for a failure. */
 		bool first_use = sl->g < 2u * st->window;
-		if (sl->sent && !first_use && sl->first_sent_us >= st->newest_done_sent_us) {
+		if (sl->sent && (first_use ? sl->first_sent_us > st->newest_done_sent_us
+					   : sl->first_sent_us >= st->newest_done_sent_us)) {
 			if (now < st->next_probe_us) {
 				if (st->next_probe_us < *next_due)
 					*next_due = st->next_probe_us;
