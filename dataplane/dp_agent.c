@@ -34,6 +34,11 @@ struct dp_agent {
 	char error[256];
 	uint64_t ok, failed;
 	bool registered, complained;
+	/* every parent its groups have had: reported while the port towards
+	 * one is down, held or not (a job moved off the link frees the
+	 * group, and the link must not look mended for it) */
+	uint32_t parents[64];
+	unsigned nparents;
 	/* the thread */
 	struct dp_switch *sw;
 	unsigned period_ms;
@@ -67,7 +72,7 @@ void dp_agent_destroy(struct dp_agent *a)
 	free(a);
 }
 
-static json_t *counters(struct dp_switch *sw)
+static json_t *counters(struct dp_switch *sw, struct dp_agent *a)
 {
 	uint64_t rx = 0, tx = 0, drops = 0;
 	json_t *o = json_object();
@@ -101,27 +106,26 @@ static json_t *counters(struct dp_switch *sw)
 			contributions += s->contributions;
 			completions += s->completions;
 			json_array_append_new(ids, json_integer(c->group_id));
-			if (!c->parent.ip)
-				continue;
-			struct rte_ether_addr mac;
-			int port = dp_neigh_lookup(sw, dp_next_hop(sw->cfg, c->parent.ip), &mac);
-			if (port < 0 || up[port])
-				continue;
-			char ip[16];
-			uint32_t a = c->parent.ip;
-			snprintf(ip, sizeof(ip), "%u.%u.%u.%u", a >> 24, (a >> 16) & 255,
-				 (a >> 8) & 255, a & 255);
-			bool seen = false;
-			size_t i;
-			json_t *v;
-			json_array_foreach(unreachable, i, v)
-				seen |= !strcmp(json_string_value(v), ip);
-			if (!seen)
-				json_array_append_new(unreachable, json_string(ip));
+			bool known = !c->parent.ip;
+			for (unsigned k = 0; k < a->nparents && !known; k++)
+				known = a->parents[k] == c->parent.ip;
+			if (!known && a->nparents < RTE_DIM(a->parents))
+				a->parents[a->nparents++] = c->parent.ip;
 		}
 	json_object_set_new(o, "groups", json_integer(sw->ngroups));
 	json_object_set_new(o, "group_ids", ids);
 	pthread_mutex_unlock(&sw->ctl_lock);
+	for (unsigned k = 0; k < a->nparents; k++) {
+		struct rte_ether_addr mac;
+		int port = dp_neigh_lookup(sw, dp_next_hop(sw->cfg, a->parents[k]), &mac);
+		if (port < 0 || up[port])
+			continue;
+		char ip[16];
+		uint32_t v = a->parents[k];
+		snprintf(ip, sizeof(ip), "%u.%u.%u.%u", v >> 24, (v >> 16) & 255, (v >> 8) & 255,
+			 v & 255);
+		json_array_append_new(unreachable, json_string(ip));
+	}
 	json_object_set_new(o, "ports_down", down);
 	json_object_set_new(o, "unreachable", unreachable);
 	json_object_set_new(o, "rx_packets", json_integer((json_int_t)rx));
@@ -194,7 +198,7 @@ static int heartbeat(struct dp_switch *sw, struct dp_agent *a, unsigned wait_ms)
 	snprintf(ip, sizeof(ip), "%u.%u.%u.%u", v >> 24, (v >> 16) & 255, (v >> 8) & 255, v & 255);
 	req = json_pack("{s:s, s:s, s:I, s:s, s:o, s:i}", "name", a->name, "ip", ip,
 			"applied", (json_int_t)a->applied, "error", a->error, "counters",
-			counters(sw), "wait_ms", (int)wait_ms);
+			counters(sw, a), "wait_ms", (int)wait_ms);
 	body = json_dumps(req, JSON_COMPACT);
 	json_decref(req);
 	status = inca_http("POST", a->url, a->token, body, 1000 + (long)wait_ms, &resp, NULL, err,

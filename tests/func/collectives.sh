@@ -58,17 +58,20 @@ bytes_check() {
 	local base=$((npkts * hdr + shard_bytes))
 	declare -a tx0 rx0
 	for r in 0 1 2 3; do tx0[$r]=$(port $r tx_bytes); rx0[$r]=$(port $r rx_bytes); done
-	local retx0 dup0
+	local retx0 dup0 waits0
 	retx0=$(telemetry /inca/group,1 retransmits)
+	waits0=$(telemetry /inca/group,1 waits)
 	dup0=$(telemetry /inca/info impair_duplicated)
 	check "$tp$what: reduce-scatter, 4 MiB of fp32 (for the byte count)" \
 		ranks "$tp" 120 INCA_SWITCH_TIMEOUT_MS=5000 -- -c reduce_scatter -d fp32 -o sum -n 262144
 	local extra=$(( $(telemetry /inca/group,1 retransmits) - retx0 +
 			$(telemetry /inca/info impair_duplicated) - dup0 ))
+	# and the switch's WAITs (headers alone) to ranks that resent early
+	local waits=$(( $(telemetry /inca/group,1 waits) - waits0 ))
 	for r in 0 1 2 3; do
 		local got=$(( $(port $r tx_bytes) - tx0[r] ))
-		check "$tp$what: host $((r + 1)) received $got bytes: S/N + headers = $base, + at most $extra resent frames" \
-			test "$got" -ge "$base" -a "$got" -le $((base + extra * full + slack))
+		check "$tp$what: host $((r + 1)) received $got bytes: S/N + headers = $base, + at most $extra resent frames and $waits WAITs" \
+			test "$got" -ge "$base" -a "$got" -le $((base + extra * full + waits * hdr + slack))
 		local sent=$(( $(port $r rx_bytes) - rx0[r] )) own
 		own=$(field $r "bytes sent")
 		check "$tp$what: the switch received what host $((r + 1)) sent ($sent of $own bytes)" \
