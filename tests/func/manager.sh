@@ -260,7 +260,7 @@ until_state() {
 	local t0 i
 	t0=$(date +%s.%N)
 	for i in $(seq 200); do
-		[ "$(jd_state)" = "$1" ] && { printf "%.2f" "$(echo "$(date +%s.%N) - $t0" | bc)"; return 0; }
+		[ "$(jd_state)" = "$1" ] && { awk -v a="$(date +%s.%N)" -v b="$t0" 'BEGIN { printf "%.2f", a - b }'; return 0; }
 		sleep 0.05
 	done
 	return 1
