@@ -174,6 +174,7 @@ for h in 1 3; do
 done
 for _ in $(seq 100); do [ "$(ctl --json job hold 2>/dev/null | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["state"])' 2>/dev/null)" = ready ] && break; sleep 0.1; done
 opids=()
+t0=$(now)
 for h in 2 4; do
 	rank over "$TOKEN_B" "$h" $(( (h - 2) / 2 )) 2 -d fp32,int32 -o sum,max -n 1,1024 -r 100 -s 30000 &
 	opids+=($!)
@@ -189,10 +190,15 @@ check "refusal: ... on the host ring first, with a warning saying why" \
 expect_eq "refusal: ... its results exact" \
 	"$(grep -ho "[0-9]* cases, [0-9]* wrong" "$WORK"/over.r* | sort | uniq -c | sed 's/^ *//')" \
 	"2 800 cases, 0 wrong"
-if s=$(in_network over "$t"); [ -n "$s" ]; then
-	ok "refusal: ... in-network once the slots were free ($s s after the other job ended)"
+# from the over job's start: its ranks may log the move before the other
+# job's processes have exited and $t was read (the leave frees the slots)
+if s=$(in_network over "$t0"); [ -n "$s" ]; then
+	ok "refusal: ... in-network once the slots were free ($s s after it started; the" \
+		"other job's ranks had exited $(awk -v a="$t" -v b="$t0" 'BEGIN { printf "%.2f", a - b }') s after it started)"
 else
 	not_ok "refusal: ... in-network once the slots were free"
+	grep -E "job (hold|over)|over:|hold:" "$WORK/manager.log" | sed 's/^/    /'
+	grep -h "plan [0-9]*:\|in-network on" "$WORK"/over.r* | sed 's/^/    /'
 fi
 n=$(grep -ho "[0-9]* fallbacks" "$WORK/over.r0" | grep -o "^[0-9]*")
 check "refusal: ... some collectives on the ring before ($n)" test "${n:-0}" -gt 0

@@ -70,6 +70,14 @@ while [ "$round" -lt 60 ]; do
 	/usr/bin/python3 "$CLIENT" ops "$URL" "$TOKEN" "10.0.0.1 10.0.0.2 10.0.0.3 10.0.0.4" \
 		"$round" 40 "$LOG" 2>> "$WORK/client.err" &
 	CLIENT_PID=$!
+	# the kill at a random point of the client's work, not of its
+	# interpreter's start (which took most of a round on a loaded machine)
+	lines=$(wc -l < "$LOG")
+	for _ in $(seq 300); do
+		[ "$(wc -l < "$LOG")" -gt "$lines" ] && break
+		kill -0 "$CLIENT_PID" 2>/dev/null || break
+		sleep 0.01
+	done
 	sleep "0.$(printf %03d $((RANDOM % 300 + 10)))"
 	kill -9 "$MGR_PID" 2>/dev/null
 	wait "$MGR_PID" 2>/dev/null
