@@ -59,6 +59,17 @@ void mgr_job_check_ready(struct mgr *m, struct mgr_job *j)
 			j->plan_at ? (j->ready_at - j->plan_at) * 1000.0 : 0.0);
 }
 
+/* j's tree has failed (cause: what did it): a tree that avoids the
+ * failure, else the host ring */
+static void job_rebuild(struct mgr *m, struct mgr_job *j, const char *cause)
+{
+	mgr_job_release(m, j);
+	mgr_job_replan(m, j, true);
+	if (!j->plan_ring)
+		mgr_log("job %s: %s: a new tree (plan %u, group %u on %d switch%s)", j->id, cause,
+			j->plan, j->group_id, j->ngroups, j->ngroups > 1 ? "es" : "");
+}
+
 void mgr_link_changed(struct mgr *m, int lower, int upper, bool down)
 {
 	const char *lo = m->topo.switches[lower].name, *up = m->topo.switches[upper].name;
@@ -72,7 +83,9 @@ void mgr_link_changed(struct mgr *m, int lower, int upper, bool down)
 	}
 	mgr_failure(m, lo, "link %s - %s down: %s reports its port towards %s down", lo, up, lo,
 		    up);
-	/* the jobs whose tree crosses it: a tree that avoids it, else the ring */
+	char cause[2 * MGR_NAME_LEN + 16];
+	snprintf(cause, sizeof(cause), "link %s - %s down", lo, up);
+	/* the jobs whose tree crosses it */
 	for (struct mgr_job *j = m->jobs; j; j = j->next) {
 		bool on = false;
 		for (int k = 0; j->have_tree && k < j->tree.nnodes; k++) {
@@ -80,14 +93,8 @@ void mgr_link_changed(struct mgr *m, int lower, int upper, bool down)
 			on |= nd->sw == lower && nd->parent >= 0 &&
 			      j->tree.nodes[nd->parent].sw == upper;
 		}
-		if (!on)
-			continue;
-		mgr_job_release(m, j);
-		mgr_job_replan(m, j, true);
-		if (!j->plan_ring)
-			mgr_log("job %s: link %s - %s down: a new tree (plan %u, group %u on %d "
-				"switch%s)", j->id, lo, up, j->plan, j->group_id, j->ngroups,
-				j->ngroups > 1 ? "es" : "");
+		if (on)
+			job_rebuild(m, j, cause);
 	}
 }
 
@@ -113,19 +120,15 @@ void mgr_tick(struct mgr *m)
 		}
 		mgr_failure(m, m->topo.switches[s].name, "switch down: no heartbeat for %.0f ms",
 			(now - since) * 1000.0);
-		/* its jobs: a tree that avoids it, else the host ring */
+		char cause[MGR_NAME_LEN + 16];
+		snprintf(cause, sizeof(cause), "switch %s down", m->topo.switches[s].name);
+		/* its jobs */
 		for (struct mgr_job *j = m->jobs; j; j = j->next) {
 			bool on = false;
 			for (int g = 0; g < j->ngroups; g++)
 				on |= j->groups[g].sw == s;
-			if (!on)
-				continue;
-			mgr_job_release(m, j);
-			mgr_job_replan(m, j, true);
-			if (!j->plan_ring)
-				mgr_log("job %s: switch %s down: a new tree (plan %u, group %u on %d "
-					"switch%s)", j->id, m->topo.switches[s].name, j->plan,
-					j->group_id, j->ngroups, j->ngroups > 1 ? "es" : "");
+			if (on)
+				job_rebuild(m, j, cause);
 		}
 		dirty = true;
 	}

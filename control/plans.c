@@ -5,11 +5,13 @@
  *
  * A plan is the job's tree (in-network) or the ranks' host ring when no
  * tree can be built (a quota or capacity refusal, no path, a switch down).
- * A job gets a new plan when a switch of its tree stops heartbeating (a
- * tree that avoids it, else the ring), when a rank sees its tree stop
- * answering while the switches still heartbeat dead_after later (the
- * ring; a tree again 10 s on), and when a job on the ring can have a tree
- * again (capacity freed, a switch back).
+ * A job gets a new plan when a switch of its tree stops heartbeating or
+ * reports its port towards the tree's next switch down (a tree that
+ * avoids it, else the ring), when a rank sees its tree stop answering
+ * while the switches still heartbeat dead_after later (the ring; a tree
+ * again 10 s on, twice as long after each tree that stalled within a
+ * minute), and when a job on the ring can have a tree again (capacity
+ * freed, a switch or link back).
  *
  * Every rank acknowledges a new plan with where it is: the next collective
  * it would start (it starts none from there until the cut is known), the

@@ -1242,6 +1242,27 @@ static long long cutnum(json_t *o, const char *k)
 								  "cut"), k));
 }
 
+/* both ranks of job id take plan p at collective `at` (next = first = keep) */
+static void ack_both(const char *id, int p, unsigned at)
+{
+	json_t *r;
+
+	for (int k = 0; k < 2; k++) {
+		assert_int_equal(ack(id, k, p, at, at, at, &r), 200);
+		json_decref(r);
+	}
+}
+
+/* job id's plan, as rank 0 sees it, is epoch in mode ("tree", "ring") */
+static void expect_plan(const char *id, long long epoch, const char *mode)
+{
+	json_t *r = plan_of(id, 0);
+
+	assert_int_equal(pnum(r, "epoch"), epoch);
+	assert_string_equal(pstr(r, "mode"), mode);
+	json_decref(r);
+}
+
 /* Every switch but skip and skip2 heartbeats (applied: what it was last
  * told). */
 static void beat_all_but2(const char *skip, const char *skip2)
@@ -1408,10 +1429,7 @@ static void test_api_plans(void **state)
 
 	/* the ranks take the ring (plan 5); a tree again 10 s after the
 	 * stall, not before */
-	assert_int_equal(ack("j", 0, 5, 400, 400, 400, &r), 200);
-	json_decref(r);
-	assert_int_equal(ack("j", 1, 5, 400, 400, 400, &r), 200);
-	json_decref(r);
+	ack_both("j", 5, 400);
 	double ring_at = fake_now;
 	int epoch = 5;
 	for (unsigned stall = 1; stall <= 3; stall++) {
@@ -1422,22 +1440,13 @@ static void test_api_plans(void **state)
 		json_decref(r);                       /* the ranks' lease */
 		beat_all_but("spine1");
 		mgr_tick(&M);
-		r = plan_of("j", 0);
-		assert_int_equal(pnum(r, "epoch"), epoch);
-		assert_string_equal(pstr(r, "mode"), "ring");
-		json_decref(r);
+		expect_plan("j", epoch, "ring");
 		fake_now = ring_at + wait + 0.1;
 		beat_all_but("spine1");
 		mgr_tick(&M);
-		r = plan_of("j", 0);
-		assert_int_equal(pnum(r, "epoch"), ++epoch);
-		assert_string_equal(pstr(r, "mode"), "tree");
-		json_decref(r);
+		expect_plan("j", ++epoch, "tree");
 		unsigned at = 500 + 100 * stall;
-		assert_int_equal(ack("j", 0, epoch, at, at, at, &r), 200);
-		json_decref(r);
-		assert_int_equal(ack("j", 1, epoch, at, at, at, &r), 200);
-		json_decref(r);
+		ack_both("j", epoch, at);
 		/* it stalls again at once */
 		char body[64];
 		snprintf(body, sizeof(body), "{\"plan\": %d, \"ms\": 1000}", epoch);
@@ -1446,14 +1455,8 @@ static void test_api_plans(void **state)
 		fake_now += 1.1;
 		beat_all_but("spine1");
 		mgr_tick(&M);
-		r = plan_of("j", 0);
-		assert_int_equal(pnum(r, "epoch"), ++epoch);
-		assert_string_equal(pstr(r, "mode"), "ring");
-		json_decref(r);
-		assert_int_equal(ack("j", 0, epoch, at + 50, at + 50, at + 50, &r), 200);
-		json_decref(r);
-		assert_int_equal(ack("j", 1, epoch, at + 50, at + 50, at + 50, &r), 200);
-		json_decref(r);
+		expect_plan("j", ++epoch, "ring");
+		ack_both("j", epoch, at + 50);
 		ring_at = fake_now;
 	}
 	/* the failure log says when the next try comes */
@@ -1521,13 +1524,8 @@ static void test_api_link_down(void **state)
 	free(resp);
 	/* the same report again changes nothing */
 	beat_unreachable("[\"10.255.0.1\", \"10.9.9.9\", 7]");
-	r = plan_of("j", 0);
-	assert_int_equal(pnum(r, "epoch"), 2);
-	json_decref(r);
-	assert_int_equal(ack("j", 0, 2, 10, 10, 10, &r), 200);
-	json_decref(r);
-	assert_int_equal(ack("j", 1, 2, 10, 10, 10, &r), 200);
-	json_decref(r);
+	expect_plan("j", 2, "tree");
+	ack_both("j", 2, 10);
 
 	beat_unreachable("[\"10.255.0.1\", \"10.255.0.2\"]");
 	r = plan_of("j", 0);
@@ -1537,10 +1535,7 @@ static void test_api_link_down(void **state)
 			    "on the host ring: no spine can take the group: the link leaf0 - "
 			    "spine1 is down");
 	json_decref(r);
-	assert_int_equal(ack("j", 0, 3, 20, 20, 20, &r), 200);
-	json_decref(r);
-	assert_int_equal(ack("j", 1, 3, 20, 20, 20, &r), 200);
-	json_decref(r);
+	ack_both("j", 3, 20);
 
 	/* spine1's link back: a tree on it at the next tick */
 	beat_unreachable("[\"10.255.0.1\"]");
