@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "api.h"
 
@@ -38,6 +39,25 @@ int mgr_error(struct mgr_req *q, int status, const char *fmt, ...)
 		if ((unsigned char)*c < 0x20 || (unsigned char)*c >= 0x7f)
 			*c = '?';
 	return mgr_reply(q, status, json_pack("{s:s, s:i}", "error", msg, "status", status));
+}
+
+bool mgr_hold(struct mgr_req *q, struct mgr_job *j, int sw, uint32_t applied,
+	      long long plan_ver, long wait_ms)
+{
+	struct mgr_parked *p = q->park;
+
+	if (!p || p->resumed || wait_ms <= 0 || q->m->stopping)
+		return false;
+	p->job = j;
+	p->sw = sw;
+	p->applied = applied;
+	p->plan_ver = plan_ver;
+	if (j)
+		mgr_job_check_ready(q->m, j);
+	if (mgr_parked_done(q->m, p))
+		return false;
+	mgr_park(q->m, p, wait_ms);
+	return true;
 }
 
 bool mgr_may_touch(const struct mgr_req *q, const struct mgr_job *j)
@@ -198,6 +218,8 @@ static int dispatch(struct mgr_req *q, const char *method, const char *path)
 	/* a job's routes: the job first (404, 403), then the method */
 	if (found && found->job) {
 		a.job = mgr_job_find(q->m, a.id);
+		if (!a.job && q->park && q->park->resumed)
+			return mgr_error(q, 404, "job %s was deleted while the request waited", a.id);
 		if (!a.job)
 			return mgr_error(q, 404, "no job '%s'", a.id);
 		if (!mgr_may_touch(q, a.job))
@@ -216,17 +238,19 @@ static int dispatch(struct mgr_req *q, const char *method, const char *path)
 	return found->handler(q, &a);
 }
 
-int mgr_api(struct mgr *m, const char *method, const char *path, const char *token,
-	    const char *body, char **resp, const char **ctype)
+int mgr_api_request(struct mgr *m, const char *method, const char *path, const char *token,
+		    const char *body, struct mgr_parked *park, char **resp, const char **ctype)
 {
-	struct mgr_req q = { .m = m, .tenant = -2, .resp = resp, .ctype = ctype, .plan_ver = -1 };
+	struct mgr_req q = { .m = m, .tenant = -2, .resp = resp, .ctype = ctype, .plan_ver = -1,
+			     .park = park };
 	char pbuf[256];
 	json_error_t jerr;
 	int status;
 
 	*resp = NULL;
 	pthread_mutex_lock(&m->lock);
-	m->requests++;
+	if (!park || !park->resumed)
+		m->requests++;
 	if (!strcmp(path, "/healthz")) {
 		status = healthz(&q, NULL);
 		goto out;
@@ -253,6 +277,44 @@ int mgr_api(struct mgr *m, const char *method, const char *path, const char *tok
 		status = dispatch(&q, method, path);
 out:
 	json_decref(q.body);
+	/* what this request changed wakes what waits on it */
+	if (m->wakeups != m->swept)
+		mgr_wake_due(m);
 	pthread_mutex_unlock(&m->lock);
 	return status;
+}
+
+/* mgr_api's own parking: the calling thread waits on m->changed */
+static void sync_wake(struct mgr_parked *p)
+{
+	struct mgr *m = p->owner;
+
+	pthread_cond_broadcast(&m->changed);
+}
+
+int mgr_api(struct mgr *m, const char *method, const char *path, const char *token,
+	    const char *body, char **resp, const char **ctype)
+{
+	struct mgr_parked park = { .wake = sync_wake, .owner = m };
+	struct timespec until;
+	int status = mgr_api_request(m, method, path, token, body, &park, resp, ctype);
+
+	if (status != MGR_PARKED)
+		return status;
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_sec += park.wait_ms / 1000;
+	until.tv_nsec += (park.wait_ms % 1000) * 1000000L;
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&m->lock);
+	while (park.parked)
+		if (pthread_cond_timedwait(&m->changed, &m->lock, &until) == ETIMEDOUT) {
+			mgr_unpark(m, &park, true);
+			break;
+		}
+	pthread_mutex_unlock(&m->lock);
+	park.resumed = true;
+	return mgr_api_request(m, method, path, token, body, &park, resp, ctype);
 }

@@ -6,7 +6,8 @@
  * handler → jobs.c / alloc.c → persist.c, and the answer from render.c.
  *
  * Handlers return the HTTP status; the answer is in *q->resp. They run
- * with m->lock held (mgr_hold releases it while a request waits).
+ * with m->lock held; one that would wait parks the request (mgr_hold) and
+ * returns MGR_PARKED, and is called again, resumed, to answer.
  */
 #ifndef MGR_API_H
 #define MGR_API_H
@@ -19,6 +20,7 @@ struct mgr_req {
 	json_t *body;        /* NULL: none */
 	long wait_ms;        /* ?wait_ms= (long-poll) */
 	long long plan_ver;  /* ?plan_ver=; -1: none */
+	struct mgr_parked *park;
 	char **resp;
 	const char **ctype;
 };
@@ -27,6 +29,13 @@ struct mgr_req {
 int mgr_reply(struct mgr_req *q, int status, json_t *j);
 __attribute__((format(printf, 3, 4)))
 int mgr_error(struct mgr_req *q, int status, const char *fmt, ...);
+/* Hold the request on job j (a rank's state request, plan_ver as
+ * mgr_parked says) or, j NULL, on switch sw's version moving on from
+ * applied, for wait_ms: true when it was parked (return MGR_PARKED), false
+ * when it is to be answered now (done already, no wait, asked again after
+ * a wake, or the manager stopping). */
+bool mgr_hold(struct mgr_req *q, struct mgr_job *j, int sw, uint32_t applied,
+	      long long plan_ver, long wait_ms);
 /* Whether the request's token may see or change job j. */
 bool mgr_may_touch(const struct mgr_req *q, const struct mgr_job *j);
 

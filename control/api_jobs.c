@@ -153,44 +153,23 @@ int mgr_api_register(struct mgr_req *q, const struct mgr_route_args *args)
 	json_t *o = mgr_job_json(m, j, false);
 	json_object_set_new(o, "qpn", json_integer(qpn));
 	json_object_set_new(o, "ring_port", json_integer(ring_port));
+	/* the ranks' state requests renew the lease: how often they must */
+	json_object_set_new(o, "lease_s", json_real(m->lease_s));
 	return mgr_reply(q, 200, o);
 }
 
 /* A rank's state request is answered once its job is ready, on the ring,
- * failed or gone; with plan_ver, once the plan moved on from it. */
-struct rank_wait {
-	const char *id;
-	long long plan_ver;
-};
-
-static bool job_settled(struct mgr *m, const void *arg)
-{
-	const struct rank_wait *w = arg;
-	struct mgr_job *j = mgr_job_find(m, w->id);
-
-	if (j)
-		mgr_job_check_ready(m, j);
-	if (!j)
-		return true;
-	if (w->plan_ver >= 0)
-		return j->plan_ver != (uint32_t)w->plan_ver;
-	return j->state == MGR_JOB_READY || j->state == MGR_JOB_RING ||
-	       j->state == MGR_JOB_FAILED;
-}
-
+ * failed or gone; with plan_ver, once the plan moved on from it. A rank
+ * that asks is alive: the job's lease goes on. */
 int mgr_api_rank(struct mgr_req *q, const struct mgr_route_args *a)
 {
-	const char *id = a->id;
+	struct mgr_job *j = a->job;
 	int r = (int)a->rank;
-	struct rank_wait w = { id, q->plan_ver };
-	struct mgr_job *j;
 	json_t *o;
 
-	mgr_hold(q->m, q->wait_ms, job_settled, &w);
-	/* held: the job may have gone, or come back as another */
-	j = mgr_job_find(q->m, id);
-	if (!j || r >= j->size || !mgr_may_touch(q, j))
-		return mgr_error(q, 404, "job %s was deleted while the request waited", id);
+	j->lease_until = q->m->now() + q->m->lease_s;
+	if (mgr_hold(q, j, 0, 0, q->plan_ver, q->wait_ms))
+		return MGR_PARKED;
 	o = json_pack("{s:s, s:s, s:o}", "state", mgr_job_state_name(j->state), "reason",
 		      j->reason, "plan", mgr_plan_json(j));
 	if (j->state == MGR_JOB_READY || j->state == MGR_JOB_RING)

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The fabric's routes: a switch's heartbeat (answered with the groups it
- * must hold; held until it has something new), the switches, every
+ * must hold; held until its desired version moves on from what it applied), the switches, every
  * switch's groups, the topology view's one answer, the failure log.
  */
 #include <stdio.h>
@@ -9,19 +9,6 @@
 #include <string.h>
 
 #include "api.h"
-
-struct switch_wait {
-	int s;
-	uint32_t applied;
-};
-
-/* A heartbeat is answered once the switch has something new to apply. */
-static bool switch_behind(struct mgr *m, const void *arg)
-{
-	const struct switch_wait *w = arg;
-
-	return m->sw[w->s].version != w->applied;
-}
 
 int mgr_api_heartbeat(struct mgr_req *q, const struct mgr_route_args *args)
 {
@@ -108,8 +95,8 @@ int mgr_api_heartbeat(struct mgr_req *q, const struct mgr_route_args *args)
 	 * liveness stays what the heartbeats' arrival says */
 	if (wait_ms > m->dead_after_s * 500.0)
 		wait_ms = (uint32_t)(m->dead_after_s * 500.0);
-	struct switch_wait w = { s, applied };
-	mgr_hold(m, (long)wait_ms, switch_behind, &w);
+	if (mgr_hold(q, NULL, s, applied, -1, (long)wait_ms))
+		return MGR_PARKED;
 	return mgr_reply(q, 200, json_pack("{s:i, s:o}", "version", (int)st->version, "groups",
 				       mgr_switch_groups_json(m, s)));
 }

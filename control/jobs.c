@@ -34,6 +34,9 @@ void mgr_job_teardown(struct mgr *m, struct mgr_job *j)
 	if (j->ngroups)
 		m->capacity_gen++;
 	mgr_persist_gone(m, j->id);
+	/* its ranks' held requests are answered: the job is gone */
+	while (j->parked)
+		mgr_unpark(m, j->parked, false);
 	mgr_job_free(j);
 	mgr_changed(m);
 }
@@ -136,6 +139,8 @@ void mgr_tick(struct mgr *m)
 	dirty |= mgr_jobs_retry(m);
 	for (struct mgr_job *j = m->jobs, *next; j; j = next) {
 		next = j->next;
+		if (j->parked)         /* a rank holding its state request is alive */
+			j->lease_until = now + m->lease_s;
 		if (j->lease_until && now > j->lease_until) {
 			mgr_failure(m, j->id, "job removed: lease expired (no rank renewed it for %.0f s)",
 				m->lease_s);
@@ -151,5 +156,7 @@ void mgr_tick(struct mgr *m)
 		mgr_changed(m);
 		mgr_save(m);
 	}
+	/* held requests whose time is up, or whose wait a change above ended */
+	mgr_wake_due(m);
 	pthread_mutex_unlock(&m->lock);
 }

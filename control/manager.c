@@ -2,10 +2,13 @@
 /*
  * inca-manager: the control plane's server. Reads the topology, restores
  * its state from the database, serves the API (/v1, bearer tokens) and
- * Prometheus /metrics over HTTP (libmicrohttpd, a thread per connection:
- * heartbeats and ranks' state requests may be held until something changes),
- * and every 50 ms looks for switches that stopped heartbeating and leases
- * that expired. GET / is the topology view (control/ui/, built in).
+ * Prometheus /metrics over HTTP (libmicrohttpd, one thread on epoll:
+ * heartbeats and ranks' state requests may be held until something
+ * changes, each a suspended connection parked on what it waits for, no
+ * thread per held request; docs/manager.md "Scale"), and every 50 ms looks
+ * for switches that stopped heartbeating, leases that expired and held
+ * requests whose time is up. GET / is the topology view (control/ui/,
+ * built in).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -15,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <microhttpd.h>
@@ -64,7 +68,41 @@ struct conn {
 	char *body;
 	size_t len;
 	bool too_big;
+	struct MHD_Connection *c;
+	char path[512];              /* the URL with its query, as the API reads it */
+	struct mgr_parked park;      /* while held */
 };
+
+/* Held: the connection is suspended (no thread waits on it) until woken. */
+static void conn_hold(struct mgr_parked *p)
+{
+	struct conn *cn = p->owner;
+
+	MHD_suspend_connection(cn->c);
+}
+
+static void conn_wake(struct mgr_parked *p)
+{
+	struct conn *cn = p->owner;
+
+	p->resumed = true;
+	MHD_resume_connection(cn->c);
+}
+
+/* MHD splits the query off: put wait_ms and plan_ver back for the API. */
+static enum MHD_Result query_arg(void *cls, enum MHD_ValueKind kind, const char *key,
+				 const char *value)
+{
+	struct conn *cn = cls;
+	size_t n = strlen(cn->path);
+
+	(void)kind;
+	if (!value || (strcmp(key, "wait_ms") && strcmp(key, "plan_ver")))
+		return MHD_YES;
+	snprintf(cn->path + n, sizeof(cn->path) - n, "%c%s=%s", strchr(cn->path, '?') ? '&' : '?',
+		 key, value);
+	return MHD_YES;
+}
 
 static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url,
 			       const char *method, const char *version,
@@ -73,9 +111,9 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
 	struct mgr *m = cls;
 	struct conn *cn = *con_cls;
 	struct MHD_Response *resp;
-	const char *auth, *ctype = "application/json", *wait;
+	const char *auth, *ctype = "application/json";
 	const struct mgr_ui_asset *asset;
-	char *out = NULL, path[512];
+	char *out = NULL;
 	int status;
 	enum MHD_Result ret;
 
@@ -84,6 +122,10 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
 		cn = calloc(1, sizeof(*cn));
 		if (!cn)
 			return MHD_NO;
+		cn->c = c;
+		cn->park.owner = cn;
+		cn->park.hold = conn_hold;
+		cn->park.wake = conn_wake;
 		*con_cls = cn;
 		return MHD_YES;
 	}
@@ -123,12 +165,14 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
 		status = 413;
 		out = strdup("{\"error\": \"body larger than 1 MiB\", \"status\": 413}");
 	} else {
-		/* MHD strips the query; the API reads wait_ms from it */
-		wait = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "wait_ms");
-		if (wait && snprintf(path, sizeof(path), "%s?wait_ms=%s", url, wait) <
-			    (int)sizeof(path))
-			url = path;
-		status = mgr_api(m, method, url, auth, cn->body, &out, &ctype);
+		if (!cn->park.resumed) {
+			snprintf(cn->path, sizeof(cn->path), "%s", url);
+			MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, query_arg, cn);
+		}
+		status = mgr_api_request(m, method, cn->path, auth, cn->body, &cn->park, &out,
+					 &ctype);
+		if (status == MGR_PARKED)
+			return MHD_YES;      /* suspended; asked again when woken */
 	}
 	resp = MHD_create_response_from_buffer(out ? strlen(out) : 0, out ? out : "",
 					       out ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
@@ -194,6 +238,7 @@ int main(int argc, char **argv)
 	char *cert = NULL, *key = NULL;
 	long dead_ms = 1000, lease_s = 60, window = 16;
 	bool check = false;
+	unsigned conn_limit = 1024;
 	static struct mgr m;
 	char token[MGR_TOKEN_LEN], err[512], host[64];
 	struct sockaddr_in sa = { .sin_family = AF_INET };
@@ -294,20 +339,26 @@ int main(int argc, char **argv)
 	m.dead_after_s = (double)dead_ms / 1000.0;
 	m.lease_s = (double)lease_s;
 	m.default_window = (uint32_t)window;
-	if (cert)
-		d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-				     MHD_USE_ERROR_LOG | MHD_USE_TLS, 0, NULL, NULL,
-				     handler, &m, MHD_OPTION_SOCK_ADDR, &sa,
-				     MHD_OPTION_NOTIFY_COMPLETED, completed, NULL,
-				     MHD_OPTION_CONNECTION_TIMEOUT, 30u,
-				     MHD_OPTION_HTTPS_MEM_CERT, cert, MHD_OPTION_HTTPS_MEM_KEY, key,
-				     MHD_OPTION_END);
-	else
-		d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-				     MHD_USE_ERROR_LOG, 0, NULL, NULL,
-				     handler, &m, MHD_OPTION_SOCK_ADDR, &sa,
-				     MHD_OPTION_NOTIFY_COMPLETED, completed, NULL,
-				     MHD_OPTION_CONNECTION_TIMEOUT, 30u, MHD_OPTION_END);
+	{
+		/* a held request is an open connection: as many as the process may */
+		struct rlimit rl;
+		if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < rl.rlim_max) {
+			rl.rlim_cur = rl.rlim_max;
+			setrlimit(RLIMIT_NOFILE, &rl);
+		}
+		if (!getrlimit(RLIMIT_NOFILE, &rl))
+			conn_limit = rl.rlim_cur > 1000064 ? 1000000 :
+				     rl.rlim_cur > 128 ? (unsigned)rl.rlim_cur - 64 : 64;
+	}
+	d = MHD_start_daemon(MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME |
+			     MHD_USE_ERROR_LOG | (cert ? MHD_USE_TLS : 0), 0, NULL, NULL,
+			     handler, &m, MHD_OPTION_SOCK_ADDR, &sa,
+			     MHD_OPTION_NOTIFY_COMPLETED, completed, NULL,
+			     MHD_OPTION_CONNECTION_TIMEOUT, 60u,
+			     MHD_OPTION_CONNECTION_LIMIT, conn_limit,
+			     MHD_OPTION_LISTEN_BACKLOG_SIZE, 4096u,
+			     cert ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, cert,
+			     MHD_OPTION_HTTPS_MEM_KEY, key, MHD_OPTION_END);
 	if (!d) {
 		mgr_log("cannot listen on %s%s: %s", listen_at,
 			cert ? " with TLS (is the key the certificate's?)" : "", strerror(errno));
@@ -331,6 +382,7 @@ int main(int argc, char **argv)
 	}
 	printf("inca-manager: stopping\n");
 	mgr_stop(&m);
+	usleep(100000);          /* the held requests, woken, are answered */
 	MHD_stop_daemon(d);
 	pthread_mutex_lock(&m.lock);
 	mgr_save(&m);

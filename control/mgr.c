@@ -12,54 +12,95 @@
 
 #include "mgr.h"
 
-/* A desired version or a job's state changed: wake the held requests. */
+/* A desired version or a job's state changed: the held requests are looked
+ * at again before the lock is let go (mgr_api_request, mgr_tick). */
 void mgr_changed(struct mgr *m)
 {
 	m->wakeups++;
-	pthread_cond_broadcast(&m->changed);
 }
 
 void mgr_stop(struct mgr *m)
 {
 	pthread_mutex_lock(&m->lock);
 	m->stopping = true;
-	pthread_cond_broadcast(&m->changed);
+	mgr_wake_due(m);
 	pthread_mutex_unlock(&m->lock);
 }
 
-/*
- * Hold a request, m->lock released meanwhile, until done(m, arg) or
- * wait_ms pass (or the manager stops). Returns done's last answer.
- */
-bool mgr_hold(struct mgr *m, long wait_ms, bool (*done)(struct mgr *, const void *),
-	      const void *arg)
+bool mgr_parked_done(struct mgr *m, const struct mgr_parked *p)
 {
-	struct timespec until;
-	bool ok = done(m, arg);
+	const struct mgr_job *j = p->job;
 
-	if (ok || wait_ms <= 0 || m->stopping)
-		return ok;
-	clock_gettime(CLOCK_MONOTONIC, &until);
-	until.tv_sec += wait_ms / 1000;
-	until.tv_nsec += (wait_ms % 1000) * 1000000L;
-	if (until.tv_nsec >= 1000000000L) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000L;
-	}
+	if (!j)
+		return m->sw[p->sw].version != p->applied;
+	if (p->plan_ver >= 0)
+		return j->plan_ver != (uint32_t)p->plan_ver;
+	return j->state == MGR_JOB_READY || j->state == MGR_JOB_RING ||
+	       j->state == MGR_JOB_FAILED;
+}
+
+void mgr_park(struct mgr *m, struct mgr_parked *p, long wait_ms)
+{
+	struct mgr_parked **head = p->job ? &p->job->parked : &m->sw[p->sw].parked;
+
+	p->parked = true;
+	p->timed_out = false;
+	p->wait_ms = wait_ms;
+	p->until = m->now() + (double)wait_ms / 1000.0;
+	p->next = *head;
+	p->pprev = head;
+	if (*head)
+		(*head)->pprev = &p->next;
+	*head = p;
 	m->polls_held++;
 	m->polls_holding++;
-	while (!ok && !m->stopping) {
-		int rc = pthread_cond_timedwait(&m->changed, &m->lock, &until);
-		ok = done(m, arg);
-		if (rc == ETIMEDOUT)
-			break;
-	}
+	if (p->hold)
+		p->hold(p);
+}
+
+void mgr_unpark(struct mgr *m, struct mgr_parked *p, bool timed_out)
+{
+	if (!p->parked)
+		return;
+	*p->pprev = p->next;
+	if (p->next)
+		p->next->pprev = p->pprev;
+	p->next = NULL;
+	p->pprev = NULL;
+	p->parked = false;
+	p->timed_out = timed_out;
 	m->polls_holding--;
-	if (ok)
-		m->polls_woken++;
-	else
+	if (timed_out)
 		m->polls_timed_out++;
-	return ok;
+	else
+		m->polls_woken++;
+	p->wake(p);
+}
+
+static void wake_list(struct mgr *m, struct mgr_parked *head, double now)
+{
+	for (struct mgr_parked *p = head, *next; p; p = next) {
+		next = p->next;
+		if (m->stopping || mgr_parked_done(m, p))
+			mgr_unpark(m, p, false);
+		else if (now >= p->until)
+			mgr_unpark(m, p, true);
+	}
+}
+
+void mgr_wake_due(struct mgr *m)
+{
+	double now = m->now();
+
+	m->swept = m->wakeups;
+	for (int s = 0; s < m->topo.nswitches; s++)
+		wake_list(m, m->sw[s].parked, now);
+	for (struct mgr_job *j = m->jobs; j; j = j->next) {
+		if (!j->parked)
+			continue;
+		mgr_job_check_ready(m, j);
+		wake_list(m, j->parked, now);
+	}
 }
 
 int mgr_init(struct mgr *m, const char *topo_path, const char *db_path,

@@ -184,6 +184,33 @@ struct mgr_rank {
 /* Longest a heartbeat or a rank's GET may be held (long-poll). */
 #define MGR_WAIT_MS_MAX      30000
 
+/*
+ * A held request (long-poll), parked on what it waits for: a rank's state
+ * request on its job (until the job's plan_ver moves on from plan_ver, or,
+ * with plan_ver -1, until the job is ready, on the ring or failed), a
+ * heartbeat on its switch (until the switch's desired version is not
+ * `applied`). No thread waits meanwhile: whoever parked it (the HTTP front
+ * end suspends the connection) is told through wake, m->lock held, once it
+ * may be answered (the condition holds, its time is up, its job went, the
+ * manager stops), and asks again with resumed set.
+ */
+struct mgr_parked {
+	/* the caller's */
+	void (*hold)(struct mgr_parked *p);   /* NULL, or called as it parks (lock held) */
+	void (*wake)(struct mgr_parked *p);   /* called as it is unparked (lock held) */
+	void *owner;
+	bool resumed;                         /* asking again: answer at once */
+	/* the model's */
+	bool parked, timed_out;
+	struct mgr_parked *next, **pprev;
+	struct mgr_job *job;                  /* NULL: a heartbeat on switch sw */
+	int sw;
+	uint32_t applied;
+	long long plan_ver;
+	double until;                         /* m->now() */
+	long wait_ms;
+};
+
 /* One group of a job on one switch: groups[g] is tree.nodes[g]'s. */
 struct mgr_group {
 	int sw;                      /* switch index */
@@ -231,6 +258,7 @@ struct mgr_job {
 					lasting under STALL_QUIET_S: the retry backs off
 					(not saved) */
 	uint64_t saved_sig;          /* persist.c: what its rows hold; 0: no rows */
+	struct mgr_parked *parked;   /* its ranks' held state requests */
 	struct mgr_job *next;
 };
 
@@ -242,6 +270,7 @@ struct mgr_switch_state {
 	uint32_t saved_version;      /* persist.c: what its row holds */
 	char last_error[256];
 	json_t *counters;            /* from the last heartbeat */
+	struct mgr_parked *parked;   /* its held heartbeat(s) */
 };
 
 /* The failure log keeps the last MGR_FAILURES_KEPT entries. */
@@ -257,8 +286,9 @@ struct mgr {
 	struct mgr_topo topo;
 	uint8_t admin_hash[MGR_HASH_LEN];   /* SHA-256 of the admin token */
 	pthread_mutex_t lock;
-	pthread_cond_t changed;      /* broadcast on every version or job state change */
+	pthread_cond_t changed;      /* broadcast when a synchronous caller's request is woken */
 	bool stopping;               /* held requests answer at once */
+	uint64_t swept;              /* wakeups at the last mgr_wake_due */
 	struct mgr_switch_state *sw;
 	struct mgr_job *jobs;
 	uint32_t next_group_id;
@@ -300,14 +330,18 @@ const char *mgr_job_state_name(enum mgr_job_state s);
 void mgr_job_free(struct mgr_job *j);
 /* Answer every held request (shutdown). */
 void mgr_stop(struct mgr *m);
-/* A desired version or a job's state changed: wake the held requests. */
+/* A desired version or a job's state changed: the held requests are
+ * looked at again (mgr_wake_due) before the lock is let go. */
 void mgr_changed(struct mgr *m);
-/*
- * Hold a request, m->lock released meanwhile, until done(m, arg) or
- * wait_ms pass (or the manager stops). Returns done's last answer.
- */
-bool mgr_hold(struct mgr *m, long wait_ms, bool (*done)(struct mgr *, const void *),
-	      const void *arg);
+/* Whether parked request p may be answered now (its condition holds). */
+bool mgr_parked_done(struct mgr *m, const struct mgr_parked *p);
+/* Park p (its job or sw, applied, plan_ver set) for wait_ms; lock held. */
+void mgr_park(struct mgr *m, struct mgr_parked *p, long wait_ms);
+/* Take p off its list, counted as woken or timed out, and call its wake. */
+void mgr_unpark(struct mgr *m, struct mgr_parked *p, bool timed_out);
+/* Unpark every request whose condition holds or whose time is up (all of
+ * them when stopping): O(parked), integer compares. Lock held. */
+void mgr_wake_due(struct mgr *m);
 
 /* ---- logging and the failure log (log.c) ---- */
 
@@ -378,6 +412,13 @@ bool mgr_jobs_retry(struct mgr *m);
  * *resp and its type in *ctype. */
 int mgr_api(struct mgr *m, const char *method, const char *path, const char *token,
 	    const char *body, char **resp, const char **ctype);
+/* The same for a front end that parks held requests: MGR_PARKED (0) means
+ * held, *park linked where it waits (its hold called); once its wake is
+ * called, call again with park->resumed set for the answer. mgr_api is
+ * this with the calling thread waiting on m->changed. */
+#define MGR_PARKED 0
+int mgr_api_request(struct mgr *m, const char *method, const char *path, const char *token,
+		    const char *body, struct mgr_parked *park, char **resp, const char **ctype);
 
 /* ---- persistence (persist.c) ---- */
 

@@ -270,31 +270,6 @@ void hl_stream_free(struct inca_comm *c)
 
 /* ---- starting a collective ---- */
 
-static int renew_lease(struct inca_comm *c)
-{
-	char why[256];
-
-	/* renews the job's lease now and then, and learns if its tree failed
-	 * (a switch went down) */
-	if (!c->mgr || c->switch_failed || c->fallback == INCA_FALLBACK_FORCE ||
-	    !hl_manager_renew(c->mgr, why, sizeof(why)))
-		return 0;
-	if (c->plan)
-		return 0;       /* only an older manager says "failed": its plan goes on */
-	if (c->fallback == INCA_FALLBACK_OFF)
-		return hl_fail(c, INCA_ERR_SWITCH, "the manager says the job failed: %s "
-			       "(fallback is off)", why);
-	HL_WARN("rank %d: the manager says the job failed: %s: falling back to the host "
-		"ring over TCP", c->rank, why);
-	c->warned_fallback = true;
-	c->switch_failed = true;
-	/* what is in flight completes on the ring too, in order */
-	for (unsigned i = 0; i < c->stream.nops; i++)
-		c->stream.ops[i]->ring = true;
-	stream_reset(c);
-	return 0;
-}
-
 int hl_coll_start(struct inca_comm *c, const struct hl_coll_args *a, struct hl_coll **out)
 {
 	struct hl_stream *st = &c->stream;
@@ -308,9 +283,6 @@ int hl_coll_start(struct inca_comm *c, const struct hl_coll_args *a, struct hl_c
 		return hl_fail(c, INCA_ERR_BUSY, "%s: %d collectives are in flight on this "
 			       "communicator: complete one first (inca_wait, inca_test)", name,
 			       HL_MAX_INFLIGHT);
-	rc = renew_lease(c);
-	if (rc)
-		return rc;
 	/* with a manager, its plan says where (and numbers the collective) */
 	bool plan_ring = false;
 	uint32_t plan_seq = 0;

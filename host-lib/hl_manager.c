@@ -7,10 +7,12 @@
  * programmed the switches, or put the job on the host ring (a long-poll:
  * the manager answers when the job is ready or on the ring), and gets its
  * first plan and group description (the same JSON as a static INCA_CONFIG
- * file). hl_plan.c then follows the plan: it polls for new ones,
- * acknowledges them and reports a tree that stopped answering. Later calls
- * renew the job's lease; destroy says the rank left. Each call makes its
- * own curl handle, so the plan's thread and the caller's may call at once.
+ * file). hl_plan.c's thread then follows the plan: it long-polls for new
+ * ones (held by the manager until the plan changes, which also renews the
+ * job's lease: nothing else need be sent while a job runs), acknowledges
+ * them and reports a tree that stopped answering, all on one kept
+ * connection (m->poller) that hl_manager_interrupt can cut short; destroy
+ * says the rank left. Join and leave make a connection of their own.
  */
 #include <arpa/inet.h>
 #include <ifaddrs.h>
@@ -32,9 +34,13 @@ struct hl_manager {
 	char job[64];
 	char token[256];
 	int rank;
-	double last_renew_us;
-	double lease_us;
+	long poll_ms;                /* how long a plan poll may be held */
+	struct inca_http_client *poller;   /* the plan thread's connection */
 };
+
+/* The manager holds a plan poll up to this (its maximum is 30 s), and at
+ * most a third of the job's lease, which each poll renews. */
+#define POLL_MS_MAX 20000
 
 /* One request to the manager, which may hold it up to wait_ms: the HTTP
  * status (-1: unreachable), the answer in *out. */
@@ -45,6 +51,17 @@ static int call(struct hl_manager *m, const char *method, const char *path,
 
 	snprintf(full, sizeof(full), "%s%s", m->url, path);
 	return inca_http(method, full, m->token, body, 3000 + wait_ms, out, NULL, err, errlen);
+}
+
+/* The same on the plan thread's kept connection. */
+static int poller_call(struct hl_manager *m, const char *method, const char *path,
+		       const char *body, long wait_ms, json_t **out, char *err, size_t errlen)
+{
+	char full[800];
+
+	snprintf(full, sizeof(full), "%s%s", m->url, path);
+	return inca_http_call(m->poller, method, full, m->token, body, 3000 + wait_ms, out, NULL,
+			      err, errlen);
 }
 
 static double now_us(void)
@@ -153,9 +170,20 @@ int hl_manager_join(const struct inca_comm_attr *attr, uint32_t qpn,
 	snprintf(path, sizeof(path), "/v1/jobs/%s/ranks", m->job);
 	status = call(m, "POST", path, body, 0, &resp, err, errlen);
 	free(body);
-	json_decref(resp);
 	if (status != 200)
 		goto fail;
+	/* each plan poll renews the lease: poll at least three times a lease */
+	double lease_s = json_number_value(json_object_get(resp, "lease_s"));
+	m->poll_ms = lease_s > 0 && lease_s * 1000 / 3 < POLL_MS_MAX ?
+		     (long)(lease_s * 1000 / 3) : POLL_MS_MAX;
+	if (m->poll_ms < 100)
+		m->poll_ms = 100;
+	json_decref(resp);
+	resp = NULL;
+	if (!(m->poller = inca_http_client_new())) {
+		snprintf(err, errlen, "libcurl: cannot start");
+		goto fail;
+	}
 
 	/* wait for the tree and the switches, or the host ring: the manager
 	 * holds the request until the job is ready or on the ring (one that
@@ -197,14 +225,13 @@ int hl_manager_join(const struct inca_comm_attr *attr, uint32_t qpn,
 	plan->have_group = false;
 	memset(&plan->g, 0, sizeof(plan->g));
 	json_decref(resp);
-	m->last_renew_us = now_us();
-	m->lease_us = 10e6;
 	HL_INFO("rank %d: joined job %s in %.1f ms (plan %u: %s)", attr->rank, m->job,
 		(now_us() - t_join) / 1e3, plan->epoch, plan->ring ? "host ring" : "tree");
 	*out = m;
 	return INCA_OK;
 fail:
 	json_decref(resp);
+	inca_http_client_free(m->poller);
 	curl_global_cleanup();
 	free(m);
 	return rc;
@@ -251,16 +278,16 @@ int hl_manager_plan_parse(struct hl_manager *m, json_t *resp, struct hl_plan_msg
 	return 0;
 }
 
-int hl_manager_poll(struct hl_manager *m, uint32_t version, long wait_ms,
-		    struct hl_plan_msg *pm, char *err, size_t errlen)
+int hl_manager_poll(struct hl_manager *m, uint32_t version, struct hl_plan_msg *pm,
+		    char *err, size_t errlen)
 {
 	char path[200];
 	json_t *resp = NULL;
 	int status, rc;
 
 	snprintf(path, sizeof(path), "/v1/jobs/%s/ranks/%d?plan_ver=%u&wait_ms=%ld", m->job,
-		 m->rank, version, wait_ms);
-	status = call(m, "GET", path, NULL, wait_ms, &resp, err, errlen);
+		 m->rank, version, m->poll_ms);
+	status = poller_call(m, "GET", path, NULL, m->poll_ms, &resp, err, errlen);
 	if (status != 200) {
 		json_decref(resp);
 		return status == 404 ? INCA_ERR_PEER : INCA_ERR_MANAGER;
@@ -280,7 +307,7 @@ int hl_manager_ack(struct hl_manager *m, uint32_t epoch, uint32_t next, uint32_t
 	snprintf(path, sizeof(path), "/v1/jobs/%s/ranks/%d/ack", m->job, m->rank);
 	snprintf(body, sizeof(body), "{\"plan\": %u, \"next\": %u, \"first\": %u, \"keep\": %u}",
 		 epoch, next, first, keep);
-	status = call(m, "POST", path, body, 0, &resp, err, errlen);
+	status = poller_call(m, "POST", path, body, 0, &resp, err, errlen);
 	json_decref(resp);
 	return status == 200 ? 0 : status == 409 ? INCA_ERR_BUSY : INCA_ERR_MANAGER;
 }
@@ -292,35 +319,15 @@ void hl_manager_stall(struct hl_manager *m, uint32_t epoch, unsigned ms)
 
 	snprintf(path, sizeof(path), "/v1/jobs/%s/ranks/%d/stall", m->job, m->rank);
 	snprintf(body, sizeof(body), "{\"plan\": %u, \"ms\": %u}", epoch, ms);
-	if (call(m, "POST", path, body, 0, &resp, err, sizeof(err)) != 200)
+	if (poller_call(m, "POST", path, body, 0, &resp, err, sizeof(err)) != 200)
 		HL_WARN("rank %d: telling the manager the tree stopped answering: %s", m->rank,
 			err);
 	json_decref(resp);
 }
 
-/* Renew the lease every 10 s; true if the manager says the job failed
- * (*why says why). */
-bool hl_manager_renew(struct hl_manager *m, char *why, size_t whylen)
+void hl_manager_interrupt(struct hl_manager *m)
 {
-	char path[160], err[256];
-	json_t *resp = NULL;
-	bool failed = false;
-
-	if (!m || now_us() - m->last_renew_us < m->lease_us)
-		return false;
-	m->last_renew_us = now_us();
-	snprintf(path, sizeof(path), "/v1/jobs/%s/renew", m->job);
-	if (call(m, "POST", path, "{}", 0, &resp, err, sizeof(err)) == 200) {
-		const char *st = json_string_value(json_object_get(resp, "state"));
-		if (st && !strcmp(st, "failed")) {
-			snprintf(why, whylen, "%s", json_string_value(json_object_get(resp, "reason")) ?: "?");
-			failed = true;
-		}
-	} else {
-		HL_WARN("rank %d: lease renewal: %s", m->rank, err);
-	}
-	json_decref(resp);
-	return failed;
+	inca_http_client_interrupt(m->poller);
 }
 
 void hl_manager_leave(struct hl_manager *m)
@@ -334,6 +341,7 @@ void hl_manager_leave(struct hl_manager *m)
 	if (call(m, "POST", path, "{}", 0, &resp, err, sizeof(err)) != 200)
 		HL_DEBUG("rank %d: leaving: %s", m->rank, err);
 	json_decref(resp);
+	inca_http_client_free(m->poller);
 	curl_global_cleanup();
 	free(m);
 }

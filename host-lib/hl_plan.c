@@ -5,8 +5,12 @@
  * ranks' host ring — and the collective at which every rank moves to a new
  * plan, so that no two ranks ever run a collective on different paths.
  *
- * A thread of the communicator long-polls the manager for the job's plan.
- * When a new one comes it acknowledges it with where this rank is: the
+ * A thread of the communicator long-polls the manager for the job's plan
+ * (each poll held until the plan changes, up to 20 s: an idle job costs a
+ * request per rank every 20 s, and the polls renew the job's lease). It is
+ * the only thread that talks to the manager while the job runs: the
+ * caller's thread never waits on it. When a new plan comes the thread
+ * acknowledges it with where this rank is: the
  * next collective it would start (from then on it starts none there until
  * the cut is known: the "hold"), the first it has not completed, and the
  * first it can replay. The manager answers every rank with the cut: the
@@ -19,9 +23,10 @@
  * The caller's thread does the rest at its next call: it applies the cut
  * (hl_coll_recover), routes every new collective (hl_plan_route), installs
  * the new tree's group at the cut (the transport retargeted, the stream
- * started afresh), tells the manager when its tree stops answering
- * (hl_plan_stalled) and keeps the inputs of the collectives it completes
- * in-network (hl_plan_keep; INCA_KEEP of them, INCA_KEEP_MB at most).
+ * started afresh), notes when its tree stops answering (hl_plan_stalled:
+ * the thread's poll is cut short and the thread tells the manager) and
+ * keeps the inputs of the collectives it completes in-network
+ * (hl_plan_keep; INCA_KEEP of them, INCA_KEEP_MB at most).
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -34,8 +39,6 @@
 
 #define KEEP_DEFAULT 8
 #define KEEP_MB_DEFAULT 256
-/* the thread's long-poll: short enough that destroy waits little */
-#define POLL_MS 500
 
 
 static double mono_us(void)
@@ -58,13 +61,25 @@ static void *watch(void *arg)
 	while (!__atomic_load_n(&pl->stop, __ATOMIC_ACQUIRE)) {
 		struct hl_plan_msg pm;
 		char err[256];
-		int rc = hl_manager_poll(c->mgr, ver, POLL_MS, &pm, err, sizeof(err));
+
+		pthread_mutex_lock(&pl->lock);
+		bool stall = pl->stall_due;
+		uint32_t stall_epoch = pl->stall_epoch;
+		unsigned stall_ms = pl->stall_ms;
+		pl->stall_due = false;
+		pthread_mutex_unlock(&pl->lock);
+		if (stall)
+			hl_manager_stall(c->mgr, stall_epoch, stall_ms);
+
+		int rc = hl_manager_poll(c->mgr, ver, &pm, err, sizeof(err));
 
 		if (__atomic_load_n(&pl->stop, __ATOMIC_ACQUIRE)) {
 			if (!rc && pm.have_group)
 				hl_group_free(&pm.g);
 			break;
 		}
+		if (rc && __atomic_load_n(&pl->stall_due, __ATOMIC_ACQUIRE))
+			continue;       /* cut short to tell the manager of a stall */
 		if (rc) {
 			if (!complained)
 				HL_WARN("rank %d: the manager's plan for job %s: %s (retrying)",
@@ -160,6 +175,7 @@ void hl_plan_stop(struct inca_comm *c)
 	if (!pl)
 		return;
 	__atomic_store_n(&pl->stop, true, __ATOMIC_RELEASE);
+	hl_manager_interrupt(c->mgr);
 	if (pl->thread_on)
 		pthread_join(pl->thread, NULL);
 	if (pl->msg.have_group)
@@ -406,7 +422,13 @@ void hl_plan_stalled(struct inca_comm *c, unsigned ms)
 	HL_WARN("rank %d: no result from switch %u.%u.%u.%u for %u ms: telling the manager, "
 		"waiting for its plan", c->rank, c->g.switch_ip >> 24, (c->g.switch_ip >> 16) & 255,
 		(c->g.switch_ip >> 8) & 255, c->g.switch_ip & 255, ms);
-	hl_manager_stall(c->mgr, pl->adopted_epoch, ms);
+	/* the plan thread tells it: this thread does not wait on the manager */
+	pthread_mutex_lock(&pl->lock);
+	pl->stall_epoch = pl->adopted_epoch;
+	pl->stall_ms = ms;
+	__atomic_store_n(&pl->stall_due, true, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&pl->lock);
+	hl_manager_interrupt(c->mgr);
 }
 
 void hl_plan_position(struct inca_comm *c)

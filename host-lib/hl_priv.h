@@ -252,6 +252,9 @@ struct hl_plan {
 	bool holding;             /* acknowledged at next: start none before the cut */
 	uint32_t acked;
 	uint32_t adopted_epoch;   /* the plan in use: 0 none yet (the ring) */
+	bool stall_due;           /* the caller saw the tree stop: the thread tells */
+	uint32_t stall_epoch;     /*   the manager this plan's tree gave nothing */
+	unsigned stall_ms;        /*   for this long */
 	/* the caller's thread only */
 	bool tree;                /* the plan is a tree: in-network from switch_seq */
 	uint32_t switch_seq;
@@ -385,17 +388,23 @@ int hl_manager_join(const struct inca_comm_attr *attr, uint32_t qpn,
 struct json_t;
 int hl_manager_plan_parse(struct hl_manager *m, struct json_t *resp, struct hl_plan_msg *pm,
 			  char *err, size_t errlen);
-/* The plan once its version differs from version (held up to wait_ms).
- * 0; INCA_ERR_PEER: the job is gone; INCA_ERR_MANAGER: unreachable. */
-int hl_manager_poll(struct hl_manager *m, uint32_t version, long wait_ms,
-		    struct hl_plan_msg *pm, char *err, size_t errlen);
+/*
+ * The plan once its version differs from version: held by the manager up
+ * to the poll's wait (20 s, or a third of the job's lease, which it
+ * renews). This, ack and stall are the plan thread's: one kept connection.
+ * 0; INCA_ERR_PEER: the job is gone; INCA_ERR_MANAGER: unreachable or
+ * interrupted.
+ */
+int hl_manager_poll(struct hl_manager *m, uint32_t version, struct hl_plan_msg *pm,
+		    char *err, size_t errlen);
 /* Acknowledge plan epoch at (next, first, keep). 0; INCA_ERR_BUSY: not the
  * job's plan any more; INCA_ERR_MANAGER. */
 int hl_manager_ack(struct hl_manager *m, uint32_t epoch, uint32_t next, uint32_t first,
 		   uint32_t keep, char *err, size_t errlen);
 /* The tree of plan epoch gave no results for ms. */
 void hl_manager_stall(struct hl_manager *m, uint32_t epoch, unsigned ms);
-bool hl_manager_renew(struct hl_manager *m, char *why, size_t whylen);
+/* End the plan thread's request in progress (or its next) at once. */
+void hl_manager_interrupt(struct hl_manager *m);
 void hl_manager_leave(struct hl_manager *m);
 
 /* hl_comm.c: the IB MTU the path to switch_ip carries (mtu auto). */
