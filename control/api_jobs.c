@@ -167,6 +167,8 @@ int mgr_api_rank(struct mgr_req *q, const struct mgr_route_args *a)
 	int r = (int)a->rank;
 	json_t *o;
 
+	if (!q->park || !q->park->resumed)
+		q->m->rank_polls++;
 	j->lease_until = q->m->now() + q->m->lease_s;
 	if (mgr_hold(q, j, 0, 0, q->plan_ver, q->wait_ms))
 		return MGR_PARKED;

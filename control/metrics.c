@@ -40,6 +40,9 @@ int mgr_api_metrics(struct mgr_req *q, const struct mgr_route_args *a)
 	}
 	P("# HELP inca_manager_requests_total API requests.\n# TYPE inca_manager_requests_total counter\n"
 	  "inca_manager_requests_total %llu\n", (unsigned long long)m->requests);
+	P("# HELP inca_manager_rank_polls_total Ranks' state and plan requests (GET "
+	  "/v1/jobs/JOB/ranks/R).\n# TYPE inca_manager_rank_polls_total counter\n"
+	  "inca_manager_rank_polls_total %llu\n", (unsigned long long)m->rank_polls);
 	P("# HELP inca_manager_requests_refused_total API requests answered 4xx/5xx.\n"
 	  "# TYPE inca_manager_requests_refused_total counter\n"
 	  "inca_manager_requests_refused_total %llu\n", (unsigned long long)m->requests_refused);

@@ -305,7 +305,7 @@ struct mgr {
 	unsigned failures_saved;     /* nfailures at the last save */
 	uint32_t saved_next_group_id;
 	/* metrics */
-	uint64_t requests, requests_refused, tree_builds;
+	uint64_t requests, requests_refused, tree_builds, rank_polls;
 	uint64_t plans_tree, plans_ring, rebuilds;
 	uint64_t capacity_gen;       /* moves on when slots may have freed or a switch came back */
 	uint8_t *link_down;          /* [lower * nswitches + upper]: the lower switch reports

@@ -5,6 +5,9 @@
 # an all-reduce job whose group the manager sets up on the switch, the same
 # job as Open MPI's ring all-reduce (or libinca's TCP ring without Open MPI),
 # prints them side by side, and tears everything down (also on Ctrl-C).
+# It checks its own result: on these links (they bind), in-network slower
+# than the ring at the largest size, or libinca-mpi slower than Open MPI
+# there, makes it exit 1 saying so.
 #
 # Usage: deploy/demo.sh [--hosts N] [--rate R] [--max-size BYTES] [--no-install]
 set -euo pipefail
@@ -18,7 +21,7 @@ while [ $# -gt 0 ]; do
 	--rate) rate=${2:?}; shift 2 ;;
 	--max-size) maxsize=${2:?}; shift 2 ;;
 	--no-install) install=0; shift ;;
-	-h|--help) sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h|--help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "demo.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
 	esac
 done
@@ -96,6 +99,16 @@ awk -v link="$link" -v n="$hosts" 'FNR == 1 { f++ }
 		       a[2, s], 100 * a[1, s] / link, 100 * a[2, s] * 2 * (n - 1) / n / link, t[2, s] / t[1, s]
 	}
      }' "$WORK/switch.txt" "$WORK/ring.txt"
+# the verdict at the largest size both sides ran: time ring / time switch
+verdicts=()
+speedup=$(awk 'FNR == 1 { f++ } /^ *[0-9]/ { t[f, $1] = $5; if (f == 1) last = $1 }
+	END { if ((2, last) in t && t[1, last] > 0) printf "%s %.2f", last, t[2, last] / t[1, last] }' \
+	"$WORK/switch.txt" "$WORK/ring.txt")
+if [ -z "$speedup" ]; then
+	verdicts+=("no in-network or ring figure at the largest size: see the tables above")
+elif awk -v s="${speedup#* }" 'BEGIN { exit !(s < 1.0) }'; then
+	verdicts+=("in-network is slower than the $ring_name at ${speedup% *} B (${speedup#* }x) on links that bind")
+fi
 
 if command -v mpirun >/dev/null && [ -e build/host-lib/mpi/libinca-mpi.so ]; then
 	step "the same Open MPI binary, unchanged, without and with libinca-mpi preloaded (docs/mpi.md)"
@@ -106,9 +119,17 @@ if command -v mpirun >/dev/null && [ -e build/host-lib/mpi/libinca-mpi.so ]; the
 	   INCA_MPI=1 mpi_ranks "$hosts" 1 "$here/build/host-lib/mpi/libinca-mpi.so" "${OSU[@]}" \
 		> "$WORK/osu-inca.txt" 2> "$WORK/osu-inca.err"; then
 		grep "offloaded to INCA" "$WORK/osu-inca.err" || true
-		osu_side_by_side "$WORK/osu-mpi.txt" "$WORK/osu-inca.txt"
+		osu_side_by_side "$WORK/osu-mpi.txt" "$WORK/osu-inca.txt" | tee "$WORK/osu.txt"
+		mpi=$(awk '/^[0-9]/ { last = $1; s = $4 } END { sub("x", "", s); print last, s }' \
+			"$WORK/osu.txt")
+		if [ -z "${mpi#* }" ]; then
+			verdicts+=("the MPI comparison printed no figure")
+		elif awk -v s="${mpi#* }" 'BEGIN { exit !(s < 1.0) }'; then
+			verdicts+=("libinca-mpi is slower than Open MPI at ${mpi% *} B (${mpi#* }x)")
+		fi
 	else
 		echo "the MPI run failed:"; tail -n 5 "$WORK"/osu-*.err
+		verdicts+=("the MPI run failed")
 	fi
 fi
 
@@ -125,3 +146,8 @@ Where to look next:
   MPI programs      LD_PRELOAD=libinca-mpi.so (docs/mpi.md); tests/bench/run-mpi.sh
   the docs          docs/protocol.md, docs/switch.md, docs/hostlib.md, docs/manager.md
 EOF
+if [ "${#verdicts[@]}" -gt 0 ]; then
+	printf 'demo.sh: FAILED: %s\n' "${verdicts[@]}" >&2
+	exit 1
+fi
+echo "demo.sh: in-network ${speedup#* }x the $ring_name at ${speedup% *} B${mpi:+, libinca-mpi ${mpi#* }x Open MPI}"

@@ -14,9 +14,15 @@
 # alike; their latency is the median over the rounds. A failed launch is
 # retried once and said; a wrong result or a call that fell back to the host
 # ring fails the run. Writes CSV, Markdown, SVG and PNG plots to --out.
+# The in-network side runs as users run it: in manager mode (inca-manager
+# sets the group up on the switch, libinca follows its plan); --groups
+# static uses a static group instead, --groups both runs the two in turn
+# on the same links (the static rows as inca-udp-static, inca-xdp-static)
+# and prints them side by side.
 # Usage: tests/bench/run-allreduce.sh [--out DIR] [--ranks "2 4 8"]
 #          [--rates "200mbit 1gbit"] [--max 16M] [--iters 20] [--rounds 20]
 #          [--repeat 1] [--min 8] [--build DIR] [--mtu 1500]
+#          [--groups manager|static|both]
 #   --min S    the smallest size of the sweep (e.g. --min 16M --max 16M:
 #              one size); with --rounds 0 no latency rounds are run
 #   --build D  the build directory of the binaries (default build/)
@@ -32,7 +38,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
 out=$here/bench-results ranks="2 4 8" rates="200mbit 1gbit" max=16M iters=20 repeat=1 rounds=20
-min=8 build=$here/build mtu=1500
+min=8 build=$here/build mtu=1500 groups=manager
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--out) out=${2:?}; shift 2 ;;
@@ -45,13 +51,19 @@ while [ $# -gt 0 ]; do
 	--min) min=${2:?}; shift 2 ;;
 	--build) build=${2:?}; shift 2 ;;
 	--mtu) mtu=${2:?}; shift 2 ;;
-	-h|--help) sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	--groups) groups=${2:?}; shift 2 ;;
+	-h|--help) sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "run-allreduce.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
 	esac
 done
 [ "$(id -u)" -eq 0 ] || { echo "run-allreduce.sh: run as root" >&2; exit 1; }
 [[ "$repeat" =~ ^[12]$ ]] || { echo "run-allreduce.sh: --repeat 1 or 2" >&2; exit 2; }
 [[ "$rounds" =~ ^[0-9][0-9]?$ ]] || { echo "run-allreduce.sh: --rounds 0..99" >&2; exit 2; }
+case "$groups" in
+manager|static) kinds=$groups ;;
+both) kinds="manager static" ;;
+*) echo "run-allreduce.sh: --groups manager, static or both" >&2; exit 2 ;;
+esac
 B=$(cd "$build" && pwd)
 export INCA_BUILD=$B INCA_TESTBED_MTU=$mtu
 [ "$mtu" -le 1500 ] || export INCA_ELEMS=1024
@@ -62,8 +74,9 @@ done
 export INCA_TESTBED=incabench
 TB=$here/deploy/testbed
 WORK=$(mktemp -d /tmp/inca-bench.XXXXXX)
-ECHO_PID=
-trap '[ -n "$ECHO_PID" ] && kill "$ECHO_PID" 2>/dev/null; "$TB" down >/dev/null 2>&1 || true; rm -rf "$WORK"' EXIT
+ECHO_PID= MGR_PID=
+PORT=18471
+trap '[ -n "$ECHO_PID" ] && kill "$ECHO_PID" 2>/dev/null; [ -n "$MGR_PID" ] && kill "$MGR_PID" 2>/dev/null; "$TB" down >/dev/null 2>&1 || true; rm -rf "$WORK"' EXIT
 mkdir -p "$out"
 # sizes up to 64 KiB with ten times the iterations (-N)
 SIZES=(-b "$min" -e "$max" -f 2 -n "$iters" -N $((iters * 10)) -w 3)
@@ -90,20 +103,49 @@ ping_median() {
 		awk '{ v[NR] = $1 } END { if (NR < 150) exit 1; printf "%.1f\n", v[int((NR + 1) / 2)] * 1000 }'
 }
 
+# testbed_up KIND N RATE: a fresh testbed of N hosts at RATE for an
+# in-network job of KIND (manager: inca-manager beside it, the switch
+# taking its groups from it, the libinca environment for manager mode and a
+# new INCA_JOB exported; static: the static group) or for Open MPI (static)
+testbed_up() {
+	local kind=$1 n=$2 rate=$3
+	if [ -n "$MGR_PID" ]; then
+		kill "$MGR_PID" 2>/dev/null; wait "$MGR_PID" 2>/dev/null || true
+		MGR_PID=
+	fi
+	if [ "$kind" = manager ]; then
+		mkdir -p "$WORK/mgr"
+		rm -f "$WORK/mgr/manager.db"*
+		manager_testbed "$n" "$WORK/mgr" "$PORT" "$B" --rate "$rate" ||
+			{ echo "run-allreduce.sh: the manager's testbed failed" >&2; exit 1; }
+		export INCA_JOB=bench-$n-$RANDOM$RANDOM
+	else
+		unset INCA_MANAGER INCA_MANAGER_TOKEN_FILE INCA_JOB
+		group_config "$n" "$WORK/switch.json"
+		"$TB" up --hosts "$n" --rate "$rate" --config "$WORK/switch.json" --switch "$B/dataplane/inca-switch" >/dev/null
+	fi
+}
+# tool names: inca-TRANSPORT in manager mode, inca-TRANSPORT-static
+tool_name() { [ "$2" = manager ] && echo "inca-$1" || echo "inca-$1-static"; }
+
 # latency_rounds DIR RATE N: $rounds rounds of 8..256 B calls, the three
 # sides taking turns on a fresh switch each, into DIR/latency.csv
 latency_rounds() {
 	local dir=$1 rate=$2 n=$3 r tool
 	echo "== $rate, $n ranks: $rounds latency rounds (udp, xdp, ring in turn)" >&2
+	local kind=${kinds%% *} tp
 	for r in $(seq "$rounds"); do
 		for tool in inca-udp inca-xdp openmpi-ring; do
-			"$TB" up --hosts "$n" --rate "$rate" --config "$WORK/switch.json" --switch "$B/dataplane/inca-switch" >/dev/null
 			if [ "$tool" = openmpi-ring ]; then
+				testbed_up static "$n" "$rate"
 				retry "the Open MPI latency round ($n ranks, $rate)" \
 					openmpi_job "$n" "$WORK/lat.txt" "${SMALL[@]}"
 			else
-				INCA_TRANSPORT=${tool#inca-} INCA_LINE_RATE_GBPS=1 \
-					retry "the in-network ${tool#inca-} latency round ($n ranks, $rate)" \
+				tp=${tool#inca-}
+				tool=$(tool_name "$tp" "$kind")
+				testbed_up "$kind" "$n" "$rate"
+				INCA_TRANSPORT=$tp INCA_LINE_RATE_GBPS=1 \
+					retry "the in-network $tp latency round ($n ranks, $rate)" \
 					inca_job "$n" "$WORK/lat.txt" "${SMALL[@]}"
 			fi
 			awk -v p="$rate,$tool,$n,$r" '/^ *[0-9]/ { printf "%s,%s,%s\n", p, $1, $5 }' \
@@ -141,23 +183,28 @@ one_run() {
 				"$rate" "$n" "$ps" "$rate" "$n" "$ph" "$rate" "$n" "$ue" >> "$dir/floor.csv"
 			echo "   ping switch $ps us, ping host $ph us, 8 B UDP echo $ue us" >&2
 			[ "$rounds" = 0 ] || latency_rounds "$dir" "$rate" "$n"
+			local kind t
+			for kind in $kinds; do
 			for tp in udp xdp; do
-				echo "== $rate, $n ranks, in-network, $tp" >&2
-				"$TB" up --hosts "$n" --rate "$rate" --config "$WORK/switch.json" --switch "$B/dataplane/inca-switch" >/dev/null
+				t=$(tool_name "$tp" "$kind")
+				echo "== $rate, $n ranks, in-network, $tp, $kind group" >&2
+				testbed_up "$kind" "$n" "$rate"
 				export INCA_TRANSPORT=$tp INCA_LINE_RATE_GBPS=1
-				retry "the in-network $tp job ($n ranks, $rate)" \
+				retry "the in-network $tp job ($n ranks, $rate, $kind group)" \
 					inca_job "$n" "$WORK/inca.txt" "${SIZES[@]}"
 				cat "$WORK/inca.txt" >&2
-				awk -v r="$rate" -v t="inca-$tp" -v n="$n" '/^ *[0-9]/ {
+				awk -v r="$rate" -v t="$t" -v n="$n" '/^ *[0-9]/ {
 					printf "%s,%s,%s,%s,%s,%s,%s,%s,%s\n", r, t, n, $1, $5, $6, $7, $8, $10 }' \
 					"$WORK/inca.txt" >> "$dir/allreduce.csv"
 				sed -n 's/^# packets sent \([0-9]*\), retransmissions \([0-9]*\) .*; \([0-9]*\) of them probes.*/\1 \2 \3/p' \
-					"$WORK/inca.txt" | awk -v p="$rate,inca-$tp,$n" \
+					"$WORK/inca.txt" | awk -v p="$rate,$t,$n" \
 					'{ s += $1; r += $2; q += $3 } END { printf "%s,%d,%d,%d\n", p, s, r, q }' \
 					>> "$dir/retx.csv"
 			done
+			done
+			unset INCA_JOB
 			echo "== $rate, $n ranks, Open MPI (ring from 4 KiB, recursive doubling below)" >&2
-			"$TB" up --hosts "$n" --rate "$rate" --config "$WORK/switch.json" --switch "$B/dataplane/inca-switch" >/dev/null
+			testbed_up static "$n" "$rate"
 			retry "the Open MPI job ($n ranks, $rate)" openmpi_job "$n" "$WORK/mpi.txt" "${SIZES[@]}"
 			cat "$WORK/mpi.txt" >&2
 			awk -v r="$rate" -v n="$n" '/^ *[0-9]/ {
@@ -166,7 +213,20 @@ one_run() {
 		done
 	done
 	"$TB" down >/dev/null
+	[ -z "$MGR_PID" ] || { kill "$MGR_PID" 2>/dev/null; wait "$MGR_PID" 2>/dev/null || true; MGR_PID=; }
 	/usr/bin/python3 "$here/tests/bench/report.py" "$dir"
+	if [ "$groups" = both ]; then
+		echo "manager mode beside a static group (time in us, manager / static):"
+		awk -F, 'NR > 1 && $2 ~ /^inca-/ { k = $1 " " $3 " " $4; tp = $2; sub("-static", "", tp)
+			if ($2 ~ /-static$/) st[tp, k] = $5; else mg[tp, k] = $5; keys[tp, k] = 1 }
+		     END { printf "%-8s %-5s %10s %10s %12s %12s %7s\n", "rate", "ranks", "bytes", "transport",
+			     "manager us", "static us", "ratio"
+			   for (x in keys) { split(x, p, SUBSEP); split(p[2], q, " ")
+				if ((x in st) && (x in mg))
+					printf "%-8s %-5s %10s %10s %12.1f %12.1f %7.3f\n", q[1], q[2], q[3],
+					       p[1], mg[x], st[x], mg[x] / st[x] } }' "$dir/allreduce.csv" |
+			sort -k1,1 -k2,2n -k4,4 -k3,3n | tee "$dir/manager-vs-static.txt"
+	fi
 }
 
 if [ "$repeat" = 1 ]; then

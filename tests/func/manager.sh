@@ -7,7 +7,9 @@
 # killed mid-job (ranks fall back, the failure is listed), the manager
 # restarted mid-job (groups survive). Prints the time from the last rank's
 # registration to every switch programmed, and a rank's time in
-# hl_manager_join, as medians over several 4-rank jobs.
+# hl_manager_join, as medians over several 4-rank jobs, and what an idle
+# ready job costs: CPU of the manager, the ranks and the switches' main
+# lcores, and the ranks' requests, over 10 s.
 # Usage: manager.sh BUILD_DIR
 BUILD=$(cd "${1:?usage: manager.sh BUILD_DIR}" && pwd)
 source "$(dirname "$0")/lib.sh"
@@ -292,6 +294,38 @@ check "incactl failures: jd on the ring because of that link" \
 check "incactl failures: the link back" \
 	bash -c "echo '$fail' | grep -q 'link leaf1 - spine back'"
 JOB_ENV=()
+
+# idle means idle: a ready 4-rank job that runs no collective for 10 s
+# (one all-reduce, then inca-check sleeps); CPU from /proc (clock ticks of
+# utime + stime), the ranks' requests from the manager's counter
+ticks() { awk '{s += $14 + $15} END {print s + 0}' "$@" 2>/dev/null; }
+job ji "$TOKEN_A" "1 2 3 4" -d fp32 -o sum -n 1 -s 13000000 & I=$!
+for _ in $(seq 200); do
+	[ "$(ctl --json job ji 2>/dev/null | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["state"])' 2>/dev/null)" = ready ] && break
+	sleep 0.05
+done
+sleep 2   # its one all-reduce done
+RANKS=$(pgrep -x inca-check | tr '\n' ' ')
+SWMAIN=$(for p in $(pgrep -x inca-switch); do echo "/proc/$p/task/$p/stat"; done)
+hz=$(getconf CLK_TCK)
+polls0=$(ctl metrics | awk '$1 == "inca_manager_rank_polls_total" {print $2}')
+m0=$(ticks "/proc/$MGR_PID/stat"); r0=$(ticks $(for p in $RANKS; do echo /proc/$p/stat; done))
+s0=$(ticks $SWMAIN)
+sleep 10
+m1=$(ticks "/proc/$MGR_PID/stat"); r1=$(ticks $(for p in $RANKS; do echo /proc/$p/stat; done))
+s1=$(ticks $SWMAIN)
+polls1=$(ctl metrics | awk '$1 == "inca_manager_rank_polls_total" {print $2}')
+expect_eq "idle job: its 4 ranks found" "$(echo $RANKS | wc -w)" 4
+pct() { awk -v t="$1" -v hz="$hz" 'BEGIN {printf "%.2f", t / hz / 10 * 100}'; }
+echo "    idle 10 s: manager $(pct $((m1 - m0)))% of a core, 4 ranks $(pct $((r1 - r0)))%," \
+	"the switches' main lcores $(pct $((s1 - s0)))% (3 switches), rank polls $((polls1 - polls0))"
+check "idle job: manager and ranks below 2% of one core over 10 s" \
+	test $(( (m1 - m0) + (r1 - r0) )) -lt $((hz * 10 * 2 / 100))
+check "idle job: the ranks asked the manager at most once each in 10 s ($((polls1 - polls0)))" \
+	test $((polls1 - polls0)) -le 4
+check "idle job: the switches' main lcores below 2% of a core each" \
+	test $((s1 - s0)) -lt $((hz * 10 * 2 * 3 / 100))
+check "idle job: done, exact" wait $I
 
 # the manager restarted mid-job: the groups survive
 JOB_ENV=(INCA_SWITCH_TIMEOUT_MS=3000 INCA_TIMEOUT_MS=120000)

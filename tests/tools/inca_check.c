@@ -36,7 +36,8 @@ static void usage(FILE *out)
 		"  -W  between starting the P copies and waiting for them, compute for US\n"
 		"      microseconds (floating-point work, its result checked) without calling\n"
 		"      libinca: the collectives overlap the computation (default 0)\n"
-		"  -s  sleep US microseconds after each case (a job that lasts; default 0)\n"
+		"  -s  sleep US microseconds after each case (a job that lasts; at most 60 s;\n"
+		"      default 0)\n"
 		"  -b  also run barrier and bcast from every root\n"
 		"Exit 0 when every element of every case is right.\n");
 }
@@ -302,7 +303,7 @@ int main(int argc, char **argv)
 	}
 	if (ncoll <= 0 || ndt <= 0 || nop <= 0 || ncount <= 0 || repeat < 1 || inflight < 1 ||
 	    inflight > INCA_MAX_INFLIGHT || compute_us < 0 || compute_us > 10000000 ||
-	    sleep_us < 0 || sleep_us > 10000000) {
+	    sleep_us < 0 || sleep_us > 60000000) {
 		usage(stderr);
 		return 2;
 	}
