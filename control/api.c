@@ -167,7 +167,8 @@ static int token_tenant(struct mgr *m, const char *token)
 	return -2;
 }
 
-/* Split "?wait_ms=N&plan_ver=V" off path into pbuf. 0, or an HTTP status. */
+/* Split "?wait_ms=N&plan_ver=V&members=0" off path into pbuf. 0, or an
+ * HTTP status. */
 static int read_query(struct mgr_req *q, const char **path, char *pbuf, size_t size)
 {
 	const char *query = strchr(*path, '?');
@@ -182,7 +183,9 @@ static int read_query(struct mgr_req *q, const char **path, char *pbuf, size_t s
 	pbuf[len] = 0;
 	*path = pbuf;
 	/* the query: wait_ms (a rank's state request and a heartbeat may be
-	 * held), plan_ver (a rank's: held until the plan moves on from it) */
+	 * held), plan_ver (a rank's: held until the plan moves on from it),
+	 * members=0 (a rank's: its group without the member list, which it has
+	 * from its join: a plan poll's answer stays small in a large job) */
 	for (const char *p = query + 1; *p; p += strcspn(p, "&"), p += *p == '&') {
 		char *end;
 
@@ -192,6 +195,10 @@ static int read_query(struct mgr_req *q, const char **path, char *pbuf, size_t s
 			if (errno || end == p + 9 || (*end && *end != '&') || v > UINT32_MAX)
 				return mgr_error(q, 400, "plan_ver: expected a version number");
 			q->plan_ver = (long long)v;
+			continue;
+		}
+		if (!strncmp(p, "members=0", 9) && (!p[9] || p[9] == '&')) {
+			q->no_members = true;
 			continue;
 		}
 		if (strncmp(p, "wait_ms=", 8))

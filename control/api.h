@@ -20,6 +20,7 @@ struct mgr_req {
 	json_t *body;        /* NULL: none */
 	long wait_ms;        /* ?wait_ms= (long-poll) */
 	long long plan_ver;  /* ?plan_ver=; -1: none */
+	bool no_members;     /* ?members=0: a group without its member list */
 	struct mgr_parked *park;
 	char **resp;
 	const char **ctype;
@@ -42,7 +43,9 @@ bool mgr_may_touch(const struct mgr_req *q, const struct mgr_job *j);
 /* render.c */
 json_t *mgr_ip_json(uint32_t ip);
 json_t *mgr_switch_groups_json(struct mgr *m, int s);
-json_t *mgr_rank_json(struct mgr *m, struct mgr_job *j, int r);
+/* Rank r's group description; members false: "members": false instead of
+ * the list (?members=0). */
+json_t *mgr_rank_json(struct mgr *m, struct mgr_job *j, int r, bool members);
 json_t *mgr_plan_json(const struct mgr_job *j);
 json_t *mgr_job_json(struct mgr *m, struct mgr_job *j, bool detail);
 json_t *mgr_switch_json(struct mgr *m, int s, bool counters);

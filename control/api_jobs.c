@@ -122,6 +122,7 @@ int mgr_api_register(struct mgr_req *q, const struct mgr_route_args *args)
 			return mgr_error(q, 500, "out of memory");
 		}
 		memcpy(j->id, id, strlen(id) + 1);   /* mgr_valid_name: it fits */
+		j->dirty_lo = j->dirty_hi = -1;
 		j->tenant = tenant;
 		j->size = (int)size;
 		j->window = window;
@@ -138,6 +139,7 @@ int mgr_api_register(struct mgr_req *q, const struct mgr_route_args *args)
 	rk->ring_ip = ring_ip;
 	rk->ring_port = ring_port;
 	rk->host = host;
+	mgr_rank_touched(j, (int)rank);
 	j->lease_until = m->now() + m->lease_s;
 	int n = 0;
 	for (int r = 0; r < j->size; r++)
@@ -175,7 +177,7 @@ int mgr_api_rank(struct mgr_req *q, const struct mgr_route_args *a)
 	o = json_pack("{s:s, s:s, s:o}", "state", mgr_job_state_name(j->state), "reason",
 		      j->reason, "plan", mgr_plan_json(j));
 	if (j->state == MGR_JOB_READY || j->state == MGR_JOB_RING)
-		json_object_set_new(o, "group", mgr_rank_json(q->m, j, r));
+		json_object_set_new(o, "group", mgr_rank_json(q->m, j, r, !q->no_members));
 	return mgr_reply(q, 200, o);
 }
 
@@ -260,6 +262,7 @@ int mgr_api_rank_leave(struct mgr_req *q, const struct mgr_route_args *a)
 	bool all = true;
 
 	j->ranks[a->rank].left = true;
+	mgr_rank_touched(j, (int)a->rank);
 	for (int k = 0; k < j->size; k++)
 		all &= j->ranks[k].left || !j->ranks[k].registered;
 	if (all) {

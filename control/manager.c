@@ -89,7 +89,8 @@ static void conn_wake(struct mgr_parked *p)
 	MHD_resume_connection(cn->c);
 }
 
-/* MHD splits the query off: put wait_ms and plan_ver back for the API. */
+/* MHD splits the query off: put wait_ms, plan_ver and members back for the
+ * API. */
 static enum MHD_Result query_arg(void *cls, enum MHD_ValueKind kind, const char *key,
 				 const char *value)
 {
@@ -97,7 +98,7 @@ static enum MHD_Result query_arg(void *cls, enum MHD_ValueKind kind, const char 
 	size_t n = strlen(cn->path);
 
 	(void)kind;
-	if (!value || (strcmp(key, "wait_ms") && strcmp(key, "plan_ver")))
+	if (!value || (strcmp(key, "wait_ms") && strcmp(key, "plan_ver") && strcmp(key, "members")))
 		return MHD_YES;
 	snprintf(cn->path + n, sizeof(cn->path) - n, "%c%s=%s", strchr(cn->path, '?') ? '&' : '?',
 		 key, value);

@@ -258,6 +258,8 @@ struct mgr_job {
 					lasting under STALL_QUIET_S: the retry backs off
 					(not saved) */
 	uint64_t saved_sig;          /* persist.c: what its rows hold; 0: no rows */
+	int dirty_lo, dirty_hi;      /* ranks whose own fields changed since the save
+					(mgr_rank_touched); -1: none */
 	struct mgr_parked *parked;   /* its ranks' held state requests */
 	struct mgr_job *next;
 };
@@ -431,6 +433,15 @@ int mgr_api_request(struct mgr *m, const char *method, const char *path, const c
 int mgr_save(struct mgr *m);
 int mgr_load(struct mgr *m, char *err, size_t errlen);
 void mgr_db_close(struct mgr *m);
+/* Rank r's own fields (registration, leave, acknowledgement) changed: its
+ * row is written at the next save. */
+static inline void mgr_rank_touched(struct mgr_job *j, int r)
+{
+	if (j->dirty_lo < 0 || r < j->dirty_lo)
+		j->dirty_lo = r;
+	if (r > j->dirty_hi)
+		j->dirty_hi = r;
+}
 /* A job leaves the state (mgr_job_teardown): its rows go at the next save. */
 void mgr_persist_gone(struct mgr *m, const char *id);
 

@@ -89,7 +89,12 @@ void mgr_persist_gone(struct mgr *m, const char *id)
 	snprintf(m->gone[m->ngone++], MGR_NAME_LEN, "%s", id);
 }
 
-/* FNV-1a over a job's saved fields: whether its rows need rewriting. */
+/* FNV-1a over a job's own fields and groups (and its ranks' place in the
+ * tree): whether its job and group rows, and then all its rank rows, need
+ * rewriting. A rank's own fields (registration, leave, acknowledgement)
+ * are written alone, from the job's dirty range (mgr_rank_touched). The
+ * lease is not in it: it moves with every poll, and a restarted manager
+ * gives every job a whole lease (mgr_load). */
 static void fnv(uint64_t *h, const void *p, size_t n)
 {
 	const unsigned char *b = p;
@@ -105,7 +110,6 @@ static uint64_t job_sig(const struct mgr_job *j)
 	fnv(&h, j->reason, strlen(j->reason));
 	FNV(&h, j->state);
 	FNV(&h, j->group_id);
-	FNV(&h, j->lease_until);
 	FNV(&h, j->ready_at);
 	FNV(&h, j->registered_at);
 	FNV(&h, j->ngroups);
@@ -118,22 +122,10 @@ static uint64_t job_sig(const struct mgr_job *j)
 	FNV(&h, j->cut_from);
 	FNV(&h, j->plan_ver);
 	FNV(&h, j->retry_at);
-	for (int r = 0; r < j->size; r++) {
-		const struct mgr_rank *rk = &j->ranks[r];
-		FNV(&h, rk->registered);
-		FNV(&h, rk->left);
-		FNV(&h, rk->ip);
-		FNV(&h, rk->qpn);
-		FNV(&h, rk->ring_ip);
-		FNV(&h, rk->ring_port);
-		FNV(&h, rk->ack_plan);
-		FNV(&h, rk->ack_next);
-		FNV(&h, rk->ack_first);
-		FNV(&h, rk->ack_keep);
-		if (j->have_tree) {
-			FNV(&h, j->tree.node_of_rank[r]);
-			FNV(&h, j->tree.index_in_leaf[r]);
-		}
+	FNV(&h, j->have_tree);
+	if (j->have_tree) {
+		fnv(&h, j->tree.node_of_rank, sizeof(int) * (size_t)j->size);
+		fnv(&h, j->tree.index_in_leaf, sizeof(int) * (size_t)j->size);
 	}
 	for (int g = 0; g < j->ngroups; g++) {
 		const struct mgr_group *gr = &j->groups[g];
@@ -188,38 +180,64 @@ out:
 	return rc;
 }
 
-static int job_write(struct mgr *m, const struct mgr_job *j)
+static int rank_write(struct mgr *m, const struct mgr_job *j, int r)
 {
-	if (run(m, "DELETE FROM jobs WHERE id = ?", "s", j->id) ||
-	    run(m, "INSERT INTO jobs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-		"?, ?, ?, ?, ?)", "ssiisiiiiddddiiiiiiisd", j->id, m->topo.tenants[j->tenant].name,
-		(long long)j->size, (long long)j->state, j->reason, (long long)j->group_id,
-		(long long)j->window, (long long)j->elems_per_pkt, (long long)j->mtu, j->created,
-		j->lease_until, j->ready_at, j->registered_at, (long long)j->plan,
-		(long long)j->plan_ring, (long long)j->plan_dead, (long long)j->cut_done,
-		(long long)j->cut_seq, (long long)j->cut_from, (long long)j->plan_ver,
-		j->cut_error, j->retry_at))
-		return -1;
-	for (int r = 0; r < j->size; r++) {
-		const struct mgr_rank *rk = &j->ranks[r];
-		if (run(m, "INSERT INTO ranks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-			"siiiiiiiiiiiii", j->id, (long long)r, (long long)rk->registered,
-			(long long)rk->left, (long long)rk->ip, (long long)rk->qpn,
-			(long long)rk->ring_ip, (long long)rk->ring_port,
-			(long long)(j->have_tree ? j->tree.node_of_rank[r] : -1),
-			(long long)(j->have_tree ? j->tree.index_in_leaf[r] : -1),
-			(long long)rk->ack_plan, (long long)rk->ack_next, (long long)rk->ack_first,
-			(long long)rk->ack_keep))
+	const struct mgr_rank *rk = &j->ranks[r];
+
+	return run(m, "INSERT OR REPLACE INTO ranks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+		   "siiiiiiiiiiiii", j->id, (long long)r, (long long)rk->registered,
+		   (long long)rk->left, (long long)rk->ip, (long long)rk->qpn,
+		   (long long)rk->ring_ip, (long long)rk->ring_port,
+		   (long long)(j->have_tree ? j->tree.node_of_rank[r] : -1),
+		   (long long)(j->have_tree ? j->tree.index_in_leaf[r] : -1),
+		   (long long)rk->ack_plan, (long long)rk->ack_next, (long long)rk->ack_first,
+		   (long long)rk->ack_keep);
+}
+
+/* The job's rows: new (no rows yet: all of them), changed (sig: the job's
+ * row updated, its groups and every rank rewritten), or only the ranks of
+ * its dirty range. */
+static int job_write(struct mgr *m, const struct mgr_job *j, uint64_t sig)
+{
+	static const char cols[] = "tenant = ?2, size = ?3, state = ?4, reason = ?5, "
+		"group_id = ?6, window = ?7, elems_per_pkt = ?8, mtu = ?9, created = ?10, "
+		"lease_until = ?11, ready_at = ?12, registered_at = ?13, plan = ?14, "
+		"plan_ring = ?15, plan_dead = ?16, cut_done = ?17, cut_seq = ?18, cut_from = ?19, "
+		"plan_ver = ?20, cut_error = ?21, retry_at = ?22";
+	char sql[sizeof(cols) + 64];
+	int lo = j->dirty_lo, hi = j->dirty_hi;
+
+	if (sig != j->saved_sig) {
+		if (j->saved_sig)
+			snprintf(sql, sizeof(sql), "UPDATE jobs SET %s WHERE id = ?1", cols);
+		else
+			snprintf(sql, sizeof(sql), "INSERT INTO jobs VALUES (?, ?, ?, ?, ?, ?, ?, ?, "
+				 "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+		if ((!j->saved_sig && run(m, "DELETE FROM jobs WHERE id = ?", "s", j->id)) ||
+		    run(m, sql, "ssiisiiiiddddiiiiiiisd", j->id, m->topo.tenants[j->tenant].name,
+			(long long)j->size, (long long)j->state, j->reason, (long long)j->group_id,
+			(long long)j->window, (long long)j->elems_per_pkt, (long long)j->mtu,
+			j->created, j->lease_until, j->ready_at, j->registered_at,
+			(long long)j->plan, (long long)j->plan_ring, (long long)j->plan_dead,
+			(long long)j->cut_done, (long long)j->cut_seq, (long long)j->cut_from,
+			(long long)j->plan_ver, j->cut_error, j->retry_at) ||
+		    run(m, "DELETE FROM groups WHERE job = ?", "s", j->id))
 			return -1;
+		for (int g = 0; g < j->ngroups; g++) {
+			const struct mgr_group *gr = &j->groups[g];
+			if (run(m, "INSERT INTO groups VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", "sisiiiiii",
+				j->id, (long long)g, m->topo.switches[gr->sw].name,
+				(long long)gr->qpn, (long long)gr->qkey, (long long)gr->parent,
+				(long long)gr->rank_in_parent, (long long)gr->version,
+				(long long)j->window))
+				return -1;
+		}
+		lo = 0;
+		hi = j->size - 1;
 	}
-	for (int g = 0; g < j->ngroups; g++) {
-		const struct mgr_group *gr = &j->groups[g];
-		if (run(m, "INSERT INTO groups VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", "sisiiiiii",
-			j->id, (long long)g, m->topo.switches[gr->sw].name, (long long)gr->qpn,
-			(long long)gr->qkey, (long long)gr->parent, (long long)gr->rank_in_parent,
-			(long long)gr->version, (long long)j->window))
+	for (int r = lo; r >= 0 && r <= hi; r++)
+		if (rank_write(m, j, r))
 			return -1;
-	}
 	return 0;
 }
 
@@ -268,7 +286,7 @@ static int save_rows(struct mgr *m)
 			goto fail;
 	for (struct mgr_job *j = m->jobs; j; j = j->next, k++) {
 		sig[k] = job_sig(j);
-		if (sig[k] != j->saved_sig && job_write(m, j))
+		if ((sig[k] != j->saved_sig || j->dirty_lo >= 0) && job_write(m, j, sig[k]))
 			goto fail;
 	}
 	for (unsigned i = m->failures_saved; i < m->nfailures; i++) {
@@ -291,8 +309,10 @@ static int save_rows(struct mgr *m)
 		m->sw[s].saved_version = m->sw[s].version;
 	m->ngone = 0;
 	k = 0;
-	for (struct mgr_job *j = m->jobs; j; j = j->next)
+	for (struct mgr_job *j = m->jobs; j; j = j->next) {
 		j->saved_sig = sig[k++];
+		j->dirty_lo = j->dirty_hi = -1;
+	}
 	m->failures_saved = m->nfailures;
 	free(sig);
 	return 0;
@@ -438,7 +458,8 @@ static int load_jobs(struct loader *l)
 		j->elems_per_pkt = (uint32_t)sqlite3_column_int64(st, 7);
 		j->mtu = (uint32_t)sqlite3_column_int64(st, 8);
 		j->created = sqlite3_column_double(st, 9);
-		j->lease_until = sqlite3_column_double(st, 10);
+		/* a whole lease from now: its ranks' next polls renew it */
+		j->lease_until = m->now() + m->lease_s;
 		j->ready_at = sqlite3_column_double(st, 11);
 		j->registered_at = sqlite3_column_double(st, 12);
 		j->plan = (uint32_t)sqlite3_column_int64(st, 13);
@@ -514,6 +535,7 @@ static int load_jobs(struct loader *l)
 			memset(&j->tree, 0, sizeof(j->tree));
 		}
 		j->saved_sig = job_sig(j);
+		j->dirty_lo = j->dirty_hi = -1;
 	}
 	if (step != SQLITE_DONE) {
 		snprintf(l->err, l->errlen, "%s: %s", m->db_path, sqlite3_errmsg(m->db));

@@ -171,6 +171,7 @@ int mgr_job_ack(struct mgr *m, struct mgr_job *j, int r, uint32_t plan, uint32_t
 	rk->ack_next = next;
 	rk->ack_first = first;
 	rk->ack_keep = keep;
+	mgr_rank_touched(j, r);
 	make_cut(m, j);
 	return 0;
 }

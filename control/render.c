@@ -88,12 +88,12 @@ json_t *mgr_switch_groups_json(struct mgr *m, int s)
 
 /* What rank r needs: libinca's group description; on the host ring
  * (no tree), without a switch ("ring": true). */
-json_t *mgr_rank_json(struct mgr *m, struct mgr_job *j, int r)
+json_t *mgr_rank_json(struct mgr *m, struct mgr_job *j, int r, bool members)
 {
 	int g = j->have_tree ? j->tree.node_of_rank[r] : -1;
-	json_t *mem = json_array();
+	json_t *mem = members ? json_array() : json_false();
 
-	for (int k = 0; k < j->size; k++) {
+	for (int k = 0; members && k < j->size; k++) {
 		json_t *o = json_pack("{s:o, s:i}", "ip", mgr_ip_json(j->ranks[k].ip),
 				      "qpn", (int)j->ranks[k].qpn);
 		if (j->ranks[k].ring_ip)

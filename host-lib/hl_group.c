@@ -153,15 +153,20 @@ int hl_group_from_json(const char *text, const char *origin, struct hl_group_des
 		g->member_index = (int)mi;
 	}
 	v = json_object_get(root, "members");
-	if (!json_is_array(v) || json_array_size(v) == 0 ||
+	/* "members": false: the manager's answer to a plan poll (?members=0),
+	 * the rank has the list from its join (no members: hl_comm refuses it
+	 * as a configuration) */
+	if (json_is_false(v))
+		v = NULL;
+	else if (!json_is_array(v) || json_array_size(v) == 0 ||
 	    json_array_size(v) > AGG_MAX_MEMBERS) {
 		inca_json_bad_at(&in, "members", "expected a list of 1..%d members",
 				 AGG_MAX_MEMBERS);
 		goto out;
 	}
 	g->nmembers = (int)json_array_size(v);
-	g->members = calloc((size_t)g->nmembers, sizeof(*g->members));
-	if (!g->members) {
+	g->members = v ? calloc((size_t)g->nmembers, sizeof(*g->members)) : NULL;
+	if (v && !g->members) {
 		inca_json_bad(&in, "out of memory");
 		goto out;
 	}

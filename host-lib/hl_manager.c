@@ -285,8 +285,8 @@ int hl_manager_poll(struct hl_manager *m, uint32_t version, struct hl_plan_msg *
 	json_t *resp = NULL;
 	int status, rc;
 
-	snprintf(path, sizeof(path), "/v1/jobs/%s/ranks/%d?plan_ver=%u&wait_ms=%ld", m->job,
-		 m->rank, version, m->poll_ms);
+	snprintf(path, sizeof(path), "/v1/jobs/%s/ranks/%d?plan_ver=%u&wait_ms=%ld&members=0",
+		 m->job, m->rank, version, m->poll_ms);
 	status = poller_call(m, "GET", path, NULL, m->poll_ms, &resp, err, errlen);
 	if (status != 200) {
 		json_decref(resp);

@@ -11,14 +11,17 @@
 # tables (nccl-tests' columns and busbw factors) to --out.
 # Every result is checked element by element on every rank: a wrong
 # element or a call that fell back to the host ring fails the run; a failed
-# launch is retried once and said.
+# launch is retried once and said. The in-network side runs as users run
+# it, in manager mode (inca-manager sets each job's group up on the
+# switch; one testbed for the whole run); --groups static uses a static
+# group on a fresh testbed per collective instead.
 # Usage: tests/bench/run-collectives.sh [--out DIR] [--ranks 8] [--rate 200mbit]
 #          [--max 16M] [--iters 10] [--colls "allreduce reduce_scatter ..."]
-#          [--transport udp]
+#          [--transport udp] [--groups manager|static]
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
 out=$here/bench-results/collectives n=8 rate=200mbit max=16M iters=10 tp=udp
-colls="allreduce reduce_scatter allgather bcast reduce barrier"
+colls="allreduce reduce_scatter allgather bcast reduce barrier" groups=manager
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--out) out=${2:?}; shift 2 ;;
@@ -28,12 +31,14 @@ while [ $# -gt 0 ]; do
 	--iters) iters=${2:?}; shift 2 ;;
 	--colls) colls=${2:?}; shift 2 ;;
 	--transport) tp=${2:?}; shift 2 ;;
-	-h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	--groups) groups=${2:?}; shift 2 ;;
+	-h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "run-collectives.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
 	esac
 done
 [ "$(id -u)" -eq 0 ] || { echo "run-collectives.sh: run as root" >&2; exit 1; }
 [[ "$n" =~ ^[0-9]+$ ]] && [ "$n" -ge 2 ] || { echo "run-collectives.sh: --ranks 2 or more" >&2; exit 2; }
+[[ "$groups" =~ ^(manager|static)$ ]] || { echo "run-collectives.sh: --groups manager or static" >&2; exit 2; }
 B=$here/build
 for f in "$B/dataplane/inca-switch" "$B/host-lib/inca-allreduce-perf" \
 	 "$B/tests/bench/mpi-allreduce-perf"; do
@@ -42,7 +47,8 @@ done
 export INCA_TESTBED=incacoll
 TB=$here/deploy/testbed
 WORK=$(mktemp -d /tmp/inca-coll.XXXXXX)
-trap '"$TB" down >/dev/null 2>&1 || true; rm -rf "$WORK"' EXIT
+MGR_PID=
+trap '"$TB" down >/dev/null 2>&1 || true; [ -n "$MGR_PID" ] && kill "$MGR_PID" 2>/dev/null; rm -rf "$WORK"' EXIT
 mkdir -p "$out"
 SIZES=(-b 8 -e "$max" -f 2 -n "$iters" -N $((iters * 10)) -w 3)
 # shellcheck source=deploy/jobs.sh
@@ -56,19 +62,30 @@ retry() {
 	"$@"
 }
 
-group_config "$n" "$WORK/switch.json"
+# fresh: a new testbed for a static group's job or Open MPI's; with the
+# manager one testbed serves the whole run, each job its own INCA_JOB
+fresh() {
+	[ "$groups" = static ] || return 0
+	"$TB" up --hosts "$n" --rate "$rate" --config "$WORK/switch.json" >/dev/null
+}
+if [ "$groups" = manager ]; then
+	manager_testbed "$n" "$WORK" 18472 "$B" --rate "$rate" ||
+		{ echo "run-collectives.sh: the manager's testbed failed" >&2; exit 1; }
+else
+	group_config "$n" "$WORK/switch.json"
+fi
 echo "coll,tool,ranks,bytes,time_us,algbw_GBps,busbw_GBps,wrong" > "$out/collectives.csv"
 for coll in $colls; do
-	echo "== $coll, $n ranks, in-network ($tp)" >&2
-	"$TB" up --hosts "$n" --rate "$rate" --config "$WORK/switch.json" >/dev/null
-	INCA_TRANSPORT=$tp INCA_LINE_RATE_GBPS=1 retry "the in-network $coll job" \
+	echo "== $coll, $n ranks, in-network ($tp, $groups group)" >&2
+	fresh
+	INCA_JOB=coll-$coll-$RANDOM INCA_TRANSPORT=$tp INCA_LINE_RATE_GBPS=1 retry "the in-network $coll job" \
 		inca_job "$n" "$WORK/inca.txt" -c "$coll" "${SIZES[@]}"
 	cat "$WORK/inca.txt" >&2
 	awk -v c="$coll" -v t="inca-$tp" -v n="$n" '/^ *[0-9]/ {
 		printf "%s,%s,%s,%s,%s,%s,%s,%s\n", c, t, n, $1, $5, $6, $7, $8 }' \
 		"$WORK/inca.txt" >> "$out/collectives.csv"
 	echo "== $coll, $n ranks, Open MPI" >&2
-	"$TB" up --hosts "$n" --rate "$rate" --config "$WORK/switch.json" >/dev/null
+	fresh
 	retry "the Open MPI $coll job" openmpi_job "$n" "$WORK/mpi.txt" -c "$coll" "${SIZES[@]}"
 	cat "$WORK/mpi.txt" >&2
 	awk -v c="$coll" -v n="$n" '/^ *[0-9]/ {
@@ -76,14 +93,15 @@ for coll in $colls; do
 		"$WORK/mpi.txt" >> "$out/collectives.csv"
 done
 "$TB" down >/dev/null
-/usr/bin/python3 - "$out" "$rate" "$n" <<'PY'
+[ -z "$MGR_PID" ] || { kill "$MGR_PID" 2>/dev/null; wait "$MGR_PID" 2>/dev/null || true; MGR_PID=; }
+/usr/bin/python3 - "$out" "$rate" "$n" "$groups" <<'PY'
 import csv, sys
-out, rate, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+out, rate, n, groups = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 rows = {}
 for r in csv.DictReader(open(out + "/collectives.csv")):
     rows.setdefault((r["coll"], r["tool"]), {})[int(r["bytes"])] = r
 colls = list(dict.fromkeys(c for c, _ in rows))
-md = ["# Collectives: in-network (inca-switch) vs Open MPI, %d ranks, links of %s" % (n, rate), "",
+md = ["# Collectives: in-network (inca-switch, %s group) vs Open MPI, %d ranks, links of %s" % (groups, n, rate), "",
       "Median time of the slowest rank (µs) at the smallest size (8 B; whole shards for "
       "reduce_scatter and allgather: one element per rank) and at 4 KiB, algbw (size ÷ "
       "time, GB/s) at the largest size; size as nccl-tests counts it. bcast and reduce: "
