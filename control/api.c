@@ -167,7 +167,7 @@ static int token_tenant(struct mgr *m, const char *token)
 	return -2;
 }
 
-/* Split "?wait_ms=N&plan_ver=V&members=0" off path into pbuf. 0, or an
+/* Split "?wait_ms=N&plan_ver=V&members=M" off path into pbuf. 0, or an
  * HTTP status. */
 static int read_query(struct mgr_req *q, const char **path, char *pbuf, size_t size)
 {
@@ -184,8 +184,8 @@ static int read_query(struct mgr_req *q, const char **path, char *pbuf, size_t s
 	*path = pbuf;
 	/* the query: wait_ms (a rank's state request and a heartbeat may be
 	 * held), plan_ver (a rank's: held until the plan moves on from it),
-	 * members=0 (a rank's: its group without the member list, which it has
-	 * from its join: a plan poll's answer stays small in a large job) */
+	 * members=all|ring|0 (a rank's: which members its group lists,
+	 * mgr_members) */
 	for (const char *p = query + 1; *p; p += strcspn(p, "&"), p += *p == '&') {
 		char *end;
 
@@ -197,8 +197,14 @@ static int read_query(struct mgr_req *q, const char **path, char *pbuf, size_t s
 			q->plan_ver = (long long)v;
 			continue;
 		}
-		if (!strncmp(p, "members=0", 9) && (!p[9] || p[9] == '&')) {
-			q->no_members = true;
+		if (!strncmp(p, "members=", 8)) {
+			size_t n = strcspn(p + 8, "&");
+			if (n == 1 && p[8] == '0')
+				q->members = MGR_MEMBERS_NONE;
+			else if (n == 4 && !strncmp(p + 8, "ring", 4))
+				q->members = MGR_MEMBERS_RING;
+			else if (n != 3 || strncmp(p + 8, "all", 3))
+				return mgr_error(q, 400, "members: expected all, ring or 0");
 			continue;
 		}
 		if (strncmp(p, "wait_ms=", 8))

@@ -14,13 +14,20 @@
 
 #include "mgr.h"
 
+/* Which members a rank's group description lists: all of them (an array,
+ * the static config's format), none ("members": false: a plan poll, the
+ * rank has them), or its ring's (an object: "size" and, by rank, itself and
+ * the next rank, all the host ring needs: a join's answer stays O(1) in a
+ * job of thousands). */
+enum mgr_members { MGR_MEMBERS_ALL, MGR_MEMBERS_NONE, MGR_MEMBERS_RING };
+
 struct mgr_req {
 	struct mgr *m;
 	int tenant;          /* -1: admin */
 	json_t *body;        /* NULL: none */
 	long wait_ms;        /* ?wait_ms= (long-poll) */
 	long long plan_ver;  /* ?plan_ver=; -1: none */
-	bool no_members;     /* ?members=0: a group without its member list */
+	enum mgr_members members;   /* ?members=: which members a group lists */
 	struct mgr_parked *park;
 	char **resp;
 	const char **ctype;
@@ -43,9 +50,8 @@ bool mgr_may_touch(const struct mgr_req *q, const struct mgr_job *j);
 /* render.c */
 json_t *mgr_ip_json(uint32_t ip);
 json_t *mgr_switch_groups_json(struct mgr *m, int s);
-/* Rank r's group description; members false: "members": false instead of
- * the list (?members=0). */
-json_t *mgr_rank_json(struct mgr *m, struct mgr_job *j, int r, bool members);
+/* Rank r's group description, its "members" as `members` says. */
+json_t *mgr_rank_json(struct mgr *m, struct mgr_job *j, int r, enum mgr_members members);
 json_t *mgr_plan_json(const struct mgr_job *j);
 json_t *mgr_job_json(struct mgr *m, struct mgr_job *j, bool detail);
 json_t *mgr_switch_json(struct mgr *m, int s, bool counters);

@@ -32,7 +32,7 @@ int mgr_api_register(struct mgr_req *q, const struct mgr_route_args *args)
 	window = m->default_window;
 	elems = m->default_elems;
 	mtu = m->default_mtu;
-	if (inca_json_get_u32(&in, q->body, "size", 1, AGG_MAX_MEMBERS, &size) ||
+	if (inca_json_get_u32(&in, q->body, "size", 1, MGR_MAX_JOB_RANKS, &size) ||
 	    inca_json_get_u32(&in, q->body, "rank", 0, size - 1, &rank) ||
 	    inca_json_opt_u32(&in, q->body, "window", 1, AGG_MAX_WINDOW, &window) ||
 	    inca_json_opt_u32(&in, q->body, "elems_per_pkt", 1, AGG_MAX_ELEMS, &elems) ||
@@ -177,7 +177,7 @@ int mgr_api_rank(struct mgr_req *q, const struct mgr_route_args *a)
 	o = json_pack("{s:s, s:s, s:o}", "state", mgr_job_state_name(j->state), "reason",
 		      j->reason, "plan", mgr_plan_json(j));
 	if (j->state == MGR_JOB_READY || j->state == MGR_JOB_RING)
-		json_object_set_new(o, "group", mgr_rank_json(q->m, j, r, !q->no_members));
+		json_object_set_new(o, "group", mgr_rank_json(q->m, j, r, q->members));
 	return mgr_reply(q, 200, o);
 }
 

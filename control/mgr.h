@@ -28,6 +28,8 @@
 #define MGR_HASH_LEN   32            /* SHA-256 */
 #define MGR_MAX_SWITCHES 1024
 #define MGR_MAX_HOSTS  65536
+/* A job's ranks: its tree's groups hold at most AGG_MAX_MEMBERS each. */
+#define MGR_MAX_JOB_RANKS 65536
 #define MGR_MAX_TENANTS 64
 /* What a topology gives when it does not say (and max_groups' maximum). */
 #define MGR_DEFAULT_MAX_GROUPS   1024

@@ -443,7 +443,7 @@ static int load_jobs(struct loader *l)
 			bad(l, j->id, "its tenant is not in this topology");
 			goto out;
 		}
-		if (j->size < 1 || j->size > AGG_MAX_MEMBERS) {
+		if (j->size < 1 || j->size > MGR_MAX_JOB_RANKS) {
 			bad(l, j->id, "size out of range");
 			goto out;
 		}

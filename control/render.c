@@ -88,19 +88,36 @@ json_t *mgr_switch_groups_json(struct mgr *m, int s)
 
 /* What rank r needs: libinca's group description; on the host ring
  * (no tree), without a switch ("ring": true). */
-json_t *mgr_rank_json(struct mgr *m, struct mgr_job *j, int r, bool members)
+static json_t *member_json(const struct mgr_rank *rk)
+{
+	json_t *o = json_pack("{s:o, s:i}", "ip", mgr_ip_json(rk->ip), "qpn", (int)rk->qpn);
+
+	if (rk->ring_ip)
+		json_object_set_new(o, "ring_ip", mgr_ip_json(rk->ring_ip));
+	if (rk->ring_port)
+		json_object_set_new(o, "ring_port", json_integer(rk->ring_port));
+	return o;
+}
+
+json_t *mgr_rank_json(struct mgr *m, struct mgr_job *j, int r, enum mgr_members members)
 {
 	int g = j->have_tree ? j->tree.node_of_rank[r] : -1;
-	json_t *mem = members ? json_array() : json_false();
+	json_t *mem;
 
-	for (int k = 0; members && k < j->size; k++) {
-		json_t *o = json_pack("{s:o, s:i}", "ip", mgr_ip_json(j->ranks[k].ip),
-				      "qpn", (int)j->ranks[k].qpn);
-		if (j->ranks[k].ring_ip)
-			json_object_set_new(o, "ring_ip", mgr_ip_json(j->ranks[k].ring_ip));
-		if (j->ranks[k].ring_port)
-			json_object_set_new(o, "ring_port", json_integer(j->ranks[k].ring_port));
-		json_array_append_new(mem, o);
+	if (members == MGR_MEMBERS_NONE) {
+		mem = json_false();
+	} else if (members == MGR_MEMBERS_RING) {
+		char key[16];
+		int next = (r + 1) % j->size;
+		mem = json_pack("{s:i}", "size", j->size);
+		snprintf(key, sizeof(key), "%d", r);
+		json_object_set_new(mem, key, member_json(&j->ranks[r]));
+		snprintf(key, sizeof(key), "%d", next);
+		json_object_set_new(mem, key, member_json(&j->ranks[next]));
+	} else {
+		mem = json_array();
+		for (int k = 0; k < j->size; k++)
+			json_array_append_new(mem, member_json(&j->ranks[k]));
 	}
 	if (g < 0)
 		return json_pack("{s:b, s:i, s:i, s:i, s:i, s:o}", "ring", true, "window",

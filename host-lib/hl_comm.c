@@ -288,11 +288,11 @@ int inca_comm_create(const struct inca_comm_attr *attr_in, inca_comm_t **out)
 	*out = NULL;
 	inca_init();
 	if (!attr_in || (attr.rank == 0 && attr.size == 0)) {
-		if (hl_parse_num(getenv("INCA_RANK"), AGG_MAX_MEMBERS, &n))
+		if (hl_parse_num(getenv("INCA_RANK"), HL_MAX_RANKS - 1, &n))
 			return create_fail(INCA_ERR_CONFIG, "INCA_RANK: expected the rank, got '%s'",
 					   getenv("INCA_RANK") ? getenv("INCA_RANK") : "(unset)");
 		attr.rank = (int)n;
-		if (hl_parse_num(getenv("INCA_SIZE"), AGG_MAX_MEMBERS, &n))
+		if (hl_parse_num(getenv("INCA_SIZE"), HL_MAX_RANKS, &n))
 			return create_fail(INCA_ERR_CONFIG, "INCA_SIZE: expected the number of "
 					   "ranks, got '%s'",
 					   getenv("INCA_SIZE") ? getenv("INCA_SIZE") : "(unset)");

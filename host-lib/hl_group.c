@@ -87,10 +87,79 @@ static int group_check(struct hl_group_desc *g, char *err, size_t errlen)
 	for (int i = 0; i < g->nmembers; i++) {
 		if (!g->members[i].ring_port)
 			g->members[i].ring_port = g->ring_port;
+		if (!g->members[i].qpn && !g->members[i].ip)
+			continue;       /* not given: a member the rank does not need */
 		if (g->members[i].qpn < 2 || g->members[i].qpn > AGG_QPN_MASK) {
 			snprintf(err, errlen, "members[%d].qpn must be 2..0xffffff", i);
 			return -1;
 		}
+	}
+	return 0;
+}
+
+static int member_from_json(struct inca_json *in, json_t *m, struct hl_member *mb)
+{
+	uint32_t port = 0;
+
+	if (hl_parse_ip(json_string_value(json_object_get(m, "ip")), &mb->ip))
+		return inca_json_bad_at(in, "ip", "expected an IPv4 address");
+	if (inca_json_get_u32(in, m, "qpn", 2, AGG_QPN_MASK, &mb->qpn) ||
+	    inca_json_opt_u32(in, m, "ring_port", 0, 65535, &port))
+		return -1;
+	mb->ring_port = (uint16_t)port;
+	if (json_object_get(m, "ring_ip") &&
+	    hl_parse_ip(json_string_value(json_object_get(m, "ring_ip")), &mb->ring_ip))
+		return inca_json_bad_at(in, "ring_ip", "expected an IPv4 address");
+	return 0;
+}
+
+/*
+ * "members": a list of every member (a config file); false (the manager's
+ * answer to a plan poll, ?members=0: the rank has them; no members, which
+ * hl_comm refuses as a configuration); or, from the manager's answer to a
+ * join (?members=ring), {"size": N, "R": member, ...} with the rank itself
+ * and the next rank, all the host ring uses: the others stay unknown (qpn 0).
+ */
+static int members_from_json(struct inca_json *in, json_t *v, struct hl_group_desc *g)
+{
+	uint32_t size;
+	const char *key;
+	json_t *m;
+	size_t i;
+
+	if (json_is_false(v))
+		return 0;
+	if (json_is_object(v)) {
+		inca_json_at(in, "members");
+		if (inca_json_get_u32(in, v, "size", 1, HL_MAX_RANKS, &size))
+			return -1;
+	} else if (!json_is_array(v) || json_array_size(v) == 0 ||
+		   json_array_size(v) > AGG_MAX_MEMBERS) {
+		return inca_json_bad_at(in, "members", "expected a list of 1..%d members",
+					AGG_MAX_MEMBERS);
+	} else {
+		size = (uint32_t)json_array_size(v);
+	}
+	g->members = calloc(size, sizeof(*g->members));
+	if (!g->members)
+		return inca_json_bad(in, "out of memory");
+	g->nmembers = (int)size;
+	json_array_foreach(v, i, m) {
+		inca_json_at(in, "members[%zu]", i);
+		if (member_from_json(in, m, &g->members[i]))
+			return -1;
+	}
+	json_object_foreach(v, key, m) {
+		char *end;
+		unsigned long r = strtoul(key, &end, 10);
+
+		if (!strcmp(key, "size"))
+			continue;
+		inca_json_at(in, "members.%s", key);
+		if (*end || end == key || r >= size)
+			return inca_json_bad(in, "expected a rank below %u", size);
+		if (member_from_json(in, m, &g->members[r]))
+			return -1;
 	}
 	return 0;
 }
@@ -105,7 +174,7 @@ int hl_group_from_json(const char *text, const char *origin, struct hl_group_des
 		{ "mtu", 0, AGG_MAX_PAYLOAD },
 	};
 	json_error_t jerr;
-	json_t *root = json_loads(text, JSON_REJECT_DUPLICATES, &jerr), *v, *m;
+	json_t *root = json_loads(text, JSON_REJECT_DUPLICATES, &jerr), *v;
 	struct inca_json in;
 	uint64_t val[7] = { 0 };
 	uint32_t mi;
@@ -153,42 +222,8 @@ int hl_group_from_json(const char *text, const char *origin, struct hl_group_des
 		g->member_index = (int)mi;
 	}
 	v = json_object_get(root, "members");
-	/* "members": false: the manager's answer to a plan poll (?members=0),
-	 * the rank has the list from its join (no members: hl_comm refuses it
-	 * as a configuration) */
-	if (json_is_false(v))
-		v = NULL;
-	else if (!json_is_array(v) || json_array_size(v) == 0 ||
-	    json_array_size(v) > AGG_MAX_MEMBERS) {
-		inca_json_bad_at(&in, "members", "expected a list of 1..%d members",
-				 AGG_MAX_MEMBERS);
+	if (members_from_json(&in, v, g))
 		goto out;
-	}
-	g->nmembers = (int)json_array_size(v);
-	g->members = v ? calloc((size_t)g->nmembers, sizeof(*g->members)) : NULL;
-	if (v && !g->members) {
-		inca_json_bad(&in, "out of memory");
-		goto out;
-	}
-	json_array_foreach(v, i, m) {
-		struct hl_member *mb = &g->members[i];
-		uint32_t port = 0;
-
-		inca_json_at(&in, "members[%zu]", i);
-		if (hl_parse_ip(json_string_value(json_object_get(m, "ip")), &mb->ip)) {
-			inca_json_bad_at(&in, "ip", "expected an IPv4 address");
-			goto out;
-		}
-		if (inca_json_get_u32(&in, m, "qpn", 2, AGG_QPN_MASK, &mb->qpn) ||
-		    inca_json_opt_u32(&in, m, "ring_port", 0, 65535, &port))
-			goto out;
-		mb->ring_port = (uint16_t)port;
-		if (json_object_get(m, "ring_ip") &&
-		    hl_parse_ip(json_string_value(json_object_get(m, "ring_ip")), &mb->ring_ip)) {
-			inca_json_bad_at(&in, "ring_ip", "expected an IPv4 address");
-			goto out;
-		}
-	}
 	inca_json_at(&in, "%s", "");
 	char why[160];
 	if (group_check(g, why, sizeof(why))) {

@@ -192,8 +192,10 @@ int hl_manager_join(const struct inca_comm_attr *attr, uint32_t qpn,
 	for (;;) {
 		double t0 = now_us(), left_ms = (deadline - t0) / 1000.0;
 		long wait_ms = left_ms > 1000 ? 1000 : left_ms > 0 ? (long)left_ms : 0;
-		snprintf(path, sizeof(path), "/v1/jobs/%s/ranks/%d?wait_ms=%ld", m->job,
-			 attr->rank, wait_ms);
+		/* members=ring: itself and the next rank, all the host ring
+		 * needs (the whole list would make a job's joins O(ranks^2)) */
+		snprintf(path, sizeof(path), "/v1/jobs/%s/ranks/%d?wait_ms=%ld&members=ring",
+			 m->job, attr->rank, wait_ms);
 		status = call(m, "GET", path, NULL, wait_ms, &resp, err, errlen);
 		if (status != 200)
 			goto fail;

@@ -139,6 +139,10 @@ static inline uint16_t hl_slot_sport(uint32_t group_id, uint32_t slot)
 
 /* ---- the communicator ---- */
 
+/* A communicator's ranks in manager mode (a tree's groups hold at most
+ * AGG_MAX_MEMBERS each; a static group is one group). */
+#define HL_MAX_RANKS 65536
+
 struct hl_member {
 	uint32_t ip;           /* host byte order */
 	uint32_t ring_ip;      /* the fallback ring's address; 0: ip */

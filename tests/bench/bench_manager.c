@@ -617,13 +617,15 @@ static void rank_send(struct bm_child *ch, struct bm_rank *rk)
 		conn_request(ch, &rk->c, W_REGISTER, "POST", path, cfg.tenant, body);
 		break;
 	case STEP_STATE:
-		snprintf(path, sizeof(path), "/v1/jobs/%s/ranks/%u?wait_ms=%d", j->id, rk->r,
-			 BM_WAIT_MS);
+		/* as libinca joins: its own and the next rank's member entries */
+		snprintf(path, sizeof(path), "/v1/jobs/%s/ranks/%u?wait_ms=%d&members=ring", j->id,
+			 rk->r, BM_WAIT_MS);
 		conn_request(ch, &rk->c, W_STATE, "GET", path, cfg.tenant, NULL);
 		break;
 	case STEP_POLL:
-		snprintf(path, sizeof(path), "/v1/jobs/%s/ranks/%u?plan_ver=%lld&wait_ms=%d", j->id,
-			 rk->r, rk->ver, BM_WAIT_MS);
+		/* as libinca asks: the member list came with the join */
+		snprintf(path, sizeof(path), "/v1/jobs/%s/ranks/%u?plan_ver=%lld&wait_ms=%d&members=0",
+			 j->id, rk->r, rk->ver, BM_WAIT_MS);
 		conn_request(ch, &rk->c, W_POLL, "GET", path, cfg.tenant, NULL);
 		break;
 	case STEP_ACK:

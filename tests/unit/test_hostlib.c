@@ -460,6 +460,26 @@ static void test_group_descriptions(void **state)
 	assert_int_equal(g.members[1].ring_port, 2000);
 	hl_group_free(&g);
 
+	/* the manager's join answer: the rank's ring members (itself and the
+	 * next) of a job larger than one group; the others unknown */
+	assert_int_equal(hl_group_from_json(
+		"{\"switch\":\"10.0.0.254\",\"group\":3,\"qpn\":256,\"qkey\":1,\"members\":"
+		"{\"size\":3000,\"2999\":{\"ip\":\"10.0.11.183\",\"qpn\":17},"
+		"\"0\":{\"ip\":\"10.0.0.1\",\"qpn\":18,\"ring_port\":2000}}}", "manager's", &g,
+		err, sizeof(err)), 0);
+	assert_int_equal(g.nmembers, 3000);
+	assert_int_equal(g.members[2999].ip, 0x0a000bb7);
+	assert_int_equal(g.members[2999].qpn, 17);
+	assert_int_equal(g.members[0].ring_port, 2000);
+	assert_int_equal(g.members[1].qpn, 0);
+	hl_group_free(&g);
+	/* a plan poll's: no members (the rank has them) */
+	assert_int_equal(hl_group_from_json(
+		"{\"switch\":\"10.0.0.254\",\"group\":3,\"qpn\":256,\"qkey\":1,"
+		"\"members\":false}", "manager's", &g, err, sizeof(err)), 0);
+	assert_int_equal(g.nmembers, 0);
+	hl_group_free(&g);
+
 	/* mtu "auto" (and 0, the manager's auto) leave it to the host */
 	for (int i = 0; i < 2; i++) {
 		char json[256];
@@ -482,6 +502,12 @@ static void test_group_descriptions(void **state)
 		{ "{\"switch\":\"10.0.0.254\",\"group\":1,\"qpn\":256,\"qkey\":1,"
 		  "\"members\":[{\"ip\":\"10.0.0.1\",\"qpn\":1}]}",
 		  "g.json: members[0].qpn: expected 2..16777215, got 1" },
+		{ "{\"switch\":\"10.0.0.254\",\"group\":1,\"qpn\":256,\"qkey\":1,"
+		  "\"members\":{\"size\":2,\"2\":{\"ip\":\"10.0.0.1\",\"qpn\":17}}}",
+		  "g.json: members.2: expected a rank below 2" },
+		{ "{\"switch\":\"10.0.0.254\",\"group\":1,\"qpn\":256,\"qkey\":1,"
+		  "\"members\":{\"0\":{\"ip\":\"10.0.0.1\",\"qpn\":17}}}",
+		  "g.json: members.size: missing" },
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		assert_int_equal(hl_group_from_json(bad[i].json, "g.json", &g, err, sizeof(err)), -1);

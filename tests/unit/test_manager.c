@@ -596,7 +596,7 @@ static void test_api_tokens_and_validation(void **state)
 	assert_string_equal(err_of(r), "switch leaf0 reports address 10.9.9.9, the topology says "
 			    "10.254.0.1");
 	assert_int_equal(call("POST", "/v1/jobs/j/ranks", TOK_A, "{\"rank\": 0}", &r), 400);
-	assert_string_equal(err_of(r), "size: missing, expected an integer 1..1024");
+	assert_string_equal(err_of(r), "size: missing, expected an integer 1..65536");
 	assert_int_equal(call("POST", "/v1/jobs/j/ranks", TOK_A,
 			      "{\"rank\": 2, \"size\": 2, \"ip\": \"10.1.0.0\", \"qpn\": 17}", &r), 400);
 	assert_string_equal(err_of(r), "rank: expected 0..1, got 2");
@@ -832,6 +832,22 @@ static void test_api_qpn_ring_port(void **state)
 	assert_int_equal(json_integer_value(json_object_get(json_array_get(mem, 1), "qpn")), 19);
 	assert_int_equal(json_integer_value(json_object_get(json_array_get(mem, 1), "ring_port")),
 			 18517);
+	json_decref(r);
+	/* a join asks for its ring's members (itself and the next, by rank), a
+	 * plan poll for none */
+	assert_int_equal(call("GET", "/v1/jobs/jb/ranks/1?members=ring", TOK_A, NULL, &r), 200);
+	mem = json_object_get(json_object_get(r, "group"), "members");
+	assert_int_equal(json_object_size(mem), 3);
+	assert_int_equal(json_integer_value(json_object_get(mem, "size")), 2);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(mem, "1"), "qpn")), 19);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(mem, "0"), "ring_port")),
+			 18516);
+	json_decref(r);
+	assert_int_equal(call("GET", "/v1/jobs/jb/ranks/0?members=0", TOK_A, NULL, &r), 200);
+	assert_true(json_is_false(json_object_get(json_object_get(r, "group"), "members")));
+	json_decref(r);
+	assert_int_equal(call("GET", "/v1/jobs/jb/ranks/0?members=some", TOK_A, NULL, &r), 400);
+	assert_string_equal(err_of(r), "members: expected all, ring or 0");
 	json_decref(r);
 	assert_int_equal(call("GET", "/v1/groups", ADMIN, NULL, &r), 200);
 	int seen = 0;
