@@ -260,8 +260,11 @@ int mgr_api_request(struct mgr *m, const char *method, const char *path, const c
 	json_error_t jerr;
 	int status;
 
+	struct timespec t0, t1;
+
 	*resp = NULL;
 	pthread_mutex_lock(&m->lock);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	if (!park || !park->resumed)
 		m->requests++;
 	if (!strcmp(path, "/healthz")) {
@@ -293,6 +296,8 @@ out:
 	/* what this request changed wakes what waits on it */
 	if (m->wakeups != m->swept)
 		mgr_wake_due(m);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	m->busy_s += (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
 	pthread_mutex_unlock(&m->lock);
 	return status;
 }

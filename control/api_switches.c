@@ -54,6 +54,7 @@ int mgr_api_heartbeat(struct mgr_req *q, const struct mgr_route_args *args)
 	st->up = true;
 	st->ever = true;
 	st->last_seen = m->now();
+	st->busy_at_seen = m->busy_s;
 	st->applied = applied;
 	if (applied > st->version) {
 		/* ahead of this manager (its state was lost or restored from older):

@@ -110,8 +110,11 @@ void mgr_tick(struct mgr *m)
 	for (int s = 0; s < m->topo.nswitches; s++) {
 		struct mgr_switch_state *st = &m->sw[s];
 		double since = st->last_seen ? st->last_seen : m->start_time;
+		/* silent while the manager could listen: the time it spent
+		 * handling requests since is not the switch's silence */
+		double silent = now - since - (st->last_seen ? m->busy_s - st->busy_at_seen : 0);
 
-		if (!st->up || now - since <= m->dead_after_s)
+		if (!st->up || silent <= m->dead_after_s)
 			continue;
 		st->up = false;
 		if (!st->ever && !st->last_seen) {

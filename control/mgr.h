@@ -270,6 +270,7 @@ struct mgr_switch_state {
 	uint32_t version;            /* desired */
 	uint32_t applied;            /* what its agent reports */
 	double last_seen;            /* 0: never since start */
+	double busy_at_seen;         /* m->busy_s then */
 	bool up, ever;
 	uint32_t saved_version;      /* persist.c: what its row holds */
 	char last_error[256];
@@ -293,6 +294,9 @@ struct mgr {
 	pthread_cond_t changed;      /* broadcast when a synchronous caller's request is woken */
 	bool stopping;               /* held requests answer at once */
 	uint64_t swept;              /* wakeups at the last mgr_wake_due */
+	double busy_s;               /* time spent handling requests, in all: a switch's
+					silence counts only the time the manager could hear
+					it (a burst of thousands of requests is not its fault) */
 	struct mgr_switch_state *sw;
 	struct mgr_job *jobs;
 	uint32_t next_group_id;
@@ -303,6 +307,8 @@ struct mgr {
 	uint32_t default_window, default_elems, default_mtu;
 	/* persistence */
 	void *db;                    /* sqlite3 */
+	void *stmt[16];              /* its prepared statements, by their SQL's address */
+	const char *stmt_sql[16];
 	char db_path[256];
 	char (*gone)[MGR_NAME_LEN];  /* jobs removed since the last save */
 	int ngone, gone_cap;

@@ -68,6 +68,11 @@ static const char schema[] =
 
 void mgr_db_close(struct mgr *m)
 {
+	for (size_t i = 0; i < sizeof(m->stmt) / sizeof(m->stmt[0]); i++) {
+		sqlite3_finalize(m->stmt[i]);
+		m->stmt[i] = NULL;
+		m->stmt_sql[i] = NULL;
+	}
 	sqlite3_close(m->db);
 	m->db = NULL;
 }
@@ -122,11 +127,8 @@ static uint64_t job_sig(const struct mgr_job *j)
 	FNV(&h, j->cut_from);
 	FNV(&h, j->plan_ver);
 	FNV(&h, j->retry_at);
+	/* the ranks' places in the tree: a new tree is a new group id */
 	FNV(&h, j->have_tree);
-	if (j->have_tree) {
-		fnv(&h, j->tree.node_of_rank, sizeof(int) * (size_t)j->size);
-		fnv(&h, j->tree.index_in_leaf, sizeof(int) * (size_t)j->size);
-	}
 	for (int g = 0; g < j->ngroups; g++) {
 		const struct mgr_group *gr = &j->groups[g];
 		FNV(&h, gr->sw);
@@ -157,9 +159,23 @@ static int run(struct mgr *m, const char *sql, const char *fmt, ...)
 	sqlite3_stmt *st = NULL;
 	va_list ap;
 	int rc = -1, k = 1;
+	size_t slot = 0, n = sizeof(m->stmt) / sizeof(m->stmt[0]);
 
-	if (sqlite3_prepare_v2(m->db, sql, -1, &st, NULL) != SQLITE_OK)
+	/* prepared once per statement (sql is a literal): a replan writes a
+	 * row per rank */
+	while (slot < n && m->stmt_sql[slot] && m->stmt_sql[slot] != sql)
+		slot++;
+	if (slot < n && m->stmt_sql[slot]) {
+		st = m->stmt[slot];
+		sqlite3_reset(st);
+		sqlite3_clear_bindings(st);
+	} else if (sqlite3_prepare_v3(m->db, sql, -1, slot < n ? SQLITE_PREPARE_PERSISTENT : 0,
+				      &st, NULL) != SQLITE_OK) {
 		goto out;
+	} else if (slot < n) {
+		m->stmt[slot] = st;
+		m->stmt_sql[slot] = sql;
+	}
 	va_start(ap, fmt);
 	for (const char *f = fmt; *f; f++, k++) {
 		int b = *f == 'i' ? sqlite3_bind_int64(st, k, va_arg(ap, long long)) :
@@ -176,7 +192,10 @@ static int run(struct mgr *m, const char *sql, const char *fmt, ...)
 out:
 	if (rc)
 		mgr_log("state %s: %s: %s", m->db_path, sql, sqlite3_errmsg(m->db));
-	sqlite3_finalize(st);
+	if (st && slot >= n)
+		sqlite3_finalize(st);
+	else if (st)
+		sqlite3_reset(st);
 	return rc;
 }
 
@@ -199,20 +218,17 @@ static int rank_write(struct mgr *m, const struct mgr_job *j, int r)
  * its dirty range. */
 static int job_write(struct mgr *m, const struct mgr_job *j, uint64_t sig)
 {
-	static const char cols[] = "tenant = ?2, size = ?3, state = ?4, reason = ?5, "
-		"group_id = ?6, window = ?7, elems_per_pkt = ?8, mtu = ?9, created = ?10, "
-		"lease_until = ?11, ready_at = ?12, registered_at = ?13, plan = ?14, "
-		"plan_ring = ?15, plan_dead = ?16, cut_done = ?17, cut_seq = ?18, cut_from = ?19, "
-		"plan_ver = ?20, cut_error = ?21, retry_at = ?22";
-	char sql[sizeof(cols) + 64];
+	static const char update[] = "UPDATE jobs SET tenant = ?2, size = ?3, state = ?4, "
+		"reason = ?5, group_id = ?6, window = ?7, elems_per_pkt = ?8, mtu = ?9, "
+		"created = ?10, lease_until = ?11, ready_at = ?12, registered_at = ?13, "
+		"plan = ?14, plan_ring = ?15, plan_dead = ?16, cut_done = ?17, cut_seq = ?18, "
+		"cut_from = ?19, plan_ver = ?20, cut_error = ?21, retry_at = ?22 WHERE id = ?1";
+	static const char insert[] = "INSERT INTO jobs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+		"?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+	const char *sql = j->saved_sig ? update : insert;
 	int lo = j->dirty_lo, hi = j->dirty_hi;
 
 	if (sig != j->saved_sig) {
-		if (j->saved_sig)
-			snprintf(sql, sizeof(sql), "UPDATE jobs SET %s WHERE id = ?1", cols);
-		else
-			snprintf(sql, sizeof(sql), "INSERT INTO jobs VALUES (?, ?, ?, ?, ?, ?, ?, ?, "
-				 "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
 		if ((!j->saved_sig && run(m, "DELETE FROM jobs WHERE id = ?", "s", j->id)) ||
 		    run(m, sql, "ssiisiiiiddddiiiiiiisd", j->id, m->topo.tenants[j->tenant].name,
 			(long long)j->size, (long long)j->state, j->reason, (long long)j->group_id,
