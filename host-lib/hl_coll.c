@@ -57,6 +57,7 @@ struct hl_coll {
 				  shards (reduce-scatter), its shard (allgather) */
 	uint8_t *out;          /* NULL: reduce at a rank that is not the root */
 	uint8_t *copy;         /* in-place input kept for the fallback */
+	size_t copy_cap;       /* its allocation (hl_plan_buffer) */
 	size_t count;          /* elements of the buffer, or of one shard */
 	size_t esize;
 	enum agg_dtype dtype;
@@ -251,7 +252,7 @@ int hl_stream_init(struct inca_comm *c)
 
 static void op_free(struct hl_coll *op)
 {
-	free(op->copy);
+	hl_plan_unbuffer(op->c, op->copy, op->copy_cap);
 	free(op);
 }
 
@@ -343,7 +344,7 @@ int hl_coll_start(struct inca_comm *c, const struct hl_coll_args *a, struct hl_c
 		return hl_fail(c, INCA_ERR_INVAL, "collective %d unknown", a->coll);
 	}
 	if (keep) {
-		op->copy = malloc(keep);
+		op->copy = hl_plan_buffer(c, keep, &op->copy_cap);
 		if (!op->copy) {
 			free(op);
 			return hl_fail(c, INCA_ERR_NOMEM, "%s: out of memory for the in-place "
@@ -930,8 +931,9 @@ static void keep_input(struct hl_coll *op)
 
 	if (op->copy && op->in == op->copy) {
 		k.in = op->copy;            /* in place: the copy made at the start */
+		k.cap = op->copy_cap;
 		op->copy = NULL;
-	} else if ((k.in = malloc(n ? n : 1))) {
+	} else if ((k.in = hl_plan_buffer(c, n, &k.cap))) {
 		memcpy(k.in, op->in, n);
 	} else {
 		k.bytes = SIZE_MAX;         /* not kept: counted as lost */

@@ -32,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -39,6 +40,9 @@
 
 #define KEEP_DEFAULT 8
 #define KEEP_MB_DEFAULT 256
+#define POPULATE_MIN (1u << 20)
+
+static void buffer_free(uint8_t *p, size_t cap);
 
 
 static double mono_us(void)
@@ -181,8 +185,9 @@ void hl_plan_stop(struct inca_comm *c)
 	if (pl->msg.have_group)
 		hl_group_free(&pl->msg.g);
 	for (unsigned i = 0; i < pl->nkept; i++)
-		free(pl->kept[i].in);
+		buffer_free(pl->kept[i].in, pl->kept[i].cap);
 	free(pl->kept);
+	buffer_free(pl->spare, pl->spare_cap);
 	pthread_mutex_destroy(&pl->lock);
 	pthread_cond_destroy(&pl->cond);
 	free(pl);
@@ -190,6 +195,58 @@ void hl_plan_stop(struct inca_comm *c)
 }
 
 /* ---- kept inputs ---- */
+
+uint8_t *hl_plan_buffer(struct inca_comm *c, size_t n, size_t *cap)
+{
+	struct hl_plan *pl = c->plan;
+	uint8_t *p;
+
+	if (pl && pl->spare && pl->spare_cap >= n) {
+		p = pl->spare;
+		*cap = pl->spare_cap;
+		pl->spare = NULL;
+		pl->spare_cap = 0;
+		return p;
+	}
+	*cap = n ? n : 1;
+	if (n < POPULATE_MIN)
+		return malloc(*cap);
+	/* large: mapped with its pages in (one call instead of a page fault
+	 * per 4 KiB: those cost 5% of a 16 MiB all-reduce at 200 Mbit/s on a
+	 * VM); freed by buffer_free */
+	p = mmap(NULL, *cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
+		 -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+static void buffer_free(uint8_t *p, size_t cap)
+{
+	if (p && cap >= POPULATE_MIN)
+		munmap(p, cap);
+	else
+		free(p);
+}
+
+static void spare_put(struct hl_plan *pl, uint8_t *p, size_t cap)
+{
+	if (!p)
+		return;
+	if (pl->spare_cap >= cap) {
+		buffer_free(p, cap);
+		return;
+	}
+	buffer_free(pl->spare, pl->spare_cap);
+	pl->spare = p;
+	pl->spare_cap = cap;
+}
+
+void hl_plan_unbuffer(struct inca_comm *c, uint8_t *p, size_t cap)
+{
+	if (c->plan)
+		spare_put(c->plan, p, cap);
+	else
+		buffer_free(p, cap);
+}
 
 static void kept_drop(struct hl_plan *pl, unsigned i, bool lost)
 {
@@ -200,7 +257,7 @@ static void kept_drop(struct hl_plan *pl, unsigned i, bool lost)
 		pl->lost_any = true;
 	}
 	pl->kept_bytes -= k->bytes;
-	free(k->in);
+	spare_put(pl, k->in, k->cap);
 	memmove(k, k + 1, sizeof(*k) * (pl->nkept - i - 1));
 	pl->nkept--;
 }
@@ -226,7 +283,7 @@ void hl_plan_keep(struct inca_comm *c, struct hl_kept *k)
 			pl->lost = k->seq;
 			pl->lost_any = true;
 		}
-		free(k->in);
+		hl_plan_unbuffer(c, k->in, k->cap);
 		k->in = NULL;
 		if (pl)
 			position(c);

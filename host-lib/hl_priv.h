@@ -240,6 +240,7 @@ struct hl_kept {
 	size_t count, esize;
 	uint8_t *in;           /* owned */
 	size_t bytes;
+	size_t cap;            /* in's allocation */
 };
 
 /* Following the manager's plan (hl_plan.c). The thread writes msg, acked
@@ -272,6 +273,8 @@ struct hl_plan {
 	bool lost_any;            /* an input not kept: */
 	uint32_t lost;            /*   the latest such collective */
 	uint32_t seq0;            /* the communicator's first collective */
+	uint8_t *spare;           /* a dropped kept input's buffer, for the next */
+	size_t spare_cap;
 };
 
 /* A job's collectives are numbered from epoch x HL_EPOCH_STRIDE (mod 2^32;
@@ -428,6 +431,13 @@ int hl_plan_progress(struct inca_comm *c);
 void hl_plan_stalled(struct inca_comm *c, unsigned ms);
 /* A collective completed in-network: keep its input (k->in is taken). */
 void hl_plan_keep(struct inca_comm *c, struct hl_kept *k);
+/* A buffer of at least n bytes for a kept input or an in-place copy: the
+ * plan's spare (a dropped kept input's, its pages in memory already: a
+ * fresh 16 MiB malloc costs thousands of page faults a call) when large
+ * enough, else malloc'ed. *cap: its size. NULL: out of memory. */
+uint8_t *hl_plan_buffer(struct inca_comm *c, size_t n, size_t *cap);
+/* Give such a buffer back: the spare if larger than the spare, else freed. */
+void hl_plan_unbuffer(struct inca_comm *c, uint8_t *p, size_t cap);
 /* Collectives completed or started: update the position the thread acks. */
 void hl_plan_position(struct inca_comm *c);
 
