@@ -114,20 +114,21 @@ for k, v in codes.items():
     print(v, k.replace("\n", " "))
 PY
 CLIENT=$!
-for _ in $(seq 100); do
-	[ "$(metric inca_manager_long_polls_held)" = 300 ] && break
-	sleep 0.1
-done
+# held N: until the manager holds N requests (10 s at most)
+held() {
+	for _ in $(seq 100); do
+		[ "$(metric inca_manager_long_polls_held)" = "$1" ] && return
+		sleep 0.1
+	done
+}
+held 300
 expect_eq "300 polls held at once" "$(metric inca_manager_long_polls_held)" 300
 threads=$(awk '/^Threads:/ {print $2}' "/proc/$MGR_PID/status")
 check "... by a manager of $threads threads (no thread per held request)" test "$threads" -le 4
 hb_before=$(metric inca_manager_long_polls_total'{end="change"}')
 heartbeat "$v" 20000 > "$WORK/hb.out" &
 HB=$!
-for _ in $(seq 100); do
-	[ "$(metric inca_manager_long_polls_held)" = 301 ] && break
-	sleep 0.05
-done
+held 301
 expect_eq "a heartbeat with nothing new is held too" "$(metric inca_manager_long_polls_held)" 301
 expect_eq "deleting the job" "$(req "$ADMIN" -X DELETE "$URL/v1/jobs/j" | tail -1)" 200
 wait $CLIENT
