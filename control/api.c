@@ -258,9 +258,8 @@ int mgr_api_request(struct mgr *m, const char *method, const char *path, const c
 			     .park = park };
 	char pbuf[256];
 	json_error_t jerr;
-	int status;
-
 	struct timespec t0, t1;
+	int status;
 
 	*resp = NULL;
 	pthread_mutex_lock(&m->lock);
