@@ -848,7 +848,6 @@ static void test_api_qpn_ring_port(void **state)
 	json_decref(r);
 	assert_int_equal(call("GET", "/v1/jobs/jb/ranks/0?members=some", TOK_A, NULL, &r), 400);
 	assert_string_equal(err_of(r), "members: expected all, ring or 0");
-	json_decref(r);
 	assert_int_equal(call("GET", "/v1/groups", ADMIN, NULL, &r), 200);
 	int seen = 0;
 	size_t i;
