@@ -356,9 +356,6 @@ int main(int argc, char **argv)
 			     handler, &m, MHD_OPTION_SOCK_ADDR, &sa,
 			     MHD_OPTION_NOTIFY_COMPLETED, completed, NULL,
 			     MHD_OPTION_CONNECTION_TIMEOUT, 60u,
-			     /* a held request's connection: requests and answers are
-			      * small (MHD's default is 32 KiB a connection) */
-			     MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)16384,
 			     MHD_OPTION_CONNECTION_LIMIT, conn_limit,
 			     MHD_OPTION_LISTEN_BACKLOG_SIZE, 4096u,
 			     cert ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, cert,
