@@ -314,17 +314,21 @@ int hl_manager_ack(struct hl_manager *m, uint32_t epoch, uint32_t next, uint32_t
 	return status == 200 ? 0 : status == 409 ? INCA_ERR_BUSY : INCA_ERR_MANAGER;
 }
 
-void hl_manager_stall(struct hl_manager *m, uint32_t epoch, unsigned ms)
+int hl_manager_stall(struct hl_manager *m, uint32_t epoch, unsigned ms)
 {
 	char path[160], body[96], err[256];
 	json_t *resp = NULL;
+	int status;
 
 	snprintf(path, sizeof(path), "/v1/jobs/%s/ranks/%d/stall", m->job, m->rank);
 	snprintf(body, sizeof(body), "{\"plan\": %u, \"ms\": %u}", epoch, ms);
-	if (poller_call(m, "POST", path, body, 0, &resp, err, sizeof(err)) != 200)
-		HL_WARN("rank %d: telling the manager the tree stopped answering: %s", m->rank,
-			err);
+	status = poller_call(m, "POST", path, body, 0, &resp, err, sizeof(err));
 	json_decref(resp);
+	if (status == 200 || (status >= 400 && status < 500))
+		return 0;       /* told, or refused for good (logged by the caller) */
+	HL_WARN("rank %d: telling the manager the tree stopped answering: %s (retrying)",
+		m->rank, err);
+	return INCA_ERR_MANAGER;
 }
 
 void hl_manager_interrupt(struct hl_manager *m)

@@ -72,8 +72,16 @@ static void *watch(void *arg)
 		unsigned stall_ms = pl->stall_ms;
 		pl->stall_due = false;
 		pthread_mutex_unlock(&pl->lock);
-		if (stall)
-			hl_manager_stall(c->mgr, stall_epoch, stall_ms);
+		if (stall && hl_manager_stall(c->mgr, stall_epoch, stall_ms)) {
+			/* not delivered (an interrupt meant for the poll may have
+			 * ended it): again, unless a newer stall came meanwhile */
+			pthread_mutex_lock(&pl->lock);
+			if (!pl->stall_due)
+				pl->stall_due = true;
+			pthread_mutex_unlock(&pl->lock);
+			usleep(20000);
+			continue;
+		}
 
 		int rc = hl_manager_poll(c->mgr, ver, &pm, err, sizeof(err));
 

@@ -408,8 +408,9 @@ int hl_manager_poll(struct hl_manager *m, uint32_t version, struct hl_plan_msg *
  * job's plan any more; INCA_ERR_MANAGER. */
 int hl_manager_ack(struct hl_manager *m, uint32_t epoch, uint32_t next, uint32_t first,
 		   uint32_t keep, char *err, size_t errlen);
-/* The tree of plan epoch gave no results for ms. */
-void hl_manager_stall(struct hl_manager *m, uint32_t epoch, unsigned ms);
+/* The tree of plan epoch gave no results for ms. 0: told (or refused for
+ * good); INCA_ERR_MANAGER: not delivered (unreachable, or interrupted). */
+int hl_manager_stall(struct hl_manager *m, uint32_t epoch, unsigned ms);
 /* End the plan thread's request in progress (or its next) at once. */
 void hl_manager_interrupt(struct hl_manager *m);
 void hl_manager_leave(struct hl_manager *m);
