@@ -39,14 +39,8 @@ cat > "$WORK/topo.json" <<JSON
 JSON
 PORT=$($PY -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 URL=http://127.0.0.1:$PORT
-"$MGR" --topology "$WORK/topo.json" --token-file "$WORK/admin.token" --db "$WORK/state.db" \
-	--listen "127.0.0.1:$PORT" --dead-after-ms 600000 > "$WORK/manager.log" 2>&1 &
-MGR_PID=$!
-for _ in $(seq 50); do
-	grep -q "inca-manager: ready" "$WORK/manager.log" && break
-	sleep 0.1
-done
-check "the manager serves http" grep -q "listening on 127.0.0.1:$PORT (http)" "$WORK/manager.log"
+mgr_start --dead-after-ms 600000 || { not_ok "the manager starts"; finish; exit 1; }
+check "the manager serves http" grep -q "listening on 0.0.0.0:$PORT (http)" "$WORK/manager.log"
 
 # req TOKEN ARGS...: the answer's body, then its status on a line of its own
 req() { local t=$1; shift; curl -s -H "Authorization: Bearer $t" -w '\n%{http_code}' "$@"; }
