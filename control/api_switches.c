@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The fabric's routes: a switch's heartbeat (answered with the groups it
- * must hold; held until its desired version moves on from what it applied), the switches, every
- * switch's groups, the topology view's one answer, the failure log.
+ * must hold; held until its desired version moves on from what it
+ * applied), the switches, every switch's groups, the topology view's one
+ * answer, the failure log.
  */
 #include <stdio.h>
 #include <stdlib.h>
