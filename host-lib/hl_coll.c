@@ -215,6 +215,9 @@ static void stream_reset(struct inca_comm *c)
 	for (uint64_t s = 0; s < w; s++)
 		st->slots[s] = (struct hl_slot){ .g = c->gcount + (s + w - c->gcount % w) % w };
 	st->oldest = c->gcount;
+	/* the frontier jumps without results: kept inputs from before are
+	 * no longer known complete elsewhere (hl_plan.c) */
+	c->stream_gen++;
 	st->unanswered = 0;
 	st->probes = 0;
 }
@@ -441,6 +444,15 @@ static int send_batch(struct inca_comm *c, const struct hl_frame *frames,
 	return rc;
 }
 
+uint64_t hl_stream_frontier(struct inca_comm *c)
+{
+	struct hl_stream *st = &c->stream;
+
+	while (st->oldest < c->gcount && st->slots[st->oldest % st->window].g != st->oldest)
+		st->oldest++;
+	return st->oldest;
+}
+
 /* Send what is due: first sends and retransmissions, paced by DCQCN.
  * Returns 0 or a negative INCA code; *next_due is when to look again. */
 static int send_due(struct inca_comm *c, double now, double *next_due)
@@ -465,8 +477,7 @@ static int send_due(struct inca_comm *c, double now, double *next_due)
 	/* oldest packet first, as every rank does: results then complete in
 	 * about the order each rank sent them, which is what makes "a packet
 	 * sent after it completed" evidence of a loss */
-	while (st->oldest < c->gcount && st->slots[st->oldest % st->window].g != st->oldest)
-		st->oldest++;
+	hl_stream_frontier(c);
 	for (uint32_t i = 0; i < st->window; i++) {
 		struct hl_slot *sl = &st->slots[(st->oldest + i) % st->window];
 		if (n == SEND_BATCH) {
@@ -927,7 +938,8 @@ static void keep_input(struct hl_coll *op)
 					     (size_t)c->size : 1);
 	struct hl_kept k = { .seq = op->seq, .coll = op->coll, .dtype = op->dtype,
 			     .op = op->op, .root = op->root, .count = op->count,
-			     .esize = op->esize, .bytes = n };
+			     .esize = op->esize, .bytes = n, .gend = op->gbase + op->npkts,
+			     .gen = c->stream_gen };
 
 	if (op->copy && op->in == op->copy) {
 		k.in = op->copy;            /* in place: the copy made at the start */

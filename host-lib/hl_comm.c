@@ -461,5 +461,9 @@ int inca_comm_stats(const inca_comm_t *c, struct inca_stats *st)
 	st->cnps = c->dcqcn.cnps;
 	st->rate_gbps = hl_dcqcn_gbps(&c->dcqcn);
 	st->rto_us = c->rto.rto;
+	if (c->plan) {
+		st->kept_inputs = c->plan->nkept;
+		st->kept_bytes = c->plan->kept_bytes;
+	}
 	return INCA_OK;
 }

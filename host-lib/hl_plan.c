@@ -43,6 +43,7 @@
 #define POPULATE_MIN (1u << 20)
 
 static void buffer_free(uint8_t *p, size_t cap);
+static void kept_prune(struct inca_comm *c);
 
 
 static double mono_us(void)
@@ -209,6 +210,8 @@ uint8_t *hl_plan_buffer(struct inca_comm *c, size_t n, size_t *cap)
 	struct hl_plan *pl = c->plan;
 	uint8_t *p;
 
+	if (pl)
+		kept_prune(c);
 	if (pl && pl->spare && pl->spare_cap >= n) {
 		p = pl->spare;
 		*cap = pl->spare_cap;
@@ -268,6 +271,28 @@ static void kept_drop(struct hl_plan *pl, unsigned i, bool lost)
 	spare_put(pl, k->in, k->cap);
 	memmove(k, k + 1, sizeof(*k) * (pl->nkept - i - 1));
 	pl->nkept--;
+}
+
+/* Drop the kept inputs every rank has completed. A result of packet g
+ * here means every member sent g, and a member sends g only once it has
+ * the result of g - W (self-clocking, docs/protocol.md 3.1): with every
+ * result below the frontier F here, every rank has every result below
+ * F - W, so a collective whose packets end there is complete everywhere
+ * and no cut will replay it. Within one stream only: a reset moves the
+ * frontier without results. Most back-to-back large collectives thus keep
+ * one input, and its buffer comes back as the next one's spare (memory
+ * already touched: on a VM the first write to a fresh 16 MiB costs tens
+ * of ms, a copy into warm memory about one). */
+static void kept_prune(struct inca_comm *c)
+{
+	struct hl_plan *pl = c->plan;
+	uint64_t front = hl_stream_frontier(c), w = c->stream.window;
+
+	for (unsigned i = 0; i < pl->nkept;)
+		if (pl->kept[i].gen == c->stream_gen && pl->kept[i].gend + w <= front)
+			kept_drop(pl, i, false);
+		else
+			i++;
 }
 
 /* Where this rank is, for the next acknowledgement. */

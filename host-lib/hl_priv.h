@@ -241,6 +241,11 @@ struct hl_kept {
 	uint8_t *in;           /* owned */
 	size_t bytes;
 	size_t cap;            /* in's allocation */
+	/* where its packets ended in the stream (in-network only): once
+	 * this rank has every result up to gend + W, every rank has completed
+	 * it (hl_plan.c, "kept inputs"); gen: the stream it ran in */
+	uint64_t gend;
+	uint32_t gen;
 };
 
 /* Following the manager's plan (hl_plan.c). The thread writes msg, acked
@@ -315,6 +320,7 @@ struct inca_comm {
 	uint32_t next_seq;        /* collective sequence number, from the epoch's */
 	uint64_t gcount;          /* packets of the collectives started: the
 				     next one's slot/set base */
+	uint32_t stream_gen;      /* stream resets (a new tree, a failure) */
 	struct hl_rto rto;
 	double last_backoff_us;
 	double last_rtt_sample_us;
@@ -439,6 +445,8 @@ void hl_plan_keep(struct inca_comm *c, struct hl_kept *k);
 uint8_t *hl_plan_buffer(struct inca_comm *c, size_t n, size_t *cap);
 /* Give such a buffer back: the spare if larger than the spare, else freed. */
 void hl_plan_unbuffer(struct inca_comm *c, uint8_t *p, size_t cap);
+/* The stream's frontier: every packet below it has its result here. */
+uint64_t hl_stream_frontier(struct inca_comm *c);
 /* Collectives completed or started: update the position the thread acks. */
 void hl_plan_position(struct inca_comm *c);
 

@@ -283,6 +283,10 @@ struct inca_stats {
 				       retransmitted packet while its slot waits for other
 				       ranks (late to start, or slow); each one restarts
 				       INCA_SWITCH_TIMEOUT_MS */
+	uint64_t kept_inputs;       /* manager mode: inputs of completed collectives held
+				       now for a replay on the ring (those some other rank
+				       may not have completed; at most INCA_KEEP) */
+	uint64_t kept_bytes;        /* ... and their bytes (at most INCA_KEEP_MB MiB) */
 };
 int inca_comm_stats(const inca_comm_t *comm, struct inca_stats *stats);
 
