@@ -80,8 +80,11 @@ inca_job() {
 	local n=$1 out=$2 pids=() r rc=0 epoch
 	shift 2
 	# the job's own epoch: its collectives never meet an earlier job's on
-	# the switch (docs/protocol.md 3.2); the ranks must share it
-	epoch=$(( ($(date +%s%N) / 1000 & 0xffffffff) | 1 ))
+	# the switch (docs/protocol.md 3.2); the ranks must share it. As
+	# inca_epoch_new(): numbered from the clock in 4 µs ticks (epoch x
+	# 0x9e3779b1 = tick), newer than the sets a static group retains, or
+	# every first use of a set would wait for a retransmission
+	epoch=$(( ($(date +%s%N) / 4000 * 0x0e8b2f51) & 0xffffffff ))
 	for r in $(seq 0 $((n - 1))); do
 		INCA_EPOCH=$epoch INCA_RANK=$r INCA_LOCAL_IP=10.0.0.$((r + 1)) INCA_RING_IP=192.168.77.$((r + 1)) \
 			timeout 900 "$here/deploy/testbed" exec $((r + 1)) ${INCA_RANK_CPUS:+taskset -c "$INCA_RANK_CPUS"} \

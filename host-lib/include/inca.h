@@ -146,6 +146,16 @@ struct inca_comm_attr {
 				     job a group of its own: not needed there. */
 };
 
+/* An epoch for a new job on a static group (one rank draws it, every rank
+ * uses it): its collectives are numbered from the real-time clock (4 µs
+ * ticks), so they are newer than those of any job whose epoch was drawn
+ * earlier (within 2.4 hours, and while a job averages fewer than one
+ * collective per tick). A switch then starts serving them at once; a job
+ * whose numbers are older than what a set retains waits for every member's
+ * copy of each first use and a retransmission (docs/protocol.md 3.2). Never
+ * 0. */
+uint32_t inca_epoch_new(void);
+
 /* Create a communicator; collective: every rank calls it. Returns
  * INCA_OK, INCA_ERR_INVAL, INCA_ERR_CONFIG, INCA_ERR_TRANSPORT,
  * INCA_ERR_UNSUPPORTED, INCA_ERR_MANAGER or INCA_ERR_NOMEM; on failure

@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #include "im_priv.h"
@@ -133,8 +132,7 @@ static uint32_t job_epoch(struct im_comm *ic)
 	uint32_t e = 0;
 
 	if (ic->rank == 0 && !getenv("INCA_EPOCH"))
-		while (!e && getrandom(&e, sizeof(e), 0) != (ssize_t)sizeof(e))
-			e = (uint32_t)getpid() ^ (uint32_t)(im_now_us() * 1e3);
+		e = inca_epoch_new();
 	PMPI_Bcast(&e, 1, MPI_UINT32_T, 0, ic->shadow);
 	return e;
 }

@@ -14,7 +14,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <random>
 
 namespace inca_torch {
 
@@ -175,9 +174,7 @@ ProcessGroupInca::ProcessGroupInca(
       // outlives a group never hands out an old epoch
       std::string key = "inca_epoch." + std::to_string(index);
       if (rank == 0) {
-        std::random_device rd;
-        while (!e)
-          e = rd();
+        e = inca_epoch_new();
         store->set(key, std::vector<uint8_t>(
                                      reinterpret_cast<uint8_t*>(&e),
                                      reinterpret_cast<uint8_t*>(&e) + sizeof(e)));

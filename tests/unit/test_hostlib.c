@@ -1194,6 +1194,62 @@ static void test_epochs_keep_jobs_apart(void **state)
 	mr_teardown();
 }
 
+/* inca_epoch_new numbers a job's collectives from the clock (4 µs ticks),
+ * so a later job's keys are newer than an earlier one's: the switch serves
+ * its first uses at once (step 1 of docs/protocol.md 3.2) instead of
+ * freeing each set only once every member sent it (step 2, `restarts`). */
+static uint64_t tick_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return ((uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000) / 4;
+}
+
+static void test_epoch_new_follows_the_clock(void **state)
+{
+	struct mr_case k[16];
+	struct agg_group_stats st;
+
+	(void)state;
+	for (int i = 0; i < 16; i++)
+		k[i] = (struct mr_case){ .coll = AGG_COLL_ALLREDUCE, .dtype = INCA_INT32,
+					 .count = 100 };
+	uint64_t t0 = tick_now();
+	uint32_t e1 = inca_epoch_new();
+	uint64_t t1 = tick_now();
+	uint32_t key = e1 * 0x9e3779b1u;
+	assert_true((uint32_t)(key - (uint32_t)t0) <= (uint32_t)(t1 - t0));
+	assert_int_not_equal(e1, 0);
+
+	/* a job, then the next on the same group 10 ms later: 64 packets
+	 * of 100 elements over a window of 8, so every set of every slot
+	 * is used by both jobs */
+	mr_epoch = e1;
+	mr_setup(3, 8, 100, 5);
+	assert_int_equal(R.comm[0]->next_seq, key);
+	for (int i = 0; i < 4; i++)
+		mr_run(k, 16);
+	struct timespec ten_ms = { 0, 10000000 };
+	nanosleep(&ten_ms, NULL);
+	uint32_t e2 = inca_epoch_new();
+	assert_true((int32_t)(e2 * 0x9e3779b1u - (key + 64)) > 0);    /* newer */
+	mr_next_job(e2);
+	for (int i = 0; i < 4; i++)
+		mr_run(k, 16);
+	agg_group_stats_sum(R.sw, &st);
+	assert_int_equal(st.restarts, 0);
+	assert_int_equal(st.drops[AGG_E_STALE], 0);
+	assert_int_equal(st.completions, 128);
+	for (int r = 0; r < R.n; r++) {
+		struct inca_stats s;
+		inca_comm_stats(R.comm[r], &s);
+		assert_int_equal(s.retransmissions, 0);
+		assert_int_equal(s.fallbacks, 0);
+	}
+	mr_teardown();
+}
+
 /* Reduce-scatter: each rank receives its shard's elements and, for the
  * other shards, headers only (no loss: exact). */
 static void test_reduce_scatter_bytes(void **state)
@@ -1642,6 +1698,7 @@ int main(void)
 		cmocka_unit_test(test_restart_is_quick),
 		cmocka_unit_test(test_restart_skewed),
 		cmocka_unit_test(test_epochs_keep_jobs_apart),
+		cmocka_unit_test(test_epoch_new_follows_the_clock),
 		cmocka_unit_test(test_reduce_scatter_bytes),
 		cmocka_unit_test(test_fallback_every_collective),
 		cmocka_unit_test(test_group_descriptions),
