@@ -6,6 +6,10 @@ report.py DIR
     the largest size against the physical limits, the latency floor, CPU
     and retransmissions, then every row) and plots of busbw and time
     against size per rate, as SVG (no library needed) and PNG (matplotlib).
+report.py --versus DIR
+    Manager mode beside a static group (run-allreduce.sh --groups both):
+    the time of each size and transport, manager / static, and the calls
+    of 8..256 B as the median over their interleaved rounds.
 report.py --compare DIR1 DIR2 RATE
     The ratios of two runs of the same command side by side; exit 1 when
     one at RATE (the link-bound rate) differs by more than 10%. Ratios at
@@ -315,7 +319,29 @@ def png(path, series, ylabel, logy, title):
     plt.close(fig)
 
 
+def versus(d):
+    """manager mode (inca-T) against a static group (inca-T-static), in
+    DIR: every size of the sweep, then the small calls from the rounds"""
+    rows, _, _, rates, ranks, lat = load(d)
+    print("manager mode beside a static group (time in us, manager / static):")
+    print("%-8s %-5s %12s %10s %12s %12s %7s" % ("rate", "ranks", "bytes", "transport",
+                                               "manager us", "static us", "ratio"))
+    for rate in rates:
+        for n in ranks:
+            for t in INCA:
+                mg, st = rows.get((rate, t, n), {}), rows.get((rate, t + "-static", n), {})
+                for b in sorted(set(mg) & set(st)):
+                    a, c = float(mg[b]["time_us"]), float(st[b]["time_us"])
+                    print("%-8s %-5d %12d %10s %12.1f %12.1f %7.3f" % (rate, n, b, t[5:], a, c, a / c))
+                (a, ra), (c, rc) = latency(lat, rows, (rate, t, n)), latency(lat, rows, (rate, t + "-static", n))
+                if ra and rc:
+                    print("%-8s %-5d %12s %10s %12.1f %12.1f %7.3f   (median of %d and %d rounds)" %
+                          (rate, n, "8..%d" % SMALL, t[5:], a, c, a / c, ra, rc))
+
+
 if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--versus":
+        sys.exit(versus(sys.argv[2]))
     if len(sys.argv) == 5 and sys.argv[1] == "--compare":
         sys.exit(compare(sys.argv[2], sys.argv[3], sys.argv[4]))
     if len(sys.argv) != 2:

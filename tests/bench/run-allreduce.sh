@@ -128,20 +128,24 @@ testbed_up() {
 # tool names: inca-TRANSPORT in manager mode, inca-TRANSPORT-static
 tool_name() { [ "$2" = manager ] && echo "inca-$1" || echo "inca-$1-static"; }
 
-# latency_rounds DIR RATE N: $rounds rounds of 8..256 B calls, the three
-# sides taking turns on a fresh switch each, into DIR/latency.csv
+# latency_rounds DIR RATE N: $rounds rounds of 8..256 B calls, every side
+# (udp and xdp in each kind of group, the ring) taking turns on a fresh
+# switch each, into DIR/latency.csv
 latency_rounds() {
 	local dir=$1 rate=$2 n=$3 r tool
-	echo "== $rate, $n ranks: $rounds latency rounds (udp, xdp, ring in turn)" >&2
-	local kind=${kinds%% *} tp
+	echo "== $rate, $n ranks: $rounds latency rounds (udp, xdp, ring in turn; groups: $kinds)" >&2
+	local kind tp sides=()
+	for tp in udp xdp; do
+		for kind in $kinds; do sides+=("$tp:$kind"); done
+	done
 	for r in $(seq "$rounds"); do
-		for tool in inca-udp inca-xdp openmpi-ring; do
+		for tool in "${sides[@]}" openmpi-ring; do
 			if [ "$tool" = openmpi-ring ]; then
 				testbed_up static "$n" "$rate"
 				retry "the Open MPI latency round ($n ranks, $rate)" \
 					openmpi_job "$n" "$WORK/lat.txt" "${SMALL[@]}"
 			else
-				tp=${tool#inca-}
+				tp=${tool%:*} kind=${tool#*:}
 				tool=$(tool_name "$tp" "$kind")
 				testbed_up "$kind" "$n" "$rate"
 				INCA_TRANSPORT=$tp INCA_LINE_RATE_GBPS=1 \
@@ -217,15 +221,8 @@ one_run() {
 	/usr/bin/python3 "$here/tests/bench/report.py" "$dir"
 	if [ "$groups" = both ]; then
 		echo "manager mode beside a static group (time in us, manager / static):"
-		awk -F, 'NR > 1 && $2 ~ /^inca-/ { k = $1 " " $3 " " $4; tp = $2; sub("-static", "", tp)
-			if ($2 ~ /-static$/) st[tp, k] = $5; else mg[tp, k] = $5; keys[tp, k] = 1 }
-		     END { printf "%-8s %-5s %10s %10s %12s %12s %7s\n", "rate", "ranks", "bytes", "transport",
-			     "manager us", "static us", "ratio"
-			   for (x in keys) { split(x, p, SUBSEP); split(p[2], q, " ")
-				if ((x in st) && (x in mg))
-					printf "%-8s %-5s %10s %10s %12.1f %12.1f %7.3f\n", q[1], q[2], q[3],
-					       p[1], mg[x], st[x], mg[x] / st[x] } }' "$dir/allreduce.csv" |
-			sort -k1,1 -k2,2n -k4,4 -k3,3n | tee "$dir/manager-vs-static.txt"
+		/usr/bin/python3 "$here/tests/bench/report.py" --versus "$dir" |
+			tee "$dir/manager-vs-static.txt"
 	fi
 }
 
