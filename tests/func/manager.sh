@@ -111,10 +111,10 @@ echo "$tree" | sed 's/^/    /'
 # kept inputs (docs/hostlib.md, "Plans"): of 4 back-to-back all-reduces of
 # 400,000 bytes (about 400 packets each, more than a window), every rank holds
 # only the last one's: the earlier ones are complete at every rank
-job jk "$TOKEN_A" "1 2 3 4" -d fp32 -o sum -n 100000 -r 4 ||
-	not_ok "job jk: 4 all-reduces of 400,000 bytes"
-expect_eq "jk: every rank keeps one input for a replay, the last one's (inputs, bytes)" \
-	"$(grep -ho '[0-9]* kept inputs ([0-9]* bytes)' "$WORK"/jk.r* | sort | uniq -c | awk '{print $1, $2, $5}')" \
+job jkeep "$TOKEN_A" "1 2 3 4" -d fp32 -o sum -n 100000 -r 4 ||
+	not_ok "job jkeep: 4 all-reduces of 400,000 bytes"
+expect_eq "jkeep: every rank keeps one input for a replay, the last one's (inputs, bytes)" \
+	"$(grep -ho '[0-9]* kept inputs ([0-9]* bytes)' "$WORK"/jkeep.r* | sort | uniq -c | awk '{print $1, $2, $5}')" \
 	"4 1 (400000"
 check "incactl draws j1's tree: spine over leaf1 and leaf2" \
 	bash -c "echo '$tree' | grep -q '^spine qpn' && echo '$tree' | grep -q '── leaf1 qpn .*fan-in 2' && echo '$tree' | grep -q '── leaf2 qpn .*fan-in 2'"
