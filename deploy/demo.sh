@@ -105,12 +105,12 @@ awk -v link="$link" -v n="$hosts" 'FNR == 1 { f++ }
 # the verdicts at the largest size both sides ran (the links bind) and at
 # the smallest (one round trip): time ring / time switch
 verdicts=()
-speedup=$(awk 'FNR == 1 { f++ } /^ *[0-9]/ { t[f, $1] = $5; if (f == 1) last = $1 }
-	END { if ((2, last) in t && t[1, last] > 0) printf "%s %.2f", last, t[2, last] / t[1, last] }' \
-	"$WORK/switch.txt" "$WORK/ring.txt")
-small=$(awk 'FNR == 1 { f++ } /^ *[0-9]/ { t[f, $1] = $5; if (f == 1 && first == "") first = $1 }
-	END { if ((2, first) in t && t[1, first] > 0) printf "%s %.2f", first, t[2, first] / t[1, first] }' \
-	"$WORK/switch.txt" "$WORK/ring.txt")
+# one line each: "SIZE RATIO", nothing where a side lacks the size
+verdict_sizes=$(awk 'FNR == 1 { f++ } /^ *[0-9]/ { t[f, $1] = $5; if (f == 1) { last = $1; if (first == "") first = $1 } }
+	function ratio(s) { if ((2, s) in t && t[1, s] > 0) printf "%s %.2f", s, t[2, s] / t[1, s]; print "" }
+	END { ratio(last); ratio(first) }' "$WORK/switch.txt" "$WORK/ring.txt")
+speedup=$(sed -n 1p <<< "$verdict_sizes")
+small=$(sed -n 2p <<< "$verdict_sizes")
 if [ -z "$speedup" ] || [ -z "$small" ]; then
 	verdicts+=("no in-network or ring figure at the largest or smallest size: see the tables above")
 else

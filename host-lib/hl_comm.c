@@ -273,16 +273,13 @@ static int reserve_endpoint(const struct inca_comm_attr *attr, const struct hl_t
 	return INCA_OK;
 }
 
-/* the inverse of HL_EPOCH_STRIDE mod 2^32: epoch x stride = the clock */
-#define EPOCH_STRIDE_INV 0x0e8b2f51u
-
 uint32_t inca_epoch_new(void)
 {
 	struct timespec ts;
 
 	clock_gettime(CLOCK_REALTIME, &ts);
 	uint32_t tick = (uint32_t)(((uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000) / 4);
-	return (tick ? tick : 1) * EPOCH_STRIDE_INV;
+	return (tick ? tick : 1) * HL_EPOCH_STRIDE_INV;
 }
 
 int inca_comm_create(const struct inca_comm_attr *attr_in, inca_comm_t **out)

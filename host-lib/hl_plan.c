@@ -77,8 +77,7 @@ static void *watch(void *arg)
 			/* not delivered (an interrupt meant for the poll may have
 			 * ended it): again, unless a newer stall came meanwhile */
 			pthread_mutex_lock(&pl->lock);
-			if (!pl->stall_due)
-				pl->stall_due = true;
+			pl->stall_due = true;
 			pthread_mutex_unlock(&pl->lock);
 			usleep(20000);
 			continue;

@@ -286,6 +286,11 @@ struct hl_plan {
  * epoch 0: from 1). Odd, so a bijection; epochs 1, 2, 3... land about 1.6e9
  * apart, so consecutive jobs on a static group never meet (protocol.md 3.2). */
 #define HL_EPOCH_STRIDE 0x9e3779b1u
+/* its inverse mod 2^32: the epoch whose numbering starts at a given value
+ * (inca_epoch_new: the clock) */
+#define HL_EPOCH_STRIDE_INV 0x0e8b2f51u
+_Static_assert((uint32_t)(HL_EPOCH_STRIDE * HL_EPOCH_STRIDE_INV) == 1u,
+	       "HL_EPOCH_STRIDE_INV is the inverse of HL_EPOCH_STRIDE mod 2^32");
 
 /* a - b for collective numbers: a signed distance on the 32-bit circle */
 static inline int32_t hl_seq_diff(uint32_t a, uint32_t b)
@@ -438,10 +443,12 @@ int hl_plan_progress(struct inca_comm *c);
 void hl_plan_stalled(struct inca_comm *c, unsigned ms);
 /* A collective completed in-network: keep its input (k->in is taken). */
 void hl_plan_keep(struct inca_comm *c, struct hl_kept *k);
-/* A buffer of at least n bytes for a kept input or an in-place copy: the
- * plan's spare (a dropped kept input's, its pages in memory already: a
- * fresh 16 MiB malloc costs thousands of page faults a call) when large
- * enough, else malloc'ed. *cap: its size. NULL: out of memory. */
+/* A buffer of at least n bytes for a kept input or an in-place copy. First
+ * drops the kept inputs every rank has completed (hl_plan.c, kept_prune);
+ * then the plan's spare (a dropped kept input's, its pages in memory
+ * already: on these VMs the first write to fresh memory costs 1.5-3 ms a
+ * MiB) when large enough, else a new one. *cap: its size. NULL: out of
+ * memory. */
 uint8_t *hl_plan_buffer(struct inca_comm *c, size_t n, size_t *cap);
 /* Give such a buffer back: the spare if larger than the spare, else freed. */
 void hl_plan_unbuffer(struct inca_comm *c, uint8_t *p, size_t cap);

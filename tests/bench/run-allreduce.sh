@@ -220,7 +220,6 @@ one_run() {
 	[ -z "$MGR_PID" ] || { kill "$MGR_PID" 2>/dev/null; wait "$MGR_PID" 2>/dev/null || true; MGR_PID=; }
 	/usr/bin/python3 "$here/tests/bench/report.py" "$dir"
 	if [ "$groups" = both ]; then
-		echo "manager mode beside a static group (time in us, manager / static):"
 		/usr/bin/python3 "$here/tests/bench/report.py" --versus "$dir" |
 			tee "$dir/manager-vs-static.txt"
 	fi
