@@ -96,9 +96,13 @@ for tp in $TRANSPORTS; do
 	check "$tp: the switch saw the later jobs restart (restarts $restarts)" test "$restarts" -gt 0
 
 	# the host honours PFC: pause frames for priority 3 reach host 1 from
-	# the switch's side of its link while the job runs
+	# the switch's side of its link while the job runs. A rank sees only
+	# the frames that arrive after it opened its packet socket, and the
+	# ranks' start (xdp: loading the program) can take longer than a
+	# short storm: the storm outlasts any start (bounded: 20 s) and is
+	# stopped when the job ends
 	"$TRAFFIC" pfc --iface "$INCA_TESTBED-s1" --vector 0x08 --quanta 65535 \
-		--count 300 --interval-us 5000 >/dev/null 2>&1 &
+		--count 4000 --interval-us 5000 >/dev/null 2>&1 &
 	storm=$!
 	check "$tp: host 1 paused by PFC mid-job: results right" \
 		ranks 1 "$tp" 300 INCA_SWITCH_TIMEOUT_MS=5000 -- -d fp32 -o sum -n 1000000 -r 3
