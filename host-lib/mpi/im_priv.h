@@ -99,7 +99,8 @@ struct im_comm *im_comm_get(MPI_Comm comm);
 /* comm is offloaded (or failed, its ranks not yet agreed): its PMPI calls
  * must keep serving recoveries. Decides nothing. */
 bool im_comm_offloaded(MPI_Comm comm);
-/* Serve other ranks' recovery requests on every offloaded communicator. */
+/* Serve other ranks' recovery requests on every offloaded communicator
+ * (at most once a millisecond: each probe runs MPI's progress engine). */
 void im_serve_all(void);
 /* The switch failed during op: agree with the other ranks and finish op
  * (from a rank that has its result, or redone through PMPI). */
