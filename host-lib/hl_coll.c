@@ -47,7 +47,13 @@
  * up to SPIN_US (INCA_SPIN_US; 0: sleep at once), yielding the CPU between
  * polls. On a virtual machine whose idle vCPUs halt (cpuidle haltpoll
  * with guest_halt_poll_ns=0, as here), waking a sleeper costs tens of µs
- * more than the result's trip through the switch. */
+ * more than the result's trip through the switch: 50 µs took 4 ranks' 8 B
+ * all-reduce on the lab testbed from 86 to 24 µs. It is off by default:
+ * a rank polling on the CPU of whatever must run for its result (there, the
+ * switch's worker) delays it, sched_yield or not: with the 4 ranks on the
+ * worker's CPU every call took 350 µs, on the other CPU 23 µs, and left to
+ * the scheduler the first 220 calls of 9 jobs in 10 took ~300 µs each
+ * (docs/hostlib.md). */
 #define SPIN_US 0
 
 struct hl_coll {
@@ -230,8 +236,9 @@ int hl_stream_init(struct inca_comm *c)
 	const char *co = getenv("INCA_COALESCE");
 	st->coalesce = !co || strcmp(co, "0");
 	const char *sp = getenv("INCA_SPIN_US");
-	st->spin_us = sp ? atof(sp) : SPIN_US;
-	if (!(st->spin_us >= 0 && st->spin_us <= 1e6)) {
+	char *end = NULL;
+	st->spin_us = sp ? strtod(sp, &end) : SPIN_US;
+	if (sp && (end == sp || *end || !(st->spin_us >= 0 && st->spin_us <= 1e6))) {
 		HL_WARN("INCA_SPIN_US=%s: expected 0..1000000 microseconds; using %d", sp, SPIN_US);
 		st->spin_us = SPIN_US;
 	}

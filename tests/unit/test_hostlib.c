@@ -41,6 +41,10 @@ struct mock {
 	int violations;
 	unsigned contributions, dropped;
 	unsigned bad_sport;   /* contributions whose UDP source port is not their slot's */
+	/* receives that found nothing: polls (timeout 0) before the first
+	 * sleep (a timeout), and whether a sleep came yet */
+	unsigned polls_before_sleep;
+	bool slept;
 };
 
 static struct mock M;
@@ -121,6 +125,10 @@ static int mock_recv(struct inca_comm *c, struct hl_rx *rx, unsigned max, int ti
 	unsigned n = 0;
 
 	if (M.nq == 0) {
+		if (timeout_us > 0)
+			M.slept = true;
+		else if (!M.slept)
+			M.polls_before_sleep++;
 		M.now += timeout_us > 0 ? timeout_us : 1;   /* time passes */
 		return 0;
 	}
@@ -310,6 +318,39 @@ static void test_switch_dead(void **state)
 	assert_int_equal(inca_allreduce(c, y, z, 3, INCA_FLOAT32, INCA_SUM), 0);
 	assert_int_equal(M.contributions, before);
 	done_comm(c);
+}
+
+/* INCA_SPIN_US=N: a rank waiting for results polls for N µs before it
+ * sleeps (each empty poll here is 1 µs of mock time); unset, 0 or not a
+ * number (warned): it sleeps at once. The switch is dead so that every
+ * wait is seen. */
+static unsigned polls_for(unsigned window, size_t count, const char *spin)
+{
+	static float x[1024];
+	inca_comm_t *c;
+
+	if (spin)
+		setenv("INCA_SPIN_US", spin, 1);
+	else
+		unsetenv("INCA_SPIN_US");
+	c = mk_comm((uint16_t)window, 64, INCA_FALLBACK_OFF, -1);
+	M.dead = true;
+	assert_int_equal(inca_allreduce(c, x, x, count, INCA_FLOAT32, INCA_SUM), INCA_ERR_SWITCH);
+	done_comm(c);
+	unsetenv("INCA_SPIN_US");
+	return M.polls_before_sleep;
+}
+
+static void test_spin_before_sleeping(void **state)
+{
+	(void)state;
+	assert_int_equal(polls_for(4, 10, NULL), 0);
+	assert_int_equal(polls_for(4, 10, "0"), 0);
+	assert_int_equal(polls_for(4, 10, "50"), 50);        /* 1 packet */
+	assert_int_equal(polls_for(4, 257, "20"), 20);       /* 5 packets, window 4 */
+	assert_int_equal(polls_for(4, 10, "junk"), 0);       /* warned: the default */
+	assert_int_equal(polls_for(4, 10, "20us"), 0);
+	assert_int_equal(polls_for(4, 10, "-5"), 0);
 }
 
 /* The switch dies with six collectives in flight, some of their packets
@@ -1691,6 +1732,7 @@ int main(void)
 		cmocka_unit_test(test_loss_is_retransmitted),
 		cmocka_unit_test(test_duplicates_and_reordering),
 		cmocka_unit_test(test_switch_dead),
+		cmocka_unit_test(test_spin_before_sleeping),
 		cmocka_unit_test(test_switch_dies_in_flight),
 		cmocka_unit_test(test_bad_calls),
 		cmocka_unit_test(test_every_collective),
