@@ -22,7 +22,7 @@
 # Usage: tests/bench/run-allreduce.sh [--out DIR] [--ranks "2 4 8"]
 #          [--rates "200mbit 1gbit"] [--max 16M] [--iters 20] [--rounds 20]
 #          [--repeat 1] [--min 8] [--build DIR] [--mtu 1500]
-#          [--groups manager|static|both]
+#          [--groups manager|static|both] [--rank-cpus LIST]
 #   --min S    the smallest size of the sweep (e.g. --min 16M --max 16M:
 #              one size); with --rounds 0 no latency rounds are run
 #   --build D  the build directory of the binaries (default build/)
@@ -32,6 +32,10 @@
 #   --iters N  timed iterations from 128 KiB up; 10 N below (medians of
 #              small, noisy calls need more)
 #   --rounds R the interleaved latency rounds per rank count and rate
+#   --rank-cpus L  every rank of every side (in-network and Open MPI) on
+#              the CPUs L (taskset -c L, e.g. 0: off the switch worker's
+#              CPU 1 on a 2-CPU machine); unset, the scheduler places them
+#              and small calls take two levels (docs/performance.md)
 #   --repeat 2 runs everything twice and compares the ratios of the two
 #              runs: exit 1 when one at the first (link-bound) rate differs
 #              by more than 10% (the CPU-bound rates are shown, not judged)
@@ -52,13 +56,18 @@ while [ $# -gt 0 ]; do
 	--build) build=${2:?}; shift 2 ;;
 	--mtu) mtu=${2:?}; shift 2 ;;
 	--groups) groups=${2:?}; shift 2 ;;
-	-h|--help) sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	--rank-cpus) export INCA_RANK_CPUS=${2:?}; shift 2 ;;
+	-h|--help) sed -n '2,41p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "run-allreduce.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
 	esac
 done
 [ "$(id -u)" -eq 0 ] || { echo "run-allreduce.sh: run as root" >&2; exit 1; }
 [[ "$repeat" =~ ^[12]$ ]] || { echo "run-allreduce.sh: --repeat 1 or 2" >&2; exit 2; }
 [[ "$rounds" =~ ^[0-9][0-9]?$ ]] || { echo "run-allreduce.sh: --rounds 0..99" >&2; exit 2; }
+if [ -n "${INCA_RANK_CPUS:-}" ] && ! taskset -c "$INCA_RANK_CPUS" true 2>/dev/null; then
+	echo "run-allreduce.sh: --rank-cpus '$INCA_RANK_CPUS': not a CPU list of this machine (taskset -c)" >&2
+	exit 2
+fi
 case "$groups" in
 manager|static) kinds=$groups ;;
 both) kinds="manager static" ;;
