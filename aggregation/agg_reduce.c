@@ -3,8 +3,22 @@
  * Reduction kernels, one specialised loop per (dtype, op): no per-element
  * switch, unaligned little-endian input through memcpy so the compiler can
  * vectorise. fp16/bf16 accumulate in fp32 and round once, on store.
+ * Where the compiler's vectoriser does not reach (float min/max, whose
+ * NaN and signed-zero rules are selects; the fp16/bf16 conversions, bit
+ * manipulation per element), the loop body is written on GCC's vector
+ * types, 32 bytes a step, and the scalar code finishes the tail: the same
+ * result element for element (tests/unit/test_reduce.c checks it).
  */
 #include <string.h>
+
+#if defined(__F16C__) || defined(__AVX__) || defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
+/* The 32-byte vector types pass between static inline functions only:
+ * built for a CPU without AVX, GCC warns that their ABI differs from an
+ * AVX build's, which no caller outside this file sees. */
+#pragma GCC diagnostic ignored "-Wpsabi"
 
 #include "agg_priv.h"
 
@@ -200,10 +214,6 @@ DEFINE_FLOAT_KERNELS(fp64, f64, ld_f64, 8, min_f64, max_f64)
 DEFINE_INT_KERNELS(int32, int32_t, ld_int32_t, 4, OP_ISUM32, OP_IPROD32)
 DEFINE_INT_KERNELS(int64, int64_t, ld_int64_t, 8, OP_ISUM64, OP_IPROD64)
 
-#define FLOAT_ROW(tag) { [AGG_OP_SUM] = red_##tag##_sum,              \
-			 [AGG_OP_MIN] = red_##tag##_min,              \
-			 [AGG_OP_MAX] = red_##tag##_max,              \
-			 [AGG_OP_PROD] = red_##tag##_prod }
 #define INT_ROW(tag) { [AGG_OP_SUM] = red_##tag##_sum,                \
 		       [AGG_OP_MIN] = red_##tag##_min,                \
 		       [AGG_OP_MAX] = red_##tag##_max,                \
@@ -212,48 +222,216 @@ DEFINE_INT_KERNELS(int64, int64_t, ld_int64_t, 8, OP_ISUM64, OP_IPROD64)
 		       [AGG_OP_BOR] = red_##tag##_bor,                \
 		       [AGG_OP_BXOR] = red_##tag##_bxor }
 
-static const reduce_fn reduce_fns[AGG_DTYPE_COUNT][AGG_OP_COUNT] = {
-	[AGG_DTYPE_FP32] = FLOAT_ROW(fp32),
-	[AGG_DTYPE_FP16] = FLOAT_ROW(fp16),
-	[AGG_DTYPE_BF16] = FLOAT_ROW(bf16),
-	[AGG_DTYPE_FP64] = FLOAT_ROW(fp64),
+
+/* ---- vector bodies ---- */
+
+typedef float v8f __attribute__((vector_size(32)));
+typedef int32_t v8i __attribute__((vector_size(32)));
+typedef uint32_t v8u __attribute__((vector_size(32)));
+typedef double v4d __attribute__((vector_size(32)));
+typedef int64_t v4l __attribute__((vector_size(32)));
+typedef uint16_t v8h __attribute__((vector_size(16)));
+
+static inline v8f ldv8f(const void *p) { v8f v; memcpy(&v, p, sizeof(v)); return v; }
+static inline void stv8f(void *p, v8f v) { memcpy(p, &v, sizeof(v)); }
+static inline v4d ldv4d(const void *p) { v4d v; memcpy(&v, p, sizeof(v)); return v; }
+static inline void stv4d(void *p, v4d v) { memcpy(p, &v, sizeof(v)); }
+
+/* m ? a : b, lane by lane (m all ones or all zeros) */
+static inline v8f sel8f(v8i m, v8f a, v8f b) { return (v8f)(((v8i)a & m) | ((v8i)b & ~m)); }
+static inline v4d sel4d(v4l m, v4d a, v4d b) { return (v4d)(((v4l)a & m) | ((v4l)b & ~m)); }
+
+/* min_f32/max_f32/min_f64/max_f64 on vectors: the same results lane for
+ * lane, but for which NaN a NaN lane holds (unspecified: docs/protocol.md).
+ * With AVX, from the instructions, which return their second operand when
+ * the two compare equal or either is NaN: min(a, b) | min(b, a) is a | b
+ * when a == b (so -0 beats +0) and the smaller otherwise, max's &
+ * likewise; a lane where either is NaN is set to all ones, a quiet NaN.
+ * Without AVX, the scalar selects. */
+#ifdef __AVX__
+static inline v8f vmin8f(v8f a, v8f b)
+{
+	return (v8f)((v8i)_mm256_min_ps(a, b) | (v8i)_mm256_min_ps(b, a) |
+		     (v8i)_mm256_cmp_ps(a, b, _CMP_UNORD_Q));
+}
+
+static inline v8f vmax8f(v8f a, v8f b)
+{
+	return (v8f)(((v8i)_mm256_max_ps(a, b) & (v8i)_mm256_max_ps(b, a)) |
+		     (v8i)_mm256_cmp_ps(a, b, _CMP_UNORD_Q));
+}
+
+static inline v4d vmin4d(v4d a, v4d b)
+{
+	return (v4d)((v4l)_mm256_min_pd(a, b) | (v4l)_mm256_min_pd(b, a) |
+		     (v4l)_mm256_cmp_pd(a, b, _CMP_UNORD_Q));
+}
+
+static inline v4d vmax4d(v4d a, v4d b)
+{
+	return (v4d)(((v4l)_mm256_max_pd(a, b) & (v4l)_mm256_max_pd(b, a)) |
+		     (v4l)_mm256_cmp_pd(a, b, _CMP_UNORD_Q));
+}
+#else
+static inline v8f vmin8f(v8f a, v8f b)
+{
+	v8f r = sel8f(a < b, a, b);
+	r = sel8f(a == b, (v8f)((v8i)a | (v8i)b), r);
+	return sel8f((a != a) | (b != b), a + b, r);
+}
+
+static inline v8f vmax8f(v8f a, v8f b)
+{
+	v8f r = sel8f(a > b, a, b);
+	r = sel8f(a == b, (v8f)((v8i)a & (v8i)b), r);
+	return sel8f((a != a) | (b != b), a + b, r);
+}
+
+static inline v4d vmin4d(v4d a, v4d b)
+{
+	v4d r = sel4d(a < b, a, b);
+	r = sel4d(a == b, (v4d)((v4l)a | (v4l)b), r);
+	return sel4d((a != a) | (b != b), a + b, r);
+}
+
+static inline v4d vmax4d(v4d a, v4d b)
+{
+	v4d r = sel4d(a > b, a, b);
+	r = sel4d(a == b, (v4d)((v4l)a & (v4l)b), r);
+	return sel4d((a != a) | (b != b), a + b, r);
+}
+#endif
+
+static inline v8f vsum8f(v8f a, v8f b) { return a + b; }
+static inline v8f vprod8f(v8f a, v8f b) { return a * b; }
+
+/* 8 wire elements to fp32 */
+static inline v8f ldv8_f32(const uint8_t *p) { return ldv8f(p); }
+
+static inline v8f ldv8_bf16(const uint8_t *p)
+{
+#ifdef __AVX2__
+	/* (the compiler's own widening of the vector takes four steps) */
+	return (v8f)_mm256_slli_epi32(_mm256_cvtepu16_epi32(
+		_mm_loadu_si128((const __m128i *)(const void *)p)), 16);
+#else
+	v8h h;
+	memcpy(&h, p, sizeof(h));
+	return (v8f)(__builtin_convertvector(h, v8u) << 16);
+#endif
+}
+
+static inline v8f ldv8_fp16(const uint8_t *p)
+{
+#ifdef __F16C__
+	return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)p));
+#else
+	v8f v;
+	for (int k = 0; k < 8; k++)
+		v[k] = ld_fp16(p + 2 * k);
+	return v;
+#endif
+}
+
+/* 8 fp32 to the wire: fp32_to_bf16, fp32_to_fp16 on vectors */
+static inline void stv8_bf16(uint8_t *p, v8f f)
+{
+	v8u u = (v8u)f;
+	v8i nan = (v8i)(u & 0x7fffffffu) > 0x7f800000;
+	v8u r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+	r = (v8u)(((v8i)r & ~nan) | ((v8i)((u >> 16) | 0x40u) & nan));
+#ifdef __AVX2__
+	/* every lane is below 2^16: packing with unsigned saturation keeps
+	 * it; the packs work per 128-bit half, the permute joins them */
+	__m256i k = _mm256_packus_epi32((__m256i)r, (__m256i)r);
+	k = _mm256_permute4x64_epi64(k, 0xd8);
+	_mm_storeu_si128((__m128i *)(void *)p, _mm256_castsi256_si128(k));
+#else
+	v8h h = __builtin_convertvector(r, v8h);
+	memcpy(p, &h, sizeof(h));
+#endif
+}
+
+static inline void stv8_fp16(uint8_t *p, v8f f)
+{
+#ifdef __F16C__
+	/* the instruction rounds to nearest even, overflows to Inf and keeps
+	 * subnormals as fp32_to_fp16 does; a NaN becomes 0x7E00 with its sign */
+	v8h h = (v8h)_mm256_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+	v8h nan = (v8h)((h & 0x7fff) > 0x7c00);
+	h = (h & ~nan) | (((h & 0x8000) | 0x7e00) & nan);
+	memcpy(p, &h, sizeof(h));
+#else
+	for (int k = 0; k < 8; k++) {
+		uint16_t h = fp32_to_fp16(f[k]);
+		memcpy(p + 2 * k, &h, 2);
+	}
+#endif
+}
+
+/* acc[i] = OP(acc[i], in[i]) for fp32 accumulators, 8 lanes a step, the
+ * scalar kernel for the rest */
+#define DEFINE_VREDUCE_F32(fname, LDV, VOP, WSIZE, TAIL)                       \
+	static void fname(void *accv, const uint8_t *restrict in, size_t n)    \
+	{                                                                      \
+		float *restrict acc = accv;                                    \
+		size_t i = 0;                                                  \
+		for (; i + 16 <= n; i += 16) {                                 \
+			v8f x0 = LDV(in + i * (WSIZE)), x1 = LDV(in + (i + 8) * (WSIZE)); \
+			stv8f(acc + i, VOP(ldv8f(acc + i), x0));               \
+			stv8f(acc + i + 8, VOP(ldv8f(acc + i + 8), x1));       \
+		}                                                              \
+		for (; i + 8 <= n; i += 8)                                     \
+			stv8f(acc + i, VOP(ldv8f(acc + i), LDV(in + i * (WSIZE)))); \
+		if (i < n)                                                     \
+			TAIL(acc + i, in + i * (WSIZE), n - i);                \
+	}
+
+#define DEFINE_VREDUCE_F64(fname, VOP, TAIL)                                   \
+	static void fname(void *accv, const uint8_t *restrict in, size_t n)    \
+	{                                                                      \
+		double *restrict acc = accv;                                   \
+		size_t i = 0;                                                  \
+		for (; i + 8 <= n; i += 8) {                                   \
+			v4d x0 = ldv4d(in + i * 8), x1 = ldv4d(in + (i + 4) * 8); \
+			stv4d(acc + i, VOP(ldv4d(acc + i), x0));               \
+			stv4d(acc + i + 4, VOP(ldv4d(acc + i + 4), x1));       \
+		}                                                              \
+		for (; i + 4 <= n; i += 4)                                     \
+			stv4d(acc + i, VOP(ldv4d(acc + i), ldv4d(in + i * 8)));   \
+		if (i < n)                                                     \
+			TAIL(acc + i, in + i * 8, n - i);                      \
+	}
+
+DEFINE_VREDUCE_F32(vred_fp32_min, ldv8_f32, vmin8f, 4, red_fp32_min)
+DEFINE_VREDUCE_F32(vred_fp32_max, ldv8_f32, vmax8f, 4, red_fp32_max)
+DEFINE_VREDUCE_F64(vred_fp64_min, vmin4d, red_fp64_min)
+DEFINE_VREDUCE_F64(vred_fp64_max, vmax4d, red_fp64_max)
+DEFINE_VREDUCE_F32(vred_bf16_sum, ldv8_bf16, vsum8f, 2, red_bf16_sum)
+DEFINE_VREDUCE_F32(vred_bf16_prod, ldv8_bf16, vprod8f, 2, red_bf16_prod)
+DEFINE_VREDUCE_F32(vred_bf16_min, ldv8_bf16, vmin8f, 2, red_bf16_min)
+DEFINE_VREDUCE_F32(vred_bf16_max, ldv8_bf16, vmax8f, 2, red_bf16_max)
+DEFINE_VREDUCE_F32(vred_fp16_sum, ldv8_fp16, vsum8f, 2, red_fp16_sum)
+DEFINE_VREDUCE_F32(vred_fp16_prod, ldv8_fp16, vprod8f, 2, red_fp16_prod)
+DEFINE_VREDUCE_F32(vred_fp16_min, ldv8_fp16, vmin8f, 2, red_fp16_min)
+DEFINE_VREDUCE_F32(vred_fp16_max, ldv8_fp16, vmax8f, 2, red_fp16_max)
+
+#define VFLOAT_ROW(sum, prod, min, max) { [AGG_OP_SUM] = sum, [AGG_OP_MIN] = min, \
+					  [AGG_OP_MAX] = max, [AGG_OP_PROD] = prod }
+
+/* what agg_acc_reduce calls: the vector bodies where written, the
+ * scalar kernels (vectorised by the compiler) elsewhere */
+static const reduce_fn vreduce_fns[AGG_DTYPE_COUNT][AGG_OP_COUNT] = {
+	[AGG_DTYPE_FP32] = VFLOAT_ROW(red_fp32_sum, red_fp32_prod, vred_fp32_min, vred_fp32_max),
+	[AGG_DTYPE_FP16] = VFLOAT_ROW(vred_fp16_sum, vred_fp16_prod, vred_fp16_min,
+				      vred_fp16_max),
+	[AGG_DTYPE_BF16] = VFLOAT_ROW(vred_bf16_sum, vred_bf16_prod, vred_bf16_min,
+				      vred_bf16_max),
+	[AGG_DTYPE_FP64] = VFLOAT_ROW(red_fp64_sum, red_fp64_prod, vred_fp64_min, vred_fp64_max),
 	[AGG_DTYPE_INT32] = INT_ROW(int32),
 	[AGG_DTYPE_INT64] = INT_ROW(int64),
 };
 
-#ifdef __F16C__
-#include <immintrin.h>
-
-/* fp16 -> fp32 with the F16C instruction (exact, as fp16_to_fp32), in
- * chunks into a small buffer, then the fp32 kernel: the per-element bit
- * manipulation does not vectorise. */
-#define HALF_CHUNK 256
-
-static void fp16_chunk_to_fp32(float *restrict out, const uint8_t *restrict in,
-			       size_t n)
-{
-	size_t i = 0;
-
-	for (; i + 8 <= n; i += 8)
-		_mm256_storeu_ps(out + i, _mm256_cvtph_ps(
-				 _mm_loadu_si128((const __m128i *)(in + 2 * i))));
-	for (; i < n; i++)
-		out[i] = ld_fp16(in + 2 * i);
-}
-
-static void reduce_fp16_f16c(enum agg_op op, float *acc, const uint8_t *in,
-			     size_t n)
-{
-	float tmp[HALF_CHUNK];
-
-	for (size_t done = 0; done < n; done += HALF_CHUNK) {
-		size_t k = n - done < HALF_CHUNK ? n - done : HALF_CHUNK;
-
-		fp16_chunk_to_fp32(tmp, in + 2 * done, k);
-		reduce_fns[AGG_DTYPE_FP32][op](acc + done, (const uint8_t *)tmp, k);
-	}
-}
-#endif
 
 int agg_acc_reduce(enum agg_dtype dtype, enum agg_op op, void *acc,
 		   const void *in, size_t n)
@@ -262,29 +440,26 @@ int agg_acc_reduce(enum agg_dtype dtype, enum agg_op op, void *acc,
 
 	if (AGG_UNLIKELY(rc))
 		return rc;
-#ifdef __F16C__
-	if (dtype == AGG_DTYPE_FP16) {
-		reduce_fp16_f16c(op, acc, in, n);
-		return 0;
-	}
-#endif
-	reduce_fns[dtype][op](acc, in, n);
+	vreduce_fns[dtype][op](acc, in, n);
 	return 0;
 }
 
 static void load_half(float *restrict acc, const uint8_t *restrict in,
 		      size_t n, bool bf16)
 {
-	if (bf16)
-		for (size_t i = 0; i < n; i++)
+	size_t i = 0;
+
+	if (bf16) {
+		for (; i + 8 <= n; i += 8)
+			stv8f(acc + i, ldv8_bf16(in + 2 * i));
+		for (; i < n; i++)
 			acc[i] = ld_bf16(in + 2 * i);
-	else
-#ifdef __F16C__
-		fp16_chunk_to_fp32(acc, in, n);
-#else
-		for (size_t i = 0; i < n; i++)
+	} else {
+		for (; i + 8 <= n; i += 8)
+			stv8f(acc + i, ldv8_fp16(in + 2 * i));
+		for (; i < n; i++)
 			acc[i] = ld_fp16(in + 2 * i);
-#endif
+	}
 }
 
 int agg_acc_load(enum agg_dtype dtype, void *acc, const void *in, size_t n)
@@ -310,15 +485,21 @@ int agg_acc_store(enum agg_dtype dtype, void *out, const void *acc, size_t n)
 	const float *restrict a = acc;
 	uint8_t *restrict o = out;
 
+	size_t i = 0;
+
 	switch (dtype) {
 	case AGG_DTYPE_FP16:
-		for (size_t i = 0; i < n; i++) {
+		for (; i + 8 <= n; i += 8)
+			stv8_fp16(o + 2 * i, ldv8f(a + i));
+		for (; i < n; i++) {
 			uint16_t h = fp32_to_fp16(a[i]);
 			memcpy(o + 2 * i, &h, 2);
 		}
 		return 0;
 	case AGG_DTYPE_BF16:
-		for (size_t i = 0; i < n; i++) {
+		for (; i + 8 <= n; i += 8)
+			stv8_bf16(o + 2 * i, ldv8f(a + i));
+		for (; i < n; i++) {
 			uint16_t h = fp32_to_bf16(a[i]);
 			memcpy(o + 2 * i, &h, 2);
 		}

@@ -375,6 +375,152 @@ static void test_float_edge_cases(void **state)
 	assert_true(isnan(dacc));
 }
 
+/* A result written in bulk (the vector bodies) is, value for value, what
+ * the one-value conversions give: the rounding points of every exponent
+ * (as test_fp32_to_half_rounding), NaNs, and random bits. */
+static void check_bulk_store(const uint32_t *v, size_t n)
+{
+	static uint16_t out[4096 + 1];
+
+	for (int bf = 0; bf < 2; bf++) {
+		int dt = bf ? AGG_DTYPE_BF16 : AGG_DTYPE_FP16;
+		assert_int_equal(agg_acc_store(dt, out + 1, v, n), 0);    /* 2-byte aligned */
+		for (size_t i = 0; i < n; i++) {
+			float f;
+			memcpy(&f, &v[i], 4);
+			uint16_t want = bf ? agg_fp32_to_bf16(f) : agg_fp32_to_fp16(f);
+			if (out[1 + i] != want)
+				fail_msg("%s store of 0x%08x: 0x%04x, one at a time 0x%04x",
+					 agg_dtype_name(dt), v[i], out[1 + i], want);
+		}
+	}
+}
+
+static void test_bulk_store(void **state)
+{
+	static uint32_t v[4096];
+	size_t n = 0;
+
+	(void)state;
+	test_seed_init("bulk_store");
+	for (uint32_t e = 0; e < 256; e++)
+		for (uint32_t m = 0; m < 64; m += 4) {
+			uint32_t mants[] = { m << 13, (m << 13) | 0x1000, (m << 13) | 0xfff,
+					     (m << 16) | 0x8000, (m << 16) | 0x7fff, 0x7fffff - m };
+			for (size_t k = 0; k < 6; k++) {
+				v[n++] = e << 23 | (mants[k] & 0x7fffff);
+				v[n++] = 0x80000000u | e << 23 | (mants[k] & 0x7fffff);
+				if (n == 4096) {
+					check_bulk_store(v, n);
+					n = 0;
+				}
+			}
+		}
+	check_bulk_store(v, n);
+	for (int r = 0; r < 200; r++) {
+		for (size_t i = 0; i < 4096; i++)
+			v[i] = (uint32_t)test_rand64();
+		check_bulk_store(v, 4096 - (size_t)r % 9);
+	}
+}
+
+/* The kernels over long vectors (their vector bodies) give, element for
+ * element, what they give one element at a time (the scalar tail the
+ * edge cases above went through): every pair of special values (signed
+ * zeros, infinities, quiet and signalling NaNs of both signs, subnormals,
+ * the largest finite values, the fp16 rounding boundaries) in both orders,
+ * at an odd address. NaN results may differ in which NaN they are (the
+ * protocol leaves it unspecified); fp16 ones are 0x7E00 with a sign. */
+static size_t specials(int dt, uint8_t *out)
+{
+	static const uint32_t f32[] = { 0, 0x80000000u, 0x3f800000u, 0xbf800000u, 0x7f800000u,
+					0xff800000u, 0x7fc00000u, 0xffc00000u, 0x7f800001u,
+					0xffa00000u, 1, 0x80000001u, 0x7f7fffffu, 0xff7fffffu,
+					0x477fe000u, 0x477ff000u, 0x33000000u, 0x40400000u };
+	static const uint64_t f64[] = { 0, 0x8000000000000000ull, 0x3ff0000000000000ull,
+					0xbff0000000000000ull, 0x7ff0000000000000ull,
+					0xfff0000000000000ull, 0x7ff8000000000000ull,
+					0xfff8000000000000ull, 0x7ff0000000000001ull, 1,
+					0x8000000000000001ull, 0x7fefffffffffffffull,
+					0xffefffffffffffffull, 0x4008000000000000ull };
+	static const uint16_t h16[] = { 0, 0x8000, 0x3c00, 0xbc00, 0x7c00, 0xfc00, 0x7e00,
+					0xfe00, 0x7c01, 0xfd00, 1, 0x8001, 0x7bff, 0xfbff,
+					0x03ff, 0x4200 };
+	static const uint16_t b16[] = { 0, 0x8000, 0x3f80, 0xbf80, 0x7f80, 0xff80, 0x7fc0,
+					0xffc0, 0x7f81, 0xffa0, 1, 0x8001, 0x7f7f, 0xff7f,
+					0x0080, 0x4040 };
+
+	switch (dt) {
+	case AGG_DTYPE_FP32: memcpy(out, f32, sizeof(f32)); return sizeof(f32) / 4;
+	case AGG_DTYPE_FP64: memcpy(out, f64, sizeof(f64)); return sizeof(f64) / 8;
+	case AGG_DTYPE_FP16: memcpy(out, h16, sizeof(h16)); return sizeof(h16) / 2;
+	default:             memcpy(out, b16, sizeof(b16)); return sizeof(b16) / 2;
+	}
+}
+
+static bool is_nan_bits(int dt, const uint8_t *p)
+{
+	uint64_t u = 0;
+
+	memcpy(&u, p, agg_dtype_size(dt));
+	switch (dt) {
+	case AGG_DTYPE_FP32: return (u & 0x7fffffffu) > 0x7f800000u;
+	case AGG_DTYPE_FP64: return (u & 0x7fffffffffffffffull) > 0x7ff0000000000000ull;
+	case AGG_DTYPE_FP16: return (u & 0x7fff) > 0x7c00;
+	default:             return (u & 0x7fff) > 0x7f80;
+	}
+}
+
+static void test_edge_cases_in_bulk(void **state)
+{
+	static const int dts[] = { AGG_DTYPE_FP32, AGG_DTYPE_FP64, AGG_DTYPE_FP16,
+				   AGG_DTYPE_BF16 };
+	static uint8_t a[MAXN * 8 + 1], b[MAXN * 8 + 1], bulk[MAXN * 8 + 1], one[8];
+	static uint64_t acc[MAXN];
+	uint8_t sp[32 * 8];
+
+	(void)state;
+	for (size_t d = 0; d < sizeof(dts) / sizeof(dts[0]); d++) {
+		int dt = dts[d];
+		size_t es = agg_dtype_size(dt), k = specials(dt, sp), n = MAXN;
+
+		/* element i: the pair (i mod k, i / k mod k), every pair twice */
+		for (size_t i = 0; i < n; i++) {
+			memcpy(a + 1 + i * es, sp + (i % k) * es, es);
+			memcpy(b + 1 + i * es, sp + (i / k % k) * es, es);
+		}
+		for (int op = AGG_OP_SUM; op <= AGG_OP_PROD; op++) {
+			assert_int_equal(agg_acc_load(dt, acc, a + 1, n), 0);
+			assert_int_equal(agg_acc_reduce(dt, op, acc, b + 1, n), 0);
+			assert_int_equal(agg_acc_store(dt, bulk + 1, acc, n), 0);
+			for (size_t i = 0; i < n; i++) {
+				uint64_t acc1;
+				const uint8_t *g = bulk + 1 + i * es;
+
+				agg_acc_load(dt, &acc1, a + 1 + i * es, 1);
+				agg_acc_reduce(dt, op, &acc1, b + 1 + i * es, 1);
+				agg_acc_store(dt, one, &acc1, 1);
+				if (is_nan_bits(dt, one) && is_nan_bits(dt, g)) {
+					/* which NaN is unspecified (a + b may be
+					 * computed b + a); fp16's is 0x7E00 */
+					uint16_t h1, h2;
+					memcpy(&h1, one, 2);
+					memcpy(&h2, g, 2);
+					if (dt == AGG_DTYPE_FP16 &&
+					    ((h1 & 0x7fff) != 0x7e00 || (h2 & 0x7fff) != 0x7e00))
+						fail_msg("fp16 %s element %zu: NaN not 0x7E00",
+							 agg_op_name(op), i);
+					continue;
+				}
+				if (memcmp(one, g, es))
+					fail_msg("%s %s element %zu: the vector body and one element "
+						 "at a time differ", agg_dtype_name(dt),
+						 agg_op_name(op), i);
+			}
+		}
+	}
+}
+
 static void test_integer_wraps(void **state)
 {
 	int32_t a32 = INT32_MAX, b32 = 1;
@@ -418,6 +564,8 @@ int main(void)
 		cmocka_unit_test(test_fp16_to_fp32_exhaustive),
 		cmocka_unit_test(test_fp32_to_half_rounding),
 		cmocka_unit_test(test_kernels_vs_reference),
+		cmocka_unit_test(test_edge_cases_in_bulk),
+		cmocka_unit_test(test_bulk_store),
 		cmocka_unit_test(test_float_edge_cases),
 		cmocka_unit_test(test_integer_wraps),
 		cmocka_unit_test(test_kernel_refusals),
