@@ -10,7 +10,12 @@
  *
  * Per busy worker core (its cycles in loop iterations that carried
  * packets): Mpps, fp32 elements/s, ns per packet, payload bytes/s; and the
- * rate of all workers together. It checks that the work was done: every
+ * rate of all workers together. Beside them, the bound of a core's memory:
+ * the same packets, generated the same way into the same pool, read by one
+ * worker lcore with nothing else to do (stream-read: every payload byte
+ * once), and read with one result payload written per set into an mbuf of
+ * a pool like the switch's (stream-rw: what aggregation cannot do without);
+ * the aggregation's payload bytes/s is printed as a fraction of both. It checks that the work was done: every
  * contribution accepted, every set completed, one result per contribution
  * (out/in = 1; forwarding: every packet out), no drop anywhere. Otherwise it
  * says what is wrong and exits 1. Prints figures; asserts nothing on speed.
@@ -100,11 +105,73 @@ static void print_drops(struct dp_switch *sw)
 				(unsigned long long)st.drops[d]);
 }
 
+/* One core streaming the payloads: see the header. */
+struct stream_job {
+	struct rte_mbuf **pkts;
+	uint64_t n;
+	uint16_t members;
+	size_t off, len;
+	struct rte_mempool *res_pool;   /* NULL: read only */
+	struct rte_mbuf **res;          /* the results written */
+	uint64_t tsc, written;
+	int rc;
+};
+
+typedef uint64_t v4u64 __attribute__((vector_size(32)));
+static volatile uint64_t stream_sink;
+
+static int stream_main(void *arg)
+{
+	struct stream_job *j = arg;
+	static uint8_t result[AGG_MAX_PAYLOAD] __attribute__((aligned(64)));
+	v4u64 a0 = { 0 }, a1 = { 0 }, a2 = { 0 }, a3 = { 0 };
+	uint64_t t0 = rte_rdtsc();
+
+	for (uint64_t i = 0; i < j->n; i++) {
+		const uint8_t *p = rte_pktmbuf_mtod(j->pkts[i], const uint8_t *) + j->off;
+		size_t k = 0;
+		for (; k + 128 <= j->len; k += 128) {
+			v4u64 x0, x1, x2, x3;
+			memcpy(&x0, p + k, 32);
+			memcpy(&x1, p + k + 32, 32);
+			memcpy(&x2, p + k + 64, 32);
+			memcpy(&x3, p + k + 96, 32);
+			a0 ^= x0;
+			a1 ^= x1;
+			a2 ^= x2;
+			a3 ^= x3;
+		}
+		for (; k < j->len; k++)
+			a0[0] += p[k];
+		if (j->res_pool && i % j->members == (uint64_t)j->members - 1u) {
+			struct rte_mbuf *r = rte_pktmbuf_alloc(j->res_pool);
+			void *d = r ? rte_pktmbuf_append(r, (uint16_t)j->len) : NULL;
+			if (!d) {
+				j->rc = -ENOMEM;
+				rte_pktmbuf_free(r);
+				return -ENOMEM;
+			}
+			rte_memcpy(d, result, j->len);
+			j->res[j->written++] = r;
+		}
+	}
+	j->tsc = rte_rdtsc() - t0;
+	a0 ^= a1 ^ a2 ^ a3;
+	stream_sink = a0[0] ^ a0[1] ^ a0[2] ^ a0[3];
+	return 0;
+}
+
 /* Fill the rx rings with rounds x WINDOW x members contributions (slot s
  * into queue s % nw), then run the workers until they are empty. */
+static struct rte_mempool *res_pool;
+
+/* stream: 0 the switch runs; 1 one core reads the payloads (stream-read),
+ * 2 and writes a result per set (stream-rw) */
 static int run_phase(struct dp_switch *sw, uint16_t members, uint16_t elems,
-		     long rounds, bool forward_only, struct result *res)
+		     long rounds, bool forward_only, int stream, struct result *res)
 {
+	static struct rte_mbuf **gen, **gen_res;
+	uint64_t ngen = 0;
 	static uint8_t payload[AGG_MAX_PAYLOAD];
 	static uint32_t seq_base;   /* keys keep growing across phases */
 	unsigned nw = sw->nworkers;
@@ -137,6 +204,12 @@ static int run_phase(struct dp_switch *sw, uint16_t members, uint16_t elems,
 		extra = 1;
 	}
 
+	if (stream && !gen) {
+		gen = calloc((size_t)rounds * WINDOW * members, sizeof(*gen));
+		gen_res = calloc((size_t)rounds * WINDOW + 1, sizeof(*gen_res));
+		if (!gen || !gen_res)
+			return -ENOMEM;
+	}
 	for (long r = 0; r < rounds; r++)
 		for (uint16_t s = 0; s < WINDOW; s++)
 			for (uint16_t m = 0; m < members; m++) {
@@ -172,6 +245,11 @@ static int run_phase(struct dp_switch *sw, uint16_t members, uint16_t elems,
 				}
 				mb->data_len = (uint16_t)len;
 				mb->pkt_len = (uint32_t)len;
+				if (stream) {
+					gen[ngen++] = mb;
+					sent++;
+					continue;
+				}
 				/* the queue hashing the source port gives it:
 				 * its owner's (group 1 + slot) % workers */
 				if (rte_ring_enqueue(rx_ring[0][(1 + s) % nw], mb)) {
@@ -181,6 +259,28 @@ static int run_phase(struct dp_switch *sw, uint16_t members, uint16_t elems,
 				sent++;
 			}
 	seq_base += (uint32_t)rounds;
+	if (stream) {
+		struct stream_job j = { .pkts = gen, .n = ngen, .members = members,
+					.off = AGG_FRAME_HDR_LEN, .len = (size_t)elems * 4,
+					.res_pool = stream == 2 ? res_pool : NULL,
+					.res = gen_res };
+		unsigned lc = sw->workers[0]->lcore;
+		rte_eal_remote_launch(stream_main, &j, lc);
+		rte_eal_wait_lcore(lc);
+		rte_pktmbuf_free_bulk(gen, (unsigned)ngen);
+		rte_pktmbuf_free_bulk(gen_res, (unsigned)j.written);
+		if (j.rc)
+			return j.rc;
+		if (stream == 2 && j.written != ngen / members)
+			return -EIO;
+		res->pkts = sent;
+		res->out = sent;
+		res->busy_s[0] = (double)j.tsc / (double)sw->tsc_hz;
+		res->mpps_core = (double)sent / res->busy_s[0] / 1e6;
+		res->ns_pkt = res->busy_s[0] * 1e9 / (double)sent;
+		res->mpps_all = res->mpps_core;
+		return 0;
+	}
 
 	/* the clock: workers run until their rings are empty; the main
 	 * lcore sleeps */
@@ -258,7 +358,7 @@ int main(int argc, char **argv)
 	static struct agg_member members_cfg[64];
 	struct dp_switch *sw = &dp_sw;
 	char prefix[64];
-	int members = 8, elems = 256, runs = 5, workers = 1, modes = 3;
+	int members = 8, elems = 256, runs = 5, workers = 1, modes = 7;
 	long pkts_per_run = 16384;
 	int opt, failed = 0;
 	const char *huge_dir = NULL;
@@ -277,7 +377,8 @@ int main(int argc, char **argv)
 			printf("Usage: inca-bench-switch [-m MEMBERS (8)] [-e FP32 ELEMENTS PER "
 			       "PACKET (256 = IB MTU 1024, 1024 = IB MTU 4096)] [-w WORKERS 1|2 (1)]\n"
 			       "  [-p PACKETS PER RUN (16384)] [-n RUNS (5)] [-a aggregation only | "
-			       "-f forwarding only] [-H HUGETLBFS DIR: hugepages, else --no-huge]\n"
+			       "-f forwarding only; else both and the streaming bound]\n"
+			       "  [-H HUGETLBFS DIR: hugepages, else --no-huge]\n"
 			       "Exits 1 when the switch did not do the work (drops, out/in, "
 			       "completions).\n");
 			return 0;
@@ -336,6 +437,9 @@ int main(int argc, char **argv)
 	size_t frame = AGG_FRAME_HDR_LEN + (size_t)elems * 4 + AGG_ICRC_LEN;
 	gen_pool = rte_pktmbuf_pool_create("bench_gen", (unsigned)pkts + 4096, 512, 0,
 					   (uint16_t)(RTE_PKTMBUF_HEADROOM + frame), 0);
+	/* stream-rw's results: mbufs as the switch's pool has them */
+	res_pool = rte_pktmbuf_pool_create("bench_res", (unsigned)(pkts / (uint64_t)members) + 1024,
+					   256, 0, RTE_MBUF_DEFAULT_BUF_SIZE + AGG_MAX_PAYLOAD, 0);
 
 	cfg.switch_ip = SWITCH_IP;
 	cfg.result_dscp = 26;
@@ -376,7 +480,8 @@ int main(int argc, char **argv)
 	sw->nworkers = (unsigned)workers;
 	sw->l2 = dp_l2_create(4096);
 	dp_qos_cfg_default(&cfg.qos);
-	if (dp_qos_init(sw) || !gen_pool || !sw->l2 || dp_ports_init(sw) || dp_groups_init(sw)) {
+	if (dp_qos_init(sw) || !gen_pool || !res_pool || !sw->l2 || dp_ports_init(sw) ||
+	    dp_groups_init(sw)) {
 		fprintf(stderr, "inca-bench-switch: set-up failed\n");
 		return eal_done(1);
 	}
@@ -388,18 +493,22 @@ int main(int argc, char **argv)
 	printf("%-13s %7s %6s %2s %12s %14s %9s %12s %12s %7s\n", "mode", "members", "elems",
 	       "w", "Mpps/core", "elements/s/core", "ns/pkt", "GB/s/core", "Mpps(all)",
 	       "out/in");
-	double med[2] = { 0, 0 };
-	for (int mode = 0; mode < 2; mode++) {
-		if (!(modes & (1 << mode)))
+	static const char *const mode_name[] = { "aggregation", "forward-only", "stream-read",
+						 "stream-rw" };
+	double med[4] = { 0, 0, 0, 0 };
+	for (int mode = 0; mode < 4; mode++) {
+		if (!(modes & (1 << (mode < 2 ? mode : 2))))
 			continue;
 		bool fwd = mode == 1;
+		int stream = mode >= 2 ? mode - 1 : 0;
 		struct result r[99];
 		struct agg_group_stats before, after;
 
 		agg_group_stats_sum(sw->groups[0].agg, &before);
 		uint64_t drops0 = switch_drops(sw);
 		for (int k = 0; k < runs; k++)
-			if (run_phase(sw, (uint16_t)members, (uint16_t)elems, rounds, fwd, &r[k])) {
+			if (run_phase(sw, (uint16_t)members, (uint16_t)elems, rounds, fwd, stream,
+				      &r[k])) {
 				dp_groups_free(sw);
 				dp_ports_close(sw);
 				fprintf(stderr, "inca-bench-switch: FAILED: could not run\n");
@@ -419,7 +528,9 @@ int main(int argc, char **argv)
 		for (int d = 1; d < AGG_E__COUNT; d++)
 			gdrops += after.drops[d] - before.drops[d];
 		bool ok = drops == 0 && gdrops == 0 && outp == in;
-		if (!fwd)
+		if (stream)         /* the switch idle; the stream's own count in run_phase */
+			ok = ok && contrib == 0;
+		else if (!fwd)
 			ok = ok && contrib == in && compl == in / (uint64_t)members;
 		else
 			ok = ok && contrib == 0;
@@ -427,7 +538,7 @@ int main(int argc, char **argv)
 		struct result *m = &r[runs / 2];
 		med[mode] = m->mpps_core;
 		printf("%-13s %7d %6d %2d %12.3f %14.3e %9.1f %12.2f %12.3f %7.3f\n",
-		       fwd ? "forward-only" : "aggregation", members, elems, workers,
+		       mode_name[mode], members, elems, stream ? 1 : workers,
 		       m->mpps_core, m->mpps_core * 1e6 * elems, m->ns_pkt,
 		       m->mpps_core * 1e6 * elems * 4 / 1e9, m->mpps_all,
 		       (double)outp / (double)in);
@@ -438,18 +549,21 @@ int main(int argc, char **argv)
 			fprintf(stderr, "inca-bench-switch: FAILED (%s): the switch did not do "
 				"the work: %llu packets in, %llu out (want %llu); %llu contributions "
 				"(want %llu), %llu completions (want %llu), %llu switch drops, "
-				"%llu group drops\n", fwd ? "forward-only" : "aggregation",
+				"%llu group drops\n", mode_name[mode],
 				(unsigned long long)in, (unsigned long long)outp,
 				(unsigned long long)in, (unsigned long long)contrib,
-				fwd ? 0ull : (unsigned long long)in, (unsigned long long)compl,
-				fwd ? 0ull : (unsigned long long)(in / (uint64_t)members),
+				fwd || stream ? 0ull : (unsigned long long)in, (unsigned long long)compl,
+				fwd || stream ? 0ull : (unsigned long long)(in / (uint64_t)members),
 				(unsigned long long)drops, (unsigned long long)gdrops);
 			print_drops(sw);
 			failed = 1;
 		}
 	}
-	if (modes == 3)
+	if ((modes & 3) == 3)
 		printf("aggregation / forwarding, per busy core: %.2f\n", med[0] / med[1]);
+	if ((modes & 5) == 5)
+		printf("aggregation / streaming bound, payload bytes per busy core: %.2f of "
+		       "stream-read, %.2f of stream-rw\n", med[0] / med[2], med[0] / med[3]);
 	dp_groups_free(sw);
 	dp_ports_close(sw);
 	if (failed)

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # inca-switch microbenchmarks on in-memory (net_ring) ports: aggregation and
 # forwarding-only per busy worker core, IB MTU 1024 and 4096, 2/8/32
-# members, 1 and 2 workers (rings filled before the clock), the engine
-# alone, and a perf profile of one case (top 10, the ICRC's share).
+# members, 1 and 2 workers (rings filled before the clock), beside the
+# bound of one core's memory (the same packets read, and read with a result
+# written per set: stream-read, stream-rw; aggregation's payload GB/s over
+# stream-rw's with one worker), the engine alone, and a perf profile of one
+# case (top 10, the ICRC's share).
 # Runs on a private hugetlbfs mount (N 2 MiB pages added, taken back at the
 # end). Fails when any run did not do the work (inca-bench-switch exits 1).
 # Writes OUT/switch.md.
@@ -47,26 +50,30 @@ run() {   # members elems workers
 	fi
 	printf '%s\n' "$o" | grep -v '^EAL\|^TELEMETRY\|^inca-switch:' >> "$raw"
 	printf '%s\n' "$o" | awk '/^aggregation  / { print "agg", $5, $6, $7, $8, $9 }
-				  /^forward-only/ { print "fwd", $5, $6, $7, $8, $9 }'
+				  /^forward-only/ { print "fwd", $5, $6, $7, $8, $9 }
+				  /^stream-read/ { print "srd", $5, $6, $7, $8, $9 }
+				  /^stream-rw/ { print "srw", $5, $6, $7, $8, $9 }'
 }
 commit=$(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo unknown)
 {
 	echo "# inca-switch microbenchmarks"
 	echo
-	echo "Machine: $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')); net_ring ports, rings filled before the clock starts (the main lcore sleeps while the workers run; with 2 workers one shares its core with it); 2 MiB hugepages; fp32 sum; every slot's packets in its owner's queue (what hashing the UDP source port does); 16384 packets per run, medians of 15 runs. Per busy core: the workers' cycles in loop iterations that carried packets. Commit $commit, command \`tests/bench/run-switch.sh\`."
+	echo "Machine: $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); $(grep -o 'avx512f\|avx2\|vpclmulqdq' /proc/cpuinfo | sort -u | tr '\n' ' ' | sed 's/ $//')); net_ring ports, rings filled before the clock starts (the main lcore sleeps while the workers run; with 2 workers one shares its core with it); 2 MiB hugepages; fp32 sum; every slot's packets in its owner's queue (what hashing the UDP source port does); 16384 packets per run, medians of 15 runs. Per busy core: the workers' cycles in loop iterations that carried packets. Commit $commit, command \`tests/bench/run-switch.sh\`."
 	echo
-	echo "| IB MTU | members | workers | aggregation Mpps/core | elements/s/core | ns/packet | payload GB/s/core | Mpps all workers | forwarding Mpps/core | ns/packet | aggregation / forwarding | 2 workers / 1 |"
-	echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+	echo "| IB MTU | members | workers | aggregation Mpps/core | elements/s/core | ns/packet | payload GB/s/core | Mpps all workers | forwarding Mpps/core | ns/packet | aggregation / forwarding | 2 workers / 1 | stream-read GB/s | stream-rw GB/s | aggregation / stream-rw |"
+	echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 	for e in 256 1024; do
 		for m in 2 8 32; do
 			one=
 			for w in 1 2; do
 				r=$(run "$m" "$e" "$w")
 				a=($(grep '^agg' <<< "$r")); f=($(grep '^fwd' <<< "$r"))
+				sr=($(grep '^srd' <<< "$r")); sw=($(grep '^srw' <<< "$r"))
+				bound=$(awk -v x="${a[4]}" -v y="${sw[4]}" 'BEGIN { printf "%.2f", x / y }')
 				[ -z "$one" ] && one=${a[5]}
 				speed=$(awk -v x="${a[5]}" -v y="$one" 'BEGIN { printf "%.2f", x / y }')
 				ratio=$(awk -v x="${a[1]}" -v y="${f[1]}" 'BEGIN { printf "%.3f", x / y }')
-				echo "| $((e * 4)) | $m | $w | ${a[1]} | ${a[2]} | ${a[3]} | ${a[4]} | ${a[5]} | ${f[1]} | ${f[3]} | $ratio | $([ "$w" = 2 ] && echo "$speed" || echo -) |"
+				echo "| $((e * 4)) | $m | $w | ${a[1]} | ${a[2]} | ${a[3]} | ${a[4]} | ${a[5]} | ${f[1]} | ${f[3]} | $ratio | $([ "$w" = 2 ] && echo "$speed" || echo -) | ${sr[4]} | ${sw[4]} | $([ "$w" = 1 ] && echo "$bound" || echo -) |"
 			done
 		done
 	done
