@@ -237,10 +237,6 @@ static inline void stv8f(void *p, v8f v) { memcpy(p, &v, sizeof(v)); }
 static inline v4d ldv4d(const void *p) { v4d v; memcpy(&v, p, sizeof(v)); return v; }
 static inline void stv4d(void *p, v4d v) { memcpy(p, &v, sizeof(v)); }
 
-/* m ? a : b, lane by lane (m all ones or all zeros) */
-static inline v8f sel8f(v8i m, v8f a, v8f b) { return (v8f)(((v8i)a & m) | ((v8i)b & ~m)); }
-static inline v4d sel4d(v4l m, v4d a, v4d b) { return (v4d)(((v4l)a & m) | ((v4l)b & ~m)); }
-
 /* min_f32/max_f32/min_f64/max_f64 on vectors: the same results lane for
  * lane, but for which NaN a NaN lane holds (unspecified: docs/protocol.md).
  * With AVX, from the instructions, which return their second operand when
@@ -273,6 +269,10 @@ static inline v4d vmax4d(v4d a, v4d b)
 		     (v4l)_mm256_cmp_pd(a, b, _CMP_UNORD_Q));
 }
 #else
+/* m ? a : b, lane by lane (m all ones or all zeros) */
+static inline v8f sel8f(v8i m, v8f a, v8f b) { return (v8f)(((v8i)a & m) | ((v8i)b & ~m)); }
+static inline v4d sel4d(v4l m, v4d a, v4d b) { return (v4d)(((v4l)a & m) | ((v4l)b & ~m)); }
+
 static inline v8f vmin8f(v8f a, v8f b)
 {
 	v8f r = sel8f(a < b, a, b);
