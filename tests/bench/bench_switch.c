@@ -9,7 +9,7 @@
  * packets then go through forwarding-only (L2 to port 1).
  *
  * Per busy worker core (its cycles in loop iterations that carried
- * packets): Mpps, fp32 elements/s, ns per packet, payload bytes/s; and the
+ * packets): Mpps, elements/s (fp32 unless -d), ns per packet, payload bytes/s; and the
  * rate of all workers together. Beside them, the bound of a core's memory:
  * the same packets, generated the same way into the same pool, read by one
  * worker lcore with nothing else to do (stream-read: every payload byte
@@ -26,6 +26,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -167,6 +168,9 @@ static struct rte_mempool *res_pool;
 
 /* stream: 0 the switch runs; 1 one core reads the payloads (stream-read),
  * 2 and writes a result per set (stream-rw) */
+static enum agg_dtype dtype = AGG_DTYPE_FP32;
+static size_t dsize = 4;
+
 static int run_phase(struct dp_switch *sw, uint16_t members, uint16_t elems,
 		     long rounds, bool forward_only, int stream, struct result *res)
 {
@@ -225,7 +229,7 @@ static int run_phase(struct dp_switch *sw, uint16_t members, uint16_t elems,
 					/* docs/protocol.md 1.3 */
 					.udp_sport = (uint16_t)(0xc000 | ((1 + s) & 0x3fff)),
 					.hdr = { .version = 1, .type = AGG_TYPE_CONTRIB,
-						 .dtype = AGG_DTYPE_FP32, .op = AGG_OP_SUM,
+						 .dtype = (uint8_t)dtype, .op = AGG_OP_SUM,
 						 .flags = (uint8_t)((seq_base + r) & 1),
 						 .count = elems,
 						 .group_id = 1, .rank = m, .fanin = 1,
@@ -261,7 +265,7 @@ static int run_phase(struct dp_switch *sw, uint16_t members, uint16_t elems,
 	seq_base += (uint32_t)rounds;
 	if (stream) {
 		struct stream_job j = { .pkts = gen, .n = ngen, .members = members,
-					.off = AGG_FRAME_HDR_LEN, .len = (size_t)elems * 4,
+					.off = AGG_FRAME_HDR_LEN, .len = (size_t)elems * dsize,
 					.res_pool = stream == 2 ? res_pool : NULL,
 					.res = gen_res };
 		unsigned lc = sw->workers[0]->lcore;
@@ -363,7 +367,7 @@ int main(int argc, char **argv)
 	int opt, failed = 0;
 	const char *huge_dir = NULL;
 
-	while ((opt = getopt(argc, argv, "m:e:p:n:w:H:afh")) != -1) {
+	while ((opt = getopt(argc, argv, "m:e:d:p:n:w:H:afh")) != -1) {
 		switch (opt) {
 		case 'm': members = atoi(optarg); break;
 		case 'e': elems = atoi(optarg); break;
@@ -372,10 +376,22 @@ int main(int argc, char **argv)
 		case 'w': workers = atoi(optarg); break;
 		case 'H': huge_dir = optarg; break;
 		case 'a': modes = 1; break;
+		case 'd':
+			for (dtype = 0; dtype < AGG_DTYPE_COUNT; dtype++)
+				if (!strcmp(optarg, agg_dtype_name(dtype)))
+					break;
+			if (dtype == AGG_DTYPE_COUNT) {
+				fprintf(stderr, "inca-bench-switch: -d: fp32, fp16, bf16, int32, "
+					"int64 or fp64, not '%s'\n", optarg);
+				return 2;
+			}
+			dsize = agg_dtype_size(dtype);
+			break;
 		case 'f': modes = 2; break;
 		case 'h':
-			printf("Usage: inca-bench-switch [-m MEMBERS (8)] [-e FP32 ELEMENTS PER "
-			       "PACKET (256 = IB MTU 1024, 1024 = IB MTU 4096)] [-w WORKERS 1|2 (1)]\n"
+			printf("Usage: inca-bench-switch [-m MEMBERS (8)] [-d DTYPE (fp32)] [-e ELEMENTS "
+			       "PER PACKET (fp32: 256 = IB MTU 1024, 1024 = IB MTU 4096)]\n"
+			       "  [-w WORKERS 1|2 (1)]\n"
 			       "  [-p PACKETS PER RUN (16384)] [-n RUNS (5)] [-a aggregation only | "
 			       "-f forwarding only; else both and the streaming bound]\n"
 			       "  [-H HUGETLBFS DIR: hugepages, else --no-huge]\n"
@@ -386,11 +402,12 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (members < 1 || members > 64 || elems < 1 || elems > 1024 || runs < 1 ||
-	    runs > 99 || workers < 1 || workers > MAX_W || pkts_per_run < 1 ||
+	if (members < 1 || members > 64 || elems < 1 || (size_t)elems * dsize > AGG_MAX_PAYLOAD ||
+	    runs < 1 || runs > 99 || workers < 1 || workers > MAX_W || pkts_per_run < 1 ||
 	    pkts_per_run > (1 << 20)) {
-		fprintf(stderr, "inca-bench-switch: need 1..64 members, 1..1024 elements, "
-			"1..%d workers, 1..99 runs, 1..1048576 packets\n", MAX_W);
+		fprintf(stderr, "inca-bench-switch: need 1..64 members, 1..%d elements of %s "
+			"(4096 bytes), 1..%d workers, 1..99 runs, 1..1048576 packets\n",
+			(int)(AGG_MAX_PAYLOAD / dsize), agg_dtype_name(dtype), MAX_W);
 		return 2;
 	}
 	long rounds = (pkts_per_run + WINDOW * members - 1) / (WINDOW * members);
@@ -434,7 +451,7 @@ int main(int argc, char **argv)
 			return eal_done(1);
 		}
 	}
-	size_t frame = AGG_FRAME_HDR_LEN + (size_t)elems * 4 + AGG_ICRC_LEN;
+	size_t frame = AGG_FRAME_HDR_LEN + (size_t)elems * dsize + AGG_ICRC_LEN;
 	gen_pool = rte_pktmbuf_pool_create("bench_gen", (unsigned)pkts + 4096, 512, 0,
 					   (uint16_t)(RTE_PKTMBUF_HEADROOM + frame), 0);
 	/* stream-rw's results: mbufs as the switch's pool has them */
@@ -487,8 +504,9 @@ int main(int argc, char **argv)
 	}
 
 	printf("# inca-switch on net_ring ports: %d worker%s, rings filled before the clock; "
-	       "%d members, fp32 sum, %d B payload (%zu B frames), %llu packets per run, "
-	       "median of %d runs\n", workers, workers > 1 ? "s" : "", members, elems * 4,
+	       "%d members, %s sum, %zu B payload (%zu B frames), %llu packets per run, "
+	       "median of %d runs\n", workers, workers > 1 ? "s" : "", members,
+	       agg_dtype_name(dtype), (size_t)elems * dsize,
 	       frame, (unsigned long long)pkts, runs);
 	printf("%-13s %7s %6s %2s %12s %14s %9s %12s %12s %7s\n", "mode", "members", "elems",
 	       "w", "Mpps/core", "elements/s/core", "ns/pkt", "GB/s/core", "Mpps(all)",
@@ -540,7 +558,7 @@ int main(int argc, char **argv)
 		printf("%-13s %7d %6d %2d %12.3f %14.3e %9.1f %12.2f %12.3f %7.3f\n",
 		       mode_name[mode], members, elems, stream ? 1 : workers,
 		       m->mpps_core, m->mpps_core * 1e6 * elems, m->ns_pkt,
-		       m->mpps_core * 1e6 * elems * 4 / 1e9, m->mpps_all,
+		       m->mpps_core * 1e6 * elems * (double)dsize / 1e9, m->mpps_all,
 		       (double)outp / (double)in);
 		if (workers > 1)
 			printf("#   packets per worker in the median run: %llu / %llu\n",

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # inca-switch microbenchmarks on in-memory (net_ring) ports: aggregation and
 # forwarding-only per busy worker core, IB MTU 1024 and 4096, 2/8/32
-# members, 1 and 2 workers (rings filled before the clock), beside the
+# members, 1 and 2 workers (rings filled before the clock), and per dtype
+# (fp32, fp16, bf16, int32, fp64 at IB MTU 4096), beside the
 # bound of one core's memory (the same packets read, and read with a result
 # written per set: stream-read, stream-rw; aggregation's payload GB/s over
 # stream-rw's with one worker), the engine alone, and a perf profile of one
@@ -20,7 +21,7 @@ while [ $# -gt 0 ]; do
 	--out) out=${2:?}; shift 2 ;;
 	--build) build=${2:?}; shift 2 ;;
 	--no-perf) perf=0; shift ;;
-	-h|--help) sed -n 2,9p "$0"; exit 0 ;;
+	-h|--help) sed -n 2,13p "$0"; exit 0 ;;
 	*) echo "run-switch.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
 done
@@ -41,11 +42,11 @@ mount -t hugetlbfs -o pagesize=2M nodev "$huge"
 
 raw=$out/switch-raw.txt
 : > "$raw"
-run() {   # members elems workers
+run() {   # members elems workers [dtype]
 	local o
-	if ! o=$("$B/inca-bench-switch" -m "$1" -e "$2" -w "$3" -n 15 -H "$huge" 2>&1); then
+	if ! o=$("$B/inca-bench-switch" -m "$1" -e "$2" -w "$3" -d "${4:-fp32}" -n 15 -H "$huge" 2>&1); then
 		printf '%s\n' "$o" >&2
-		echo "run-switch.sh: inca-bench-switch -m $1 -e $2 -w $3 FAILED" >&2
+		echo "run-switch.sh: inca-bench-switch -m $1 -e $2 -w $3 -d ${4:-fp32} FAILED" >&2
 		exit 1
 	fi
 	printf '%s\n' "$o" | grep -v '^EAL\|^TELEMETRY\|^inca-switch:' >> "$raw"
@@ -76,6 +77,17 @@ commit=$(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo unknown)
 				echo "| $((e * 4)) | $m | $w | ${a[1]} | ${a[2]} | ${a[3]} | ${a[4]} | ${a[5]} | ${f[1]} | ${f[3]} | $ratio | $([ "$w" = 2 ] && echo "$speed" || echo -) | ${sr[4]} | ${sw[4]} | $([ "$w" = 1 ] && echo "$bound" || echo -) |"
 			done
 		done
+	done
+	echo
+	echo "Per dtype: IB MTU 4096 (4096 bytes of payload), 8 members, 1 worker, sum:"
+	echo
+	echo "| dtype | elements/packet | elements/s/core | ns/packet | payload GB/s/core | stream-rw GB/s | aggregation / stream-rw |"
+	echo "|---|---:|---:|---:|---:|---:|---:|"
+	for d in fp32:1024 fp16:2048 bf16:2048 int32:1024 fp64:512; do
+		r=$(run 8 "${d#*:}" 1 "${d%:*}")
+		a=($(grep '^agg' <<< "$r")); sw=($(grep '^srw' <<< "$r"))
+		bound=$(awk -v x="${a[4]}" -v y="${sw[4]}" 'BEGIN { printf "%.2f", x / y }')
+		echo "| ${d%:*} | ${d#*:} | ${a[2]} | ${a[3]} | ${a[4]} | ${sw[4]} | $bound |"
 	done
 	echo
 	echo "The engine alone (\`inca-bench-agg\`, one core):"
