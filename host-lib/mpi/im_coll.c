@@ -368,8 +368,11 @@ int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype t
 	if (!im_cfg.enabled)
 		return PMPI_Iallreduce(sendbuf, recvbuf, count, type, mop, comm, request);
 	im_serve_all();
-	if (!allreduce_maps(count, type, mop, &dt, &io, &bytes) ||
-	    npending == sizeof(pending) / sizeof(pending[0]) || !(ic = comm_ready(comm))) {
+	/* comm_ready before the table's room: the ranks must count the same
+	 * offloadable calls (the decision is collective), and the room is
+	 * this rank's own */
+	if (!allreduce_maps(count, type, mop, &dt, &io, &bytes) || !(ic = comm_ready(comm)) ||
+	    npending == sizeof(pending) / sizeof(pending[0])) {
 		rc = PMPI_Iallreduce(sendbuf, recvbuf, count, type, mop, comm, request);
 		count_call(IM_IALLREDUCE, false, bytes, t0);
 		return rc;

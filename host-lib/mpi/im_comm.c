@@ -137,7 +137,8 @@ static uint32_t job_epoch(struct im_comm *ic)
 	return e;
 }
 
-/* First offloadable call on comm (all its ranks are in it): decide. */
+/* The offload_after-th offloadable call on comm (all its ranks are in
+ * it): decide. */
 static void comm_decide(struct im_comm *ic)
 {
 	struct inca_comm_attr attr = { 0 };
@@ -214,8 +215,11 @@ struct im_comm *im_comm_get(MPI_Comm comm)
 		ic->next = im_comms;
 		im_comms = ic;
 		PMPI_Comm_set_attr(comm, im_keyval, ic);
-		comm_decide(ic);
 	}
+	/* every rank makes the same offloadable calls on comm in the same
+	 * order: they reach the decision together */
+	if (ic->state == IM_UNDECIDED && ++ic->calls >= im_cfg.offload_after)
+		comm_decide(ic);
 	return ic->state == IM_OFFLOADED || ic->state == IM_FAILED ? ic : NULL;
 }
 

@@ -33,6 +33,8 @@ struct im_config {
 	size_t min_bytes;         /* INCA_MPI_MIN_BYTES: smaller calls pass through */
 	size_t max_bytes;         /* INCA_MPI_MAX_BYTES: larger calls pass through (0: none) */
 	unsigned create_timeout_ms; /* INCA_MPI_CREATE_TIMEOUT_MS */
+	unsigned offload_after;   /* INCA_MPI_OFFLOAD_AFTER: a communicator is
+				     offloaded at this offloadable call */
 	char job_prefix[24];      /* INCA_JOB or the launcher's job id, sanitised */
 };
 
@@ -42,7 +44,7 @@ extern struct im_counter im_count[IM_NCOLL];
 /* What one offloaded communicator knows. Its state is the same on every
  * rank at the same point of the program (decided collectively). */
 enum im_state {
-	IM_UNDECIDED = 0,   /* no offloadable call yet */
+	IM_UNDECIDED = 0,   /* fewer offloadable calls than offload_after yet */
 	IM_OFFLOADED,       /* an INCA group serves it */
 	IM_PASSTHROUGH,     /* decided not to offload: everything to PMPI */
 	IM_FAILED,          /* the switch failed: later calls recover first */
@@ -54,6 +56,7 @@ struct im_comm {
 	MPI_Comm comm;            /* the application's communicator */
 	MPI_Comm shadow;          /* private dup: creation, recovery, drain */
 	enum im_state state;
+	unsigned calls;           /* offloadable calls while undecided */
 	bool failed_synced;       /* every rank knows the comm failed */
 	int rank, size;
 	inca_comm_t *inca;

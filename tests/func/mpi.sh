@@ -5,7 +5,9 @@
 # network. Every all-reduce is checked element by element; the switch's
 # counters must show the offloaded bytes; MINLOC, derived types and user ops
 # pass through; a rank that cannot offload makes every rank pass through;
-# and with the switch killed mid-job the program still finishes right.
+# communicators used fewer times than INCA_MPI_OFFLOAD_AFTER are never
+# offloaded; and with the switch killed mid-job the program still finishes
+# right.
 # Usage: tests/func/mpi.sh BUILD_DIR   (root)
 set -u
 BUILD=${1:?usage: mpi.sh BUILD_DIR}
@@ -58,7 +60,9 @@ contributions() { telemetry /inca/info contributions; }
 
 echo "# C program: world, dup, split; every mapped type x op; 1 element .. 16 MiB"
 before=$(contributions)
-mpi8 "$CHECK" -m 16777216 -r 3 > "$WORK/c.out" 2> "$WORK/c.err"
+# every communicator decided at its first offloadable call (the refused one
+# makes one call)
+INCA_MPI_OFFLOAD_AFTER=1 mpi8 "$CHECK" -m 16777216 -r 3 > "$WORK/c.out" 2> "$WORK/c.err"
 rc=$?
 after=$(contributions)
 expect_eq "mpi-check exit status" "$rc" 0
@@ -84,6 +88,21 @@ check "a rank that cannot offload makes every rank pass through (said once)" \
 if [ "$FAILED" -gt 0 ]; then
 	grep -E "FAIL|rror" "$WORK/c.err" | head -20
 fi
+
+echo "# short-lived communicators: a split, a broadcast, an all-reduce, freed, 10 times"
+mpi8 "$CHECK" -s 10 > "$WORK/s.out" 2> "$WORK/s.err"
+expect_eq "short-lived: mpi-check exit status" "$?" 0
+check "short-lived: every result exact" grep -q "mpi-check: 160 passed, 0 failed" "$WORK/s.out"
+expect_eq "short-lived: no communicator offloaded before its 4th call (INCA_MPI_OFFLOAD_AFTER)" \
+	"$(grep -c 'offloaded to INCA' "$WORK/s.err")" 0
+expect_eq "short-lived: every all-reduce and broadcast passed through (offloaded, passed)" \
+	"$(stat "$WORK/s.err" MPI_Allreduce 2) $(stat "$WORK/s.err" MPI_Allreduce 3) $(stat "$WORK/s.err" MPI_Bcast 2) $(stat "$WORK/s.err" MPI_Bcast 3)" "0 80 0 88"
+INCA_MPI_OFFLOAD_AFTER=2 mpi8 "$CHECK" -s 10 > "$WORK/s2.out" 2> "$WORK/s2.err"
+expect_eq "short-lived, INCA_MPI_OFFLOAD_AFTER=2: mpi-check exit status" "$?" 0
+check "short-lived, INCA_MPI_OFFLOAD_AFTER=2: every result exact" \
+	grep -q "mpi-check: 160 passed, 0 failed" "$WORK/s2.out"
+expect_eq "short-lived, INCA_MPI_OFFLOAD_AFTER=2: each half of each split offloaded at its all-reduce" \
+	"$(grep -c 'offloaded to INCA' "$WORK/s2.err") $(stat "$WORK/s2.err" MPI_Allreduce 2) $(stat "$WORK/s2.err" MPI_Bcast 2)" "20 80 0"
 
 echo "# Python (mpi4py) program"
 mpi8 /usr/bin/python3 -X faulthandler "$SRC/tests/mpi/mpi_check.py" --max 16777216 > "$WORK/py.out" 2> "$WORK/py.err"

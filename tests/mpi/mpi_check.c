@@ -9,6 +9,8 @@
  * MPI_Bcast of predefined and derived types; MPI_Barrier.
  * --loop N: N checked all-reduces of 4 KiB..1 MiB (the switch may be killed
  * meanwhile). --refuse-rank R: a communicator that rank R cannot offload.
+ * -s N: N short-lived communicators (a split, one checked broadcast and
+ * one checked all-reduce, freed), nothing else.
  * Prints "mpi-check: N passed, M failed" (rank 0) and exits 1 on failure.
  */
 #include <mpi.h>
@@ -386,27 +388,56 @@ static void loop(int iters, unsigned *seed)
 	CHECK(bad == 0, "loop: %ld of %d wrong", bad, iters);
 }
 
+/* Communicators made for one broadcast and one all-reduce, then freed
+ * (what libraries do): checked like the rest. */
+static void short_lived(int n)
+{
+	for (int it = 0; it < n; it++) {
+		MPI_Comm c;
+		int r, size;
+		float v[1000];
+		double one = 1, sum = 0;
+
+		MPI_Comm_split(MPI_COMM_WORLD, wrank % 2, wrank, &c);
+		MPI_Comm_rank(c, &r);
+		MPI_Comm_size(c, &size);
+		for (int i = 0; i < 1000; i++)
+			v[i] = r == 0 ? (float)(it * 1000 + i) : -1.0f;
+		MPI_Bcast(v, 1000, MPI_FLOAT, 0, c);
+		int bad = 0;
+		for (int i = 0; i < 1000; i++)
+			bad += v[i] != (float)(it * 1000 + i);
+		CHECK(!bad, "short-lived %d: bcast: %d elements wrong", it, bad);
+		MPI_Allreduce(&one, &sum, 1, MPI_DOUBLE, MPI_SUM, c);
+		CHECK(sum == (double)size, "short-lived %d: allreduce %g, want %d", it, sum, size);
+		MPI_Comm_free(&c);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	size_t max_bytes = 16u << 20;
-	int iters = 0, refuse = -1, opt, provided;
+	int iters = 0, refuse = -1, shortlived = 0, opt, provided;
 	unsigned seed = 1;
 
 	MPI_Init_thread(&argc, &argv, MPI_THREAD_SINGLE, &provided);
 	MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
-	while ((opt = getopt(argc, argv, "m:l:r:")) != -1) {
+	while ((opt = getopt(argc, argv, "m:l:r:s:")) != -1) {
 		switch (opt) {
 		case 'm': max_bytes = strtoull(optarg, NULL, 0); break;
 		case 'l': iters = atoi(optarg); break;
 		case 'r': refuse = atoi(optarg); break;
+		case 's': shortlived = atoi(optarg); break;
 		default:
 			if (wrank == 0)
 				fprintf(stderr, "usage: mpi-check [-m MAX_BYTES] [-l LOOPS] "
-					"[-r REFUSE_RANK]\n");
+					"[-r REFUSE_RANK] [-s SHORT_LIVED_COMMS]\n");
 			MPI_Abort(MPI_COMM_WORLD, 2);
 		}
 	}
-	if (iters > 0) {
+	if (shortlived > 0) {
+		short_lived(shortlived);
+	} else if (iters > 0) {
 		loop(iters, &seed);
 	} else {
 		MPI_Comm dup, split;
