@@ -60,6 +60,13 @@ printf '{ "switch": { "ip": "10.0.0.254", "idle_sleep_us": 20 } }\n' > "$WORK/sw
 sleep 0.5
 incactl switches
 export INCA_TRANSPORT=udp INCA_JOB=demo-$$
+# both sides' ranks off the switch worker's CPU, as a switch has its own
+# (INCA_RANK_CPUS set by hand wins; empty: no pinning). Sharing it, the
+# in-network 4 KiB call took 184 or 377 µs from one job to the next, off it
+# 223-225; Open MPI's ring pinned so took 287 µs at 4 KiB and 1142 ms at
+# 16 MiB, as unpinned (docs/performance.md, third session)
+export INCA_RANK_CPUS=${INCA_RANK_CPUS-$(cpus_off_switch)}
+[ -z "$INCA_RANK_CPUS" ] || echo "every rank of both sides on CPUs $INCA_RANK_CPUS, off the switch worker's CPU 1"
 # medians of 10 calls, of 100 up to 64 KiB (a small call's time on a shared
 # 2-core machine varies more from call to call)
 SIZES=(-b 8 -e "$maxsize" -f 8 -n 10 -N 100 -w 2)
@@ -125,7 +132,10 @@ fi
 if command -v mpirun >/dev/null && [ -e build/host-lib/mpi/libinca-mpi.so ]; then
 	step "the same Open MPI binary, unchanged, without and with libinca-mpi preloaded (docs/mpi.md)"
 	export MPI_NET=10.0.0.0/24      # MPI's own traffic on the same links
-	OSU=(build/tests/bench/mpi-allreduce-perf -o -b 8 -e "$maxsize" -f 8 -n 10 -N 100 -w 2)
+	# 5 warm-up calls a size: libinca-mpi offloads a communicator at its
+	# 4th call (INCA_MPI_OFFLOAD_AFTER), and its creation (10-30 ms) belongs
+	# in the warm-up, not in the first size's mean
+	OSU=(build/tests/bench/mpi-allreduce-perf -o -b 8 -e "$maxsize" -f 8 -n 10 -N 100 -w 5)
 	if INCA_MPI=0 mpi_ranks "$hosts" 1 "$here/build/host-lib/mpi/libinca-mpi.so" "${OSU[@]}" \
 		> "$WORK/osu-mpi.txt" 2> "$WORK/osu-mpi.err" &&
 	   INCA_MPI=1 mpi_ranks "$hosts" 1 "$here/build/host-lib/mpi/libinca-mpi.so" "${OSU[@]}" \

@@ -74,6 +74,17 @@ JSON
 		INCA_WINDOW=64 INCA_SIZE="$n"
 }
 
+# cpus_off_switch: the CPUs the testbed's switch worker (one, on CPU 1:
+# deploy/testbed) does not run on, as taskset takes them; nothing on a
+# 1-CPU machine. Ranks that share the worker's CPU delay it: on the 2-CPU
+# lab machines small and mid-size calls then take one of two levels
+# (docs/performance.md, third session)
+cpus_off_switch() {
+	local n
+	n=$(nproc)
+	if [ "$n" -ge 3 ]; then echo "0,2-$((n - 1))"; elif [ "$n" -eq 2 ]; then echo 0; fi
+}
+
 # inca_job N OUT ARGS...: inca-allreduce-perf ARGS on hosts 1..N (transport
 # from INCA_TRANSPORT); rank 0's table in OUT; every rank must succeed
 inca_job() {
