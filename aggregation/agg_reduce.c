@@ -7,7 +7,8 @@
  * NaN and signed-zero rules are selects; the fp16/bf16 conversions, bit
  * manipulation per element), the loop body is written on GCC's vector
  * types, 32 bytes a step, and the scalar code finishes the tail: the same
- * result element for element (tests/unit/test_reduce.c checks it).
+ * result element for element but for which NaN a NaN result is, which the
+ * protocol leaves open (tests/unit/test_reduce.c checks it).
  */
 #include <string.h>
 
@@ -235,7 +236,6 @@ typedef uint16_t v8h __attribute__((vector_size(16)));
 static inline v8f ldv8f(const void *p) { v8f v; memcpy(&v, p, sizeof(v)); return v; }
 static inline void stv8f(void *p, v8f v) { memcpy(p, &v, sizeof(v)); }
 static inline v4d ldv4d(const void *p) { v4d v; memcpy(&v, p, sizeof(v)); return v; }
-static inline void stv4d(void *p, v4d v) { memcpy(p, &v, sizeof(v)); }
 
 /* min_f32/max_f32/min_f64/max_f64 on vectors: the same results lane for
  * lane, but for which NaN a NaN lane holds (unspecified: docs/protocol.md).
@@ -243,7 +243,7 @@ static inline void stv4d(void *p, v4d v) { memcpy(p, &v, sizeof(v)); }
  * the two compare equal or either is NaN: min(a, b) | min(b, a) is a | b
  * when a == b (so -0 beats +0) and the smaller otherwise, max's &
  * likewise; a lane where either is NaN is set to all ones, a quiet NaN.
- * Without AVX, the scalar selects. */
+ * Without AVX, the scalar operations lane by lane. */
 #ifdef __AVX__
 static inline v8f vmin8f(v8f a, v8f b)
 {
@@ -269,37 +269,19 @@ static inline v4d vmax4d(v4d a, v4d b)
 		     (v4l)_mm256_cmp_pd(a, b, _CMP_UNORD_Q));
 }
 #else
-/* m ? a : b, lane by lane (m all ones or all zeros) */
-static inline v8f sel8f(v8i m, v8f a, v8f b) { return (v8f)(((v8i)a & m) | ((v8i)b & ~m)); }
-static inline v4d sel4d(v4l m, v4d a, v4d b) { return (v4d)(((v4l)a & m) | ((v4l)b & ~m)); }
-
-static inline v8f vmin8f(v8f a, v8f b)
-{
-	v8f r = sel8f(a < b, a, b);
-	r = sel8f(a == b, (v8f)((v8i)a | (v8i)b), r);
-	return sel8f((a != a) | (b != b), a + b, r);
-}
-
-static inline v8f vmax8f(v8f a, v8f b)
-{
-	v8f r = sel8f(a > b, a, b);
-	r = sel8f(a == b, (v8f)((v8i)a & (v8i)b), r);
-	return sel8f((a != a) | (b != b), a + b, r);
-}
-
-static inline v4d vmin4d(v4d a, v4d b)
-{
-	v4d r = sel4d(a < b, a, b);
-	r = sel4d(a == b, (v4d)((v4l)a | (v4l)b), r);
-	return sel4d((a != a) | (b != b), a + b, r);
-}
-
-static inline v4d vmax4d(v4d a, v4d b)
-{
-	v4d r = sel4d(a > b, a, b);
-	r = sel4d(a == b, (v4d)((v4l)a & (v4l)b), r);
-	return sel4d((a != a) | (b != b), a + b, r);
-}
+/* lane by lane through the scalar operations themselves */
+#define LANEWISE(name, V, LANES, OP)                                          \
+	static inline V name(V a, V b)                                         \
+	{                                                                      \
+		V r;                                                           \
+		for (int k = 0; k < (LANES); k++)                              \
+			r[k] = OP(a[k], b[k]);                                 \
+		return r;                                                      \
+	}
+LANEWISE(vmin8f, v8f, 8, min_f32)
+LANEWISE(vmax8f, v8f, 8, max_f32)
+LANEWISE(vmin4d, v4d, 4, min_f64)
+LANEWISE(vmax4d, v4d, 4, max_f64)
 #endif
 
 static inline v8f vsum8f(v8f a, v8f b) { return a + b; }
@@ -369,39 +351,37 @@ static inline void stv8_fp16(uint8_t *p, v8f f)
 #endif
 }
 
-/* acc[i] = OP(acc[i], in[i]) for fp32 accumulators, 8 lanes a step, the
- * scalar kernel for the rest */
-#define DEFINE_VREDUCE_F32(fname, LDV, VOP, WSIZE, TAIL)                       \
+/* acc[i] = OP(acc[i], in[i]), one vector of LANES accumulators a step (two
+ * per loop), LDV turning WSIZE-byte wire elements into one; the scalar
+ * kernel TAIL for the rest */
+#define DEFINE_VREDUCE(fname, ACC, V, LANES, LDV, VOP, WSIZE, TAIL)               \
 	static void fname(void *accv, const uint8_t *restrict in, size_t n)    \
 	{                                                                      \
-		float *restrict acc = accv;                                    \
+		ACC *restrict acc = accv;                                      \
 		size_t i = 0;                                                  \
-		for (; i + 16 <= n; i += 16) {                                 \
-			v8f x0 = LDV(in + i * (WSIZE)), x1 = LDV(in + (i + 8) * (WSIZE)); \
-			stv8f(acc + i, VOP(ldv8f(acc + i), x0));               \
-			stv8f(acc + i + 8, VOP(ldv8f(acc + i + 8), x1));       \
+		V a, b;                                                        \
+		for (; i + 2 * (LANES) <= n; i += 2 * (LANES)) {               \
+			V x0 = LDV(in + i * (WSIZE));                          \
+			V x1 = LDV(in + (i + (LANES)) * (WSIZE));              \
+			memcpy(&a, acc + i, sizeof(a));                        \
+			memcpy(&b, acc + i + (LANES), sizeof(b));              \
+			a = VOP(a, x0);                                        \
+			b = VOP(b, x1);                                        \
+			memcpy(acc + i, &a, sizeof(a));                        \
+			memcpy(acc + i + (LANES), &b, sizeof(b));              \
 		}                                                              \
-		for (; i + 8 <= n; i += 8)                                     \
-			stv8f(acc + i, VOP(ldv8f(acc + i), LDV(in + i * (WSIZE)))); \
+		for (; i + (LANES) <= n; i += (LANES)) {                       \
+			memcpy(&a, acc + i, sizeof(a));                        \
+			a = VOP(a, LDV(in + i * (WSIZE)));                     \
+			memcpy(acc + i, &a, sizeof(a));                        \
+		}                                                              \
 		if (i < n)                                                     \
 			TAIL(acc + i, in + i * (WSIZE), n - i);                \
 	}
-
-#define DEFINE_VREDUCE_F64(fname, VOP, TAIL)                                   \
-	static void fname(void *accv, const uint8_t *restrict in, size_t n)    \
-	{                                                                      \
-		double *restrict acc = accv;                                   \
-		size_t i = 0;                                                  \
-		for (; i + 8 <= n; i += 8) {                                   \
-			v4d x0 = ldv4d(in + i * 8), x1 = ldv4d(in + (i + 4) * 8); \
-			stv4d(acc + i, VOP(ldv4d(acc + i), x0));               \
-			stv4d(acc + i + 4, VOP(ldv4d(acc + i + 4), x1));       \
-		}                                                              \
-		for (; i + 4 <= n; i += 4)                                     \
-			stv4d(acc + i, VOP(ldv4d(acc + i), ldv4d(in + i * 8)));   \
-		if (i < n)                                                     \
-			TAIL(acc + i, in + i * 8, n - i);                      \
-	}
+#define DEFINE_VREDUCE_F32(fname, LDV, VOP, WSIZE, TAIL) \
+	DEFINE_VREDUCE(fname, float, v8f, 8, LDV, VOP, WSIZE, TAIL)
+#define DEFINE_VREDUCE_F64(fname, VOP, TAIL) \
+	DEFINE_VREDUCE(fname, double, v4d, 4, ldv4d, VOP, 8, TAIL)
 
 DEFINE_VREDUCE_F32(vred_fp32_min, ldv8_f32, vmin8f, 4, red_fp32_min)
 DEFINE_VREDUCE_F32(vred_fp32_max, ldv8_f32, vmax8f, 4, red_fp32_max)
