@@ -162,15 +162,14 @@ static int stream_main(void *arg)
 	return 0;
 }
 
-/* Fill the rx rings with rounds x WINDOW x members contributions (slot s
- * into queue s % nw), then run the workers until they are empty. */
-static struct rte_mempool *res_pool;
-
-/* stream: 0 the switch runs; 1 one core reads the payloads (stream-read),
- * 2 and writes a result per set (stream-rw) */
-static enum agg_dtype dtype = AGG_DTYPE_FP32;
+static struct rte_mempool *res_pool;   /* stream-rw's results */
+static enum agg_dtype dtype = AGG_DTYPE_FP32;   /* -d */
 static size_t dsize = 4;
 
+/* Fill the rx rings with rounds x WINDOW x members contributions (slot s
+ * into queue s % nw), then run the workers until they are empty. stream:
+ * 0 that; 1 the same contributions read by one core (stream-read), 2 read
+ * with a result written per set (stream-rw) instead. */
 static int run_phase(struct dp_switch *sw, uint16_t members, uint16_t elems,
 		     long rounds, bool forward_only, int stream, struct result *res)
 {
