@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The INCA communicator behind an MPI communicator: created collectively on
- * the first offloadable call (every rank decides the same), cached as an
+ * its INCA_MPI_OFFLOAD_AFTER-th offloadable call (every rank counts the same
+ * calls, so every rank decides there), cached as an
  * attribute, released with the communicator; and the recovery when the
  * switch fails, which makes every rank finish the failed operation the same
  * way (from a rank that got its result, or redone through PMPI).

@@ -97,7 +97,8 @@ __attribute__((format(printf, 2, 3)))
 void im_log(int level, const char *fmt, ...);
 
 /* im_comm.c: the INCA communicator behind an MPI communicator, created
- * collectively on the first offloadable call; NULL: pass through. */
+ * collectively on its offload_after-th offloadable call (counted here);
+ * NULL: pass through (before that call too). */
 struct im_comm *im_comm_get(MPI_Comm comm);
 /* comm is offloaded (or failed, its ranks not yet agreed): its PMPI calls
  * must keep serving recoveries. Decides nothing. */
