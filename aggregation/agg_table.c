@@ -242,6 +242,10 @@ int agg_group_ingest(struct agg_group *g, const struct agg_pkt *pkt,
 			 * partial (or the parent's result) may be lost */
 			st->upstream_resends++;
 			*res = s->res;
+			/* marked, so that a parent that holds it and waits for
+			 * other children answers with a WAIT (below) */
+			if (h->flags & AGG_FLAG_RETRANSMIT)
+				res->hdr.flags |= AGG_FLAG_RETRANSMIT;
 			return AGG_V_UPSTREAM;
 		}
 		st->duplicates++;
@@ -292,7 +296,7 @@ int agg_group_parent_result(struct agg_group *g, const struct agg_pkt *pkt,
 		return drop(st, -AGG_E_NOT_MEMBER);
 	if (AGG_UNLIKELY(pkt->qkey != p->qkey))
 		return drop(st, -AGG_E_QKEY);
-	if (AGG_UNLIKELY(h->type != AGG_TYPE_RESULT))
+	if (AGG_UNLIKELY(h->type != AGG_TYPE_RESULT && h->type != AGG_TYPE_WAIT))
 		return drop(st, -AGG_E_TYPE);
 	if (AGG_UNLIKELY(h->slot >= g->cfg.window))
 		return drop(st, -AGG_E_SLOT);
@@ -302,6 +306,15 @@ int agg_group_parent_result(struct agg_group *g, const struct agg_pkt *pkt,
 	if (AGG_UNLIKELY(h->dtype != s->dtype || h->op != s->op || h->count != s->count ||
 			 h->coll != s->coll || h->root != s->root))
 		return drop(st, -AGG_E_MISMATCH);
+	if (h->type == AGG_TYPE_WAIT) {
+		/* the parent holds our partial and waits for other children:
+		 * every member waits on this set, so each hears it */
+		if (s->state != SET_UP) {
+			st->duplicates++;     /* the result came meanwhile */
+			return AGG_V_DUPLICATE;
+		}
+		return wait_answer(st, h, h->fanin, res);
+	}
 	/* docs/protocol.md, section 4: the result comes down with data when
 	 * every member gets data, or to the child that owns the root */
 	has_data = s->coll == AGG_COLL_ALLREDUCE || coll_copies(s->coll) ||

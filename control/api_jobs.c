@@ -216,6 +216,7 @@ int mgr_api_rank_stall(struct mgr_req *q, const struct mgr_route_args *a)
 	    inca_json_get_u32(&in, q->body, "ms", 0, UINT32_MAX, &ms))
 		return mgr_error(q, 400, "%s", json_is_object(q->body) ? in.msg :
 				 "body: expected {plan, ms}");
+	q->m->stall_reports++;
 	mgr_job_stall(q->m, a->job, (int)a->rank, plan, ms);
 	mgr_save(q->m);
 	return mgr_reply(q, 200, json_pack("{s:o}", "plan", mgr_plan_json(a->job)));

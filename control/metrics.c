@@ -56,6 +56,9 @@ int mgr_api_metrics(struct mgr_req *q, const struct mgr_route_args *a)
 	  "# TYPE inca_manager_plans_total counter\n"
 	  "inca_manager_plans_total{mode=\"tree\"} %llu\ninca_manager_plans_total{mode=\"ring\"} %llu\n",
 	  (unsigned long long)m->plans_tree, (unsigned long long)m->plans_ring);
+	P("# HELP inca_manager_stall_reports_total Ranks' reports that their tree sent no "
+	  "result for INCA_SWITCH_TIMEOUT_MS.\n# TYPE inca_manager_stall_reports_total counter\n"
+	  "inca_manager_stall_reports_total %llu\n", (unsigned long long)m->stall_reports);
 	P("# HELP inca_manager_tree_rebuilds_total New trees for jobs whose tree lost a switch.\n"
 	  "# TYPE inca_manager_tree_rebuilds_total counter\ninca_manager_tree_rebuilds_total %llu\n",
 	  (unsigned long long)m->rebuilds);

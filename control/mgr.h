@@ -316,7 +316,7 @@ struct mgr {
 	uint32_t saved_next_group_id;
 	/* metrics */
 	uint64_t requests, requests_refused, tree_builds, rank_polls;
-	uint64_t plans_tree, plans_ring, rebuilds;
+	uint64_t plans_tree, plans_ring, rebuilds, stall_reports;
 	uint64_t capacity_gen;       /* moves on when slots may have freed or a switch came back */
 	uint8_t *link_down;          /* [lower * nswitches + upper]: the lower switch reports
 					its port towards the upper one down (heartbeats'

@@ -316,10 +316,10 @@ void dp_agg_input(struct dp_switch *sw, struct dp_worker *w,
 		return;
 	}
 
-	if (pkt.hdr.type == AGG_TYPE_RESULT) {
+	if (pkt.hdr.type == AGG_TYPE_RESULT || pkt.hdr.type == AGG_TYPE_WAIT) {
 		/* in a tree: the parent's result for a set we sent up */
 		rc = agg_group_parent_result(g->agg, &pkt, &res);
-		if (rc == AGG_V_COMPLETE)
+		if (rc == AGG_V_COMPLETE || rc == AGG_V_WAIT)
 			send_results(sw, w, g, &res);
 		goto out;
 	}

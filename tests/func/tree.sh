@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Two-level aggregation on a lab fabric (2 leaves, a spine, 4 hosts) with
 # static groups: every dtype and op exact, lost packets at every level
-# recovered, counters at each level. Usage: tree.sh BUILD_DIR
+# recovered, counters at each level, a rank late under the other leaf taken
+# for no failure (the spine's WAITs come down through the leaves).
+# Usage: tree.sh BUILD_DIR
 BUILD=$(cd "${1:?usage: tree.sh BUILD_DIR}" && pwd)
 source "$(dirname "$0")/lib.sh"
 need_root
 
 FAB="$SRC/deploy/fabric"
 export INCA_FABRIC=incatree
+CHECK="$BUILD/tests/tools/inca-check"
 WORK=$(mktemp -d /tmp/inca-tree.XXXXXX)
 cleanup() {
 	"$FAB" down
@@ -59,6 +62,31 @@ res1=$(tel leaf1 /inca/group,1 parent_results)
 expect_eq "leaf1 sent every completed set up, got every final back" "$res1" "$up1"
 expect_eq "spine completions = sets of all calls" "$(tel spine /inca/group,1 completions)" "$GBASE"
 expect_eq "leaf1 completions = spine completions" "$(tel leaf1 /inca/group,1 completions)" "$GBASE"
+
+# A late rank is not a failure (docs/protocol.md 3.2, "Waiting"): rank 3,
+# under leaf2, starts each of 20 all-reduces 2 s after the others, twice the
+# switch timeout. leaf1 holds nothing its ranks retransmit (its partial is
+# up): their probes send it up again, the spine that holds it answers with a
+# WAIT, and leaf1 passes the WAIT to its members. libinca with static
+# groups: a fallback would say the ranks took the wait for a dead switch.
+MEMBERS='[ { "ip": "10.0.0.1", "qpn": 17 }, { "ip": "10.0.0.2", "qpn": 18 },
+  { "ip": "10.0.0.3", "qpn": 19 }, { "ip": "10.0.0.4", "qpn": 20 } ]'
+for r in 0 1 2 3; do
+	cat > "$WORK/tree$r.json" <<JSON
+{ "switch": "10.0.0.25$((r / 2 + 1))", "group": 1, "qpn": 300, "qkey": "$QL", "window": 8,
+  "elems_per_pkt": 256, "member_index": $((r % 2)), "members": $MEMBERS }
+JSON
+done
+w0=$(tel spine /inca/group,1 waits)
+check "rank 3 starts each of 20 all-reduces 2 s late: exact" \
+	check_ranks "$FAB" "$WORK/tree%r.json" udp 120 INCA_SWITCH_TIMEOUT_MS=1000 -- \
+	-d fp32 -o sum -n 1000 -r 20 -L 3:2000000
+expect_eq "... no rank fell back to the ring (fallbacks)" "$FALLBACKS" 0
+waits=$(for r in 0 1; do grep -o "[0-9]* switch waits" "$WORK/rank$r.out" | grep -o "^[0-9]*"; done | tr '\n' ' ')
+check "... ranks 0 and 1 (under leaf1) heard WAITs through it (switch waits: $waits)" \
+	bash -c "set -- $waits; [ \"\${1:-0}\" -ge 20 ] && [ \"\${2:-0}\" -ge 20 ]"
+check "... the spine answered leaf1's resent partials with WAITs ($(( $(tel spine /inca/group,1 waits) - w0 )))" \
+	test $(( $(tel spine /inca/group,1 waits) - w0 )) -ge 20
 
 "$FAB" up --hosts 4 --leaves 2 --configs "$WORK" --switch "$BUILD/dataplane/inca-switch" \
 	--impair "loss 1% duplicate 1% reorder 5%" >/dev/null || { not_ok "fabric up impaired"; finish; exit 1; }

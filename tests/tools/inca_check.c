@@ -20,7 +20,7 @@ static void usage(FILE *out)
 {
 	fprintf(out,
 		"Usage: inca-check [-c COLLS] [-d TYPES] [-o OPS] [-n COUNTS] [-r REPEAT] [-i]\n"
-		"                  [-R ROOT] [-p INFLIGHT] [-W US] [-s US] [-b]\n"
+		"                  [-R ROOT] [-p INFLIGHT] [-W US] [-s US] [-L RANK:US] [-b]\n"
 		"  -c  comma-separated collectives (allreduce,reduce,reduce_scatter,allgather,\n"
 		"      bcast) or all (default allreduce)\n"
 		"  -d  comma-separated dtypes (fp32,fp16,bf16,int32,int64,fp64) or all\n"
@@ -38,6 +38,8 @@ static void usage(FILE *out)
 		"      libinca: the collectives overlap the computation (default 0)\n"
 		"  -s  sleep US microseconds after each case (a job that lasts; at most 60 s;\n"
 		"      default 0)\n"
+		"  -L  rank RANK starts each case US microseconds after the others (a late\n"
+		"      rank: a data loader or a pause; at most 60 s)\n"
 		"  -b  also run barrier and bcast from every root\n"
 		"Exit 0 when every element of every case is right.\n");
 }
@@ -261,7 +263,8 @@ int main(int argc, char **argv)
 {
 	int colls[5] = { 0 }, ncoll = 1, dts[6] = { 0 }, ops[7] = { 0 }, ndt = 6, nop = 7, opt;
 	int repeat = 1, fixed_root = -1, inflight = 1;
-	long compute_us = 0, sleep_us = 0;
+	long compute_us = 0, sleep_us = 0, late_us = 0;
+	int late_rank = -1;
 	size_t counts[32] = { 1, 3, 257, 1000 };
 	int ncount = 4;
 	bool in_place = false, coll = false;
@@ -270,7 +273,7 @@ int main(int argc, char **argv)
 		dts[i] = i;
 	for (int i = 0; i < 7; i++)
 		ops[i] = i;
-	while ((opt = getopt(argc, argv, "c:d:o:n:r:R:p:W:s:ibh")) != -1) {
+	while ((opt = getopt(argc, argv, "c:d:o:n:r:R:p:W:s:L:ibh")) != -1) {
 		switch (opt) {
 		case 'c':
 			ncoll = parse_list(optarg, parse_coll, colls, 5);
@@ -295,6 +298,14 @@ int main(int argc, char **argv)
 		case 'p': inflight = atoi(optarg); break;
 		case 'W': compute_us = atol(optarg); break;
 		case 's': sleep_us = atol(optarg); break;
+		case 'L': {
+			char *end;
+			late_rank = (int)strtol(optarg, &end, 10);
+			late_us = *end == ':' ? strtol(end + 1, &end, 10) : -1;
+			if (*end || late_rank < 0)
+				late_us = -1;
+			break;
+		}
 		case 'i': in_place = true; break;
 		case 'b': coll = true; break;
 		case 'h': usage(stdout); return 0;
@@ -303,7 +314,7 @@ int main(int argc, char **argv)
 	}
 	if (ncoll <= 0 || ndt <= 0 || nop <= 0 || ncount <= 0 || repeat < 1 || inflight < 1 ||
 	    inflight > INCA_MAX_INFLIGHT || compute_us < 0 || compute_us > 10000000 ||
-	    sleep_us < 0 || sleep_us > 60000000) {
+	    sleep_us < 0 || sleep_us > 60000000 || late_us < 0 || late_us > 60000000) {
 		usage(stderr);
 		return 2;
 	}
@@ -318,6 +329,10 @@ int main(int argc, char **argv)
 			       .compute_us = (unsigned)compute_us };
 	if (fixed_root >= x.size) {
 		fprintf(stderr, "inca-check: -R %d: not a rank (0..%d)\n", fixed_root, x.size - 1);
+		return 2;
+	}
+	if (late_rank >= x.size) {
+		fprintf(stderr, "inca-check: -L %d: not a rank (0..%d)\n", late_rank, x.size - 1);
 		return 2;
 	}
 	size_t maxc = 0;
@@ -357,6 +372,8 @@ int main(int argc, char **argv)
 							continue;
 						if (copies)
 							k.op = INCA_SUM;
+						if (x.rank == late_rank && late_us)
+							usleep((useconds_t)late_us);
 						if (run_case(&x, &k))
 							return 1;
 						if (sleep_us)

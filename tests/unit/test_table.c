@@ -936,6 +936,34 @@ static void test_two_level_tree(void **state)
 	/* leaf 0's partial is lost; leaf 1's arrives */
 	decode_ok(up[1], uplen[1], &p);
 	assert_int_equal(agg_group_ingest(spine, &p, &r, &m), AGG_V_ACCEPTED);
+	/* a leaf-1 host times out: leaf 1's partial goes up again, marked as
+	 * a retransmission; the spine holds it and waits for leaf 0, so it
+	 * answers with a WAIT, which leaf 1 passes to each of its members */
+	decode_ok(f, host_frame(f, 1, 1, 0, v[1][1], n), &p);
+	p.hdr.flags |= AGG_FLAG_RETRANSMIT;
+	assert_int_equal(agg_group_ingest(leaf[1], &p, &r, &m), AGG_V_UPSTREAM);
+	assert_int_equal(r.hdr.flags & AGG_FLAG_RETRANSMIT, AGG_FLAG_RETRANSMIT);
+	uint8_t again[AGG_MAX_FRAME_LEN], wf[AGG_MAX_FRAME_LEN];
+	decode_ok(again, partial_frame(again, 1, &r), &p);
+	assert_int_equal(agg_group_ingest(spine, &p, &r, &m), AGG_V_WAIT);
+	assert_int_equal(m, 1);
+	assert_int_equal(r.hdr.type, AGG_TYPE_WAIT);
+	assert_int_equal(r.hdr.fanin, 1);                      /* leaf 1 alone so far */
+	assert_int_equal(agg_group_stats(spine)->waits, 1);
+	struct agg_result_l2 sl2 = { .switch_ip = SPINE_IP, .dscp = 26 };
+	decode_ok(wf, agg_result_encode(spine, 1, &r, &sl2, NULL, wf, sizeof(wf)), &p);
+	assert_int_equal(p.hdr.type, AGG_TYPE_WAIT);
+	assert_int_equal(agg_group_parent_result(leaf[1], &p, &r), AGG_V_WAIT);
+	assert_int_equal(agg_group_stats(leaf[1])->waits, 1);
+	struct agg_result_l2 wl2 = { .switch_ip = LEAF_IP(1), .dscp = 26 };
+	for (uint16_t k = 0; k < 3; k++) {
+		decode_ok(wf, agg_result_encode(leaf[1], k, &r, &wl2, NULL, wf, sizeof(wf)), &p);
+		assert_int_equal(p.hdr.type, AGG_TYPE_WAIT);
+		assert_int_equal(p.hdr.rank, k);
+		assert_int_equal(p.hdr.pkt_idx, 0);
+		assert_int_equal(p.hdr.count, n);
+		assert_int_equal(p.payload_len, 0);
+	}
 	/* host 0 of leaf 0 times out and retransmits: leaf 0 sends its partial again */
 	decode_ok(f, host_frame(f, 0, 0, 0, v[0][0], n), &p);
 	assert_int_equal(agg_group_ingest(leaf[0], &p, &r, &m), AGG_V_UPSTREAM);

@@ -656,7 +656,10 @@ int agg_group_ingest(struct agg_group *g, const struct agg_pkt *pkt,
  * elements (-AGG_E_COLL_DATA), it becomes the set's retained result;
  * returns AGG_V_COMPLETE (send *res to every member, with or without
  * data as agg_result_has_data_for says), AGG_V_DUPLICATE (already had it)
- * or a negative AGG_E_* code, counted.
+ * or a negative AGG_E_* code, counted. A member's retransmission of a set
+ * sent up goes up again with AGG_FLAG_RETRANSMIT, and the parent's WAIT
+ * for it (it holds the partial, other children are late) comes through
+ * here too: AGG_V_WAIT, *res a WAIT to send to every member.
  */
 int agg_group_parent_result(struct agg_group *g, const struct agg_pkt *pkt,
 			    struct agg_result *res);
