@@ -29,6 +29,9 @@
  * is retried after this long, not in a busy loop that would starve the
  * switch and the other ranks on a shared machine. */
 #define TX_FULL_WAIT_US 50
+/* a static group's rank without results looks this often for a peer's
+ * ring connection (a peer that fell back) */
+#define PEER_CHECK_US 10000
 /* while paused by PFC, look for an XON this often */
 #define PFC_RECHECK_US 100
 /* Wake-up coalescing: with at least COALESCE_MIN packets outstanding a
@@ -897,6 +900,21 @@ int hl_coll_progress(struct hl_coll *op, double budget_us)
 		if (op->finished)
 			return 1;
 		uint64_t done, total;
+		/* a static group's rank that fell back connects to its next
+		 * rank's ring port, which every rank listens on from the start:
+		 * seen while this rank waits, it goes too. Without it a tree
+		 * whose leaf died would hold the ranks under the other leaves
+		 * (the spine answers them with WAITs) to their deadline. */
+		if (!c->plan && st->unanswered && c->ring_listen_fd >= 0 &&
+		    now - st->last_progress_us > PEER_CHECK_US &&
+		    now >= st->next_peer_check_us) {
+			st->next_peer_check_us = now + PEER_CHECK_US;
+			if (hl_ring_peer_waiting(c)) {
+				fall_back(c, op, "the previous rank fell back (it "
+					  "connected to this rank's ring port)");
+				return 1;
+			}
+		}
 		if (st->unanswered &&
 		    now - st->last_progress_us > (double)c->switch_timeout_ms * 1000) {
 			char why[160];

@@ -220,6 +220,14 @@ int hl_comm_create(const struct inca_comm_attr *attr, const struct hl_group_desc
 			}
 		}
 	}
+	/* a static group's ranks listen on their ring port from the start:
+	 * a peer that falls back connects, and a rank still waiting on the
+	 * switch (hearing its WAITs) goes too (hl_coll.c, PEER_CHECK_US) */
+	if (c->fallback == INCA_FALLBACK_AUTO && !(attr->manager_url && *attr->manager_url) &&
+	    c->size > 1 && (rc = hl_ring_listen(c)))
+		HL_INFO("rank %d: ring port %u: %s: listening from the first fallback on, a "
+			"peer's fallback is seen at this rank's own switch timeout", c->rank,
+			c->g.members[c->rank].ring_port, strerror(rc));
 	s = c->fallback == INCA_FALLBACK_FORCE ? "ring only" :
 	    c->fallback == INCA_FALLBACK_OFF ? "no fallback" : "ring fallback";
 	if (g->ring)

@@ -203,6 +203,8 @@ struct hl_stream {
 	double newest_done_sent_us;
 	double next_probe_us;      /* no result at all: the next probe, not before */
 	unsigned probes;           /* probes since the last result */
+	double next_peer_check_us; /* static group, no result: when to look
+				      for a peer's ring connection next */
 	/* wake-up coalescing (hl_coll.c): the results' pace while many are
 	 * outstanding, so that a rank sleeps until a batch has arrived
 	 * instead of waking for every result */
@@ -476,6 +478,12 @@ int hl_ring_allgather(struct inca_comm *c, uint32_t seq, void *buf, size_t shard
 int hl_ring_bcast(struct inca_comm *c, uint32_t seq, void *buf, size_t bytes, int root,
 		  double deadline_us);
 void hl_ring_close(struct inca_comm *c);
+/* The ring's listening socket (c->ring_listen_fd) on this rank's ring
+ * address and port: 0 or an errno. A static group's ranks listen from
+ * the start, so that a peer that fell back can tell them. */
+int hl_ring_listen(struct inca_comm *c);
+/* Has a peer connected to this rank's ring (it fell back)? Never blocks. */
+bool hl_ring_peer_waiting(struct inca_comm *c);
 
 /* hl_coll.c: collectives on the packet stream. The arguments are checked
  * by the caller (hl_calls.c); sendbuf may be INCA_IN_PLACE. */

@@ -112,6 +112,33 @@ static int exchange(struct inca_comm *c, const void *sbuf, size_t slen, void *rb
 	return 0;
 }
 
+int hl_ring_listen(struct inca_comm *c)
+{
+	const struct hl_member *me = &c->g.members[c->rank];
+	struct sockaddr_in la = { .sin_family = AF_INET, .sin_port = htons(me->ring_port),
+				  .sin_addr.s_addr = htonl(me->ring_ip ? me->ring_ip : c->my_ip) };
+	int one = 1, fd, e;
+
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return errno;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, (struct sockaddr *)&la, sizeof(la)) || listen(fd, 4)) {
+		e = errno;
+		close(fd);
+		return e;
+	}
+	c->ring_listen_fd = fd;
+	return 0;
+}
+
+bool hl_ring_peer_waiting(struct inca_comm *c)
+{
+	struct pollfd p = { .fd = c->ring_listen_fd, .events = POLLIN };
+
+	return c->ring_listen_fd >= 0 && poll(&p, 1, 0) > 0 && (p.revents & POLLIN);
+}
+
 /* Listen for the previous rank, connect to the next, until the deadline. */
 static int ring_connect(struct inca_comm *c, double deadline_us)
 {
@@ -120,8 +147,6 @@ static int ring_connect(struct inca_comm *c, double deadline_us)
 	/* the ring may run on another network than the switch's (ring_ip) */
 	uint32_t my_ring_ip = me->ring_ip ? me->ring_ip : c->my_ip;
 	uint32_t nx_ring_ip = nx->ring_ip ? nx->ring_ip : nx->ip;
-	struct sockaddr_in la = { .sin_family = AF_INET, .sin_port = htons(me->ring_port),
-				  .sin_addr.s_addr = htonl(my_ring_ip) };
 	struct sockaddr_in na = { .sin_family = AF_INET, .sin_port = htons(nx->ring_port),
 				  .sin_addr.s_addr = htonl(nx_ring_ip) };
 	struct ring_hello hello = { RING_MAGIC, (uint32_t)c->rank, (uint32_t)c->size,
@@ -130,19 +155,10 @@ static int ring_connect(struct inca_comm *c, double deadline_us)
 	int one = 1, fd, rc;
 	bool connected = false;
 
-	if (c->ring_listen_fd < 0) {
-		fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-		if (fd < 0)
-			return hl_fail(c, INCA_ERR_PEER, "ring: socket: %s", strerror(errno));
-		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-		if (bind(fd, (struct sockaddr *)&la, sizeof(la)) || listen(fd, 4)) {
-			int e = errno;
-			close(fd);
-			ipstr(my_ring_ip, ip, sizeof(ip));
-			return hl_fail(c, INCA_ERR_PEER, "ring: listen on %s:%u: %s", ip,
-				       me->ring_port, strerror(e));
-		}
-		c->ring_listen_fd = fd;
+	if (c->ring_listen_fd < 0 && (rc = hl_ring_listen(c))) {
+		ipstr(my_ring_ip, ip, sizeof(ip));
+		return hl_fail(c, INCA_ERR_PEER, "ring: listen on %s:%u: %s", ip, me->ring_port,
+			       strerror(rc));
 	}
 	ipstr(nx_ring_ip, ip, sizeof(ip));
 	while (c->ring_next_fd < 0 || c->ring_prev_fd < 0) {

@@ -142,6 +142,28 @@ check_ranks() {
 	return $rc
 }
 
+# fabric_diag FAB: each switch's ports (packets in and out, egress and NIC
+# drops) and its non-zero drop counters, one line each: what a job that
+# fell back when it should not have leaves behind to read
+fabric_diag() {
+	local sw
+	for sw in $(cat "/run/inca-fabric/${INCA_FABRIC:-incafab}/switches" 2>/dev/null); do
+		{ "$1" telemetry "$sw" /inca/ports; "$1" telemetry "$sw" /inca/drops; } 2>/dev/null |
+			/usr/bin/python3 -c 'import json, sys
+sw = sys.argv[1]; out = []
+for line in sys.stdin:
+    try: d = json.loads(line)
+    except ValueError: continue
+    for k, v in d.items():
+        if k == "/inca/ports" and isinstance(v, dict):
+            out += ["%s rx %s tx %s egress_drops %s tx_errors %s" % (p, c.get("rx_packets"), c.get("tx_packets"),
+                    c.get("egress_drops"), c.get("nic_tx_errors", "-")) for p, c in sorted(v.items())]
+        elif k == "/inca/drops" and isinstance(v, dict):
+            out += ["drops: " + (" ".join("%s=%s" % (n, x) for n, x in sorted(v.items()) if x) or "none")]
+print("    %s: %s" % (sw, "; ".join(out) or "no telemetry"))' "$sw" >&2
+	done
+}
+
 # fabric_groups DIR QKEY_SPINE QKEY_LEAF WINDOW IDLE_US: the static configs
 # of a two-level lab (deploy/fabric, 4 hosts, 2 leaves) with group 1: the
 # spine (10.0.0.250, QPN 256) over the leaves 10.0.0.251 and .252 (QPN 300,

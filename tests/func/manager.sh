@@ -2,7 +2,8 @@
 # inca-manager on a two-level fabric (2 leaves, a spine, 4 hosts): switches
 # register and take their groups from it, jobs get trees, every dtype/op
 # exact through libinca in manager mode, with 1% loss, two tenants at once,
-# quotas and tokens enforced, QPNs and ring ports unique per host address
+# a rank 2 s late under the other leaf taken for no failure, quotas and
+# tokens enforced, QPNs and ring ports unique per host address
 # across jobs, a few dozen jobs (communicators) of one tenant at once, a leaf
 # killed mid-job (ranks fall back, the failure is listed), the manager
 # restarted mid-job (groups survive). Prints the time from the last rank's
@@ -92,7 +93,10 @@ fallbacks() {
 	local n
 	n=$(grep -ho "[0-9]* fallbacks" "$WORK/$1".r* | awk '{s += $1} END {print s + 0}')
 	# say why when it happened
-	[ "$n" = 0 ] || grep -h "warning\|error" "$WORK/$1".r* | head -4 | sed 's/^/    why: /' >&2
+	if [ "$n" != 0 ]; then
+		grep -h "warning\|error" "$WORK/$1".r* | head -4 | sed 's/^/    why: /' >&2
+		fabric_diag "$FAB"
+	fi
 	echo "$n"
 }
 JOB_ENV=()
@@ -194,6 +198,23 @@ job jb "$TOKEN_B" "2 4" -d int32,fp64 -o sum,min -n 1,5000 -r 3 & B=$!
 check "tenant a's job (hosts 1, 3) concurrently with ..." wait $A
 check "... tenant b's job (hosts 2, 4), both exact" wait $B
 expect_eq "ja and jb: through the switches" "$(( $(fallbacks ja) + $(fallbacks jb) ))" 0
+
+# a late rank is no failure in manager mode either (docs/protocol.md 3.2,
+# "Waiting"): rank 3, under leaf2, starts each of 20 all-reduces 2 s after
+# the others (twice the default switch timeout); the spine's WAITs reach
+# the ranks under leaf1 through it: no stall report, no plan change, no
+# fallback
+stall_reports() { ctl metrics | awk '$1 == "inca_manager_stall_reports_total" {print $2}'; }
+s0=$(stall_reports)
+check "job jlate: rank 3 starts each of 20 all-reduces 2 s late, exact" \
+	job jlate "$TOKEN_A" "1 2 3 4" -d fp32 -o sum -n 1000 -r 20 -L 3:2000000
+expect_eq "jlate: stall reports the manager got" "$(( $(stall_reports) - s0 ))" 0
+expect_eq "jlate: plan changes at each rank" \
+	"$(grep -ho '[0-9]* plan changes' "$WORK"/jlate.r* | awk '{print $1}' | tr '\n' ' ')" "0 0 0 0 "
+expect_eq "jlate: fallbacks" "$(fallbacks jlate)" 0
+waits=$(grep -ho '[0-9]* switch waits' "$WORK"/jlate.r0 "$WORK"/jlate.r1 | awk '{print $1}' | tr '\n' ' ')
+check "jlate: ranks 0 and 1 heard WAITs through leaf1 ($waits)" \
+	bash -c "set -- $waits; [ \"\${1:-0}\" -ge 20 ] && [ \"\${2:-0}\" -ge 20 ]"
 
 # quota: tenant b may use 16 slots per switch; a 32-slot window is refused
 JOB_ENV=(INCA_WINDOW=32 INCA_TIMEOUT_MS=5000)

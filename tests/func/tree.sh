@@ -2,7 +2,8 @@
 # Two-level aggregation on a lab fabric (2 leaves, a spine, 4 hosts) with
 # static groups: every dtype and op exact, lost packets at every level
 # recovered, counters at each level, a rank late under the other leaf taken
-# for no failure (the spine's WAITs come down through the leaves).
+# for no failure (the spine's WAITs come down through the leaves), a leaf
+# killed mid-job (every rank completes on the ring).
 # Usage: tree.sh BUILD_DIR
 BUILD=$(cd "${1:?usage: tree.sh BUILD_DIR}" && pwd)
 source "$(dirname "$0")/lib.sh"
@@ -44,7 +45,7 @@ tel() {   # tel SWITCH CMD KEY
 	"$FAB" telemetry "$1" "$2" | json_path "$3"
 }
 
-"$FAB" up --hosts 4 --leaves 2 --configs "$WORK" --switch "$BUILD/dataplane/inca-switch" >/dev/null ||
+"$FAB" up --hosts 4 --leaves 2 --configs "$WORK" --switch "$BUILD/dataplane/inca-switch" --mgmt >/dev/null ||
 	{ not_ok "fabric up"; finish; exit 1; }
 for dt in fp32 fp16 bf16 int32 int64 fp64; do
 	ops="sum min max prod"
@@ -69,8 +70,9 @@ expect_eq "leaf1 completions = spine completions" "$(tel leaf1 /inca/group,1 com
 # up): their probes send it up again, the spine that holds it answers with a
 # WAIT, and leaf1 passes the WAIT to its members. libinca with static
 # groups: a fallback would say the ranks took the wait for a dead switch.
-MEMBERS='[ { "ip": "10.0.0.1", "qpn": 17 }, { "ip": "10.0.0.2", "qpn": 18 },
-  { "ip": "10.0.0.3", "qpn": 19 }, { "ip": "10.0.0.4", "qpn": 20 } ]'
+# (the ring, were it needed, on the fabric's other network)
+MEMBERS=$(for h in 1 2 3 4; do echo "{ \"ip\": \"10.0.0.$h\", \"qpn\": $((16 + h)), \"ring_ip\": \"192.168.77.$h\" }"; done |
+	paste -sd, | sed 's/^/[ /; s/$/ ]/')
 for r in 0 1 2 3; do
 	cat > "$WORK/tree$r.json" <<JSON
 { "switch": "10.0.0.25$((r / 2 + 1))", "group": 1, "qpn": 300, "qkey": "$QL", "window": 8,
@@ -87,6 +89,26 @@ check "... ranks 0 and 1 (under leaf1) heard WAITs through it (switch waits: $wa
 	bash -c "set -- $waits; [ \"\${1:-0}\" -ge 20 ] && [ \"\${2:-0}\" -ge 20 ]"
 check "... the spine answered leaf1's resent partials with WAITs ($(( $(tel spine /inca/group,1 waits) - w0 )))" \
 	test $(( $(tel spine /inca/group,1 waits) - w0 )) -ge 20
+
+# A leaf dies under a static group: ranks 0 and 1 hear nothing and fall
+# back; ranks 2 and 3 hear the spine's WAITs (it holds leaf2's partial and
+# waits for leaf1's) and would wait to their deadline, but their ring ports
+# take the others' connections: they go too. Every rank completes, exact,
+# long before the deadline (60 s).
+check_ranks "$FAB" "$WORK/tree%r.json" udp 120 INCA_TIMEOUT_MS=60000 -- \
+	-d fp32 -o sum -n 100000 -r 100 -s 20000 & K=$!
+sleep 2
+"$FAB" kill leaf1
+t_kill=$(date +%s.%N)
+check "leaf1 killed mid-job: every rank completes, exact" wait $K
+secs=$(awk -v a="$(date +%s.%N)" -v b="$t_kill" 'BEGIN { printf "%.1f", a - b }')
+fb=$(for r in 0 1 2 3; do grep -o "[0-9]* fallbacks" "$WORK/rank$r.out" | grep -o "^[0-9]*"; done | tr '\n' ' ')
+check "... every rank on the ring (fallbacks per rank: $fb)" \
+	bash -c "set -- $fb; [ \$# = 4 ] && [ \$1 -ge 1 ] && [ \$2 -ge 1 ] && [ \$3 -ge 1 ] && [ \$4 -ge 1 ]"
+check "... ranks 2 and 3 went when their peers did, not at their deadline" \
+	bash -c "grep -q 'the previous rank fell back' '$WORK/rank2.out' && grep -q 'the previous rank fell back' '$WORK/rank3.out'"
+check "... the job ended ${secs} s after the kill (under 20 s)" \
+	awk -v s="$secs" 'BEGIN { exit !(s < 20) }'
 
 "$FAB" up --hosts 4 --leaves 2 --configs "$WORK" --switch "$BUILD/dataplane/inca-switch" \
 	--impair "loss 1% duplicate 1% reorder 5%" >/dev/null || { not_ok "fabric up impaired"; finish; exit 1; }
