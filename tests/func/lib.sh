@@ -142,8 +142,8 @@ check_ranks() {
 	return $rc
 }
 
-# fabric_diag FAB: each switch's ports (packets in and out, egress and NIC
-# drops) and its non-zero drop counters, one line each: what a job that
+# fabric_diag FAB: each switch's ports (packets in and out, egress drops and
+# bytes queued, NIC drops) and its non-zero drop counters, one line each: what a job that
 # fell back when it should not have leaves behind to read
 fabric_diag() {
 	local sw
@@ -156,8 +156,10 @@ for line in sys.stdin:
     except ValueError: continue
     for k, v in d.items():
         if k == "/inca/ports" and isinstance(v, dict):
-            out += ["%s rx %s tx %s egress_drops %s tx_errors %s" % (p, c.get("rx_packets"), c.get("tx_packets"),
-                    c.get("egress_drops"), c.get("nic_tx_errors", "-")) for p, c in sorted(v.items())]
+            out += ["%s rx %s tx %s egress_drops %s queued %s rx_missed %s tx_errors %s" % (p,
+                    c.get("rx_packets"), c.get("tx_packets"), c.get("egress_drops"),
+                    c.get("egress_queued_bytes"), c.get("nic_rx_missed", "-"),
+                    c.get("nic_tx_errors", "-")) for p, c in sorted(v.items())]
         elif k == "/inca/drops" and isinstance(v, dict):
             out += ["drops: " + (" ".join("%s=%s" % (n, x) for n, x in sorted(v.items()) if x) or "none")]
 print("    %s: %s" % (sw, "; ".join(out) or "no telemetry"))' "$sw" >&2

@@ -373,4 +373,9 @@ expect_eq "jr: through the switches, no fallback" "$(fallbacks jr)" 0
 expect_eq "the manager serves the same groups after its restart" "$g_after" "$g_before"
 check "jr's groups were on all three switches" test "$(echo "$g_before" | grep -o "'leaf\|'spine" | wc -l)" -eq 3
 check "Prometheus metrics are served" bash -c "ctl() { '$CTL' --manager http://127.0.0.1:$PORT --token-file '$WORK/admin.token' \"\$@\"; }; ctl metrics | grep -q '^inca_manager_switch_up{switch=\"leaf1\"} 1'"
+# on any failure, what the manager saw: its failure log's end
+if [ "$FAILED" != 0 ]; then
+	echo "    the manager's failure log, the last 30 entries:"
+	ctl failures 2>&1 | tail -30 | sed 's/^/    /'
+fi
 finish
