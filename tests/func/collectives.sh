@@ -141,12 +141,7 @@ FAB="$SRC/deploy/fabric"
 QS=0x5151aab0
 QL=0x1e1f0013
 fabric_groups "$WORK" "$QS" "$QL" 16 20
-for r in 0 1 2 3; do
-	cat > "$WORK/tree$r.json" <<JSON
-{ "switch": "10.0.0.25$((r / 2 + 1))", "group": 1, "qpn": 300, "qkey": "$QL", "window": 16,
-  "elems_per_pkt": 256, "member_index": $((r % 2)), "members": $MEMBERS }
-JSON
-done
+fabric_rank_configs "$WORK" "$QL" 16 "$MEMBERS"
 # tranks TIMEOUT_S ENV... -- ARGS: inca-check as ranks 0..3 on the fabric's hosts
 tranks() { check_ranks "$FAB" "$WORK/tree%r.json" udp "$@"; }
 if [ -z "${INCA_SKIP_FABRIC:-}" ]; then

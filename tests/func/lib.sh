@@ -191,6 +191,20 @@ JSON
 	done
 }
 
+# fabric_rank_configs DIR QKEY_LEAF WINDOW MEMBERS: libinca's static
+# configs for ranks 0..3 on that lab, DIR/tree<r>.json: each rank's switch
+# is its leaf, its member_index its place there; MEMBERS the JSON list of
+# all four (rank order)
+fabric_rank_configs() {
+	local dir=$1 ql=$2 window=$3 members=$4 r
+	for r in 0 1 2 3; do
+		cat > "$dir/tree$r.json" <<JSON
+{ "switch": "10.0.0.25$((r / 2 + 1))", "group": 1, "qpn": 300, "qkey": "$ql", "window": $window,
+  "elems_per_pkt": 256, "member_index": $((r % 2)), "members": $members }
+JSON
+	done
+}
+
 # A func test's manager: inca-manager on $WORK/topo.json with
 # $WORK/admin.token, its state in $WORK/state.db, on port $PORT (MGR, CTL,
 # WORK and PORT set by the script). mgr_start [ARG...]: start it (MGR_PID)

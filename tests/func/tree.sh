@@ -73,12 +73,7 @@ expect_eq "leaf1 completions = spine completions" "$(tel leaf1 /inca/group,1 com
 # (the ring, were it needed, on the fabric's other network)
 MEMBERS=$(for h in 1 2 3 4; do echo "{ \"ip\": \"10.0.0.$h\", \"qpn\": $((16 + h)), \"ring_ip\": \"192.168.77.$h\" }"; done |
 	paste -sd, | sed 's/^/[ /; s/$/ ]/')
-for r in 0 1 2 3; do
-	cat > "$WORK/tree$r.json" <<JSON
-{ "switch": "10.0.0.25$((r / 2 + 1))", "group": 1, "qpn": 300, "qkey": "$QL", "window": 8,
-  "elems_per_pkt": 256, "member_index": $((r % 2)), "members": $MEMBERS }
-JSON
-done
+fabric_rank_configs "$WORK" "$QL" 8 "$MEMBERS"
 w0=$(tel spine /inca/group,1 waits)
 check "rank 3 starts each of 20 all-reduces 2 s late: exact" \
 	check_ranks "$FAB" "$WORK/tree%r.json" udp 120 INCA_SWITCH_TIMEOUT_MS=1000 -- \
