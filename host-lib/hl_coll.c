@@ -331,7 +331,10 @@ int hl_coll_start(struct inca_comm *c, const struct hl_coll_args *a, struct hl_c
 	case AGG_COLL_REDUCE:
 		op->out = a->recvbuf;
 		op->in = in_place ? a->recvbuf : a->sendbuf;
-		if (in_place && c->fallback == INCA_FALLBACK_AUTO && !op->ring)
+		/* with a manager whatever the policy: a plan's cut can move
+		 * this collective to the ring after results overwrote part of
+		 * the buffer (libinca-mpi, INCA_FALLBACK_OFF, gave wrong sums) */
+		if (in_place && (c->fallback == INCA_FALLBACK_AUTO || c->plan) && !op->ring)
 			keep = a->count * esize;
 		break;
 	case AGG_COLL_REDUCE_SCATTER:
