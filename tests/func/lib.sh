@@ -147,7 +147,7 @@ check_ranks() {
 # fell back when it should not have leaves behind to read
 fabric_diag() {
 	local sw
-	for sw in $(cat "/run/inca-fabric/${INCA_FABRIC:-incafab}/switches" 2>/dev/null); do
+	for sw in $("$1" status 2>/dev/null | awk '$2 ~ /^[0-9]+\./ {print $1}'); do
 		{ "$1" telemetry "$sw" /inca/ports; "$1" telemetry "$sw" /inca/drops; } 2>/dev/null |
 			/usr/bin/python3 -c 'import json, sys
 sw = sys.argv[1]; out = []

@@ -57,7 +57,7 @@ PORT=18479
 JOB_LIMIT=300            # a job still running after this long hangs
 WORK=$(mktemp -d /tmp/inca-soak.XXXXXX)
 MGR_PID=
-declare -A JOBPID JOBKIND JOBSTART
+declare -A JOBPID JOBKIND
 cleanup() {
 	local p
 	# a job's subshell and the timeouts under it (which pass the signal on)
@@ -124,7 +124,6 @@ start_job() {
 	mpi)     hosts="1 2 3 4" ;;
 	esac
 	JOBKIND[$id]="$kind/$tenant"
-	JOBSTART[$id]=$(now)
 	if [ "$kind" = mpi ]; then
 		( INCA_TESTBED=$INCA_FABRIC INCA_MANAGER="http://192.168.77.254:$PORT" \
 		  INCA_MANAGER_TOKEN_FILE=$token INCA_MPI_OFFLOAD_AFTER=1 \
