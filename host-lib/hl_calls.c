@@ -11,6 +11,7 @@
 
 struct inca_request {
 	struct hl_coll *op;
+	struct hl_hreq *hreq;     /* several ranks per host (hl_hier.c) */
 };
 
 /* What every collective needs: a communicator, a known dtype, an op that
@@ -47,9 +48,17 @@ static int start(struct inca_comm *c, const struct hl_coll_args *a, inca_request
 	struct hl_coll *op;
 	int rc;
 
-	*req = malloc(sizeof(**req));
+	*req = calloc(1, sizeof(**req));
 	if (!*req)
 		return hl_fail(c, INCA_ERR_NOMEM, "%s: out of memory", hl_coll_name(a->coll));
+	if (c->hier) {
+		rc = hl_hier_start(c, a, &(*req)->hreq);
+		if (rc) {
+			free(*req);
+			*req = NULL;
+		}
+		return rc;
+	}
 	rc = hl_coll_start(c, a, &op);
 	if (rc) {
 		free(*req);
@@ -154,10 +163,11 @@ int inca_test_timeout(inca_request_t *req, unsigned timeout_us, int *done)
 
 	if (!req || !done)
 		return INCA_ERR_INVAL;
-	*done = hl_coll_progress(req->op, timeout_us);
+	*done = req->hreq ? hl_hier_progress(req->hreq, timeout_us) :
+			    hl_coll_progress(req->op, timeout_us);
 	if (!*done)
 		return INCA_OK;
-	rc = hl_coll_finish(req->op);
+	rc = req->hreq ? hl_hier_finish(req->hreq) : hl_coll_finish(req->op);
 	free(req);
 	return rc;
 }
@@ -168,6 +178,13 @@ int inca_wait(inca_request_t *req)
 
 	if (!req)
 		return INCA_ERR_INVAL;
+	if (req->hreq) {
+		while (!hl_hier_progress(req->hreq, 1e6))
+			;
+		rc = hl_hier_finish(req->hreq);
+		free(req);
+		return rc;
+	}
 	while (!hl_coll_progress(req->op, 1e6))
 		;
 	rc = hl_coll_finish(req->op);

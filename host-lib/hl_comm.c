@@ -360,6 +360,18 @@ int inca_comm_create(const struct inca_comm_attr *attr_in, inca_comm_t **out)
 	if (attr.fallback < INCA_FALLBACK_AUTO || attr.fallback > INCA_FALLBACK_FORCE)
 		return create_fail(INCA_ERR_INVAL, "fallback: unknown policy %d", attr.fallback);
 
+	if (!attr.hier && (s = getenv("INCA_HIER")) && *s) {
+		if (!strcasecmp(s, "off"))
+			attr.hier = INCA_HIER_OFF;
+		else if (!strcasecmp(s, "leader"))
+			attr.hier = INCA_HIER_LEADER;
+		else if (strcasecmp(s, "auto"))
+			return create_fail(INCA_ERR_CONFIG, "INCA_HIER: expected auto, off or "
+					   "leader, got '%s'", s);
+	}
+	if (attr.hier < INCA_HIER_AUTO || attr.hier > INCA_HIER_LEADER)
+		return create_fail(INCA_ERR_INVAL, "hier: unknown mode %d", attr.hier);
+
 	s = attr.transport ? attr.transport : "udp";
 	if (!strcmp(s, "udp"))
 		tp = &hl_udp_ops;
@@ -370,10 +382,68 @@ int inca_comm_create(const struct inca_comm_attr *attr_in, inca_comm_t **out)
 	else
 		return create_fail(INCA_ERR_INVAL, "transport '%s': expected udp, xdp or verbs", s);
 
+	bool managed = attr.manager_url && *attr.manager_url;
+	if (!managed) {
+		if (attr.config_file) {
+			FILE *f = fopen(attr.config_file, "r");
+			char *text;
+			long len;
+
+			if (!f)
+				return create_fail(INCA_ERR_CONFIG, "%s: %s", attr.config_file,
+						   strerror(errno));
+			fseek(f, 0, SEEK_END);
+			len = ftell(f);
+			rewind(f);
+			text = len >= 0 && len < (1 << 24) ? calloc(1, (size_t)len + 1) : NULL;
+			if (!text || fread(text, 1, (size_t)len, f) != (size_t)len) {
+				fclose(f);
+				free(text);
+				return create_fail(INCA_ERR_CONFIG, "%s: cannot read",
+						   attr.config_file);
+			}
+			fclose(f);
+			rc = hl_group_from_json(text, attr.config_file, &g, err, sizeof(err));
+			free(text);
+		} else {
+			rc = hl_group_from_env(&g, err, sizeof(err));
+		}
+		if (rc)
+			return create_fail(INCA_ERR_CONFIG, "%s", err);
+	}
+	/* several ranks on a host: they reduce among themselves first, and
+	 * their leader joins the network (hl_hier.c) */
+	if (attr.hier != INCA_HIER_OFF) {
+		struct hl_layout L;
+		rc = hl_layout_resolve(&attr, managed ? NULL : &g, &L, err, sizeof(err));
+		if (rc) {
+			if (!managed)
+				hl_group_free(&g);
+			return create_fail(rc, "%s", err);
+		}
+		if (L.nhosts && L.maxp > 1) {
+			rc = hl_hier_create(&attr, &L, managed ? NULL : &g, tp, out, err,
+					    sizeof(err));
+			return rc ? create_fail(rc, "%s", err) : INCA_OK;
+		}
+		hl_layout_free(&L);
+	}
+	return hl_comm_create_flat(&attr, tp, managed ? NULL : &g, out);
+}
+
+int hl_comm_create_flat(const struct inca_comm_attr *attr_in, const struct hl_transport_ops *tp,
+			struct hl_group_desc *gs, inca_comm_t **out)
+{
+	struct inca_comm_attr attr = *attr_in;
+	struct hl_group_desc g;
+	char err[256] = "";
+	int rc;
+
+	*out = NULL;
 	struct hl_manager *mgr = NULL;
 	struct hl_plan_msg plan = { 0 };
 	void *reserved = NULL;
-	if (attr.manager_url && *attr.manager_url) {
+	if (!gs) {
 		uint32_t qpn = 0;
 		if (tp->reserve && attr.fallback != INCA_FALLBACK_FORCE) {
 			rc = reserve_endpoint(&attr, tp, &reserved, &qpn);
@@ -385,36 +455,19 @@ int inca_comm_create(const struct inca_comm_attr *attr_in, inca_comm_t **out)
 			release_reserved(tp, reserved);
 			return create_fail(rc, "%s", err);
 		}
-	} else if (attr.config_file) {
-		FILE *f = fopen(attr.config_file, "r");
-		char *text;
-		long len;
-
-		if (!f)
-			return create_fail(INCA_ERR_CONFIG, "%s: %s", attr.config_file,
-					   strerror(errno));
-		fseek(f, 0, SEEK_END);
-		len = ftell(f);
-		rewind(f);
-		text = len >= 0 && len < (1 << 24) ? calloc(1, (size_t)len + 1) : NULL;
-		if (!text || fread(text, 1, (size_t)len, f) != (size_t)len) {
-			fclose(f);
-			free(text);
-			return create_fail(INCA_ERR_CONFIG, "%s: cannot read", attr.config_file);
-		}
-		fclose(f);
-		rc = hl_group_from_json(text, attr.config_file, &g, err, sizeof(err));
-		free(text);
 	} else {
-		rc = hl_group_from_env(&g, err, sizeof(err));
+		g = *gs;
+		memset(gs, 0, sizeof(*gs));
 	}
-	if (rc)
-		return create_fail(INCA_ERR_CONFIG, "%s", err);
 	if (g.nmembers != attr.size) {
 		int have = g.nmembers;
 		hl_group_free(&g);
 		hl_manager_leave(mgr);
 		release_reserved(tp, reserved);
+		if (attr.hier == INCA_HIER_OFF && have < attr.size)
+			return create_fail(INCA_ERR_CONFIG, "the group has %d members but size is "
+					   "%d (a group of hosts needs INCA_HIER auto or leader)",
+					   have, attr.size);
 		return create_fail(INCA_ERR_CONFIG, "the group has %d members but size is %d",
 				   have, attr.size);
 	}
@@ -439,6 +492,11 @@ void inca_comm_destroy(inca_comm_t *c)
 {
 	if (!c)
 		return;
+	if (c->hier) {
+		hl_hier_destroy(c);
+		free(c);
+		return;
+	}
 	hl_plan_stop(c);
 	hl_stream_free(c);
 	if (c->tp && c->fallback != INCA_FALLBACK_FORCE)
@@ -462,6 +520,8 @@ int inca_comm_size(const inca_comm_t *c)
 
 const char *inca_comm_transport(const inca_comm_t *c)
 {
+	if (c && c->hier)
+		return hl_hier_transport(c);
 	return c && c->tp ? c->tp->name : "none";
 }
 
@@ -474,6 +534,10 @@ int inca_comm_stats(const inca_comm_t *c, struct inca_stats *st)
 {
 	if (!c || !st)
 		return INCA_ERR_INVAL;
+	if (c->hier) {
+		hl_hier_stats(c, st);
+		return INCA_OK;
+	}
 	*st = c->stats;
 	st->cnps = c->dcqcn.cnps;
 	st->rate_gbps = hl_dcqcn_gbps(&c->dcqcn);

@@ -99,14 +99,16 @@ static int group_check(struct hl_group_desc *g, char *err, size_t errlen)
 
 static int member_from_json(struct inca_json *in, json_t *m, struct hl_member *mb)
 {
-	uint32_t port = 0;
+	uint32_t port = 0, nranks = 0;
 
 	if (hl_parse_ip(json_string_value(json_object_get(m, "ip")), &mb->ip))
 		return inca_json_bad_at(in, "ip", "expected an IPv4 address");
 	if (inca_json_get_u32(in, m, "qpn", 2, AGG_QPN_MASK, &mb->qpn) ||
-	    inca_json_opt_u32(in, m, "ring_port", 0, 65535, &port))
+	    inca_json_opt_u32(in, m, "ring_port", 0, 65535, &port) ||
+	    inca_json_opt_u32(in, m, "ranks", 1, 256, &nranks))
 		return -1;
 	mb->ring_port = (uint16_t)port;
+	mb->nranks = (uint16_t)nranks;
 	if (json_object_get(m, "ring_ip") &&
 	    hl_parse_ip(json_string_value(json_object_get(m, "ring_ip")), &mb->ring_ip))
 		return inca_json_bad_at(in, "ring_ip", "expected an IPv4 address");

@@ -148,6 +148,7 @@ struct hl_member {
 	uint32_t ring_ip;      /* the fallback ring's address; 0: ip */
 	uint32_t qpn;
 	uint16_t ring_port;
+	uint16_t nranks;       /* a static group of hosts: ranks on this one; 0: not said */
 };
 
 struct hl_group_desc {
@@ -337,6 +338,9 @@ struct inca_comm {
 	/* ring fallback (hl_ring.c) */
 	int ring_listen_fd, ring_next_fd, ring_prev_fd;
 
+	struct hl_hier *hier;     /* several ranks per host (hl_hier.c): the rest of
+				     this struct is unused but for rank, size, job,
+				     timeout_ms, now_us, stats and errmsg */
 	struct hl_manager *mgr;   /* NULL: static group */
 	struct hl_plan *plan;     /* with mgr: the manager's plan (hl_plan.c) */
 	uint32_t ring_id;         /* the ring's peers check it (the job's, with a manager) */
@@ -517,5 +521,36 @@ void hl_coll_restart(struct inca_comm *c);
 void hl_coll_idle_progress(struct inca_comm *c, double budget_us);
 /* Frees every collective still held, then the stream. */
 void hl_stream_free(struct inca_comm *c);
+
+/* hl_comm.c: a communicator whose every rank is a member of the switch's
+ * group (attr checked and complete; gs: a static group, taken; NULL: the
+ * manager's). */
+int hl_comm_create_flat(const struct inca_comm_attr *attr, const struct hl_transport_ops *tp,
+			struct hl_group_desc *gs, inca_comm_t **out);
+
+/* hl_hier.c: several ranks per host. */
+struct hl_layout {
+	int nhosts;            /* 0: none found (one member per rank) */
+	int *first;            /* nhosts + 1: host h has ranks first[h]..first[h+1]-1 */
+	int host, lrank, lsize, maxp;
+	bool uniform;          /* as many ranks on every host */
+};
+/* From attr->layout / INCA_LAYOUT, a static group of hosts (g->nmembers <
+ * size), or the launcher's local size; L->nhosts 0 when none applies. */
+int hl_layout_resolve(const struct inca_comm_attr *attr, const struct hl_group_desc *g,
+		      struct hl_layout *L, char *err, size_t errlen);
+void hl_layout_free(struct hl_layout *L);
+/* L and g (static, NULL: manager) are taken. */
+int hl_hier_create(const struct inca_comm_attr *attr, struct hl_layout *L,
+		   struct hl_group_desc *g, const struct hl_transport_ops *tp, inca_comm_t **out,
+		   char *err, size_t errlen);
+void hl_hier_destroy(struct inca_comm *c);
+struct hl_hreq;
+int hl_hier_start(struct inca_comm *c, const struct hl_coll_args *a, struct hl_hreq **out);
+/* as hl_coll_progress / hl_coll_finish */
+int hl_hier_progress(struct hl_hreq *r, double budget_us);
+int hl_hier_finish(struct hl_hreq *r);
+void hl_hier_stats(const struct inca_comm *c, struct inca_stats *st);
+const char *hl_hier_transport(const struct inca_comm *c);
 
 #endif /* HL_PRIV_H */

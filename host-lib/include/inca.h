@@ -115,6 +115,16 @@ typedef enum {
  *     the collectives run: its tree, or the host ring when none fits (a
  *     warning), changing at a collective every rank agrees on.
  */
+/* Several ranks per host: INCA_HIER_AUTO (default) reduces inside the host
+ * first when the layout says ranks share a host; OFF makes every rank a
+ * member of the switch's group; LEADER is what auto does today (the host's
+ * ranks reduce to local rank 0, which alone takes part in the network). */
+typedef enum {
+	INCA_HIER_AUTO = 0,
+	INCA_HIER_OFF = 1,
+	INCA_HIER_LEADER = 2,
+} inca_hier_t;
+
 struct inca_comm_attr {
 	int rank;                 /* 0..size-1 (INCA_RANK) */
 	int size;                 /* ranks in the job (INCA_SIZE) */
@@ -145,6 +155,17 @@ struct inca_comm_attr {
 				     PyTorch layers pick one; 0: numbered from 1
 				     (docs/protocol.md 3.2). The manager gives every
 				     job a group of its own: not needed there. */
+	/* Several ranks per host (docs/hostlib.md, "Several ranks per host"):
+	 * they reduce through shared memory first and one of them, the
+	 * host's leader, takes part in the network. The layout, in rank order
+	 * (ranks numbered host by host): */
+	const char *layout;       /* ranks per host, "2,2,2,2" (INCA_LAYOUT); else */
+	int local_size;           /* this host's ranks, the same on every host
+				     (INCA_LOCAL_SIZE, torchrun's LOCAL_WORLD_SIZE,
+				     OMPI_COMM_WORLD_LOCAL_SIZE, MPI_LOCALNRANKS);
+				     0: not said */
+	int local_rank;           /* with local_size: rank % local_size, checked */
+	inca_hier_t hier;         /* INCA_HIER=auto|off|leader */
 };
 
 /* An epoch for a new job on a static group (one rank draws it, every rank
@@ -298,6 +319,11 @@ struct inca_stats {
 				       now for a replay on the ring (those some other rank
 				       may not have completed; at most INCA_KEEP) */
 	uint64_t kept_bytes;        /* ... and their bytes (at most INCA_KEEP_MB MiB) */
+	uint64_t hier_calls;        /* calls that reduced inside the host first (several
+				       ranks per host); the network counters above are
+				       the host leader's, 0 at the other local ranks */
+	uint64_t local_bytes;       /* bytes this rank passed through the host's shared
+				       memory */
 };
 int inca_comm_stats(const inca_comm_t *comm, struct inca_stats *stats);
 

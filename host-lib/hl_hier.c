@@ -1,0 +1,1084 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Many ranks per host (docs/hostlib.md, "Several ranks per host"): the
+ * ranks of one host reduce among themselves first, through shared memory
+ * (hl_team.c), and only their leader (local rank 0) takes part in the
+ * network, as one member of a communicator of the hosts' leaders; then the
+ * leader hands the result back. Every collective is three phases:
+ *   up    the local ranks' contributions to the leader (reduced in local
+ *         rank order with aggregation/'s kernels, or gathered)
+ *   net   the leaders' collective (in-network, or their host ring)
+ *   down  the result, and the leader's verdict, to the local ranks
+ * A host's link then carries one copy of the vector per direction whatever
+ * the ranks per host. fp16 and bf16 are reduced locally into fp32 and the
+ * leaders reduce those fp32 sums, rounded once at the end, as the switch
+ * does for one rank per host.
+ *
+ * Collectives in flight run their up and down phases in start order (the
+ * same on every rank, so step numbers agree); the net phases of several
+ * overlap on the leaders' communicator.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "hl_priv.h"
+#include "hl_team.h"
+
+enum hphase { HP_UP, HP_NET, HP_DOWN, HP_DONE };
+enum upmode { UP_REDUCE, UP_GATHER, UP_ONE, UP_NONE };
+
+struct hl_hreq {
+	struct inca_comm *c;
+	struct hl_coll_args a;
+	enum hphase phase;
+	double deadline_us;
+	/* up: each rank's up_len bytes from up_src; at the leader into up_dst
+	 * (UP_REDUCE: the accumulator; UP_GATHER: local rank l's at
+	 * l x up_len; UP_ONE: local rank up_from's only) */
+	enum upmode upm;
+	const uint8_t *up_src;
+	size_t up_len;
+	int up_from;
+	uint8_t *up_dst;
+	uint32_t up0, upn, k;
+	int who;                   /* leader: the next local rank of the step */
+	/* net (leader) */
+	inca_request_t *ireq;
+	bool net_started;
+	uint64_t fallbacks0;
+	/* down: down_len bytes from down_src (leader); a local rank keeps
+	 * [copy_off, copy_off + copy_len) of them at down_dst */
+	const uint8_t *down_src;
+	size_t down_len, copy_off, copy_len;
+	uint8_t *down_dst;
+	uint32_t down0, downn;
+	/* buffers this collective owns */
+	uint8_t *acc, *tmp;
+	size_t acc_cap, tmp_cap;
+	int rc;
+	bool ring;
+	char msg[200];
+};
+
+struct hl_hier {
+	struct hl_layout L;
+	struct hl_team *team;          /* NULL: alone on this host */
+	inca_comm_t *inner;            /* the leaders' (leader, several hosts) */
+	uint32_t up_next, down_next;   /* the next steps to hand out */
+	struct hl_hreq *q[HL_MAX_INFLIGHT];   /* not completed by the caller */
+	unsigned nq;
+	int broken;                    /* the team failed: every call fails so */
+	char broken_msg[256];
+	uint8_t *spare;                /* a finished collective's buffer */
+	size_t spare_cap;
+};
+
+/* ---- the layout ---- */
+
+static const char *env_nonempty(const char *name)
+{
+	const char *s = getenv(name);
+
+	return s && *s ? s : NULL;
+}
+
+static int env_int(const char *name, long *v)
+{
+	const char *s = env_nonempty(name);
+	char *end;
+
+	if (!s)
+		return -1;
+	errno = 0;
+	*v = strtol(s, &end, 10);
+	return errno || *end || *v < 0 ? -1 : 0;
+}
+
+void hl_layout_free(struct hl_layout *L)
+{
+	free(L->first);
+	L->first = NULL;
+}
+
+/* counts[nhosts] in rank order: fill L for rank */
+static int layout_from_counts(struct hl_layout *L, const int *counts, int nhosts, int size,
+			      int rank, char *err, size_t errlen)
+{
+	int sum = 0;
+
+	L->first = calloc((size_t)nhosts + 1, sizeof(int));
+	if (!L->first) {
+		snprintf(err, errlen, "out of memory");
+		return INCA_ERR_NOMEM;
+	}
+	L->nhosts = nhosts;
+	L->maxp = 0;
+	L->uniform = true;
+	for (int h = 0; h < nhosts; h++) {
+		if (counts[h] < 1 || counts[h] > HL_TEAM_MAX) {
+			snprintf(err, errlen, "host %d has %d ranks: need 1..%d", h, counts[h],
+				 HL_TEAM_MAX);
+			hl_layout_free(L);
+			return INCA_ERR_CONFIG;
+		}
+		L->first[h] = sum;
+		sum += counts[h];
+		if (counts[h] != counts[0])
+			L->uniform = false;
+		if (counts[h] > L->maxp)
+			L->maxp = counts[h];
+	}
+	L->first[nhosts] = sum;
+	if (sum != size) {
+		snprintf(err, errlen, "the layout has %d ranks, the job %d", sum, size);
+		hl_layout_free(L);
+		return INCA_ERR_CONFIG;
+	}
+	for (int h = 0; h < nhosts; h++)
+		if (rank < L->first[h + 1]) {
+			L->host = h;
+			L->lrank = rank - L->first[h];
+			L->lsize = counts[h];
+			break;
+		}
+	return 0;
+}
+
+/* "3,1,2,2" */
+static int parse_counts(const char *s, int **counts, int *n, char *err, size_t errlen)
+{
+	int cap = 0;
+
+	*counts = NULL;
+	*n = 0;
+	for (const char *p = s;;) {
+		char *end;
+		errno = 0;
+		long v = strtol(p, &end, 10);
+		if (end == p || errno || v < 1 || v > HL_TEAM_MAX || (*end && *end != ',')) {
+			snprintf(err, errlen, "layout '%.60s': expected ranks per host in rank "
+				 "order, like 2,2,2,2 (each 1..%d)", s, HL_TEAM_MAX);
+			free(*counts);
+			return INCA_ERR_CONFIG;
+		}
+		if (*n == cap) {
+			int *nc = realloc(*counts, sizeof(int) * (size_t)(cap = cap ? cap * 2 : 8));
+			if (!nc) {
+				free(*counts);
+				snprintf(err, errlen, "out of memory");
+				return INCA_ERR_NOMEM;
+			}
+			*counts = nc;
+		}
+		(*counts)[(*n)++] = (int)v;
+		if (!*end)
+			return 0;
+		p = end + 1;
+	}
+}
+
+/* The ranks per host the launcher exported, when they describe this job:
+ * torchrun (LOCAL_WORLD_SIZE, with WORLD_SIZE and RANK), Open MPI
+ * (OMPI_COMM_WORLD_LOCAL_SIZE) and MPICH's Hydra (MPI_LOCALNRANKS). 0:
+ * none that applies. */
+static int launcher_local(int size, int rank, long *lrank, const char **from)
+{
+	static const struct { const char *lsize, *lrank, *wsize, *wrank; } src[] = {
+		{ "INCA_LOCAL_SIZE", "INCA_LOCAL_RANK", NULL, NULL },
+		{ "LOCAL_WORLD_SIZE", "LOCAL_RANK", "WORLD_SIZE", "RANK" },
+		{ "OMPI_COMM_WORLD_LOCAL_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+		  "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK" },
+		{ "MPI_LOCALNRANKS", "MPI_LOCALRANKID", "PMI_SIZE", "PMI_RANK" },
+	};
+	long v, w;
+
+	for (size_t i = 0; i < sizeof(src) / sizeof(src[0]); i++) {
+		if (env_int(src[i].lsize, &v) || v < 1)
+			continue;
+		/* the launcher's world is this communicator's */
+		if (src[i].wsize && (env_int(src[i].wsize, &w) || w != size ||
+				     env_int(src[i].wrank, &w) || w != rank))
+			continue;
+		if (env_int(src[i].lrank, lrank))
+			*lrank = -1;
+		*from = src[i].lsize;
+		return (int)v;
+	}
+	return 0;
+}
+
+int hl_layout_resolve(const struct inca_comm_attr *attr, const struct hl_group_desc *g,
+		      struct hl_layout *L, char *err, size_t errlen)
+{
+	const char *s = attr->layout ? attr->layout : env_nonempty("INCA_LAYOUT");
+	int *counts = NULL, n = 0, rc, size = attr->size, rank = attr->rank;
+	long lrank = -1;
+	int lsize = 0;
+	const char *from = "";
+
+	memset(L, 0, sizeof(*L));
+	if (s) {
+		rc = parse_counts(s, &counts, &n, err, errlen);
+		if (rc)
+			return rc;
+		from = attr->layout ? "the layout" : "INCA_LAYOUT";
+	} else if (g && g->nmembers < size) {
+		/* a static group of the hosts' leaders */
+		bool all = true, any = false;
+		for (int i = 0; i < g->nmembers; i++) {
+			all &= g->members[i].nranks > 0;
+			any |= g->members[i].nranks > 0;
+		}
+		if (any && !all) {
+			snprintf(err, errlen, "members: give \"ranks\" for every member or none");
+			return INCA_ERR_CONFIG;
+		}
+		if (!any && size % g->nmembers) {
+			snprintf(err, errlen, "the group has %d members (hosts) for %d ranks: "
+				 "give each member its \"ranks\", or INCA_LAYOUT", g->nmembers, size);
+			return INCA_ERR_CONFIG;
+		}
+		counts = malloc(sizeof(int) * (size_t)g->nmembers);
+		if (!counts) {
+			snprintf(err, errlen, "out of memory");
+			return INCA_ERR_NOMEM;
+		}
+		n = g->nmembers;
+		for (int i = 0; i < n; i++)
+			counts[i] = any ? g->members[i].nranks : size / g->nmembers;
+		from = "the group's members";
+	} else {
+		lsize = attr->local_size;
+		lrank = attr->local_size ? attr->local_rank : -1;
+		from = "local_size";
+		if (!lsize)
+			lsize = launcher_local(size, rank, &lrank, &from);
+		if (lsize <= 1)
+			return 0;   /* one rank per host, or nothing said */
+		if (size % lsize || (lrank >= 0 && lrank != rank % lsize)) {
+			HL_INFO("rank %d: %s says %d ranks per host (local rank %ld), not a "
+				"layout by host in rank order of this job's %d ranks: one member "
+				"per rank", rank, from, lsize, lrank, size);
+			return 0;
+		}
+		n = size / lsize;
+		counts = malloc(sizeof(int) * (size_t)n);
+		if (!counts) {
+			snprintf(err, errlen, "out of memory");
+			return INCA_ERR_NOMEM;
+		}
+		for (int i = 0; i < n; i++)
+			counts[i] = lsize;
+	}
+	rc = layout_from_counts(L, counts, n, size, rank, err, errlen);
+	free(counts);
+	if (rc) {
+		char tmp[256];
+		snprintf(tmp, sizeof(tmp), "%s", err);
+		snprintf(err, errlen, "%s: %s", from, tmp);
+	}
+	return rc;
+}
+
+/* ---- the requests ---- */
+
+static uint32_t nsteps(size_t len)
+{
+	return len ? (uint32_t)((len + HL_TEAM_CHUNK - 1) / HL_TEAM_CHUNK) : 1;
+}
+
+static bool is_leader(const struct hl_hier *h)
+{
+	return h->L.lrank == 0;
+}
+
+static int host_of(const struct hl_hier *h, int rank)
+{
+	int lo = 0, hi = h->L.nhosts - 1;
+
+	while (lo < hi) {
+		int mid = (lo + hi + 1) / 2;
+		if (h->L.first[mid] <= rank)
+			lo = mid;
+		else
+			hi = mid - 1;
+	}
+	return lo;
+}
+
+/* A buffer of n bytes: the spare when it is large enough (its pages in
+ * memory already), else a new one. */
+static uint8_t *take_buf(struct hl_hier *h, size_t n, size_t *cap)
+{
+	uint8_t *p;
+
+	if (h->spare && h->spare_cap >= n) {
+		p = h->spare;
+		*cap = h->spare_cap;
+		h->spare = NULL;
+		h->spare_cap = 0;
+		return p;
+	}
+	p = malloc(n ? n : 1);
+	*cap = n;
+	return p;
+}
+
+static void give_buf(struct hl_hier *h, uint8_t *p, size_t cap)
+{
+	if (!p)
+		return;
+	if (cap > h->spare_cap) {
+		free(h->spare);
+		h->spare = p;
+		h->spare_cap = cap;
+	} else {
+		free(p);
+	}
+}
+
+static void req_free(struct hl_hier *h, struct hl_hreq *r)
+{
+	give_buf(h, r->acc, r->acc_cap);
+	give_buf(h, r->tmp, r->tmp_cap);
+	free(r);
+}
+
+/* the dtype the leaders reduce in: the accumulator's */
+static enum agg_dtype net_dtype(enum agg_dtype dt)
+{
+	return agg_dtype_acc_size(dt) == agg_dtype_size(dt) ? dt : AGG_DTYPE_FP32;
+}
+
+/* Set the phases up (hl_hier_start). */
+static int plan_req(struct inca_comm *c, struct hl_hreq *r)
+{
+	struct hl_hier *h = c->hier;
+	const struct hl_coll_args *a = &r->a;
+	size_t es = agg_dtype_size(a->dtype), as = agg_dtype_acc_size(a->dtype);
+	size_t n = a->count, N = (size_t)c->size, P = (size_t)h->L.lsize;
+	bool lead = is_leader(h);
+	uint8_t *out = a->recvbuf;
+	const uint8_t *in = a->sendbuf == INCA_IN_PLACE ? out : a->sendbuf;
+	int hr;
+
+	r->upm = UP_REDUCE;
+	r->up_from = -1;
+	switch (a->coll) {
+	case AGG_COLL_ALLREDUCE:
+		r->up_src = in;
+		r->up_len = n * es;
+		if (lead) {
+			if (as == es) {
+				r->up_dst = out;
+			} else if (!(r->up_dst = r->acc = take_buf(h, n * as, &r->acc_cap))) {
+				return INCA_ERR_NOMEM;
+			}
+			r->down_src = out;
+		}
+		r->down_len = n * es;
+		r->down_dst = out;
+		r->copy_len = n * es;
+		break;
+	case AGG_COLL_REDUCE:
+		r->up_src = in;
+		r->up_len = n * es;
+		hr = host_of(h, a->root);
+		if (lead) {
+			if (as == es && c->rank == a->root)
+				r->up_dst = out;
+			else if (!(r->up_dst = r->acc = take_buf(h, n * as, &r->acc_cap)))
+				return INCA_ERR_NOMEM;
+		}
+		if (hr == h->L.host && a->root != c->rank - h->L.lrank) {
+			/* the root is not its host's leader: it hands the result over */
+			r->down_len = n * es;
+			if (c->rank == a->root) {
+				r->down_dst = out;
+				r->copy_len = n * es;
+			}
+			if (lead && !(r->tmp = take_buf(h, n * es, &r->tmp_cap)))
+				return INCA_ERR_NOMEM;
+			r->down_src = r->tmp;
+		}
+		break;
+	case AGG_COLL_REDUCE_SCATTER:
+		r->up_src = in;
+		r->up_len = N * n * es;
+		if (lead && !(r->up_dst = r->acc = take_buf(h, N * n * as, &r->acc_cap)))
+			return INCA_ERR_NOMEM;
+		if (lead && as != es && !(r->tmp = take_buf(h, P * n * es, &r->tmp_cap)))
+			return INCA_ERR_NOMEM;
+		r->down_len = P * n * es;
+		r->down_dst = out;
+		r->copy_off = (size_t)h->L.lrank * n * es;
+		r->copy_len = n * es;
+		break;
+	case AGG_COLL_ALLGATHER:
+		r->upm = UP_GATHER;
+		r->up_src = a->sendbuf == INCA_IN_PLACE ? out + (size_t)c->rank * n * es : in;
+		r->up_len = n * es;
+		if (lead) {
+			if (h->L.uniform) {
+				r->up_dst = out + (size_t)h->L.first[h->L.host] * n * es;
+			} else {
+				size_t blk = (size_t)h->L.maxp * n * es;
+				r->tmp = take_buf(h, blk * (1 + (size_t)h->L.nhosts), &r->tmp_cap);
+				if (!r->tmp)
+					return INCA_ERR_NOMEM;
+				memset(r->tmp, 0, blk);
+				r->up_dst = r->tmp;
+			}
+			r->down_src = out;
+		}
+		r->down_len = N * n * es;
+		r->down_dst = out;
+		r->copy_len = N * n * es;
+		break;
+	case AGG_COLL_BCAST:
+		hr = host_of(h, a->root);
+		r->upm = UP_NONE;
+		if (hr == h->L.host && a->root != c->rank - h->L.lrank) {
+			r->upm = UP_ONE;
+			r->up_from = a->root - h->L.first[hr];
+			r->up_src = out;
+			r->up_len = n * es;
+			r->up_dst = out;
+		}
+		r->down_src = out;
+		r->down_len = n * es;
+		if (c->rank != a->root) {
+			r->down_dst = out;
+			r->copy_len = n * es;
+		}
+		break;
+	default:
+		return INCA_ERR_INVAL;
+	}
+	r->upn = r->upm == UP_NONE ? 0 : nsteps(r->up_len);
+	r->downn = nsteps(r->down_len);
+	return 0;
+}
+
+int hl_hier_start(struct inca_comm *c, const struct hl_coll_args *a, struct hl_hreq **out)
+{
+	struct hl_hier *h = c->hier;
+	struct hl_hreq *r;
+	int rc;
+
+	if (h->broken)
+		return hl_fail(c, h->broken, "%s", h->broken_msg);
+	if (h->nq == HL_MAX_INFLIGHT)
+		return hl_fail(c, INCA_ERR_BUSY, "%s: %d collectives in flight already",
+			       hl_coll_name(a->coll), HL_MAX_INFLIGHT);
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return hl_fail(c, INCA_ERR_NOMEM, "%s: out of memory", hl_coll_name(a->coll));
+	r->c = c;
+	r->a = *a;
+	rc = plan_req(c, r);
+	if (rc) {
+		req_free(h, r);
+		return hl_fail(c, rc, "%s: out of memory", hl_coll_name(a->coll));
+	}
+	/* a local rank waits for its leader's verdict a little longer than the
+	 * leader waits for the network, so that it hears why */
+	r->deadline_us = c->now_us(c) + (double)c->timeout_ms * 1000 +
+			 (is_leader(h) ? 0 : 2e6);
+	r->up0 = h->up_next;
+	h->up_next += r->upn;
+	r->down0 = h->down_next;
+	h->down_next += r->downn;
+	r->phase = r->upn ? HP_UP : is_leader(h) ? HP_NET : HP_DOWN;
+	h->q[h->nq++] = r;
+	*out = r;
+	return 0;
+}
+
+/* What a wait is for, when nothing can move. */
+struct need {
+	bool set;
+	enum hl_team_stream st;
+	int lrank;
+	uint32_t n;
+};
+
+static void leader_take(struct hl_hier *h, struct hl_hreq *r, int l, size_t off, size_t len,
+			const uint8_t *src)
+{
+	const struct hl_coll_args *a = &r->a;
+
+	switch (r->upm) {
+	case UP_REDUCE: {
+		size_t es = agg_dtype_size(a->dtype), as = agg_dtype_acc_size(a->dtype);
+		uint8_t *acc = r->up_dst + off / es * as;
+		if (l == 0) {
+			if (acc != src)
+				agg_acc_load(a->dtype, acc, src, len / es);
+		} else {
+			agg_acc_reduce(a->dtype, a->op, acc, src, len / es);
+		}
+		break;
+	}
+	case UP_GATHER:
+		if (r->up_dst + (size_t)l * r->up_len + off != src)
+			memcpy(r->up_dst + (size_t)l * r->up_len + off, src, len);
+		break;
+	case UP_ONE:
+		if (l == r->up_from)
+			memcpy(r->up_dst + off, src, len);
+		break;
+	case UP_NONE:
+		break;
+	}
+	(void)h;
+}
+
+static bool contributes(const struct hl_hreq *r, int l)
+{
+	return r->upm == UP_REDUCE || r->upm == UP_GATHER || (r->upm == UP_ONE && l == r->up_from);
+}
+
+static void after_up(struct hl_hier *h, struct hl_hreq *r)
+{
+	r->k = 0;
+	r->who = 0;
+	r->phase = is_leader(h) ? HP_NET : HP_DOWN;
+}
+
+/* Move the up phase as far as it goes without waiting. */
+static bool advance_up(struct hl_hier *h, struct hl_hreq *r, struct need *need)
+{
+	bool moved = false;
+	int P = h->L.lsize;
+
+	while (r->k < r->upn) {
+		uint32_t s = r->up0 + r->k;
+		size_t off = (size_t)r->k * HL_TEAM_CHUNK;
+		size_t len = r->up_len - off < HL_TEAM_CHUNK ? r->up_len - off : HL_TEAM_CHUNK;
+		if (!r->up_len)
+			len = 0;
+		if (!is_leader(h)) {
+			/* my buffer of step s was step s - 2's: taken once the
+			 * leader is past s - 2 */
+			if (!hl_team_reached(h->team, HL_TEAM_UP, 0, s - 1)) {
+				*need = (struct need){ true, HL_TEAM_UP, 0, s - 1 };
+				return moved;
+			}
+			if (contributes(r, h->L.lrank) && len)
+				memcpy(hl_team_buf(h->team, HL_TEAM_UP, h->L.lrank, s),
+				       r->up_src + off, len);
+		} else {
+			for (; r->who < P; r->who++) {
+				int l = r->who;
+				if (l == 0) {
+					if (contributes(r, 0) && len)
+						leader_take(h, r, 0, off, len, r->up_src + off);
+					continue;
+				}
+				if (!hl_team_reached(h->team, HL_TEAM_UP, l, s + 1)) {
+					*need = (struct need){ true, HL_TEAM_UP, l, s + 1 };
+					return moved;
+				}
+				if (contributes(r, l) && len)
+					leader_take(h, r, l, off, len,
+						    hl_team_buf(h->team, HL_TEAM_UP, l, s));
+			}
+			r->who = 0;
+		}
+		if (h->team)
+			hl_team_post(h->team, HL_TEAM_UP, s);
+		r->c->stats.local_bytes += len;
+		r->k++;
+		moved = true;
+	}
+	after_up(h, r);
+	return true;
+}
+
+static void net_fail(struct hl_hreq *r, int rc, const char *what)
+{
+	r->rc = rc;
+	snprintf(r->msg, sizeof(r->msg), "%s (the hosts' leaders): %.150s", what,
+		 inca_comm_errmsg(r->c->hier->inner));
+}
+
+/* Start the leaders' collective. */
+static void net_start(struct hl_hier *h, struct hl_hreq *r)
+{
+	const struct hl_coll_args *a = &r->a;
+	inca_comm_t *in = h->inner;
+	enum agg_dtype nd = net_dtype(a->dtype);
+	size_t n = a->count, es = agg_dtype_size(a->dtype);
+	int rc = 0, hr;
+	struct inca_stats st;
+
+	r->net_started = true;
+	if (!in)
+		return;   /* one host: the local phase was everything */
+	if (!inca_comm_stats(in, &st))
+		r->fallbacks0 = st.fallbacks;
+	switch (a->coll) {
+	case AGG_COLL_ALLREDUCE:
+		rc = inca_iallreduce(in, INCA_IN_PLACE, r->up_dst, n, (inca_dtype_t)nd,
+				     (inca_op_t)a->op, &r->ireq);
+		break;
+	case AGG_COLL_REDUCE:
+		hr = host_of(h, a->root);
+		rc = inca_ireduce(in, hr == h->L.host ? INCA_IN_PLACE : r->up_dst,
+				  hr == h->L.host ? r->up_dst : NULL, n, (inca_dtype_t)nd,
+				  (inca_op_t)a->op, hr, &r->ireq);
+		break;
+	case AGG_COLL_REDUCE_SCATTER:
+		if (h->L.uniform)
+			rc = inca_ireduce_scatter(in, INCA_IN_PLACE, r->up_dst,
+						  (size_t)h->L.lsize * n, (inca_dtype_t)nd,
+						  (inca_op_t)a->op, &r->ireq);
+		else
+			rc = inca_iallreduce(in, INCA_IN_PLACE, r->up_dst,
+					     (size_t)r->c->size * n, (inca_dtype_t)nd,
+					     (inca_op_t)a->op, &r->ireq);
+		break;
+	case AGG_COLL_ALLGATHER:
+		if (h->L.uniform)
+			rc = inca_iallgather(in, INCA_IN_PLACE, a->recvbuf,
+					     (size_t)h->L.lsize * n, (inca_dtype_t)a->dtype,
+					     &r->ireq);
+		else
+			rc = inca_iallgather(in, r->tmp,
+					     r->tmp + (size_t)h->L.maxp * n * es,
+					     (size_t)h->L.maxp * n, (inca_dtype_t)a->dtype,
+					     &r->ireq);
+		break;
+	case AGG_COLL_BCAST:
+		rc = inca_ibcast(in, a->recvbuf, n, (inca_dtype_t)a->dtype, host_of(h, a->root),
+				 &r->ireq);
+		break;
+	default:
+		rc = INCA_ERR_INVAL;
+	}
+	if (rc)
+		net_fail(r, rc, hl_coll_name(a->coll));
+}
+
+/* The leaders' collective is done: the result where the down phase and
+ * the leader's caller want it. */
+static void net_done(struct hl_hier *h, struct hl_hreq *r)
+{
+	const struct hl_coll_args *a = &r->a;
+	size_t n = a->count, es = agg_dtype_size(a->dtype), as = agg_dtype_acc_size(a->dtype);
+	uint8_t *out = a->recvbuf;
+	struct inca_stats st;
+
+	if (h->inner && !inca_comm_stats(h->inner, &st) && st.fallbacks > r->fallbacks0)
+		r->ring = true;
+	if (r->rc)
+		return;
+	switch (a->coll) {
+	case AGG_COLL_ALLREDUCE:
+		if (r->up_dst != out)
+			agg_acc_store(a->dtype, out, r->up_dst, n);
+		break;
+	case AGG_COLL_REDUCE:
+		if (host_of(h, a->root) != h->L.host)
+			break;
+		if (r->c->rank == a->root) {
+			if (r->up_dst != out)
+				agg_acc_store(a->dtype, out, r->up_dst, n);
+		} else {
+			agg_acc_store(a->dtype, r->tmp, r->up_dst, n);
+		}
+		break;
+	case AGG_COLL_REDUCE_SCATTER: {
+		size_t P = (size_t)h->L.lsize;
+		uint8_t *blk = r->up_dst + (h->L.uniform ? 0 : (size_t)h->L.first[h->L.host] * n * as);
+		if (as != es) {
+			agg_acc_store(a->dtype, r->tmp, blk, P * n);
+			blk = r->tmp;
+		}
+		r->down_src = blk;
+		memmove(out, blk, n * es);
+		break;
+	}
+	case AGG_COLL_ALLGATHER:
+		if (!h->L.uniform) {
+			const uint8_t *all = r->tmp + (size_t)h->L.maxp * n * es;
+			for (int hh = 0; hh < h->L.nhosts; hh++)
+				for (int l = 0; l < h->L.first[hh + 1] - h->L.first[hh]; l++)
+					memcpy(out + (size_t)(h->L.first[hh] + l) * n * es,
+					       all + ((size_t)hh * h->L.maxp + l) * n * es, n * es);
+		}
+		break;
+	default:
+		break;
+	}
+}
+
+static bool advance_net(struct hl_hier *h, struct hl_hreq *r, unsigned wait_us)
+{
+	int done = 1, rc;
+
+	if (!r->net_started) {
+		net_start(h, r);
+		if (r->ireq)
+			wait_us = 0;
+	}
+	if (r->ireq) {
+		rc = inca_test_timeout(r->ireq, wait_us, &done);
+		if (!done)
+			return false;
+		r->ireq = NULL;
+		if (rc)
+			net_fail(r, rc, hl_coll_name(r->a.coll));
+	}
+	net_done(h, r);
+	r->phase = HP_DOWN;
+	r->k = 0;
+	return true;
+}
+
+static bool advance_down(struct hl_hier *h, struct hl_hreq *r, struct need *need)
+{
+	bool moved = false;
+
+	while (r->k < r->downn) {
+		uint32_t s = r->down0 + r->k;
+		size_t off = (size_t)r->k * HL_TEAM_CHUNK;
+		size_t len = r->down_len > off ? r->down_len - off : 0;
+		if (len > HL_TEAM_CHUNK)
+			len = HL_TEAM_CHUNK;
+		if (!h->team) {
+			r->k++;
+			continue;
+		}
+		if (is_leader(h)) {
+			/* the down buffer of step s was step s - 2's: free once
+			 * every local rank is past s - 2 */
+			for (; r->who < h->L.lsize; r->who++) {
+				if (r->who == 0)
+					continue;
+				if (!hl_team_reached(h->team, HL_TEAM_DOWN, r->who, s - 1)) {
+					*need = (struct need){ true, HL_TEAM_DOWN, r->who, s - 1 };
+					return moved;
+				}
+			}
+			r->who = 0;
+			struct hl_team_note *nt = hl_team_note(h->team, s);
+			nt->rc = r->rc;
+			nt->flags = r->ring ? HL_TEAM_NOTE_RING : 0;
+			snprintf(nt->msg, sizeof(nt->msg), "%s", r->rc ? r->msg : "");
+			if (!r->rc && len)
+				memcpy(hl_team_buf(h->team, HL_TEAM_DOWN, 0, s), r->down_src + off, len);
+		} else {
+			if (!hl_team_reached(h->team, HL_TEAM_DOWN, 0, s + 1)) {
+				*need = (struct need){ true, HL_TEAM_DOWN, 0, s + 1 };
+				return moved;
+			}
+			const struct hl_team_note *nt = hl_team_note(h->team, s);
+			if (nt->rc && !r->rc) {
+				r->rc = nt->rc;
+				snprintf(r->msg, sizeof(r->msg), "%.180s", nt->msg);
+			}
+			if (nt->flags & HL_TEAM_NOTE_RING)
+				r->ring = true;
+			/* the part of [off, off + len) this rank keeps */
+			size_t lo = off > r->copy_off ? off : r->copy_off;
+			size_t hi = off + len < r->copy_off + r->copy_len ? off + len :
+				    r->copy_off + r->copy_len;
+			if (!r->rc && r->down_dst && hi > lo)
+				memcpy(r->down_dst + (lo - r->copy_off),
+				       hl_team_buf(h->team, HL_TEAM_DOWN, 0, s) + (lo - off), hi - lo);
+		}
+		hl_team_post(h->team, HL_TEAM_DOWN, s);
+		r->c->stats.local_bytes += len;
+		r->k++;
+		moved = true;
+	}
+	r->phase = HP_DONE;
+	return true;
+}
+
+/* The team failed (a local rank gone, a deadline): every collective in
+ * flight fails, and every later call. */
+static void team_break(struct hl_hier *h, int rc, const char *why)
+{
+	h->broken = rc;
+	snprintf(h->broken_msg, sizeof(h->broken_msg), "the ranks of this host can no longer "
+		 "work together: %.190s", why);
+	hl_team_break(h->team, why);
+	for (unsigned i = 0; i < h->nq; i++) {
+		struct hl_hreq *r = h->q[i];
+		if (r->phase == HP_DONE)
+			continue;
+		r->phase = HP_DONE;
+		if (!r->rc) {
+			r->rc = rc;
+			snprintf(r->msg, sizeof(r->msg), "%.199s", h->broken_msg);
+		}
+	}
+}
+
+/* One pass over the collectives in flight, in start order. */
+static bool pass(struct hl_hier *h, struct need *need, struct hl_hreq **net)
+{
+	bool moved = false, up_free = true, down_free = true;
+
+	*net = NULL;
+	for (unsigned i = 0; i < h->nq; i++) {
+		struct hl_hreq *r = h->q[i];
+		if (r->phase == HP_UP && up_free)
+			moved |= advance_up(h, r, need);
+		if (r->phase == HP_UP)
+			up_free = false;
+		if (r->phase == HP_NET) {
+			if (!r->net_started || !r->ireq)
+				moved |= advance_net(h, r, 0);
+			else if (!*net)
+				*net = r;
+			if (r->phase == HP_NET && !moved && r->ireq)
+				moved |= advance_net(h, r, 0);
+		}
+		if (r->phase == HP_DOWN && down_free)
+			moved |= advance_down(h, r, need);
+		if (r->phase != HP_DONE)
+			down_free = false;
+	}
+	return moved;
+}
+
+int hl_hier_progress(struct hl_hreq *target, double budget_us)
+{
+	struct inca_comm *c = target->c;
+	struct hl_hier *h = c->hier;
+	double end = c->now_us(c) + budget_us;
+
+	for (;;) {
+		struct need need = { 0 };
+		struct hl_hreq *net;
+		bool moved = pass(h, &need, &net);
+		if (target->phase == HP_DONE)
+			return 1;
+		double now = c->now_us(c);
+		for (unsigned i = 0; i < h->nq; i++)
+			if (h->q[i]->phase != HP_DONE && now > h->q[i]->deadline_us &&
+			    h->q[i]->phase != HP_NET) {
+				team_break(h, INCA_ERR_TIMEOUT, "the deadline passed in the local "
+					   "phase of a collective (a local rank or its leader late)");
+				return 1;
+			}
+		if (moved)
+			continue;
+		if (now >= end)
+			return 0;
+		if (net) {
+			/* the network has the first say; the team is looked at
+			 * every 200 µs */
+			double w = end - now < 200 ? end - now : 200;
+			advance_net(h, net, need.set ? (unsigned)w : (unsigned)(end - now));
+			continue;
+		}
+		if (need.set) {
+			char err[200];
+			int rc = hl_team_wait(h->team, need.st, need.lrank, need.n,
+					      end < now + 50000 ? end : now + 50000, err, sizeof(err));
+			if (rc < 0) {
+				team_break(h, rc, err);
+				return 1;
+			}
+		}
+	}
+}
+
+int hl_hier_finish(struct hl_hreq *r)
+{
+	struct inca_comm *c = r->c;
+	struct hl_hier *h = c->hier;
+	int rc = r->rc;
+	unsigned i;
+
+	for (i = 0; i < h->nq && h->q[i] != r; i++)
+		;
+	if (i < h->nq) {
+		memmove(&h->q[i], &h->q[i + 1], sizeof(h->q[0]) * (h->nq - i - 1));
+		h->nq--;
+	}
+	if (rc) {
+		hl_fail(c, rc, "%s: %s", hl_coll_name(r->a.coll), r->msg);
+	} else {
+		c->stats.collectives++;
+		c->stats.hier_calls++;
+		if (r->ring)
+			c->stats.fallbacks++;
+	}
+	req_free(h, r);
+	return rc;
+}
+
+/* ---- the communicator ---- */
+
+/* Job-unique, the same on the ranks of one host. */
+static void team_name(const struct inca_comm_attr *attr, const struct hl_group_desc *g,
+		      const struct hl_layout *L, char *name, size_t len)
+{
+	char key[256];
+	uint32_t hsh = 2166136261u;
+
+	if (attr->manager_url && *attr->manager_url)
+		snprintf(key, sizeof(key), "m|%s|%s", attr->manager_url, attr->job ? attr->job : "");
+	else
+		snprintf(key, sizeof(key), "s|%u|%u|%s", g ? g->switch_ip : 0,
+			 g ? g->group_id : 0, attr->job ? attr->job : "");
+	for (const char *p = key; *p; p++)
+		hsh = (hsh ^ (uint8_t)*p) * 16777619u;
+	snprintf(name, len, "/inca-%u-%08x-%08x-h%d", (unsigned)getuid(), hsh, attr->epoch,
+		 L->host);
+}
+
+int hl_hier_create(const struct inca_comm_attr *attr, struct hl_layout *L,
+		   struct hl_group_desc *g, const struct hl_transport_ops *tp, inca_comm_t **out,
+		   char *err, size_t errlen)
+{
+	struct inca_comm *c = calloc(1, sizeof(*c));
+	struct hl_hier *h = calloc(1, sizeof(*h));
+	char name[96];
+	int rc = 0, *ranks = NULL;
+
+	*out = NULL;
+	if (!c || !h) {
+		free(c);
+		free(h);
+		hl_layout_free(L);
+		snprintf(err, errlen, "out of memory");
+		return INCA_ERR_NOMEM;
+	}
+	h->L = *L;
+	memset(L, 0, sizeof(*L));
+	c->hier = h;
+	c->rank = attr->rank;
+	c->size = attr->size;
+	snprintf(c->job, sizeof(c->job), "%s", attr->job ? attr->job : "");
+	c->tp = tp;
+	c->fallback = attr->fallback;
+	c->timeout_ms = attr->timeout_ms ? attr->timeout_ms : 30000;
+	c->now_us = hl_clock_us;
+	c->ring_listen_fd = c->ring_next_fd = c->ring_prev_fd = c->pfc_fd = -1;
+	double deadline = hl_clock_us(NULL) + (double)c->timeout_ms * 1000;
+
+	if (h->L.lsize > 1) {
+		team_name(attr, g, &h->L, name, sizeof(name));
+		ranks = malloc(sizeof(int) * (size_t)h->L.lsize);
+		if (!ranks) {
+			snprintf(err, errlen, "out of memory");
+			rc = INCA_ERR_NOMEM;
+			goto fail;
+		}
+		for (int l = 0; l < h->L.lsize; l++)
+			ranks[l] = h->L.first[h->L.host] + l;
+		rc = hl_team_open(name, h->L.lrank, h->L.lsize, ranks, c->rank, deadline,
+				  &h->team, err, errlen);
+		free(ranks);
+		if (rc)
+			goto fail;
+	}
+	/* the leader joins the network as its host; it tells the others
+	 * whether that worked (down step 0) */
+	h->down_next = 1;
+	if (is_leader(h)) {
+		if (h->L.nhosts > 1) {
+			struct inca_comm_attr ia = *attr;
+			ia.rank = h->L.host;
+			ia.size = h->L.nhosts;
+			ia.hier = INCA_HIER_OFF;
+			ia.layout = NULL;
+			ia.local_size = 0;
+			rc = hl_comm_create_flat(&ia, tp, g, &h->inner);
+			g = NULL;
+			if (rc)
+				snprintf(err, errlen, "%s", inca_last_errmsg());
+		}
+		if (h->team) {
+			struct hl_team_note *nt = hl_team_note(h->team, 0);
+			nt->rc = rc;
+			nt->flags = 0;
+			snprintf(nt->msg, sizeof(nt->msg), "%.199s", rc ? err : "");
+			hl_team_post(h->team, HL_TEAM_DOWN, 0);
+		}
+		if (rc)
+			goto fail;
+	} else {
+		rc = hl_team_wait(h->team, HL_TEAM_DOWN, 0, 1, deadline + 2e6, err, errlen);
+		if (rc == 1) {
+			const struct hl_team_note *nt = hl_team_note(h->team, 0);
+			rc = nt->rc;
+			if (rc)
+				snprintf(err, errlen, "the host's leader (rank %d) could not join: "
+					 "%.180s", h->L.first[h->L.host], nt->msg);
+		} else if (rc == 0) {
+			snprintf(err, errlen, "the host's leader (rank %d) did not join the network "
+				 "by the deadline", h->L.first[h->L.host]);
+			rc = INCA_ERR_TIMEOUT;
+		}
+		hl_team_post(h->team, HL_TEAM_DOWN, 0);
+		if (rc)
+			goto fail;
+	}
+	if (g)
+		hl_group_free(g);
+	HL_INFO("rank %d/%d: local rank %d of %d on host %d of %d (%s)%s", c->rank, c->size,
+		h->L.lrank, h->L.lsize, h->L.host, h->L.nhosts,
+		h->L.uniform ? "same ranks on every host" : "uneven",
+		is_leader(h) ? ", this host's leader" : "");
+	*out = c;
+	return 0;
+fail:
+	if (g)
+		hl_group_free(g);
+	hl_hier_destroy(c);
+	free(c);
+	return rc;
+}
+
+void hl_hier_destroy(struct inca_comm *c)
+{
+	struct hl_hier *h = c->hier;
+
+	if (!h)
+		return;
+	/* the leaders' requests go with their communicator */
+	for (unsigned i = 0; i < h->nq; i++) {
+		if (h->q[i]->ireq)
+			h->q[i]->ireq = NULL;
+		req_free(h, h->q[i]);
+	}
+	inca_comm_destroy(h->inner);
+	hl_team_close(h->team);
+	hl_layout_free(&h->L);
+	free(h->spare);
+	free(h);
+	c->hier = NULL;
+}
+
+void hl_hier_stats(const struct inca_comm *c, struct inca_stats *st)
+{
+	struct hl_hier *h = c->hier;
+	struct inca_stats mine = c->stats;
+
+	if (h->inner)
+		inca_comm_stats(h->inner, st);
+	else
+		memset(st, 0, sizeof(*st));
+	st->collectives = mine.collectives;
+	st->fallbacks = mine.fallbacks;
+	st->hier_calls = mine.hier_calls;
+	st->local_bytes = mine.local_bytes;
+}
+
+const char *hl_hier_transport(const struct inca_comm *c)
+{
+	return c->hier->inner ? inca_comm_transport(c->hier->inner) :
+	       c->tp ? c->tp->name : "none";
+}

@@ -1,0 +1,469 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Local teams over POSIX shared memory (hl_team.h): the segment, joining
+ * and its checks, the step counters and their futex waits.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hl_priv.h"
+#include "hl_team.h"
+
+#define TEAM_MAGIC 0x494e4354u   /* "INCT" */
+#define TEAM_VERSION 1u
+
+enum { ST_NEW = 0, ST_OPEN = 1, ST_READY = 2, ST_FAILED = 3 };
+
+struct seg_rank {
+	_Atomic int32_t pid;
+	int32_t rank;                   /* global */
+	_Atomic uint32_t cnt[2];        /* steps done, per stream */
+	_Atomic uint32_t waiters[2];    /* sleepers on cnt[] */
+	uint8_t pad[40];
+};
+_Static_assert(sizeof(struct seg_rank) == 64, "one cache line per rank");
+
+struct seg_hdr {
+	uint32_t magic, version;
+	int32_t lsize;
+	_Atomic uint32_t state;         /* ST_* */
+	_Atomic int32_t creator;        /* the leader's pid */
+	_Atomic uint32_t joined;        /* ranks that have it mapped */
+	uint64_t bytes;
+	char msg[200];                  /* ST_FAILED: why */
+	_Atomic uint32_t broken;        /* a rank gave up on the team: */
+	char bmsg[200];                 /*   why */
+};
+
+struct hl_team {
+	uint8_t *base;
+	size_t bytes;
+	int lrank, lsize;
+	struct seg_hdr *hdr;
+	struct seg_rank *ranks;
+	struct hl_team_note *notes;     /* [2] */
+	uint8_t *up, *down;
+};
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ volatile("yield" ::: "memory");
+#else
+	__asm__ volatile("" ::: "memory");
+#endif
+}
+
+static size_t align_up(size_t n, size_t a)
+{
+	return (n + a - 1) / a * a;
+}
+
+static void layout(struct hl_team *t, uint8_t *base, int lsize)
+{
+	size_t off = align_up(sizeof(struct seg_hdr), 64);
+
+	t->base = base;
+	t->hdr = (struct seg_hdr *)base;
+	t->ranks = (struct seg_rank *)(base + off);
+	off += sizeof(struct seg_rank) * (size_t)lsize;
+	t->notes = (struct hl_team_note *)(base + align_up(off, 64));
+	off = align_up(off, 64) + 2 * sizeof(struct hl_team_note);
+	off = align_up(off, 4096);
+	t->up = base + off;
+	off += (size_t)lsize * 2 * HL_TEAM_CHUNK;
+	t->down = base + off;
+	off += 2 * HL_TEAM_CHUNK;
+	t->bytes = off;
+}
+
+static size_t seg_bytes(int lsize)
+{
+	struct hl_team t;
+
+	layout(&t, NULL, lsize);
+	return t.bytes;
+}
+
+/* A process that exited is gone even while its parent has not reaped it
+ * (a zombie still answers kill 0). */
+static bool pid_alive(int32_t pid)
+{
+	char path[32], buf[256], *p;
+	ssize_t n;
+	int fd;
+
+	if (pid <= 0 || (kill(pid, 0) && errno == ESRCH))
+		return false;
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno != ENOENT;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return true;
+	buf[n] = 0;
+	/* "pid (comm) S ...": the state after the last ')' */
+	p = strrchr(buf, ')');
+	return !(p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X'));
+}
+
+static void futex_wait(_Atomic uint32_t *w, uint32_t val, double us)
+{
+	struct timespec ts = { .tv_sec = (time_t)(us / 1e6),
+			       .tv_nsec = (long)((us - (double)(time_t)(us / 1e6) * 1e6) * 1e3) };
+
+	syscall(SYS_futex, (uint32_t *)w, FUTEX_WAIT, val, &ts, NULL, 0);
+}
+
+static void futex_wake(_Atomic uint32_t *w)
+{
+	syscall(SYS_futex, (uint32_t *)w, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+static void nap(void)
+{
+	struct timespec ts = { 0, 500 * 1000 };
+
+	nanosleep(&ts, NULL);
+}
+
+/* The leader: make the segment, reclaiming one a crashed job left. */
+static int create_seg(const char *name, int lsize, double deadline_us, int *fdp, char *err,
+		      size_t errlen)
+{
+	int32_t holder = 0;
+
+	for (;;) {
+		int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		if (fd >= 0) {
+			if (ftruncate(fd, (off_t)seg_bytes(lsize))) {
+				snprintf(err, errlen, "shared memory %s: %s", name, strerror(errno));
+				close(fd);
+				shm_unlink(name);
+				return INCA_ERR_NOMEM;
+			}
+			*fdp = fd;
+			return 0;
+		}
+		if (errno != EEXIST) {
+			snprintf(err, errlen, "shared memory %s: %s", name, strerror(errno));
+			return INCA_ERR_TRANSPORT;
+		}
+		/* someone's: a running job's, or one a crash left */
+		fd = shm_open(name, O_RDONLY | O_CLOEXEC, 0);
+		if (fd >= 0) {
+			struct stat st;
+			bool stale = false;
+			if (!fstat(fd, &st)) {
+				if ((size_t)st.st_size < sizeof(struct seg_hdr)) {
+					stale = time(NULL) - st.st_mtime > 2;
+				} else {
+					struct seg_hdr *h = mmap(NULL, sizeof(*h), PROT_READ,
+								 MAP_SHARED, fd, 0);
+					if (h != MAP_FAILED) {
+						holder = atomic_load(&h->creator);
+						stale = !pid_alive(holder) &&
+							(holder || time(NULL) - st.st_mtime > 2);
+						munmap(h, sizeof(*h));
+					}
+				}
+			}
+			close(fd);
+			if (stale) {
+				HL_INFO("shared memory %s: left by a process that is gone (pid %d): "
+					"reclaimed", name, (int)holder);
+				shm_unlink(name);
+				continue;
+			}
+		}
+		if (hl_clock_us(NULL) > deadline_us) {
+			snprintf(err, errlen, "shared memory %s is held by running process %d "
+				 "(another job with the same name and host?)", name, (int)holder);
+			return INCA_ERR_TIMEOUT;
+		}
+		nap();
+	}
+}
+
+static int map_seg(struct hl_team *t, int fd, int lsize, const char *name, char *err,
+		   size_t errlen)
+{
+	size_t bytes = seg_bytes(lsize);
+	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+
+	if (p == MAP_FAILED) {
+		snprintf(err, errlen, "shared memory %s: mmap %zu bytes: %s", name, bytes,
+			 strerror(errno));
+		return INCA_ERR_NOMEM;
+	}
+	layout(t, p, lsize);
+	return 0;
+}
+
+/* Wait for *w to differ from what pred rejects; used while joining. */
+static int wait_word(_Atomic uint32_t *w, uint32_t until_val, int32_t pid, double deadline_us)
+{
+	for (;;) {
+		uint32_t v = atomic_load(w);
+		if (v >= until_val)
+			return 1;
+		if (pid && !pid_alive(pid))
+			return INCA_ERR_PEER;
+		double now = hl_clock_us(NULL);
+		if (now >= deadline_us)
+			return 0;
+		futex_wait(w, v, deadline_us - now < 20000 ? deadline_us - now : 20000);
+	}
+}
+
+static int lead(struct hl_team *t, const char *name, const int *ranks, int my_rank,
+		double deadline_us, char *err, size_t errlen)
+{
+	int fd, rc = create_seg(name, t->lsize, deadline_us, &fd, err, errlen);
+
+	if (rc)
+		return rc;
+	rc = map_seg(t, fd, t->lsize, name, err, errlen);
+	close(fd);
+	if (rc) {
+		shm_unlink(name);
+		return rc;
+	}
+	t->hdr->magic = TEAM_MAGIC;
+	t->hdr->version = TEAM_VERSION;
+	t->hdr->lsize = t->lsize;
+	t->hdr->bytes = t->bytes;
+	atomic_store(&t->ranks[0].pid, (int32_t)getpid());
+	t->ranks[0].rank = my_rank;
+	atomic_store(&t->hdr->creator, (int32_t)getpid());
+	atomic_store(&t->hdr->joined, 1);
+	atomic_store(&t->hdr->state, ST_OPEN);
+	rc = wait_word(&t->hdr->joined, (uint32_t)t->lsize, 0, deadline_us);
+	if (rc != 1) {
+		int n = 0;
+		char *p = err;
+		n = snprintf(p, errlen, "local ranks missing at the deadline (%d of %d joined "
+			     "%s):", (int)atomic_load(&t->hdr->joined), t->lsize, name);
+		for (int l = 1; l < t->lsize && n > 0 && (size_t)n < errlen; l++)
+			if (!atomic_load(&t->ranks[l].pid))
+				n += snprintf(p + n, errlen - (size_t)n, " %d", ranks[l]);
+		rc = INCA_ERR_TIMEOUT;
+		goto fail;
+	}
+	for (int l = 1; l < t->lsize; l++)
+		if (t->ranks[l].rank != ranks[l]) {
+			snprintf(err, errlen, "local rank %d of this host is rank %d, the layout "
+				 "says rank %d (ranks must be numbered host by host)", l,
+				 t->ranks[l].rank, ranks[l]);
+			rc = INCA_ERR_CONFIG;
+			goto fail;
+		}
+	shm_unlink(name);
+	atomic_store(&t->hdr->state, ST_READY);
+	futex_wake(&t->hdr->state);
+	return 0;
+fail:
+	snprintf(t->hdr->msg, sizeof(t->hdr->msg), "%s", err);
+	atomic_store(&t->hdr->state, ST_FAILED);
+	futex_wake(&t->hdr->state);
+	shm_unlink(name);
+	return rc;
+}
+
+static int join(struct hl_team *t, const char *name, int my_rank, double deadline_us,
+		char *err, size_t errlen)
+{
+	int32_t creator = 0;
+	int rc;
+
+	for (;; nap()) {
+		if (hl_clock_us(NULL) > deadline_us) {
+			snprintf(err, errlen, "shared memory %s: local rank 0 (pid %d) did not "
+				 "make it by the deadline", name, (int)creator);
+			return INCA_ERR_TIMEOUT;
+		}
+		int fd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
+		struct stat st;
+		if (fd < 0) {
+			if (errno == ENOENT)
+				continue;
+			snprintf(err, errlen, "shared memory %s: %s", name, strerror(errno));
+			return INCA_ERR_TRANSPORT;
+		}
+		if (fstat(fd, &st) || (size_t)st.st_size < seg_bytes(t->lsize)) {
+			close(fd);
+			continue;
+		}
+		rc = map_seg(t, fd, t->lsize, name, err, errlen);
+		close(fd);
+		if (rc)
+			return rc;
+		creator = atomic_load(&t->hdr->creator);
+		if (atomic_load(&t->hdr->state) != ST_OPEN || t->hdr->magic != TEAM_MAGIC ||
+		    !pid_alive(creator)) {
+			/* not made yet, or left by a crash: the leader replaces it */
+			munmap(t->base, t->bytes);
+			t->base = NULL;
+			continue;
+		}
+		break;
+	}
+	if (t->hdr->version != TEAM_VERSION || t->hdr->lsize != t->lsize) {
+		snprintf(err, errlen, "shared memory %s: local rank 0 made it for %d local ranks "
+			 "(version %u), this rank expects %d (version %u)", name, t->hdr->lsize,
+			 t->hdr->version, t->lsize, TEAM_VERSION);
+		return INCA_ERR_CONFIG;
+	}
+	int32_t zero = 0;
+	struct seg_rank *me = &t->ranks[t->lrank];
+	if (!atomic_compare_exchange_strong(&me->pid, &zero, (int32_t)getpid())) {
+		snprintf(err, errlen, "local rank %d of %s is taken by pid %d (two ranks with the "
+			 "same number?)", t->lrank, name, (int)zero);
+		return INCA_ERR_CONFIG;
+	}
+	me->rank = my_rank;
+	atomic_fetch_add(&t->hdr->joined, 1);
+	futex_wake(&t->hdr->joined);
+	rc = wait_word(&t->hdr->state, ST_READY, creator, deadline_us);
+	if (rc == 1 && atomic_load(&t->hdr->state) == ST_READY)
+		return 0;
+	if (rc == INCA_ERR_PEER) {
+		snprintf(err, errlen, "local rank 0 (pid %d) is gone", (int)creator);
+		return rc;
+	}
+	if (rc == 0) {
+		snprintf(err, errlen, "local rank 0 did not see every local rank by the deadline");
+		return INCA_ERR_TIMEOUT;
+	}
+	snprintf(err, errlen, "local rank 0 refused the team: %.180s", t->hdr->msg);
+	return INCA_ERR_CONFIG;
+}
+
+int hl_team_open(const char *name, int lrank, int lsize, const int *ranks, int my_rank,
+		 double deadline_us, struct hl_team **out, char *err, size_t errlen)
+{
+	struct hl_team *t;
+	int rc;
+
+	*out = NULL;
+	if (lsize < 1 || lsize > HL_TEAM_MAX || lrank < 0 || lrank >= lsize) {
+		snprintf(err, errlen, "local rank %d of %d: need 0 <= local rank < local size <= "
+			 "%d", lrank, lsize, HL_TEAM_MAX);
+		return INCA_ERR_CONFIG;
+	}
+	t = calloc(1, sizeof(*t));
+	if (!t) {
+		snprintf(err, errlen, "out of memory");
+		return INCA_ERR_NOMEM;
+	}
+	t->lrank = lrank;
+	t->lsize = lsize;
+	rc = lrank == 0 ? lead(t, name, ranks, my_rank, deadline_us, err, errlen) :
+			  join(t, name, my_rank, deadline_us, err, errlen);
+	if (rc) {
+		hl_team_close(t);
+		return rc;
+	}
+	*out = t;
+	return 0;
+}
+
+void hl_team_close(struct hl_team *t)
+{
+	if (!t)
+		return;
+	if (t->base)
+		munmap(t->base, t->bytes);
+	free(t);
+}
+
+uint8_t *hl_team_buf(struct hl_team *t, enum hl_team_stream st, int lrank, uint32_t s)
+{
+	if (st == HL_TEAM_DOWN)
+		return t->down + (size_t)(s & 1) * HL_TEAM_CHUNK;
+	return t->up + ((size_t)lrank * 2 + (s & 1)) * HL_TEAM_CHUNK;
+}
+
+struct hl_team_note *hl_team_note(struct hl_team *t, uint32_t s)
+{
+	return &t->notes[s & 1];
+}
+
+void hl_team_post(struct hl_team *t, enum hl_team_stream st, uint32_t s)
+{
+	struct seg_rank *me = &t->ranks[t->lrank];
+
+	atomic_store(&me->cnt[st], s + 1);
+	if (atomic_load(&me->waiters[st]))
+		futex_wake(&me->cnt[st]);
+}
+
+int hl_team_reached(struct hl_team *t, enum hl_team_stream st, int lrank, uint32_t n)
+{
+	return (int32_t)(atomic_load_explicit(&t->ranks[lrank].cnt[st], memory_order_acquire) -
+			 n) >= 0;
+}
+
+int hl_team_wait(struct hl_team *t, enum hl_team_stream st, int lrank, uint32_t n,
+		 double until_us, char *err, size_t errlen)
+{
+	struct seg_rank *r = &t->ranks[lrank];
+
+	for (int i = 0; i < 256; i++) {
+		if (hl_team_reached(t, st, lrank, n))
+			return 1;
+		cpu_relax();
+	}
+	for (;;) {
+		double now = hl_clock_us(NULL);
+		if (now >= until_us)
+			return 0;
+		atomic_fetch_add(&r->waiters[st], 1);
+		uint32_t v = atomic_load(&r->cnt[st]);
+		if ((int32_t)(v - n) < 0)
+			futex_wait(&r->cnt[st], v, until_us - now < 20000 ? until_us - now : 20000);
+		atomic_fetch_sub(&r->waiters[st], 1);
+		if (hl_team_reached(t, st, lrank, n))
+			return 1;
+		if (atomic_load(&t->hdr->broken)) {
+			snprintf(err, errlen, "%.190s", t->hdr->bmsg);
+			return INCA_ERR_PEER;
+		}
+		int32_t pid = atomic_load(&r->pid);
+		if (!pid_alive(pid)) {
+			snprintf(err, errlen, "local rank %d (rank %d, pid %d) is gone", lrank,
+				 r->rank, (int)pid);
+			return INCA_ERR_PEER;
+		}
+	}
+}
+
+void hl_team_break(struct hl_team *t, const char *why)
+{
+	uint32_t zero = 0;
+
+	if (!t || !atomic_compare_exchange_strong(&t->hdr->broken, &zero, 1))
+		return;
+	snprintf(t->hdr->bmsg, sizeof(t->hdr->bmsg), "local rank %d gave up: %.170s",
+		 t->lrank, why);
+	/* the sleepers look at it when they wake */
+	for (int l = 0; l < t->lsize; l++)
+		for (int st = 0; st < 2; st++)
+			futex_wake(&t->ranks[l].cnt[st]);
+}

@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * A local team: the ranks of one job on one host, over one shared-memory
+ * segment (hl_team.c). Two streams of numbered steps carry data between
+ * local rank 0 (the leader) and the others:
+ *   up    every rank publishes a chunk of step s; the leader takes them
+ *   down  the leader publishes a chunk of step s; every rank reads it
+ * Each rank owns two counters (steps done, one per stream), futex words
+ * in the segment. Two buffers per rank and stream let step s + 1 be
+ * written while step s is read. The segment's name is unlinked once every
+ * local rank has it mapped, so a crash leaves nothing in /dev/shm; a
+ * segment left by a crash before that is reclaimed by the next job.
+ */
+#ifndef HL_TEAM_H
+#define HL_TEAM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* bytes a step carries */
+#define HL_TEAM_CHUNK (256u * 1024u)
+/* most ranks of one job on one host */
+#define HL_TEAM_MAX 256
+
+enum hl_team_stream { HL_TEAM_UP = 0, HL_TEAM_DOWN = 1 };
+
+/* what the leader says of a down step beside its data */
+struct hl_team_note {
+	int32_t rc;            /* the collective's result at the leader */
+	uint32_t flags;        /* HL_TEAM_NOTE_* */
+	char msg[200];         /* rc != 0: the leader's error message */
+};
+#define HL_TEAM_NOTE_RING 1u   /* the in-network phase ran on the host ring */
+
+struct hl_team;
+
+/*
+ * Make (local rank 0) or join the team's segment /dev/shm/<name> and wait
+ * until all lsize ranks have joined, up to deadline_us (hl_clock_us). The
+ * caller's global rank is recorded and checked by the leader: ranks[l]
+ * must be local rank l's. 0, or a negative INCA code with err set.
+ */
+int hl_team_open(const char *name, int lrank, int lsize, const int *ranks, int my_rank,
+		 double deadline_us, struct hl_team **out, char *err, size_t errlen);
+void hl_team_close(struct hl_team *t);
+
+/* local rank lrank's buffer for step s of a stream (HL_TEAM_CHUNK bytes;
+ * the down stream has one, the leader's) */
+uint8_t *hl_team_buf(struct hl_team *t, enum hl_team_stream st, int lrank, uint32_t s);
+struct hl_team_note *hl_team_note(struct hl_team *t, uint32_t s);
+/* This rank has done step s of stream st (its counter becomes s + 1). */
+void hl_team_post(struct hl_team *t, enum hl_team_stream st, uint32_t s);
+/* Has local rank lrank done every step below n of stream st? */
+int hl_team_reached(struct hl_team *t, enum hl_team_stream st, int lrank, uint32_t n);
+/*
+ * Wait until it has, at most until until_us: 1 reached, 0 not yet, or
+ * INCA_ERR_PEER when that rank's process is gone (err says so). Spins a
+ * few microseconds, then sleeps on the futex: a late rank costs no CPU.
+ */
+int hl_team_wait(struct hl_team *t, enum hl_team_stream st, int lrank, uint32_t n,
+		 double until_us, char *err, size_t errlen);
+
+/* This rank gives up on the team (a local rank gone, a deadline): every
+ * rank waiting in it, or later, gets INCA_ERR_PEER and why. */
+void hl_team_break(struct hl_team *t, const char *why);
+
+#endif /* HL_TEAM_H */

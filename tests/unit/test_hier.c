@@ -1,0 +1,589 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Several ranks per host (hl_hier.c, hl_team.c) without a network: the
+ * ranks of one host as forked processes on a static group of one host, so
+ * that every collective is the local phases alone. Exact results for
+ * every collective, several dtypes and ops, multi-chunk sizes, in place,
+ * nonblocking out of order; a rank that dies, a rank that is late (its
+ * peers sleep, not spin), stale segments reclaimed, nothing left in
+ * /dev/shm; and the layout's sources.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hl_priv.h"
+#include "hl_team.h"
+
+static char cfg_path[64];
+static unsigned job_no;
+
+/* a static group of one host (its leader), size ranks on it */
+static void write_cfg(void)
+{
+	snprintf(cfg_path, sizeof(cfg_path), "/tmp/inca-test-hier-%d.json", (int)getpid());
+	FILE *f = fopen(cfg_path, "w");
+	assert_non_null(f);
+	fprintf(f, "{\"switch\": \"127.0.0.1\", \"group\": 7, \"qpn\": 256, \"qkey\": 1, "
+		"\"window\": 4, \"elems_per_pkt\": 256, \"members\": "
+		"[{\"ip\": \"127.0.0.1\", \"qpn\": 300}]}\n");
+	fclose(f);
+}
+
+static int count_shm(void)
+{
+	char prefix[32];
+	DIR *d = opendir("/dev/shm");
+	struct dirent *e;
+	int n = 0;
+
+	snprintf(prefix, sizeof(prefix), "inca-%u-", (unsigned)getuid());
+	if (!d)
+		return 0;
+	while ((e = readdir(d)))
+		n += !strncmp(e->d_name, prefix, strlen(prefix));
+	closedir(d);
+	return n;
+}
+
+static int fails;
+#define CHECK(cond, ...) do { if (!(cond)) { fprintf(stderr, "rank check failed (%s:%d): ", \
+	__FILE__, __LINE__); fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); fails++; } } while (0)
+
+static inca_comm_t *make(int rank, int size, const char *job, unsigned timeout_ms)
+{
+	struct inca_comm_attr a = { .rank = rank, .size = size, .job = job,
+				    .config_file = cfg_path, .timeout_ms = timeout_ms };
+	inca_comm_t *c = NULL;
+	int rc = inca_comm_create(&a, &c);
+
+	if (rc)
+		fprintf(stderr, "rank %d: create: %s: %s\n", rank, inca_strerror(rc),
+			inca_last_errmsg());
+	return c;
+}
+
+/* Run body in size forked ranks; each exits with its failure count. */
+typedef void (*body_fn)(int rank, int size, const char *job);
+
+static void run_ranks(int size, body_fn body, int expect_fail_rank)
+{
+	char job[64];
+	pid_t pid[16];
+
+	snprintf(job, sizeof(job), "hier-%d-%u", (int)getpid(), job_no++);
+	for (int r = 0; r < size; r++) {
+		pid[r] = fork();
+		assert_true(pid[r] >= 0);
+		if (pid[r] == 0) {
+			alarm(60);
+			fails = 0;
+			body(r, size, job);
+			_exit(fails ? 1 : 0);
+		}
+	}
+	for (int r = 0; r < size; r++) {
+		int st;
+		assert_int_equal(waitpid(pid[r], &st, 0), pid[r]);
+		assert_true(WIFEXITED(st));
+		if (r != expect_fail_rank)
+			assert_int_equal(WEXITSTATUS(st), 0);
+	}
+}
+
+static float f32_in(int r, size_t i)
+{
+	return (float)(r * 1000 + (int)(i % 97));
+}
+
+static void body_collectives(int rank, int P, const char *job)
+{
+	inca_comm_t *c = make(rank, P, job, 20000);
+	static const size_t counts[] = { 1, 7, 70000, 200000 };
+	unsigned calls = 0;
+
+	if (!c) {
+		fails++;
+		return;
+	}
+	CHECK(inca_comm_size(c) == P && inca_comm_rank(c) == rank, "rank/size");
+	for (size_t ci = 0; ci < sizeof(counts) / sizeof(counts[0]); ci++) {
+		size_t n = counts[ci];
+		float *x = malloc(n * 4), *y = malloc(n * 4);
+		uint16_t *h = malloc(n * 2);
+		int32_t *k = malloc(n * 4);
+		int64_t *l = malloc(n * 8);
+		double *d = malloc(n * 8);
+
+		/* fp32 sum, out of place and in place */
+		for (size_t i = 0; i < n; i++)
+			x[i] = f32_in(rank, i);
+		CHECK(!inca_allreduce(c, x, y, n, INCA_FLOAT32, INCA_SUM), "%s", inca_comm_errmsg(c));
+		calls++;
+		for (size_t i = 0; i < n; i++) {
+			float e = 0;
+			for (int r = 0; r < P; r++)
+				e += f32_in(r, i);
+			if (y[i] != e) {
+				CHECK(0, "fp32 sum n %zu [%zu]: %g, want %g", n, i, y[i], e);
+				break;
+			}
+		}
+		CHECK(!inca_allreduce(c, INCA_IN_PLACE, x, n, INCA_FLOAT32, INCA_SUM), "in place");
+		calls++;
+		CHECK(!memcmp(x, y, n * 4), "fp32 sum in place differs");
+		/* fp16 sum: small integers, exact; rounding of the sum once */
+		for (size_t i = 0; i < n; i++)
+			h[i] = agg_fp32_to_fp16((float)(rank + 1 + (int)(i % 7)));
+		CHECK(!inca_allreduce(c, INCA_IN_PLACE, h, n, INCA_FLOAT16, INCA_SUM), "fp16");
+		calls++;
+		for (size_t i = 0; i < n; i++) {
+			float e = (float)(P * (P + 1) / 2 + P * (int)(i % 7));
+			if (agg_fp16_to_fp32(h[i]) != e) {
+				CHECK(0, "fp16 sum [%zu]: %g, want %g", i, agg_fp16_to_fp32(h[i]), e);
+				break;
+			}
+		}
+		/* bf16 max */
+		for (size_t i = 0; i < n; i++)
+			h[i] = agg_fp32_to_bf16((float)((rank * 7 + (int)i) % 11) - 5.0f);
+		CHECK(!inca_allreduce(c, INCA_IN_PLACE, h, n, INCA_BFLOAT16, INCA_MAX), "bf16");
+		calls++;
+		for (size_t i = 0; i < n; i++) {
+			int e = -100;
+			for (int r = 0; r < P; r++)
+				e = (r * 7 + (int)i) % 11 - 5 > e ? (r * 7 + (int)i) % 11 - 5 : e;
+			if (agg_bf16_to_fp32(h[i]) != (float)e) {
+				CHECK(0, "bf16 max [%zu]: %g, want %d", i, agg_bf16_to_fp32(h[i]), e);
+				break;
+			}
+		}
+		/* int32 band, int64 sum, fp64 prod */
+		for (size_t i = 0; i < n; i++) {
+			k[i] = (int32_t)(0x7fffffff ^ (1u << ((unsigned)(rank + i) % 31)));
+			l[i] = (int64_t)rank * 10000000000LL + (int64_t)i;
+			d[i] = (rank + i) % 3 ? 2.0 : 0.5;
+		}
+		CHECK(!inca_allreduce(c, INCA_IN_PLACE, k, n, INCA_INT32, INCA_BAND), "band");
+		CHECK(!inca_allreduce(c, INCA_IN_PLACE, l, n, INCA_INT64, INCA_SUM), "int64");
+		CHECK(!inca_allreduce(c, INCA_IN_PLACE, d, n, INCA_FLOAT64, INCA_PROD), "fp64");
+		calls += 3;
+		for (size_t i = 0; i < n; i++) {
+			int32_t ek = 0x7fffffff;
+			int64_t el = 0;
+			double ed = 1;
+			for (int r = 0; r < P; r++) {
+				ek &= (int32_t)(0x7fffffff ^ (1u << ((unsigned)(r + i) % 31)));
+				el += (int64_t)r * 10000000000LL + (int64_t)i;
+				ed *= (r + i) % 3 ? 2.0 : 0.5;
+			}
+			if (k[i] != ek || l[i] != el || d[i] != ed) {
+				CHECK(0, "int32/int64/fp64 [%zu]: %d %lld %g, want %d %lld %g", i,
+				      k[i], (long long)l[i], d[i], ek, (long long)el, ed);
+				break;
+			}
+		}
+		/* reduce to every root, the others' recvbuf NULL */
+		for (int root = 0; root < P; root++) {
+			for (size_t i = 0; i < n; i++)
+				x[i] = f32_in(rank, i);
+			memset(y, 0, n * 4);
+			CHECK(!inca_reduce(c, x, rank == root ? y : NULL, n, INCA_FLOAT32, INCA_SUM,
+					   root), "reduce %d: %s", root, inca_comm_errmsg(c));
+			calls++;
+			for (size_t i = 0; rank == root && i < n; i++) {
+				float e = 0;
+				for (int r = 0; r < P; r++)
+					e += f32_in(r, i);
+				if (y[i] != e) {
+					CHECK(0, "reduce root %d [%zu]: %g want %g", root, i, y[i], e);
+					break;
+				}
+			}
+		}
+		/* bcast from every root */
+		for (int root = 0; root < P; root++) {
+			for (size_t i = 0; i < n; i++)
+				k[i] = rank == root ? (int32_t)(root * 1000003 + (int)i) : -1;
+			CHECK(!inca_bcast(c, k, n, INCA_INT32, root), "bcast %d", root);
+			calls++;
+			for (size_t i = 0; i < n; i++)
+				if (k[i] != (int32_t)(root * 1000003 + (int)i)) {
+					CHECK(0, "bcast root %d [%zu]: %d", root, i, k[i]);
+					break;
+				}
+		}
+		free(x);
+		free(y);
+		free(h);
+		free(k);
+		free(l);
+		free(d);
+	}
+	/* reduce-scatter and allgather, several chunks, in place too */
+	size_t n = 30000;
+	float *all = malloc(n * (size_t)P * 4), *mine = malloc(n * 4);
+	int32_t *g = malloc(n * (size_t)P * 4), *gi = malloc(n * 4);
+	for (int inplace = 0; inplace < 2; inplace++) {
+		for (size_t i = 0; i < n * (size_t)P; i++)
+			all[i] = f32_in(rank, i);
+		CHECK(!inca_reduce_scatter(c, inplace ? INCA_IN_PLACE : all, inplace ? all : mine, n,
+					   INCA_FLOAT32, INCA_SUM), "reduce_scatter");
+		calls++;
+		float *res = inplace ? all : mine;
+		for (size_t i = 0; i < n; i++) {
+			float e = 0;
+			for (int r = 0; r < P; r++)
+				e += f32_in(r, (size_t)rank * n + i);
+			if (res[i] != e) {
+				CHECK(0, "reduce_scatter [%zu]: %g want %g", i, res[i], e);
+				break;
+			}
+		}
+		for (size_t i = 0; i < n; i++)
+			gi[i] = rank * 100000 + (int32_t)i;
+		memset(g, 0xff, n * (size_t)P * 4);
+		if (inplace)
+			memcpy(g + (size_t)rank * n, gi, n * 4);
+		CHECK(!inca_allgather(c, inplace ? INCA_IN_PLACE : gi, g, n, INCA_INT32), "allgather");
+		calls++;
+		for (size_t i = 0; i < n * (size_t)P; i++)
+			if (g[i] != (int32_t)(i / n) * 100000 + (int32_t)(i % n)) {
+				CHECK(0, "allgather [%zu]: %d", i, g[i]);
+				break;
+			}
+	}
+	free(all);
+	free(mine);
+	free(g);
+	free(gi);
+	CHECK(!inca_barrier(c), "barrier: %s", inca_comm_errmsg(c));
+	calls++;
+	/* nonblocking: 8 in flight, completed in reverse order, two of them
+	 * by inca_test */
+	int32_t v[8][1000];
+	inca_request_t *req[8];
+	for (int j = 0; j < 8; j++) {
+		for (int i = 0; i < 1000; i++)
+			v[j][i] = (rank + 1) * (j + 1) + i;
+		CHECK(!inca_iallreduce(c, INCA_IN_PLACE, v[j], 1000, INCA_INT32, INCA_SUM, &req[j]),
+		      "iallreduce %d", j);
+		calls++;
+	}
+	for (int j = 7; j >= 0; j--) {
+		int done = 0, rc = 0;
+		if (j >= 6) {
+			for (int t = 0; t < 100000 && !done; t++)
+				rc = inca_test_timeout(req[j], 1000, &done);
+			CHECK(done && !rc, "test %d: done %d rc %d", j, done, rc);
+		} else {
+			CHECK(!inca_wait(req[j]), "wait %d", j);
+		}
+		for (int i = 0; i < 1000; i++)
+			if (v[j][i] != P * (P + 1) / 2 * (j + 1) + P * i) {
+				CHECK(0, "iallreduce %d [%d]: %d", j, i, v[j][i]);
+				break;
+			}
+	}
+	struct inca_stats st;
+	CHECK(!inca_comm_stats(c, &st), "stats");
+	CHECK(st.collectives == calls && st.hier_calls == calls && st.fallbacks == 0 &&
+	      st.packets_sent == 0, "stats: %llu collectives, %llu hier, want %u",
+	      (unsigned long long)st.collectives, (unsigned long long)st.hier_calls, calls);
+	CHECK(st.local_bytes > 0, "no local bytes");
+	inca_comm_destroy(c);
+}
+
+static void test_collectives(void **state)
+{
+	(void)state;
+	int before = count_shm();
+	run_ranks(3, body_collectives, -1);
+	run_ranks(2, body_collectives, -1);
+	assert_int_equal(count_shm(), before);
+}
+
+/* rank P-1 dies after joining: the others fail with INCA_ERR_PEER, soon */
+static void body_dead(int rank, int P, const char *job)
+{
+	inca_comm_t *c = make(rank, P, job, 20000);
+	float x[64] = { 0 };
+	struct timespec t0, t1;
+
+	if (!c) {
+		fails++;
+		return;
+	}
+	if (rank == P - 1)
+		_exit(3);
+	usleep(100 * 1000);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	int rc = inca_allreduce(c, INCA_IN_PLACE, x, 64, INCA_FLOAT32, INCA_SUM);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+	/* the leader waits on the dead rank; a local rank waits on the
+	 * leader, which reports it through the team's end */
+	if (rank == 0) {
+		CHECK(rc == INCA_ERR_PEER, "rc %d (%s)", rc, inca_comm_errmsg(c));
+		CHECK(strstr(inca_comm_errmsg(c), "is gone") != NULL, "errmsg: %s",
+		      inca_comm_errmsg(c));
+	} else {
+		CHECK(rc == INCA_ERR_PEER, "rc %d", rc);
+		CHECK(strstr(inca_comm_errmsg(c), "local rank 0 gave up") != NULL, "errmsg: %s",
+		      inca_comm_errmsg(c));
+	}
+	CHECK(s < 10, "took %.1f s", s);
+	/* and every later call, at once */
+	rc = inca_allreduce(c, INCA_IN_PLACE, x, 64, INCA_FLOAT32, INCA_SUM);
+	CHECK(rc != 0, "a later call succeeded");
+	inca_comm_destroy(c);
+}
+
+static void test_dead_rank(void **state)
+{
+	(void)state;
+	int before = count_shm();
+	run_ranks(2, body_dead, 1);
+	run_ranks(3, body_dead, 2);
+	assert_int_equal(count_shm(), before);
+}
+
+/* rank 1 late by 400 ms: the others wait without burning the CPU */
+static void body_late(int rank, int P, const char *job)
+{
+	inca_comm_t *c = make(rank, P, job, 20000);
+	float x[16];
+	struct rusage r0, r1;
+
+	if (!c) {
+		fails++;
+		return;
+	}
+	for (int i = 0; i < 16; i++)
+		x[i] = (float)rank;
+	if (rank == 1)
+		usleep(400 * 1000);
+	getrusage(RUSAGE_SELF, &r0);
+	CHECK(!inca_allreduce(c, INCA_IN_PLACE, x, 16, INCA_FLOAT32, INCA_SUM), "late");
+	getrusage(RUSAGE_SELF, &r1);
+	CHECK(x[3] == (float)(P * (P - 1) / 2), "late: %g", x[3]);
+	double cpu = (double)(r1.ru_utime.tv_sec - r0.ru_utime.tv_sec +
+			      r1.ru_stime.tv_sec - r0.ru_stime.tv_sec) +
+		     (double)(r1.ru_utime.tv_usec - r0.ru_utime.tv_usec +
+			      r1.ru_stime.tv_usec - r0.ru_stime.tv_usec) / 1e6;
+	if (rank != 1)
+		CHECK(cpu < 0.1, "rank %d used %.3f s of CPU waiting 0.4 s", rank, cpu);
+	inca_comm_destroy(c);
+}
+
+static void test_late_rank(void **state)
+{
+	(void)state;
+	run_ranks(3, body_late, -1);
+}
+
+/* a segment a crashed job left (its creator gone) is reclaimed */
+static void test_stale_segment(void **state)
+{
+	(void)state;
+	const char *name = "/inca-test-stale";
+	pid_t dead = fork();
+	char err[256];
+	struct hl_team *t = NULL;
+	int ranks[1] = { 5 };
+
+	if (dead == 0)
+		_exit(0);
+	waitpid(dead, NULL, 0);
+	int fd = shm_open(name, O_RDWR | O_CREAT, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, 4096), 0);
+	int32_t *hdr = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	hdr[0] = 0x494e4354;
+	hdr[4] = (int32_t)dead;   /* the creator field */
+	munmap(hdr, 4096);
+	close(fd);
+	assert_int_equal(hl_team_open(name, 0, 1, ranks, 5, hl_clock_us(NULL) + 2e6, &t, err,
+				      sizeof(err)), 0);
+	hl_team_close(t);
+	/* unlinked once every local rank joined */
+	assert_true(shm_open(name, O_RDONLY, 0) < 0);
+	/* wrong sizes are refused */
+	assert_int_equal(hl_team_open(name, 1, 1, ranks, 5, 0, &t, err, sizeof(err)),
+			 INCA_ERR_CONFIG);
+	assert_non_null(strstr(err, "local rank 1 of 1"));
+}
+
+/* the leader checks that local rank l is the layout's */
+static void test_team_wrong_rank(void **state)
+{
+	(void)state;
+	const char *name = "/inca-test-wrong";
+	int ranks[2] = { 4, 5 };
+	char err[256];
+	struct hl_team *t = NULL;
+	pid_t p = fork();
+
+	if (p == 0) {
+		/* claims to be rank 9 */
+		int rc = hl_team_open(name, 1, 2, ranks, 9, hl_clock_us(NULL) + 5e6, &t, err,
+				      sizeof(err));
+		_exit(rc == INCA_ERR_CONFIG && strstr(err, "refused") ? 0 : 1);
+	}
+	assert_int_equal(hl_team_open(name, 0, 2, ranks, 4, hl_clock_us(NULL) + 5e6, &t, err,
+				      sizeof(err)), INCA_ERR_CONFIG);
+	assert_string_equal(err, "local rank 1 of this host is rank 9, the layout says rank 5 "
+			    "(ranks must be numbered host by host)");
+	int st;
+	waitpid(p, &st, 0);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+	assert_true(shm_open(name, O_RDONLY, 0) < 0);
+	/* a local rank that never comes: named at the deadline */
+	assert_int_equal(hl_team_open(name, 0, 2, ranks, 4, hl_clock_us(NULL) + 2e5, &t, err,
+				      sizeof(err)), INCA_ERR_TIMEOUT);
+	assert_non_null(strstr(err, "1 of 2 joined"));
+	assert_non_null(strstr(err, ": 5"));
+}
+
+static void clear_env(void)
+{
+	static const char *vars[] = { "INCA_LAYOUT", "INCA_LOCAL_SIZE", "INCA_LOCAL_RANK",
+		"LOCAL_WORLD_SIZE", "LOCAL_RANK", "WORLD_SIZE", "RANK",
+		"OMPI_COMM_WORLD_LOCAL_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+		"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "MPI_LOCALNRANKS",
+		"MPI_LOCALRANKID", "PMI_SIZE", "PMI_RANK" };
+	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
+		unsetenv(vars[i]);
+}
+
+static void test_layout(void **state)
+{
+	(void)state;
+	struct hl_layout L;
+	char err[256];
+	struct inca_comm_attr a = { .rank = 4, .size = 8, .layout = "3,1,2,2" };
+
+	clear_env();
+	assert_int_equal(hl_layout_resolve(&a, NULL, &L, err, sizeof(err)), 0);
+	assert_int_equal(L.nhosts, 4);
+	assert_int_equal(L.host, 2);
+	assert_int_equal(L.lrank, 0);
+	assert_int_equal(L.lsize, 2);
+	assert_int_equal(L.maxp, 3);
+	assert_false(L.uniform);
+	int first[5] = { 0, 3, 4, 6, 8 };
+	assert_memory_equal(L.first, first, sizeof(first));
+	hl_layout_free(&L);
+	a.rank = 2;
+	assert_int_equal(hl_layout_resolve(&a, NULL, &L, err, sizeof(err)), 0);
+	assert_int_equal(L.host, 0);
+	assert_int_equal(L.lrank, 2);
+	hl_layout_free(&L);
+	a.layout = "3,1,2";
+	assert_int_equal(hl_layout_resolve(&a, NULL, &L, err, sizeof(err)), INCA_ERR_CONFIG);
+	assert_string_equal(err, "the layout: the layout has 6 ranks, the job 8");
+	a.layout = "4,x";
+	assert_int_equal(hl_layout_resolve(&a, NULL, &L, err, sizeof(err)), INCA_ERR_CONFIG);
+	assert_non_null(strstr(err, "expected ranks per host"));
+	/* Open MPI's environment, when it describes this communicator */
+	a.layout = NULL;
+	a.rank = 5;
+	setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "2", 1);
+	setenv("OMPI_COMM_WORLD_LOCAL_RANK", "1", 1);
+	setenv("OMPI_COMM_WORLD_SIZE", "8", 1);
+	setenv("OMPI_COMM_WORLD_RANK", "5", 1);
+	assert_int_equal(hl_layout_resolve(&a, NULL, &L, err, sizeof(err)), 0);
+	assert_int_equal(L.nhosts, 4);
+	assert_int_equal(L.host, 2);
+	assert_int_equal(L.lrank, 1);
+	assert_true(L.uniform);
+	hl_layout_free(&L);
+	/* a sub-communicator (another size): not its layout */
+	a.size = 4;
+	a.rank = 1;
+	assert_int_equal(hl_layout_resolve(&a, NULL, &L, err, sizeof(err)), 0);
+	assert_int_equal(L.nhosts, 0);
+	/* ranks mapped round-robin over hosts: not by host, one member per rank */
+	a.size = 8;
+	a.rank = 5;
+	setenv("OMPI_COMM_WORLD_LOCAL_RANK", "0", 1);
+	assert_int_equal(hl_layout_resolve(&a, NULL, &L, err, sizeof(err)), 0);
+	assert_int_equal(L.nhosts, 0);
+	clear_env();
+	/* a static group of hosts, with and without their ranks */
+	struct hl_member m[3] = { { .ip = 1, .nranks = 2 }, { .ip = 2, .nranks = 3 },
+				  { .ip = 3, .nranks = 1 } };
+	struct hl_group_desc g = { .nmembers = 3, .members = m };
+	a.size = 6;
+	a.rank = 4;
+	assert_int_equal(hl_layout_resolve(&a, &g, &L, err, sizeof(err)), 0);
+	assert_int_equal(L.host, 1);
+	assert_int_equal(L.lrank, 2);
+	assert_int_equal(L.lsize, 3);
+	hl_layout_free(&L);
+	m[1].nranks = 0;
+	assert_int_equal(hl_layout_resolve(&a, &g, &L, err, sizeof(err)), INCA_ERR_CONFIG);
+	assert_string_equal(err, "members: give \"ranks\" for every member or none");
+	m[0].nranks = m[2].nranks = 0;
+	assert_int_equal(hl_layout_resolve(&a, &g, &L, err, sizeof(err)), 0);
+	assert_int_equal(L.lsize, 2);
+	assert_int_equal(L.host, 2);
+	assert_int_equal(L.lrank, 0);
+	hl_layout_free(&L);
+	a.size = 7;
+	assert_int_equal(hl_layout_resolve(&a, &g, &L, err, sizeof(err)), INCA_ERR_CONFIG);
+	assert_non_null(strstr(err, "3 members (hosts) for 7 ranks"));
+}
+
+/* INCA_HIER=off with a static group of hosts: the old error, with a hint */
+static void test_hier_off(void **state)
+{
+	(void)state;
+	struct inca_comm_attr a = { .rank = 0, .size = 2, .config_file = cfg_path,
+				    .hier = INCA_HIER_OFF };
+	inca_comm_t *c = NULL;
+
+	assert_int_equal(inca_comm_create(&a, &c), INCA_ERR_CONFIG);
+	assert_string_equal(inca_last_errmsg(), "the group has 1 members but size is 2 (a group "
+			    "of hosts needs INCA_HIER auto or leader)");
+	setenv("INCA_HIER", "sideways", 1);
+	a.hier = INCA_HIER_AUTO;
+	assert_int_equal(inca_comm_create(&a, &c), INCA_ERR_CONFIG);
+	assert_string_equal(inca_last_errmsg(), "INCA_HIER: expected auto, off or leader, got "
+			    "'sideways'");
+	unsetenv("INCA_HIER");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_layout),
+		cmocka_unit_test(test_hier_off),
+		cmocka_unit_test(test_stale_segment),
+		cmocka_unit_test(test_team_wrong_rank),
+		cmocka_unit_test(test_collectives),
+		cmocka_unit_test(test_late_rank),
+		cmocka_unit_test(test_dead_rank),
+	};
+	int rc;
+
+	clear_env();
+	write_cfg();
+	rc = cmocka_run_group_tests_name("hier", tests, NULL, NULL);
+	unlink(cfg_path);
+	return rc;
+}
