@@ -33,14 +33,19 @@ demo_cleanup() {
 	rm -rf "$WORK"
 }
 
-# group_config N FILE: a switch config with group 1 of hosts 1..N, and the
-# matching libinca environment (INCA_SWITCH, INCA_MEMBERS, ...) exported;
-# elements per packet INCA_ELEMS (default 256; libinca clamps to its MTU)
+# group_config N FILE [P]: a switch config with group 1 of hosts 1..N, and
+# the matching libinca environment (INCA_SWITCH, INCA_MEMBERS, ...) exported;
+# elements per packet INCA_ELEMS (default 256; libinca clamps to its MTU).
+# With P: one member per rank, N ranks, P on each host in rank order (every
+# rank in the network, INCA_HIER=off); without, the group of hosts a job of
+# several ranks per host uses (INCA_PER_HOST: its INCA_SIZE is N x that)
 group_config() {
-	local n=$1 file=$2 i members="" sw=""
+	local n=$1 file=$2 per=${3:-} i members="" sw="" ip
 	for i in $(seq "$n"); do
-		members+="${members:+,}10.0.0.$i:$((16 + i))"
-		sw+="${sw:+, }{ \"ip\": \"10.0.0.$i\", \"qpn\": $((16 + i)) }"
+		ip=10.0.0.$i
+		[ -z "$per" ] || ip=10.0.0.$(( (i - 1) / per + 1 ))
+		members+="${members:+,}$ip:$((16 + i))"
+		sw+="${sw:+, }{ \"ip\": \"$ip\", \"qpn\": $((16 + i)) }"
 	done
 	cat > "$file" <<JSON
 { "switch": { "ip": "10.0.0.254", "idle_sleep_us": 20 },
@@ -49,6 +54,7 @@ group_config() {
 JSON
 	export INCA_SWITCH=10.0.0.254 INCA_GROUP=1 INCA_GROUP_QPN=256 INCA_QKEY=0x1ca0d3e0 \
 		INCA_WINDOW=64 INCA_MEMBERS="$members" INCA_SIZE="$n"
+	[ -n "$per" ] || INCA_SIZE=$(( n * ${INCA_PER_HOST:-1} ))
 }
 
 # manager_setup N DIR PORT: a topology (one switch "switch1" at 10.0.0.254
@@ -85,10 +91,11 @@ cpus_off_switch() {
 	if [ "$n" -ge 3 ]; then echo "0,2-$((n - 1))"; elif [ "$n" -eq 2 ]; then echo 0; fi
 }
 
-# inca_job N OUT ARGS...: inca-allreduce-perf ARGS on hosts 1..N (transport
-# from INCA_TRANSPORT); rank 0's table in OUT; every rank must succeed
+# inca_job N OUT ARGS...: inca-allreduce-perf ARGS, N ranks on hosts 1..,
+# INCA_PER_HOST (default 1) on each in rank order (transport from
+# INCA_TRANSPORT); rank 0's table in OUT; every rank must succeed
 inca_job() {
-	local n=$1 out=$2 pids=() r rc=0 epoch
+	local n=$1 out=$2 pids=() r h rc=0 epoch per=${INCA_PER_HOST:-1}
 	shift 2
 	# the job's own epoch: its collectives never meet an earlier job's on
 	# the switch (docs/protocol.md 3.2); the ranks must share it. As
@@ -97,8 +104,10 @@ inca_job() {
 	# every first use of a set would wait for a retransmission
 	epoch=$(( ($(date +%s%N) / 4000 * 0x0e8b2f51) & 0xffffffff ))
 	for r in $(seq 0 $((n - 1))); do
-		INCA_EPOCH=$epoch INCA_RANK=$r INCA_LOCAL_IP=10.0.0.$((r + 1)) INCA_RING_IP=192.168.77.$((r + 1)) \
-			timeout 900 "$here/deploy/testbed" exec $((r + 1)) ${INCA_RANK_CPUS:+taskset -c "$INCA_RANK_CPUS"} \
+		h=$((r / per + 1))
+		INCA_EPOCH=$epoch INCA_RANK=$r INCA_SIZE=$n INCA_LOCAL_SIZE=$per INCA_LOCAL_RANK=$((r % per)) \
+			INCA_LOCAL_IP=10.0.0.$h INCA_RING_IP=192.168.77.$h \
+			timeout 900 "$here/deploy/testbed" exec $h ${INCA_RANK_CPUS:+taskset -c "$INCA_RANK_CPUS"} \
 			"${INCA_BUILD:-$here/build}/host-lib/inca-allreduce-perf" "$@" > "$WORK/rank$r.log" 2>&1 &
 		pids+=($!)
 	done
@@ -112,19 +121,25 @@ inca_job() {
 }
 
 # openmpi_job N OUT ARGS...: Open MPI's MPI_Allreduce at its best on hosts
-# 1..N (two TCP connections per peer: one halves a bidirectional transfer;
-# recursive doubling below 4 KiB, the ring from 4 KiB, as the rules file
-# says; OMPI_ALLREDUCE_ALGORITHM forces one), mpirun started in host 1 with
-# tests/bench/ns-rsh as launcher agent
+# 1.. (N ranks, INCA_PER_HOST on each; two TCP connections per peer: one
+# halves a bidirectional transfer; shared memory between the ranks of a
+# host; recursive doubling below 4 KiB, the ring
+# from 4 KiB, as the rules file says; OMPI_ALLREDUCE_ALGORITHM forces one;
+# OMPI_HAN=1: the hierarchical component coll/han, shared memory inside a
+# host and tuned with the same rules between them), mpirun started in host
+# 1 with tests/bench/ns-rsh as launcher agent
 openmpi_job() {
-	local n=$1 out=$2 hosts
+	local n=$1 out=$2 hosts per=${INCA_PER_HOST:-1} btl=tcp,self
 	shift 2
-	hosts=$(seq -s, -f "10.0.0.%g" 1 "$n")
+	# ranks of one host talk through shared memory (vader)
+	[ "$per" = 1 ] || btl=tcp,self,vader
+	hosts=$(seq -s, -f "10.0.0.%g:$per" 1 $(( (n + per - 1) / per )))
 	if ! timeout 900 "$here/deploy/testbed" exec 1 ${INCA_RANK_CPUS:+taskset -c "$INCA_RANK_CPUS"} \
 		env INCA_TESTBED="$INCA_TESTBED" INCA_RANK_CPUS="${INCA_RANK_CPUS:-}" mpirun --allow-run-as-root --oversubscribe --host "$hosts" -np "$n" \
-		--mca plm_rsh_agent "$here/tests/bench/ns-rsh" --mca btl tcp,self \
+		--mca plm_rsh_agent "$here/tests/bench/ns-rsh" --mca btl "$btl" \
 		--mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 --mca btl_tcp_links 2 \
 		--mca mpi_yield_when_idle 1 --mca coll_tuned_use_dynamic_rules 1 \
+		${OMPI_HAN:+--mca coll_han_priority 100} \
 		${OMPI_ALLREDUCE_ALGORITHM:+--mca coll_tuned_allreduce_algorithm "$OMPI_ALLREDUCE_ALGORITHM"} \
 		--mca coll_tuned_dynamic_rules_filename "$here/tests/bench/ompi-allreduce-rules.conf" \
 		"${INCA_BUILD:-$here/build}/tests/bench/mpi-allreduce-perf" "$@" > "$out" 2>&1; then

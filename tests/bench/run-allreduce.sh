@@ -39,10 +39,17 @@
 #   --repeat 2 runs everything twice and compares the ratios of the two
 #              runs: exit 1 when one at the first (link-bound) rate differs
 #              by more than 10% (the CPU-bound rates are shown, not judged)
+#   --per-host P  P ranks on each host (--ranks: the job's ranks, a
+#              multiple of P): libinca reducing inside the host first
+#              (inca-udp, inca-xdp), today's path with every rank a member
+#              (inca-udp-flat, INCA_HIER=off), Open MPI's tuned ring and its
+#              hierarchical coll/han (shared memory inside the host), in
+#              turn on the same links; per size each one's time and algbw,
+#              and in-network against the faster Open MPI (per-host.txt)
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
 out=$here/bench-results ranks="2 4 8" rates="200mbit 1gbit" max=16M iters=20 repeat=1 rounds=20
-min=8 build=$here/build mtu=1500 groups=manager
+min=8 build=$here/build mtu=1500 groups=manager per=1
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--out) out=${2:?}; shift 2 ;;
@@ -57,7 +64,8 @@ while [ $# -gt 0 ]; do
 	--mtu) mtu=${2:?}; shift 2 ;;
 	--groups) groups=${2:?}; shift 2 ;;
 	--rank-cpus) export INCA_RANK_CPUS=${2:?}; shift 2 ;;
-	-h|--help) sed -n '2,41p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	--per-host) per=${2:?}; shift 2 ;;
+	-h|--help) sed -n '2,48p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "run-allreduce.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
 	esac
 done
@@ -68,6 +76,12 @@ if [ -n "${INCA_RANK_CPUS:-}" ] && ! taskset -c "$INCA_RANK_CPUS" true 2>/dev/nu
 	echo "run-allreduce.sh: --rank-cpus '$INCA_RANK_CPUS': not a CPU list of this machine (taskset -c)" >&2
 	exit 2
 fi
+[[ "$per" =~ ^[1-9][0-9]*$ ]] || { echo "run-allreduce.sh: --per-host P, P >= 1" >&2; exit 2; }
+for n in $ranks; do
+	[ $((n % per)) = 0 ] && [ $((n / per)) -ge 2 ] ||
+		{ echo "run-allreduce.sh: --ranks $n: need a multiple of --per-host $per on 2 hosts or more" >&2; exit 2; }
+done
+export INCA_PER_HOST=$per
 case "$groups" in
 manager|static) kinds=$groups ;;
 both) kinds="manager static" ;;
@@ -117,7 +131,7 @@ ping_median() {
 # taking its groups from it, the libinca environment for manager mode and a
 # new INCA_JOB exported; static: the static group) or for Open MPI (static)
 testbed_up() {
-	local kind=$1 n=$2 rate=$3
+	local kind=$1 n=$(( $2 / per )) rate=$3
 	if [ -n "$MGR_PID" ]; then
 		kill "$MGR_PID" 2>/dev/null; wait "$MGR_PID" 2>/dev/null || true
 		MGR_PID=
@@ -130,7 +144,12 @@ testbed_up() {
 		export INCA_JOB=bench-$n-$RANDOM$RANDOM
 	else
 		unset INCA_MANAGER INCA_MANAGER_TOKEN_FILE INCA_JOB
-		group_config "$n" "$WORK/switch.json"
+		# every rank a member (INCA_HIER=off), or the hosts
+		if [ "${INCA_HIER:-}" = off ] && [ "$per" -gt 1 ]; then
+			group_config $((n * per)) "$WORK/switch.json" "$per"
+		else
+			group_config "$n" "$WORK/switch.json"
+		fi
 		"$TB" up --hosts "$n" --rate "$rate" --config "$WORK/switch.json" --switch "$B/dataplane/inca-switch" >/dev/null
 	fi
 }
@@ -233,6 +252,74 @@ one_run() {
 			tee "$dir/manager-vs-static.txt"
 	fi
 }
+
+# per_host_run: --per-host P; every side in turn, rate by rate, into
+# $out/per-host.csv and a table per rate and rank count (per-host.txt)
+per_host_run() {
+	local rate n kind side tool t
+	mkdir -p "$out"
+	echo "rate,tool,ranks,per_host,bytes,time_us,algbw_GBps" > "$out/per-host.csv"
+	for rate in $rates; do
+		for n in $ranks; do
+			for kind in $kinds; do
+				for side in udp xdp udp-flat; do
+					t=$(tool_name "$side" "$kind")
+					echo "== $rate, $n ranks ($per per host), in-network $side, $kind group" >&2
+					export INCA_TRANSPORT=${side%-flat} INCA_LINE_RATE_GBPS=1
+					if [ "$side" = udp-flat ]; then export INCA_HIER=off; else unset INCA_HIER; fi
+					testbed_up "$kind" "$n" "$rate"
+					retry "the in-network $side job ($n ranks, $rate, $kind group)" \
+						inca_job "$n" "$WORK/inca.txt" "${SIZES[@]}"
+					cat "$WORK/inca.txt" >&2
+					awk -v p="$rate,$t,$n,$per" '/^ *[0-9]/ { printf "%s,%s,%s,%s\n", p, $1, $5, $6 }' \
+						"$WORK/inca.txt" >> "$out/per-host.csv"
+				done
+			done
+			unset INCA_HIER INCA_JOB
+			for tool in openmpi-ring openmpi-han; do
+				echo "== $rate, $n ranks ($per per host), $tool" >&2
+				testbed_up static "$n" "$rate"
+				[ "$tool" = openmpi-han ] && export OMPI_HAN=1 || unset OMPI_HAN
+				retry "the $tool job ($n ranks, $rate)" openmpi_job "$n" "$WORK/mpi.txt" "${SIZES[@]}"
+				cat "$WORK/mpi.txt" >&2
+				awk -v p="$rate,$tool,$n,$per" '/^ *[0-9]/ { printf "%s,%s,%s,%s\n", p, $1, $5, $6 }' \
+					"$WORK/mpi.txt" >> "$out/per-host.csv"
+			done
+			unset OMPI_HAN
+		done
+	done
+	"$TB" down >/dev/null
+	[ -z "$MGR_PID" ] || { kill "$MGR_PID" 2>/dev/null; wait "$MGR_PID" 2>/dev/null || true; MGR_PID=; }
+	# per rate and rank count: time (µs) of every side; in-network (udp, then
+	# xdp) over the faster Open MPI, and over today's path
+	awk -F, 'NR > 1 { k = $1 "," $3; if (!(k in seen)) { seen[k] = 1; keys[++nk] = k }
+		if (!(($1, $3, $5) in sz)) { sz[$1, $3, $5] = 1; sizes[k, ++ns[k]] = $5 }
+		t[k, $2, $5] = $6; tools[$2] = 1 }
+	     END { for (i = 1; i <= nk; i++) { k = keys[i]; split(k, a, ",")
+		printf "\n%s, %d ranks, %d per host: time (us); ratios are speed-ups (>1: in-network faster)\n", a[1], a[2], '"$per"'
+		printf "%10s", "bytes"; n = 0
+		split("inca-udp inca-xdp inca-udp-flat inca-udp-static inca-xdp-static inca-udp-flat-static openmpi-ring openmpi-han", cand, " ")
+		for (j = 1; j <= 8; j++) if ((k, cand[j], sizes[k, 1]) in t) names[++n] = cand[j]
+		for (j = 1; j <= n; j++) printf " %20s", names[j]
+		printf " %12s %12s %12s\n", "udp/bestMPI", "xdp/bestMPI", "udp/flat"
+		for (s = 1; s <= ns[k]; s++) { b = sizes[k, s]; printf "%10s", b
+			for (j = 1; j <= n; j++) printf " %20.1f", t[k, names[j], b]
+			best = 0
+			for (tl in tools) if (tl ~ /^openmpi/ && (k, tl, b) in t && (best == 0 || t[k, tl, b] < best)) best = t[k, tl, b]
+			u = ""; x = ""; f = ""
+			for (tl in tools) { if (tl ~ /^inca-udp(-static)?$/) u = t[k, tl, b]; if (tl ~ /^inca-xdp(-static)?$/) x = t[k, tl, b]
+				if (tl ~ /^inca-udp-flat/) f = t[k, tl, b] }
+			ru = (u > 0) ? sprintf("%.2fx", best / u) : "-"; rx = (x > 0) ? sprintf("%.2fx", best / x) : "-"
+			rf = (u > 0 && f > 0) ? sprintf("%.2fx", f / u) : "-"
+			printf " %12s %12s %12s\n", ru, rx, rf } } }' \
+		"$out/per-host.csv" | tee "$out/per-host.txt"
+	echo "results: $out (per-host.txt, per-host.csv)" >&2
+}
+
+if [ "$per" -gt 1 ]; then
+	per_host_run
+	exit 0
+fi
 
 if [ "$repeat" = 1 ]; then
 	one_run "$out"
