@@ -35,6 +35,13 @@ static void comm_free(struct im_comm *ic)
 			break;
 		}
 	im_abandon_active(ic);
+	if (ic->inca) {
+		struct inca_stats st;
+		if (!inca_comm_stats(ic->inca, &st)) {
+			im_host_first.calls += st.hier_calls;
+			im_host_first.all += st.collectives;
+		}
+	}
 	inca_comm_destroy(ic->inca);
 	if (ic->shadow != MPI_COMM_NULL)
 		PMPI_Comm_free(&ic->shadow);
@@ -138,6 +145,47 @@ static uint32_t job_epoch(struct im_comm *ic)
 	return e;
 }
 
+/*
+ * The ranks per host of comm, from MPI's own view (MPI_COMM_TYPE_SHARED),
+ * for libinca's host-first collectives: "3,1,2,2" in rank order when the
+ * ranks of each host are numbered one after the other, else NULL (every
+ * rank a member of the switch's group). buf: room for the string.
+ */
+static const char *comm_layout(struct im_comm *ic, char *buf, size_t len)
+{
+	MPI_Comm node;
+	int lrank = 0, lsize = 1, lo = ic->rank, hi = ic->rank, block, *mine = NULL;
+	const char *res = NULL;
+
+	if (PMPI_Comm_split_type(ic->shadow, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node))
+		return NULL;
+	PMPI_Comm_rank(node, &lrank);
+	PMPI_Comm_size(node, &lsize);
+	PMPI_Allreduce(&ic->rank, &lo, 1, MPI_INT, MPI_MIN, node);
+	PMPI_Allreduce(&ic->rank, &hi, 1, MPI_INT, MPI_MAX, node);
+	PMPI_Comm_free(&node);
+	block = hi - lo + 1 == lsize && lo == ic->rank - lrank;
+	if (!agree_min(ic->shadow, block))
+		return NULL;
+	/* every rank's host size, in rank order: a host's first rank says it */
+	mine = malloc(sizeof(int) * (size_t)ic->size);
+	if (!agree_min(ic->shadow, mine != NULL)) {
+		free(mine);
+		return NULL;
+	}
+	int me = lrank == 0 ? lsize : 0;
+	PMPI_Allgather(&me, 1, MPI_INT, mine, 1, MPI_INT, ic->shadow);
+	size_t n = 0;
+	buf[0] = 0;
+	for (int r = 0; r < ic->size && n < len; r++)
+		if (mine[r])
+			n += (size_t)snprintf(buf + n, len - n, "%s%d", n ? "," : "", mine[r]);
+	if (n < len && lsize > 0)
+		res = buf;
+	free(mine);
+	return res;
+}
+
 /* The offload_after-th offloadable call on comm (all its ranks are in
  * it): decide. */
 static void comm_decide(struct im_comm *ic)
@@ -170,12 +218,19 @@ static void comm_decide(struct im_comm *ic)
 	}
 	attr.rank = ic->rank;
 	attr.size = ic->size;
+	/* several ranks per host: MPI knows which; numbered host by host, they
+	 * reduce inside the host first, else every rank is a member */
+	char *layout = malloc((size_t)ic->size * 5 + 1);
+	attr.layout = layout ? comm_layout(ic, layout, (size_t)ic->size * 5 + 1) : NULL;
+	if (!attr.layout)
+		attr.hier = INCA_HIER_OFF;
 	attr.job = getenv("INCA_MANAGER") ? ic->job : NULL;
 	attr.epoch = getenv("INCA_MANAGER") ? 0 : job_epoch(ic);
 	attr.fallback = INCA_FALLBACK_OFF;    /* recovery is ours: ranks must agree */
 	attr.timeout_ms = im_cfg.create_timeout_ms;
 	double t0 = im_now_us();
 	rc = inca_comm_create(&attr, &ic->inca);
+	free(layout);
 	double create_ms = (im_now_us() - t0) / 1000;
 	ok = agree_min(ic->shadow, rc == INCA_OK);
 	if (!ok) {

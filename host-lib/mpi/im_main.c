@@ -16,6 +16,7 @@
 
 struct im_config im_cfg;
 struct im_counter im_count[IM_NCOLL];
+struct im_host_first im_host_first;
 
 static const char *const coll_names[IM_NCOLL] = {
 	[IM_ALLREDUCE] = "MPI_Allreduce", [IM_IALLREDUCE] = "MPI_Iallreduce",
@@ -172,8 +173,10 @@ static void print_stats(void)
 				c->us_offloaded, c->us_passed };
 		memcpy(mine[k], v, sizeof(v));
 	}
+	double hf[2] = { (double)im_host_first.calls, (double)im_host_first.all }, hfs[2];
 	PMPI_Comm_size(MPI_COMM_WORLD, &size);
 	PMPI_Reduce(mine, sums, IM_NCOLL * 6, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+	PMPI_Reduce(hf, hfs, 2, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
 	if (world_rank != 0)
 		return;
 	fprintf(stderr, "libinca-mpi: calls summed over %d ranks (time: mean per call)\n"
@@ -184,6 +187,8 @@ static void print_stats(void)
 			coll_names[k], sums[k][0], sums[k][1], sums[k][2], sums[k][3],
 			sums[k][0] ? sums[k][4] / sums[k][0] : 0,
 			sums[k][1] ? sums[k][5] / sums[k][1] : 0);
+	fprintf(stderr, "libinca-mpi: %.0f of libinca's %.0f collectives reduced inside the "
+		"host first (several ranks per host)\n", hfs[0], hfs[1]);
 }
 
 int MPI_Finalize(void)

@@ -25,6 +25,12 @@ struct im_counter {
 	double us_offloaded, us_passed;
 };
 
+/* libinca's collectives of the communicators released so far, and those
+ * of them that reduced inside the host first (several ranks per host) */
+extern struct im_host_first {
+	uint64_t calls, all;
+} im_host_first;
+
 /* Settings from the environment, read once at MPI_Init. */
 struct im_config {
 	bool enabled;             /* INCA_MPI=0 turns the interposer off */
