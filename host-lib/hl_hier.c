@@ -822,10 +822,13 @@ static void team_break(struct hl_hier *h, int rc, const char *why)
 	}
 }
 
-/* One pass over the collectives in flight, in start order. */
+/* One pass over the collectives in flight, in start order: up phases one
+ * after the other, the leaders' collectives started in that order (the
+ * same on every leader) and progressed through the oldest, down phases in
+ * order. *net: the oldest whose leaders' collective is in flight. */
 static bool pass(struct hl_hier *h, struct need *need, struct hl_hreq **net)
 {
-	bool moved = false, up_free = true, down_free = true;
+	bool moved = false, up_free = true, net_free = true, down_free = true;
 
 	*net = NULL;
 	for (unsigned i = 0; i < h->nq; i++) {
@@ -834,18 +837,26 @@ static bool pass(struct hl_hier *h, struct need *need, struct hl_hreq **net)
 			moved |= advance_up(h, r, need);
 		if (r->phase == HP_UP)
 			up_free = false;
-		if (r->phase == HP_NET) {
-			if (!r->net_started || !r->ireq)
-				moved |= advance_net(h, r, 0);
-			else if (!*net)
+		if (r->phase == HP_NET && net_free) {
+			if (!r->net_started) {
+				net_start(h, r);
+				moved = true;
+			}
+			if (r->ireq && !*net)
 				*net = r;
-			if (r->phase == HP_NET && !moved && r->ireq)
+			else if (!r->ireq)
 				moved |= advance_net(h, r, 0);
 		}
+		if (r->phase == HP_UP || (r->phase == HP_NET && !r->net_started))
+			net_free = false;
 		if (r->phase == HP_DOWN && down_free)
 			moved |= advance_down(h, r, need);
 		if (r->phase != HP_DONE)
 			down_free = false;
+	}
+	if (*net && advance_net(h, *net, 0)) {
+		*net = NULL;
+		moved = true;
 	}
 	return moved;
 }

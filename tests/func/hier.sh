@@ -1,0 +1,163 @@
+#!/usr/bin/env bash
+# Functional tests of several ranks per host (libinca's host-first
+# collectives, docs/hostlib.md "Several ranks per host") through the real
+# switch on a 4-host testbed, static groups of hosts: every collective x
+# dtype x op exact on 4 hosts x 2 ranks, 2 hosts x 4 and an uneven 3+1+2+2
+# layout, in place and 8 in flight, udp with the ranks unprivileged (user
+# nobody; the udp transport without its eBPF steering, which only one rank
+# per host needs no more) and xdp (as root: AF_XDP needs it); a host's link
+# carries one copy of a 16 MiB all-reduce per direction whatever the ranks
+# per host (the switch's port counters); a local rank killed mid-job ends
+# the job on every rank before its deadline; /dev/shm empty after every case.
+# Usage: hier.sh BUILD_DIR
+BUILD=$(cd "${1:?usage: hier.sh BUILD_DIR}" && pwd)
+source "$(dirname "$0")/lib.sh"
+need_root
+CHECK="$BUILD/tests/tools/inca-check"
+export INCA_TESTBED=incahier
+
+WORK=$(mktemp -d /tmp/inca-hier.XXXXXX)
+chmod 755 "$WORK"
+cleanup() {
+	"$TB" down
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+QKEY=0x5eed0030
+HOSTS4='[ { "ip": "10.0.0.1", "qpn": 17 }, { "ip": "10.0.0.2", "qpn": 18 },
+          { "ip": "10.0.0.3", "qpn": 19 }, { "ip": "10.0.0.4", "qpn": 20 } ]'
+HOSTS2='[ { "ip": "10.0.0.1", "qpn": 21 }, { "ip": "10.0.0.2", "qpn": 22 } ]'
+cat > "$WORK/switch.json" <<JSON
+{ "switch": { "ip": "10.0.0.254", "idle_sleep_us": 20 },
+  "groups": [ { "id": 1, "qpn": 256, "qkey": "$QKEY", "window": 16, "elems_per_pkt": 256,
+                "members": $HOSTS4 },
+              { "id": 2, "qpn": 257, "qkey": "$QKEY", "window": 16, "elems_per_pkt": 256,
+                "members": $HOSTS2 } ] }
+JSON
+cat > "$WORK/hosts4.json" <<JSON
+{ "switch": "10.0.0.254", "group": 1, "qpn": 256, "qkey": "$QKEY", "window": 16,
+  "elems_per_pkt": 256, "members": $HOSTS4 }
+JSON
+cat > "$WORK/hosts2.json" <<JSON
+{ "switch": "10.0.0.254", "group": 2, "qpn": 257, "qkey": "$QKEY", "window": 16,
+  "elems_per_pkt": 256, "members": $HOSTS2 }
+JSON
+# the uneven layout in the group's own members ("ranks")
+sed -e 's/"qpn": 17 }/"qpn": 17, "ranks": 3 }/' -e 's/"qpn": 18 }/"qpn": 18, "ranks": 1 }/' \
+    -e 's/"qpn": 19 }/"qpn": 19, "ranks": 2 }/' -e 's/"qpn": 20 }/"qpn": 20, "ranks": 2 }/' \
+    "$WORK/hosts4.json" > "$WORK/uneven.json"
+chmod 644 "$WORK"/*.json
+
+"$TB" up --hosts 4 --config "$WORK/switch.json" --switch "$BUILD/dataplane/inca-switch" >/dev/null ||
+	{ not_ok "testbed up"; finish; exit 1; }
+
+shm_left() { ls /dev/shm | grep -c '^inca-' ; }
+port() { telemetry /inca/ports "port$1.$2"; }
+
+EPOCH=0
+PIDS=()
+# start LAYOUT CONFIG TP USER ENV... -- ARGS: inca-check as every rank of
+# the layout ("2,2,2,2": ranks per host, in rank order), USER root or
+# nobody, in the background (PIDS; each rank's output in rank<r>.out)
+start() {
+	local layout=$1 config=$2 tp=$3 user=$4 envs=() r=0 h=0 n size=0 as=()
+	shift 4
+	while [ "$1" != -- ]; do envs+=("$1"); shift; done
+	shift
+	IFS=, read -ra counts <<< "$layout"
+	for n in "${counts[@]}"; do size=$((size + n)); done
+	[ "$user" = root ] || as=(setpriv --reuid=nobody --regid=nogroup --clear-groups)
+	EPOCH=$((EPOCH + 1))
+	PIDS=()
+	rm -f "$WORK"/rank*.out
+	for n in "${counts[@]}"; do
+		h=$((h + 1))
+		for _ in $(seq "$n"); do
+			timeout 120 "$TB" exec "$h" "${as[@]}" env INCA_CONFIG="$config" INCA_RANK=$r \
+				INCA_SIZE=$size INCA_LAYOUT="$layout" INCA_TRANSPORT="$tp" INCA_LOG=warn \
+				INCA_EPOCH=$((EPOCH * 7919)) "${envs[@]}" "$CHECK" "$@" \
+				> "$WORK/rank$r.out" 2>&1 &
+			PIDS+=($!)
+			r=$((r + 1))
+		done
+	done
+}
+# wait_all: every rank exited 0 (else the last lines of each)
+wait_all() {
+	local p rc=0 r
+	for p in "${PIDS[@]}"; do wait "$p" || rc=1; done
+	if [ $rc -ne 0 ]; then
+		for r in $(seq 0 $((${#PIDS[@]} - 1))); do
+			tail -n 3 "$WORK/rank$r.out" | sed "s/^/    rank $r: /"
+		done
+	fi
+	return $rc
+}
+# host_first: every rank's summary says its calls reduced inside the host
+# first and none fell back
+host_first() {
+	local f
+	for f in "$WORK"/rank*.out; do
+		grep -q " 0 fallbacks" "$f" || return 1
+		grep -Eq "[1-9][0-9]* host-first" "$f" || return 1
+	done
+}
+
+ALL=(-c all -d all -o all -n 1,3,257,70000 -b)
+for tp in udp xdp; do
+	user=nobody
+	[ "$tp" = udp ] || user=root
+	for case in "2,2,2,2 hosts4" "4,4 hosts2" "3,1,2,2 uneven"; do
+		layout=${case% *} cfg=$WORK/${case#* }.json
+		start "$layout" "$cfg" "$tp" "$user" -- "${ALL[@]}"
+		check "$tp, layout $layout ($user): every collective, dtype and op exact" wait_all
+		check "$tp, layout $layout: reduced inside the host first, no fallback" host_first
+		expect_eq "$tp, layout $layout: nothing left in /dev/shm" "$(shm_left)" 0
+	done
+	# in place, 8 in flight (nonblocking, completed latest first)
+	start 3,1,2,2 "$WORK/uneven.json" "$tp" "$user" -- -c all -d fp32,fp16,int64 -o sum,max \
+		-n 1,1000,70000 -i -p 8
+	check "$tp, uneven: in place, 8 in flight, exact" wait_all
+	expect_eq "$tp, uneven, in flight: nothing left in /dev/shm" "$(shm_left)" 0
+done
+
+# The bytes of one 16 MiB fp32 all-reduce on a host's link, each way:
+# 16913 packets of at most 248 elements, 98 bytes of headers each, for
+# one copy (the host's leader); every rank a member would be P copies.
+one_copy=$((16777216 + 16913 * 98))
+for case in "2,2,2,2 hosts4 4" "4,4 hosts2 2"; do
+	read -r layout name nh <<< "$case"
+	declare -a tx0=() rx0=()
+	for h in $(seq 0 $((nh - 1))); do tx0[$h]=$(port "$h" tx_bytes); rx0[$h]=$(port "$h" rx_bytes); done
+	start "$layout" "$WORK/$name.json" udp nobody -- -c allreduce -d fp32 -o sum -n 4194304 -r 3
+	check "16 MiB all-reduce x 3, layout $layout: exact" wait_all
+	for h in $(seq 0 $((nh - 1))); do
+		tx=$(( ($(port "$h" tx_bytes) - tx0[h]) / 3 )) rx=$(( ($(port "$h" rx_bytes) - rx0[h]) / 3 ))
+		check "layout $layout, host $((h + 1)): $rx bytes up, $tx down a call: one copy (<= 1.1 x $one_copy)" \
+			test "$rx" -le $((one_copy * 11 / 10)) -a "$tx" -le $((one_copy * 11 / 10)) \
+			-a "$rx" -ge "$one_copy" -a "$tx" -ge "$one_copy"
+	done
+done
+
+# A local rank killed mid-job: its host's ranks see it gone, and no rank
+# of the job runs past its deadline (INCA_TIMEOUT_MS 8 s)
+start 2,2,2,2 "$WORK/hosts4.json" udp nobody INCA_TIMEOUT_MS=8000 -- \
+	-c allreduce -d fp32 -o sum -n 1000 -r 2000 -s 5000
+sleep 3
+# rank 3 (local rank 1 on host 2): the inca-check whose environment says so
+for p in $(pgrep -x inca-check); do
+	tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx "INCA_RANK=3" && kill -9 "$p"
+done
+t0=$(date +%s)
+rcs=()
+for p in "${PIDS[@]}"; do wait "$p"; rcs+=($?); done
+t1=$(date +%s)
+check "killed rank 3: every rank ended within 30 s ($((t1 - t0)) s)" test $((t1 - t0)) -le 30
+check "killed rank 3: no rank hung (timeout's 124 in: ${rcs[*]})" test "${rcs[*]/124/}" = "${rcs[*]}"
+check "killed rank 3: its host's leader (rank 2) saw it gone" grep -q "local rank 1 (rank 3, pid [0-9]*) is gone" "$WORK/rank2.out"
+check "killed rank 3: the other hosts' ranks failed, none reported success" \
+	test "${rcs[0]}" -ne 0 -a "${rcs[4]}" -ne 0 -a "${rcs[6]}" -ne 0
+expect_eq "killed rank: nothing left in /dev/shm" "$(shm_left)" 0
+
+finish
