@@ -2,19 +2,23 @@
 # The same Open MPI binary (mpi-allreduce-perf, float sum) with and without
 # libinca-mpi, on one testbed in one run: 8 ranks, 2 per host on 4 hosts,
 # inca-manager in charge; Open MPI's own traffic crosses the same switch and
-# links as INCA's (MPI_NET=10.0.0.0/24), so both sides run on the same path.
-# Prints the two OSU-style tables and, per size, the ratio.
+# links as INCA's (MPI_NET=10.0.0.0/24), so both sides run on the same path;
+# Open MPI with shared memory inside a host, alone and with its hierarchical
+# coll/han. Prints the OSU-style tables and, per size, the ratio against the
+# faster Open MPI. libinca-mpi reduces inside the host first (docs/hostlib.md).
 # Usage: tests/bench/run-mpi.sh [--rate R] [--max BYTES] [--iters N] [--ranks NP]
+#          [--per-host P]   (default 8 ranks, 2 per host)
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
-rate="" max=16M iters=20 np=8
+rate="" max=16M iters=20 np=8 per=2
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--rate) rate=${2:?}; shift 2 ;;
 	--max) max=${2:?}; shift 2 ;;
 	--iters) iters=${2:?}; shift 2 ;;
 	--ranks) np=${2:?}; shift 2 ;;
-	-h|--help) sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	--per-host) per=${2:?}; shift 2 ;;
+	-h|--help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "run-mpi.sh: unknown option '$1'" >&2; exit 2 ;;
 	esac
 done
@@ -31,7 +35,8 @@ MGR_PID=
 trap '"$here/deploy/testbed" down >/dev/null 2>&1 || true; [ -n "$MGR_PID" ] && kill "$MGR_PID" 2>/dev/null; rm -rf "$WORK"' EXIT
 # shellcheck source=deploy/jobs.sh
 source "$here/deploy/jobs.sh"
-manager_testbed $(( (np + 1) / 2 )) "$WORK" 18495 "$B" ${rate:+--rate "$rate"}
+[[ "$per" =~ ^[1-9][0-9]*$ ]] || { echo "run-mpi.sh: --per-host P, P >= 1" >&2; exit 2; }
+manager_testbed $(( (np + per - 1) / per )) "$WORK" 18495 "$B" ${rate:+--rate "$rate"}
 export MPI_NET=10.0.0.0/24
 # 5 warm-up calls a size: the communicator's creation (at its 4th call,
 # INCA_MPI_OFFLOAD_AFTER) stays out of the timed calls
@@ -40,7 +45,7 @@ ARGS=(-o -b 8 -e "$max" -f 8 -n "$iters" -w 5)
 run() {
 	local name=$1 try
 	for try in 1 2; do
-		if mpi_ranks "$np" 2 "$LIB" "$PERF" "${ARGS[@]}" > "$WORK/$name.txt" 2> "$WORK/$name.err"; then
+		if mpi_ranks "$np" "$per" "$LIB" "$PERF" "${ARGS[@]}" > "$WORK/$name.txt" 2> "$WORK/$name.err"; then
 			return 0
 		fi
 		echo "run-mpi.sh: the $name run failed (try $try):" >&2
@@ -49,13 +54,21 @@ run() {
 	return 1
 }
 INCA_MPI=0 run openmpi
+INCA_MPI=0 MPI_HAN=1 run openmpi-han
 INCA_MPI=1 run inca
 grep -q "offloaded to INCA" "$WORK/inca.err" ||
 	{ echo "run-mpi.sh: the interposer did not offload:" >&2; cat "$WORK/inca.err" >&2; exit 1; }
-echo "== Open MPI alone ($np ranks, 2 per host${rate:+, links $rate})"
+echo "== Open MPI alone ($np ranks, $per per host${rate:+, links $rate})"
 cat "$WORK/openmpi.txt"
 echo "== the same binary with LD_PRELOAD=libinca-mpi.so"
 cat "$WORK/inca.txt"
 grep -A5 "calls summed" "$WORK/inca.err"
-echo "== side by side"
-osu_side_by_side "$WORK/openmpi.txt" "$WORK/inca.txt"
+grep "reduced inside the host first" "$WORK/inca.err" || true
+echo "== Open MPI with coll/han (hierarchical: shared memory inside the host)"
+cat "$WORK/openmpi-han.txt"
+# Open MPI at its best: the faster of the two at each size
+awk 'FNR == 1 { f++ } /^[0-9]/ { if (!(($1) in t) || $2 < t[$1]) t[$1] = $2; if (f == 1) o[++n] = $1 }
+     END { print "# Size  Avg Latency(us)"; for (i = 1; i <= n; i++) print o[i], t[o[i]] }' \
+	"$WORK/openmpi.txt" "$WORK/openmpi-han.txt" > "$WORK/openmpi-best.txt"
+echo "== side by side: Open MPI at its best (the faster of tuned and han at each size) against libinca-mpi"
+osu_side_by_side "$WORK/openmpi-best.txt" "$WORK/inca.txt"
