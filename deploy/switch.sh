@@ -43,23 +43,33 @@ switch_stop() {
 # Returns 0 when ready; 1 when it exited, 2 when not ready within
 # SWITCH_READY_S (either way the log's last lines go to stderr).
 switch_start() {
-	local cmdfile=$1 log=$2 pidfile=$3 before i cmd args
+	local cmdfile=$1 log=$2 pidfile=$3 before i cmd args attempt
 	# shellcheck disable=SC1090
 	source "$cmdfile"
 	touch "$log"
-	before=$(grep -c "inca-switch: ready" "$log" || true)
-	setsid "${cmd[@]}" "${args[@]}" >> "$log" 2>&1 < /dev/null &
-	echo $! > "$pidfile"
-	for i in $(seq $((SWITCH_READY_S * 10))); do
-		if [ "$(grep -c "inca-switch: ready" "$log" || true)" -gt "$before" ]; then
-			return 0
-		fi
-		if ! child_alive "$(cat "$pidfile")"; then
-			tail -20 "$log" >&2
-			return 1
-		fi
-		sleep 0.1
+	# DPDK's af_packet PMD names its PACKET_FANOUT group after its pid and
+	# the interface's index; a group of another process in the namespace
+	# with the same number refuses it (EINVAL, seen once in a CI run):
+	# another pid is another number, so such a start is tried once more
+	for attempt in 1 2; do
+		before=$(grep -c "inca-switch: ready" "$log" || true)
+		setsid "${cmd[@]}" "${args[@]}" >> "$log" 2>&1 < /dev/null &
+		echo $! > "$pidfile"
+		for i in $(seq $((SWITCH_READY_S * 10))); do
+			if [ "$(grep -c "inca-switch: ready" "$log" || true)" -gt "$before" ]; then
+				return 0
+			fi
+			if ! child_alive "$(cat "$pidfile")"; then
+				if [ "$attempt" = 1 ] && tail -20 "$log" | grep -q "could not set PACKET_FANOUT"; then
+					echo "switch: PACKET_FANOUT refused (a fanout group of the same number): starting again" >> "$log"
+					continue 2
+				fi
+				tail -20 "$log" >&2
+				return 1
+			fi
+			sleep 0.1
+		done
+		tail -20 "$log" >&2
+		return 2
 	done
-	tail -20 "$log" >&2
-	return 2
 }

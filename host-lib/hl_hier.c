@@ -238,8 +238,9 @@ int hl_layout_resolve(const struct inca_comm_attr *attr, const struct hl_group_d
 			return INCA_ERR_CONFIG;
 		}
 		if (!any && size % g->nmembers) {
-			snprintf(err, errlen, "the group has %d members (hosts) for %d ranks: "
-				 "give each member its \"ranks\", or INCA_LAYOUT", g->nmembers, size);
+			snprintf(err, errlen, "the group has %d members but size is %d (a group "
+				 "of hosts: give each member its \"ranks\", or INCA_LAYOUT)",
+				 g->nmembers, size);
 			return INCA_ERR_CONFIG;
 		}
 		counts = malloc(sizeof(int) * (size_t)g->nmembers);

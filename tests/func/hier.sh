@@ -49,7 +49,7 @@ sed -e 's/"qpn": 17 }/"qpn": 17, "ranks": 3 }/' -e 's/"qpn": 18 }/"qpn": 18, "ra
     "$WORK/hosts4.json" > "$WORK/uneven.json"
 chmod 644 "$WORK"/*.json
 
-"$TB" up --hosts 4 --config "$WORK/switch.json" --switch "$BUILD/dataplane/inca-switch" >/dev/null ||
+"$TB" up --hosts 4 --mgmt --config "$WORK/switch.json" --switch "$BUILD/dataplane/inca-switch" >/dev/null ||
 	{ not_ok "testbed up"; finish; exit 1; }
 
 shm_left() { ls /dev/shm | grep -c '^inca-' ; }
@@ -139,6 +139,31 @@ for case in "2,2,2,2 hosts4 4" "4,4 hosts2 2"; do
 			-a "$rx" -ge "$one_copy" -a "$tx" -ge "$one_copy"
 	done
 done
+
+# The torch backend on 2 hosts x 2 ranks, unprivileged, the layout from
+# torchrun's variables (LOCAL_RANK, LOCAL_WORLD_SIZE): its own checks of
+# every op and dtype against Gloo
+if /usr/bin/python3 -c "import torch" 2>/dev/null && ls "$BUILD"/host-lib/torch/inca_torch/_C*.so >/dev/null 2>&1; then
+	PIDS=()
+	for r in 0 1 2 3; do
+		timeout 240 "$TB" exec $((r / 2 + 1)) setpriv --reuid=nobody --regid=nogroup --clear-groups \
+			env PYTHONPATH="$BUILD/host-lib/torch" RANK=$r WORLD_SIZE=4 LOCAL_RANK=$((r % 2)) \
+			LOCAL_WORLD_SIZE=2 MASTER_ADDR=192.168.77.1 MASTER_PORT=29781 GLOO_SOCKET_IFNAME=mgmt0 \
+			INCA_CONFIG="$WORK/hosts2.json" INCA_LOG=warn OMP_NUM_THREADS=1 \
+			/usr/bin/python3 "$SRC/tests/func/pytorch_ops.py" > "$WORK/torch$r.out" 2>&1 &
+		PIDS+=($!)
+	done
+	rc=0
+	for p in "${PIDS[@]}"; do wait "$p" || rc=1; done
+	check "torch, 2 hosts x 2 ranks (nobody): every op and dtype as Gloo" test "$rc" = 0
+	[ "$rc" = 0 ] || tail -n 3 "$WORK"/torch*.out | sed 's/^/    /'
+	hf=$(cat "$WORK"/torch*.out | grep -o " host_first=[0-9]*" | cut -d= -f2 | sort -n | head -1)
+	check "torch: every rank's collectives reduced inside the host first (the fewest: ${hf:-none})" \
+		test "${hf:-0}" -gt 0
+	expect_eq "torch: nothing left in /dev/shm" "$(shm_left)" 0
+else
+	echo "# torch or inca_torch not built: the torch case is not run"
+fi
 
 # A local rank killed mid-job: its host's ranks see it gone, and no rank
 # of the job runs past its deadline (INCA_TIMEOUT_MS 8 s)

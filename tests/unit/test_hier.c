@@ -546,7 +546,8 @@ static void test_layout(void **state)
 	hl_layout_free(&L);
 	a.size = 7;
 	assert_int_equal(hl_layout_resolve(&a, &g, &L, err, sizeof(err)), INCA_ERR_CONFIG);
-	assert_non_null(strstr(err, "3 members (hosts) for 7 ranks"));
+	assert_string_equal(err, "the group has 3 members but size is 7 (a "
+			    "group of hosts: give each member its \"ranks\", or INCA_LAYOUT)");
 }
 
 /* INCA_HIER=off with a static group of hosts: the old error, with a hint */
