@@ -73,6 +73,7 @@ struct hl_hier {
 	unsigned nq;
 	int broken;                    /* the team failed: every call fails so */
 	char broken_msg[256];
+	double next_check_us;          /* polling the network: the team's next look */
 	uint8_t *spare;                /* a finished collective's buffer */
 	size_t spare_cap;
 };
@@ -221,6 +222,14 @@ int hl_layout_resolve(const struct inca_comm_attr *attr, const struct hl_group_d
 	const char *from = "";
 
 	memset(L, 0, sizeof(*L));
+	if (g && g->nmembers == size) {
+		/* a static group of one member per rank: every rank in the
+		 * network, whatever the launcher says */
+		if (s || attr->local_size > 1)
+			HL_INFO("rank %d: the static group has a member per rank: the layout "
+				"(%s) is not used", rank, s ? s : "local_size");
+		return 0;
+	}
 	if (s) {
 		rc = parse_counts(s, &counts, &n, err, errlen);
 		if (rc)
@@ -486,10 +495,11 @@ int hl_hier_start(struct inca_comm *c, const struct hl_coll_args *a, struct hl_h
 		req_free(h, r);
 		return hl_fail(c, rc, "%s: out of memory", hl_coll_name(a->coll));
 	}
-	/* a local rank waits for its leader's verdict a little longer than the
-	 * leader waits for the network, so that it hears why */
-	r->deadline_us = c->now_us(c) + (double)c->timeout_ms * 1000 +
-			 (is_leader(h) ? 0 : 2e6);
+	/* the leader's local phase ends by the deadline, its network phase up
+	 * to a deadline later: a local rank waits for its verdict that long,
+	 * and 2 s more, so that it hears why */
+	r->deadline_us = c->now_us(c) + (double)c->timeout_ms * 1000 *
+			 (is_leader(h) ? 1 : 2) + (is_leader(h) ? 0 : 2e6);
 	r->up0 = h->up_next;
 	h->up_next += r->upn;
 	r->down0 = h->down_next;
@@ -507,6 +517,14 @@ struct need {
 	int lrank;
 	uint32_t n;
 };
+
+/* The oldest collective's wait is the one to sleep on: a newer one's
+ * counter may not move before the oldest is done. */
+static void set_need(struct need *need, enum hl_team_stream st, int lrank, uint32_t n)
+{
+	if (!need->set)
+		*need = (struct need){ true, st, lrank, n };
+}
 
 static void leader_take(struct hl_hier *h, struct hl_hreq *r, int l, size_t off, size_t len,
 			const uint8_t *src)
@@ -567,7 +585,7 @@ static bool advance_up(struct hl_hier *h, struct hl_hreq *r, struct need *need)
 			/* my buffer of step s was step s - 2's: taken once the
 			 * leader is past s - 2 */
 			if (!hl_team_reached(h->team, HL_TEAM_UP, 0, s - 1)) {
-				*need = (struct need){ true, HL_TEAM_UP, 0, s - 1 };
+				set_need(need, HL_TEAM_UP, 0, s - 1);
 				return moved;
 			}
 			if (contributes(r, h->L.lrank) && len)
@@ -582,7 +600,7 @@ static bool advance_up(struct hl_hier *h, struct hl_hreq *r, struct need *need)
 					continue;
 				}
 				if (!hl_team_reached(h->team, HL_TEAM_UP, l, s + 1)) {
-					*need = (struct need){ true, HL_TEAM_UP, l, s + 1 };
+					set_need(need, HL_TEAM_UP, l, s + 1);
 					return moved;
 				}
 				if (contributes(r, l) && len)
@@ -763,7 +781,7 @@ static bool advance_down(struct hl_hier *h, struct hl_hreq *r, struct need *need
 				if (r->who == 0)
 					continue;
 				if (!hl_team_reached(h->team, HL_TEAM_DOWN, r->who, s - 1)) {
-					*need = (struct need){ true, HL_TEAM_DOWN, r->who, s - 1 };
+					set_need(need, HL_TEAM_DOWN, r->who, s - 1);
 					return moved;
 				}
 			}
@@ -776,7 +794,7 @@ static bool advance_down(struct hl_hier *h, struct hl_hreq *r, struct need *need
 				memcpy(hl_team_buf(h->team, HL_TEAM_DOWN, 0, s), r->down_src + off, len);
 		} else {
 			if (!hl_team_reached(h->team, HL_TEAM_DOWN, 0, s + 1)) {
-				*need = (struct need){ true, HL_TEAM_DOWN, 0, s + 1 };
+				set_need(need, HL_TEAM_DOWN, 0, s + 1);
 				return moved;
 			}
 			const struct hl_team_note *nt = hl_team_note(h->team, s);
@@ -888,9 +906,18 @@ int hl_hier_progress(struct hl_hreq *target, double budget_us)
 			return 0;
 		if (net) {
 			/* the network has the first say; the team is looked at
-			 * every 200 µs */
+			 * every 200 µs, its ranks' lives every 20 ms */
 			double w = end - now < 200 ? end - now : 200;
 			advance_net(h, net, need.set ? (unsigned)w : (unsigned)(end - now));
+			if (need.set && h->team && now >= h->next_check_us) {
+				char err[200];
+				int rc = hl_team_check(h->team, need.lrank, err, sizeof(err));
+				h->next_check_us = now + 20000;
+				if (rc < 0) {
+					team_break(h, rc, err);
+					return 1;
+				}
+			}
 			continue;
 		}
 		if (need.set) {
@@ -964,6 +991,8 @@ int hl_hier_create(const struct inca_comm_attr *attr, struct hl_layout *L,
 		free(c);
 		free(h);
 		hl_layout_free(L);
+		if (g)
+			hl_group_free(g);
 		snprintf(err, errlen, "out of memory");
 		return INCA_ERR_NOMEM;
 	}
@@ -1022,7 +1051,10 @@ int hl_hier_create(const struct inca_comm_attr *attr, struct hl_layout *L,
 		if (rc)
 			goto fail;
 	} else {
-		rc = hl_team_wait(h->team, HL_TEAM_DOWN, 0, 1, deadline + 2e6, err, errlen);
+		/* the leader joins the network with a deadline of its own,
+		 * from now */
+		rc = hl_team_wait(h->team, HL_TEAM_DOWN, 0, 1, hl_clock_us(NULL) +
+				  (double)c->timeout_ms * 1000 + 2e6, err, errlen);
 		if (rc == 1) {
 			const struct hl_team_note *nt = hl_team_note(h->team, 0);
 			rc = nt->rc;
@@ -1060,7 +1092,11 @@ void hl_hier_destroy(struct inca_comm *c)
 
 	if (!h)
 		return;
-	/* the leaders' requests go with their communicator */
+	/* collectives in flight: the other local ranks must not wait for
+	 * this one; the leaders' requests go with their communicator */
+	if (h->nq && !h->broken)
+		hl_team_break(h->team, "its communicator was destroyed with collectives in "
+			      "flight");
 	for (unsigned i = 0; i < h->nq; i++) {
 		if (h->q[i]->ireq)
 			h->q[i]->ireq = NULL;

@@ -152,8 +152,14 @@ static int create_seg(const char *name, int lsize, double deadline_us, int *fdp,
 	for (;;) {
 		int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 		if (fd >= 0) {
-			if (ftruncate(fd, (off_t)seg_bytes(lsize))) {
-				snprintf(err, errlen, "shared memory %s: %s", name, strerror(errno));
+			/* the pages reserved now: on a full /dev/shm a sparse
+			 * segment would kill the first rank to touch a page with
+			 * SIGBUS */
+			int e = posix_fallocate(fd, 0, (off_t)seg_bytes(lsize));
+			if (e) {
+				snprintf(err, errlen, "shared memory %s: %zu bytes: %s (the size "
+					 "of /dev/shm: df /dev/shm)", name, seg_bytes(lsize),
+					 strerror(e));
 				close(fd);
 				shm_unlink(name);
 				return INCA_ERR_NOMEM;
@@ -441,27 +447,40 @@ int hl_team_wait(struct hl_team *t, enum hl_team_stream st, int lrank, uint32_t 
 		atomic_fetch_sub(&r->waiters[st], 1);
 		if (hl_team_reached(t, st, lrank, n))
 			return 1;
-		if (atomic_load(&t->hdr->broken)) {
-			snprintf(err, errlen, "%.190s", t->hdr->bmsg);
-			return INCA_ERR_PEER;
-		}
-		int32_t pid = atomic_load(&r->pid);
-		if (!pid_alive(pid)) {
-			snprintf(err, errlen, "local rank %d (rank %d, pid %d) is gone", lrank,
-				 r->rank, (int)pid);
-			return INCA_ERR_PEER;
-		}
+		int rc = hl_team_check(t, lrank, err, errlen);
+		if (rc)
+			return rc;
 	}
+}
+
+int hl_team_check(struct hl_team *t, int lrank, char *err, size_t errlen)
+{
+	struct seg_rank *r = &t->ranks[lrank];
+	uint32_t b = atomic_load(&t->hdr->broken);
+
+	if (b) {
+		snprintf(err, errlen, "%.190s", b == 2 ? t->hdr->bmsg : "another local rank gave up");
+		return INCA_ERR_PEER;
+	}
+	int32_t pid = atomic_load(&r->pid);
+	if (!pid_alive(pid)) {
+		snprintf(err, errlen, "local rank %d (rank %d, pid %d) is gone", lrank, r->rank,
+			 (int)pid);
+		return INCA_ERR_PEER;
+	}
+	return 0;
 }
 
 void hl_team_break(struct hl_team *t, const char *why)
 {
 	uint32_t zero = 0;
 
+	/* claimed (1), its reason written, then published (2) */
 	if (!t || !atomic_compare_exchange_strong(&t->hdr->broken, &zero, 1))
 		return;
 	snprintf(t->hdr->bmsg, sizeof(t->hdr->bmsg), "local rank %d gave up: %.170s",
 		 t->lrank, why);
+	atomic_store(&t->hdr->broken, 2);
 	/* the sleepers look at it when they wake */
 	for (int l = 0; l < t->lsize; l++)
 		for (int st = 0; st < 2; st++)

@@ -60,6 +60,9 @@ int hl_team_reached(struct hl_team *t, enum hl_team_stream st, int lrank, uint32
 int hl_team_wait(struct hl_team *t, enum hl_team_stream st, int lrank, uint32_t n,
 		 double until_us, char *err, size_t errlen);
 
+/* Is local rank lrank alive and the team whole? 0, or INCA_ERR_PEER with
+ * err saying why. */
+int hl_team_check(struct hl_team *t, int lrank, char *err, size_t errlen);
 /* This rank gives up on the team (a local rank gone, a deadline): every
  * rank waiting in it, or later, gets INCA_ERR_PEER and why. */
 void hl_team_break(struct hl_team *t, const char *why);

@@ -157,8 +157,14 @@ static const char *comm_layout(struct im_comm *ic, char *buf, size_t len)
 	int lrank = 0, lsize = 1, lo = ic->rank, hi = ic->rank, block, *mine = NULL;
 	const char *res = NULL;
 
-	if (PMPI_Comm_split_type(ic->shadow, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node))
+	int rc = PMPI_Comm_split_type(ic->shadow, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+
+	/* every rank makes the same calls: they agree first */
+	if (!agree_min(ic->shadow, rc == MPI_SUCCESS)) {
+		if (rc == MPI_SUCCESS)
+			PMPI_Comm_free(&node);
 		return NULL;
+	}
 	PMPI_Comm_rank(node, &lrank);
 	PMPI_Comm_size(node, &lsize);
 	PMPI_Allreduce(&ic->rank, &lo, 1, MPI_INT, MPI_MIN, node);
@@ -221,7 +227,8 @@ static void comm_decide(struct im_comm *ic)
 	/* several ranks per host: MPI knows which; numbered host by host, they
 	 * reduce inside the host first, else every rank is a member */
 	char *layout = malloc((size_t)ic->size * 5 + 1);
-	attr.layout = layout ? comm_layout(ic, layout, (size_t)ic->size * 5 + 1) : NULL;
+	attr.layout = agree_min(ic->shadow, layout != NULL) ?
+		      comm_layout(ic, layout, (size_t)ic->size * 5 + 1) : NULL;
 	if (!attr.layout)
 		attr.hier = INCA_HIER_OFF;
 	attr.job = getenv("INCA_MANAGER") ? ic->job : NULL;

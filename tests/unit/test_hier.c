@@ -316,6 +316,55 @@ static void test_collectives(void **state)
 	assert_int_equal(count_shm(), before);
 }
 
+/* Two in flight, started and completed in different orders on different
+ * ranks: rank 0 waits for the first before it starts the second, the
+ * others start both first (the oldest collective's wait goes first) */
+static void body_asym(int rank, int P, const char *job)
+{
+	inca_comm_t *c = make(rank, P, job, 20000);
+	size_t n = 1u << 20;
+	float *a = malloc(n * 4), *b = malloc(n * 4);
+	inca_request_t *ra, *rb;
+
+	if (!c || !a || !b) {
+		fails++;
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		a[i] = f32_in(rank, i);
+		b[i] = (float)(rank + 1);
+	}
+	if (rank == 0) {
+		CHECK(!inca_iallreduce(c, INCA_IN_PLACE, a, n, INCA_FLOAT32, INCA_SUM, &ra), "a");
+		CHECK(!inca_wait(ra), "wait a");
+		CHECK(!inca_iallreduce(c, INCA_IN_PLACE, b, n, INCA_FLOAT32, INCA_SUM, &rb), "b");
+		CHECK(!inca_wait(rb), "wait b");
+	} else {
+		CHECK(!inca_iallreduce(c, INCA_IN_PLACE, a, n, INCA_FLOAT32, INCA_SUM, &ra), "a");
+		CHECK(!inca_iallreduce(c, INCA_IN_PLACE, b, n, INCA_FLOAT32, INCA_SUM, &rb), "b");
+		CHECK(!inca_wait(ra), "wait a");
+		CHECK(!inca_wait(rb), "wait b");
+	}
+	for (size_t i = 0; i < n; i++) {
+		float e = 0;
+		for (int r = 0; r < P; r++)
+			e += f32_in(r, i);
+		if (a[i] != e || b[i] != (float)(P * (P + 1) / 2)) {
+			CHECK(0, "asym [%zu]: %g %g", i, a[i], b[i]);
+			break;
+		}
+	}
+	free(a);
+	free(b);
+	inca_comm_destroy(c);
+}
+
+static void test_asymmetric_order(void **state)
+{
+	(void)state;
+	run_ranks(3, body_asym, -1);
+}
+
 /* rank P-1 dies after joining: the others fail with INCA_ERR_PEER, soon */
 static void body_dead(int rank, int P, const char *job)
 {
@@ -544,6 +593,14 @@ static void test_layout(void **state)
 	assert_int_equal(L.host, 2);
 	assert_int_equal(L.lrank, 0);
 	hl_layout_free(&L);
+	/* a static group of a member per rank: one member per rank, whatever
+	 * the layout says */
+	a.layout = "2,1";
+	a.size = 3;
+	g.nmembers = 3;
+	assert_int_equal(hl_layout_resolve(&a, &g, &L, err, sizeof(err)), 0);
+	assert_int_equal(L.nhosts, 0);
+	a.layout = NULL;
 	a.size = 7;
 	assert_int_equal(hl_layout_resolve(&a, &g, &L, err, sizeof(err)), INCA_ERR_CONFIG);
 	assert_string_equal(err, "the group has 3 members but size is 7 (a "
@@ -578,6 +635,7 @@ int main(void)
 		cmocka_unit_test(test_team_wrong_rank),
 		cmocka_unit_test(test_collectives),
 		cmocka_unit_test(test_late_rank),
+		cmocka_unit_test(test_asymmetric_order),
 		cmocka_unit_test(test_dead_rank),
 	};
 	int rc;
