@@ -38,6 +38,10 @@ source "$here/deploy/jobs.sh"
 [[ "$per" =~ ^[1-9][0-9]*$ ]] || { echo "run-mpi.sh: --per-host P, P >= 1" >&2; exit 2; }
 manager_testbed $(( (np + per - 1) / per )) "$WORK" 18495 "$B" ${rate:+--rate "$rate"}
 export MPI_NET=10.0.0.0/24
+# Open MPI at its best here: the tuned component's rules that
+# run-allreduce.sh uses (recursive doubling below 4 KiB, the ring from it)
+export OMPI_MCA_coll_tuned_use_dynamic_rules=1
+export OMPI_MCA_coll_tuned_dynamic_rules_filename=$here/tests/bench/ompi-allreduce-rules.conf
 # 5 warm-up calls a size: the communicator's creation (at its 4th call,
 # INCA_MPI_OFFLOAD_AFTER) stays out of the timed calls
 ARGS=(-o -b 8 -e "$max" -f 8 -n "$iters" -w 5)
