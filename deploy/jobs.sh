@@ -179,18 +179,20 @@ manager_testbed() {
 # PER_HOST per testbed host, MPI's traffic on the management network, LIB
 # (libinca-mpi) preloaded with the manager's environment; INCA_MPI=0 keeps
 # it out of the way (the same binary, Open MPI alone); shared memory (vader)
-# between the ranks of a host; MPI_HAN=1: Open MPI's hierarchical coll/han
+# between the ranks of a host (PER_HOST > 1); MPI_HAN=1: Open MPI's hierarchical coll/han
 # (shared memory inside the host, tuned between hosts). MPI_NET: the network
 # of MPI's own traffic (default the management network, which survives the
 # switch; 10.0.0.0/24 puts it on the same links as INCA's)
 mpi_ranks() {
-	local np=$1 per=$2 lib=$3 hosts="" i
+	local np=$1 per=$2 lib=$3 hosts="" i btl=tcp,self
 	shift 3
+	# ranks of one host talk through shared memory (vader)
+	[ "$per" = 1 ] || btl=tcp,self,vader
 	for i in $(seq $(( (np + per - 1) / per ))); do
 		hosts+="${hosts:+,}192.168.77.$i:$per"
 	done
 	timeout 900 mpirun --allow-run-as-root --oversubscribe -np "$np" --host "$hosts" \
-		--mca plm_rsh_agent "$here/tests/bench/ns-rsh" --mca btl tcp,self,vader \
+		--mca plm_rsh_agent "$here/tests/bench/ns-rsh" --mca btl "$btl" \
 		${MPI_HAN:+--mca coll_han_priority 100} \
 		--mca btl_tcp_if_include "${MPI_NET:-192.168.77.0/24}" --mca btl_tcp_links 2 \
 		--mca oob_tcp_if_include 192.168.77.0/24 --mca mpi_yield_when_idle 1 \
