@@ -120,6 +120,11 @@ inca_job() {
 	return $rc
 }
 
+# ompi_btl PER: Open MPI's transports for PER ranks per host: TCP, and
+# shared memory (vader) between the ranks of a host when there are several
+# (with one rank per host vader only slowed libinca-mpi's small calls)
+ompi_btl() { [ "$1" = 1 ] && echo tcp,self || echo tcp,self,vader; }
+
 # openmpi_job N OUT ARGS...: Open MPI's MPI_Allreduce at its best on hosts
 # 1.. (N ranks, INCA_PER_HOST on each; two TCP connections per peer: one
 # halves a bidirectional transfer; shared memory between the ranks of a
@@ -129,14 +134,12 @@ inca_job() {
 # host and tuned with the same rules between them), mpirun started in host
 # 1 with tests/bench/ns-rsh as launcher agent
 openmpi_job() {
-	local n=$1 out=$2 hosts per=${INCA_PER_HOST:-1} btl=tcp,self
+	local n=$1 out=$2 hosts per=${INCA_PER_HOST:-1}
 	shift 2
-	# ranks of one host talk through shared memory (vader)
-	[ "$per" = 1 ] || btl=tcp,self,vader
 	hosts=$(seq -s, -f "10.0.0.%g:$per" 1 $(( (n + per - 1) / per )))
 	if ! timeout 900 "$here/deploy/testbed" exec 1 ${INCA_RANK_CPUS:+taskset -c "$INCA_RANK_CPUS"} \
 		env INCA_TESTBED="$INCA_TESTBED" INCA_RANK_CPUS="${INCA_RANK_CPUS:-}" mpirun --allow-run-as-root --oversubscribe --host "$hosts" -np "$n" \
-		--mca plm_rsh_agent "$here/tests/bench/ns-rsh" --mca btl "$btl" \
+		--mca plm_rsh_agent "$here/tests/bench/ns-rsh" --mca btl "$(ompi_btl "$per")" \
 		--mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 --mca btl_tcp_links 2 \
 		--mca mpi_yield_when_idle 1 --mca coll_tuned_use_dynamic_rules 1 \
 		${OMPI_HAN:+--mca coll_han_priority 100} \
@@ -184,15 +187,13 @@ manager_testbed() {
 # of MPI's own traffic (default the management network, which survives the
 # switch; 10.0.0.0/24 puts it on the same links as INCA's)
 mpi_ranks() {
-	local np=$1 per=$2 lib=$3 hosts="" i btl=tcp,self
+	local np=$1 per=$2 lib=$3 hosts="" i
 	shift 3
-	# ranks of one host talk through shared memory (vader)
-	[ "$per" = 1 ] || btl=tcp,self,vader
 	for i in $(seq $(( (np + per - 1) / per ))); do
 		hosts+="${hosts:+,}192.168.77.$i:$per"
 	done
 	timeout 900 mpirun --allow-run-as-root --oversubscribe -np "$np" --host "$hosts" \
-		--mca plm_rsh_agent "$here/tests/bench/ns-rsh" --mca btl "$btl" \
+		--mca plm_rsh_agent "$here/tests/bench/ns-rsh" --mca btl "$(ompi_btl "$per")" \
 		${MPI_HAN:+--mca coll_han_priority 100} \
 		--mca btl_tcp_if_include "${MPI_NET:-192.168.77.0/24}" --mca btl_tcp_links 2 \
 		--mca oob_tcp_if_include 192.168.77.0/24 --mca mpi_yield_when_idle 1 \

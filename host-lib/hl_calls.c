@@ -152,6 +152,21 @@ int inca_ibcast(inca_comm_t *c, void *buf, size_t count, inca_dtype_t dtype, int
 						.root = root }, req);
 }
 
+/* the request's progress and end, whichever layer holds it */
+static int progress(inca_request_t *req, double budget_us)
+{
+	return req->hreq ? hl_hier_progress(req->hreq, budget_us) :
+			   hl_coll_progress(req->op, budget_us);
+}
+
+static int finish(inca_request_t *req)
+{
+	int rc = req->hreq ? hl_hier_finish(req->hreq) : hl_coll_finish(req->op);
+
+	free(req);
+	return rc;
+}
+
 int inca_test(inca_request_t *req, int *done)
 {
 	return inca_test_timeout(req, 0, done);
@@ -159,37 +174,19 @@ int inca_test(inca_request_t *req, int *done)
 
 int inca_test_timeout(inca_request_t *req, unsigned timeout_us, int *done)
 {
-	int rc;
-
 	if (!req || !done)
 		return INCA_ERR_INVAL;
-	*done = req->hreq ? hl_hier_progress(req->hreq, timeout_us) :
-			    hl_coll_progress(req->op, timeout_us);
-	if (!*done)
-		return INCA_OK;
-	rc = req->hreq ? hl_hier_finish(req->hreq) : hl_coll_finish(req->op);
-	free(req);
-	return rc;
+	*done = progress(req, timeout_us);
+	return *done ? finish(req) : INCA_OK;
 }
 
 int inca_wait(inca_request_t *req)
 {
-	int rc;
-
 	if (!req)
 		return INCA_ERR_INVAL;
-	if (req->hreq) {
-		while (!hl_hier_progress(req->hreq, 1e6))
-			;
-		rc = hl_hier_finish(req->hreq);
-		free(req);
-		return rc;
-	}
-	while (!hl_coll_progress(req->op, 1e6))
+	while (!progress(req, 1e6))
 		;
-	rc = hl_coll_finish(req->op);
-	free(req);
-	return rc;
+	return finish(req);
 }
 
 int inca_allreduce(inca_comm_t *c, const void *sendbuf, void *recvbuf, size_t count,

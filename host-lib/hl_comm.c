@@ -74,6 +74,17 @@ static unsigned env_uint(unsigned v, const char *name, unsigned def)
 	return def;
 }
 
+/* s is one of names (case aside): *out its index, the enum's value. */
+static int parse_choice(const char *s, const char *const names[3], int *out)
+{
+	for (int i = 0; i < 3; i++)
+		if (!strcasecmp(s, names[i])) {
+			*out = i;
+			return 0;
+		}
+	return -1;
+}
+
 /* Undo what a transport's reserve made, for a communicator never opened. */
 static void release_reserved(const struct hl_transport_ops *tp, void *tp_state)
 {
@@ -168,12 +179,8 @@ int hl_comm_create(const struct inca_comm_attr *attr, const struct hl_group_desc
 	/* the ring's peers know each other by the job (the group may change
 	 * with the manager's plans), else by the static group */
 	c->ring_id = g->group_id;
-	if (attr->manager_url && *attr->manager_url && c->job[0]) {
-		uint32_t h = 2166136261u;
-		for (const char *p = c->job; *p; p++)
-			h = (h ^ (uint8_t)*p) * 16777619u;
-		c->ring_id = h;
-	}
+	if (attr->manager_url && *attr->manager_url && c->job[0])
+		c->ring_id = hl_fnv1a(c->job);
 	c->fallback = attr->fallback;
 	c->timeout_ms = attr->timeout_ms ? attr->timeout_ms : 30000;
 	c->switch_timeout_ms = attr->switch_timeout_ms ? attr->switch_timeout_ms : 1000;
@@ -348,26 +355,23 @@ int inca_comm_create(const struct inca_comm_attr *attr_in, inca_comm_t **out)
 	}
 	if (attr.line_rate_gbps <= 0 && (s = getenv("INCA_LINE_RATE_GBPS")))
 		attr.line_rate_gbps = atof(s);
+	static const char *const fallbacks[3] = { "auto", "off", "force" };
+	static const char *const hiers[3] = { "auto", "off", "leader" };
+	int choice;
 	if (!attr.fallback && (s = getenv("INCA_FALLBACK"))) {
-		if (!strcasecmp(s, "off"))
-			attr.fallback = INCA_FALLBACK_OFF;
-		else if (!strcasecmp(s, "force"))
-			attr.fallback = INCA_FALLBACK_FORCE;
-		else if (strcasecmp(s, "auto"))
+		if (parse_choice(s, fallbacks, &choice))
 			return create_fail(INCA_ERR_CONFIG, "INCA_FALLBACK: expected auto, off "
 					   "or force, got '%s'", s);
+		attr.fallback = (inca_fallback_t)choice;
 	}
 	if (attr.fallback < INCA_FALLBACK_AUTO || attr.fallback > INCA_FALLBACK_FORCE)
 		return create_fail(INCA_ERR_INVAL, "fallback: unknown policy %d", attr.fallback);
 
 	if (!attr.hier && (s = getenv("INCA_HIER")) && *s) {
-		if (!strcasecmp(s, "off"))
-			attr.hier = INCA_HIER_OFF;
-		else if (!strcasecmp(s, "leader"))
-			attr.hier = INCA_HIER_LEADER;
-		else if (strcasecmp(s, "auto"))
+		if (parse_choice(s, hiers, &choice))
 			return create_fail(INCA_ERR_CONFIG, "INCA_HIER: expected auto, off or "
 					   "leader, got '%s'", s);
+		attr.hier = (inca_hier_t)choice;
 	}
 	if (attr.hier < INCA_HIER_AUTO || attr.hier > INCA_HIER_LEADER)
 		return create_fail(INCA_ERR_INVAL, "hier: unknown mode %d", attr.hier);

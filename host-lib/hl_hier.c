@@ -21,8 +21,8 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <limits.h>
 #include <string.h>
-#include <strings.h>
 #include <unistd.h>
 
 #include "hl_priv.h"
@@ -87,22 +87,36 @@ static const char *env_nonempty(const char *name)
 	return s && *s ? s : NULL;
 }
 
-static int env_int(const char *name, long *v)
+/* A number in the environment (hl_parse_num): 0, or -1 when unset or not one. */
+static int env_num(const char *name, long *v)
 {
-	const char *s = env_nonempty(name);
-	char *end;
+	uint64_t u;
 
-	if (!s)
+	if (hl_parse_num(getenv(name), INT_MAX, &u))
 		return -1;
-	errno = 0;
-	*v = strtol(s, &end, 10);
-	return errno || *end || *v < 0 ? -1 : 0;
+	*v = (long)u;
+	return 0;
 }
 
 void hl_layout_free(struct hl_layout *L)
 {
 	free(L->first);
 	L->first = NULL;
+}
+
+/* The host of rank (L->first: each host's first rank). */
+static int layout_host(const struct hl_layout *L, int rank)
+{
+	int lo = 0, hi = L->nhosts - 1;
+
+	while (lo < hi) {
+		int mid = (lo + hi + 1) / 2;
+		if (L->first[mid] <= rank)
+			lo = mid;
+		else
+			hi = mid - 1;
+	}
+	return lo;
 }
 
 /* counts[nhosts] in rank order: fill L for rank */
@@ -139,13 +153,9 @@ static int layout_from_counts(struct hl_layout *L, const int *counts, int nhosts
 		hl_layout_free(L);
 		return INCA_ERR_CONFIG;
 	}
-	for (int h = 0; h < nhosts; h++)
-		if (rank < L->first[h + 1]) {
-			L->host = h;
-			L->lrank = rank - L->first[h];
-			L->lsize = counts[h];
-			break;
-		}
+	L->host = layout_host(L, rank);
+	L->lrank = rank - L->first[L->host];
+	L->lsize = counts[L->host];
 	return 0;
 }
 
@@ -198,13 +208,13 @@ static int launcher_local(int size, int rank, long *lrank, const char **from)
 	long v, w;
 
 	for (size_t i = 0; i < sizeof(src) / sizeof(src[0]); i++) {
-		if (env_int(src[i].lsize, &v) || v < 1)
+		if (env_num(src[i].lsize, &v) || v < 1)
 			continue;
 		/* the launcher's world is this communicator's */
-		if (src[i].wsize && (env_int(src[i].wsize, &w) || w != size ||
-				     env_int(src[i].wrank, &w) || w != rank))
+		if (src[i].wsize && (env_num(src[i].wsize, &w) || w != size ||
+				     env_num(src[i].wrank, &w) || w != rank))
 			continue;
-		if (env_int(src[i].lrank, lrank))
+		if (env_num(src[i].lrank, lrank))
 			*lrank = -1;
 		*from = src[i].lsize;
 		return (int)v;
@@ -308,16 +318,22 @@ static bool is_leader(const struct hl_hier *h)
 
 static int host_of(const struct hl_hier *h, int rank)
 {
-	int lo = 0, hi = h->L.nhosts - 1;
+	return layout_host(&h->L, rank);
+}
 
-	while (lo < hi) {
-		int mid = (lo + hi + 1) / 2;
-		if (h->L.first[mid] <= rank)
-			lo = mid;
-		else
-			hi = mid - 1;
-	}
-	return lo;
+/* this host's leader (local rank 0) */
+static int leader_rank(const struct hl_hier *h)
+{
+	return h->L.first[h->L.host];
+}
+
+/* the bytes of step k of a phase moving total bytes (0 for an empty
+ * phase's one step) */
+static size_t step_len(size_t total, uint32_t k)
+{
+	size_t off = (size_t)k * HL_TEAM_CHUNK;
+
+	return total > off ? (total - off < HL_TEAM_CHUNK ? total - off : HL_TEAM_CHUNK) : 0;
 }
 
 /* A buffer of n bytes: the spare when it is large enough (its pages in
@@ -404,7 +420,7 @@ static int plan_req(struct inca_comm *c, struct hl_hreq *r)
 			else if (!(r->up_dst = r->acc = take_buf(h, n * as, &r->acc_cap)))
 				return INCA_ERR_NOMEM;
 		}
-		if (hr == h->L.host && a->root != c->rank - h->L.lrank) {
+		if (hr == h->L.host && a->root != leader_rank(h)) {
 			/* the root is not its host's leader: it hands the result over */
 			r->down_len = n * es;
 			if (c->rank == a->root) {
@@ -434,7 +450,7 @@ static int plan_req(struct inca_comm *c, struct hl_hreq *r)
 		r->up_len = n * es;
 		if (lead) {
 			if (h->L.uniform) {
-				r->up_dst = out + (size_t)h->L.first[h->L.host] * n * es;
+				r->up_dst = out + (size_t)leader_rank(h) * n * es;
 			} else {
 				size_t blk = (size_t)h->L.maxp * n * es;
 				r->tmp = take_buf(h, blk * (1 + (size_t)h->L.nhosts), &r->tmp_cap);
@@ -452,7 +468,7 @@ static int plan_req(struct inca_comm *c, struct hl_hreq *r)
 	case AGG_COLL_BCAST:
 		hr = host_of(h, a->root);
 		r->upm = UP_NONE;
-		if (hr == h->L.host && a->root != c->rank - h->L.lrank) {
+		if (hr == h->L.host && a->root != leader_rank(h)) {
 			r->upm = UP_ONE;
 			r->up_from = a->root - h->L.first[hr];
 			r->up_src = out;
@@ -526,8 +542,7 @@ static void set_need(struct need *need, enum hl_team_stream st, int lrank, uint3
 		*need = (struct need){ true, st, lrank, n };
 }
 
-static void leader_take(struct hl_hier *h, struct hl_hreq *r, int l, size_t off, size_t len,
-			const uint8_t *src)
+static void leader_take(struct hl_hreq *r, int l, size_t off, size_t len, const uint8_t *src)
 {
 	const struct hl_coll_args *a = &r->a;
 
@@ -554,7 +569,6 @@ static void leader_take(struct hl_hier *h, struct hl_hreq *r, int l, size_t off,
 	case UP_NONE:
 		break;
 	}
-	(void)h;
 }
 
 static bool contributes(const struct hl_hreq *r, int l)
@@ -577,10 +591,7 @@ static bool advance_up(struct hl_hier *h, struct hl_hreq *r, struct need *need)
 
 	while (r->k < r->upn) {
 		uint32_t s = r->up0 + r->k;
-		size_t off = (size_t)r->k * HL_TEAM_CHUNK;
-		size_t len = r->up_len - off < HL_TEAM_CHUNK ? r->up_len - off : HL_TEAM_CHUNK;
-		if (!r->up_len)
-			len = 0;
+		size_t off = (size_t)r->k * HL_TEAM_CHUNK, len = step_len(r->up_len, r->k);
 		if (!is_leader(h)) {
 			/* my buffer of step s was step s - 2's: taken once the
 			 * leader is past s - 2 */
@@ -596,7 +607,7 @@ static bool advance_up(struct hl_hier *h, struct hl_hreq *r, struct need *need)
 				int l = r->who;
 				if (l == 0) {
 					if (contributes(r, 0) && len)
-						leader_take(h, r, 0, off, len, r->up_src + off);
+						leader_take(r, 0, off, len, r->up_src + off);
 					continue;
 				}
 				if (!hl_team_reached(h->team, HL_TEAM_UP, l, s + 1)) {
@@ -604,7 +615,7 @@ static bool advance_up(struct hl_hier *h, struct hl_hreq *r, struct need *need)
 					return moved;
 				}
 				if (contributes(r, l) && len)
-					leader_take(h, r, l, off, len,
+					leader_take(r, l, off, len,
 						    hl_team_buf(h->team, HL_TEAM_UP, l, s));
 			}
 			r->who = 0;
@@ -714,7 +725,7 @@ static void net_done(struct hl_hier *h, struct hl_hreq *r)
 		break;
 	case AGG_COLL_REDUCE_SCATTER: {
 		size_t P = (size_t)h->L.lsize;
-		uint8_t *blk = r->up_dst + (h->L.uniform ? 0 : (size_t)h->L.first[h->L.host] * n * as);
+		uint8_t *blk = r->up_dst + (h->L.uniform ? 0 : (size_t)leader_rank(h) * n * as);
 		if (as != es) {
 			agg_acc_store(a->dtype, r->tmp, blk, P * n);
 			blk = r->tmp;
@@ -766,10 +777,7 @@ static bool advance_down(struct hl_hier *h, struct hl_hreq *r, struct need *need
 
 	while (r->k < r->downn) {
 		uint32_t s = r->down0 + r->k;
-		size_t off = (size_t)r->k * HL_TEAM_CHUNK;
-		size_t len = r->down_len > off ? r->down_len - off : 0;
-		if (len > HL_TEAM_CHUNK)
-			len = HL_TEAM_CHUNK;
+		size_t off = (size_t)r->k * HL_TEAM_CHUNK, len = step_len(r->down_len, r->k);
 		if (!h->team) {
 			r->k++;
 			continue;
@@ -777,9 +785,7 @@ static bool advance_down(struct hl_hier *h, struct hl_hreq *r, struct need *need
 		if (is_leader(h)) {
 			/* the down buffer of step s was step s - 2's: free once
 			 * every local rank is past s - 2 */
-			for (; r->who < h->L.lsize; r->who++) {
-				if (r->who == 0)
-					continue;
+			for (r->who = r->who ? r->who : 1; r->who < h->L.lsize; r->who++) {
 				if (!hl_team_reached(h->team, HL_TEAM_DOWN, r->who, s - 1)) {
 					set_need(need, HL_TEAM_DOWN, r->who, s - 1);
 					return moved;
@@ -964,17 +970,14 @@ static void team_name(const struct inca_comm_attr *attr, const struct hl_group_d
 		      const struct hl_layout *L, char *name, size_t len)
 {
 	char key[256];
-	uint32_t hsh = 2166136261u;
 
 	if (attr->manager_url && *attr->manager_url)
 		snprintf(key, sizeof(key), "m|%s|%s", attr->manager_url, attr->job ? attr->job : "");
 	else
 		snprintf(key, sizeof(key), "s|%u|%u|%s", g ? g->switch_ip : 0,
 			 g ? g->group_id : 0, attr->job ? attr->job : "");
-	for (const char *p = key; *p; p++)
-		hsh = (hsh ^ (uint8_t)*p) * 16777619u;
-	snprintf(name, len, "/inca-%u-%08x-%08x-h%d", (unsigned)getuid(), hsh, attr->epoch,
-		 L->host);
+	snprintf(name, len, "/inca-%u-%08x-%08x-h%d", (unsigned)getuid(), hl_fnv1a(key),
+		 attr->epoch, L->host);
 }
 
 int hl_hier_create(const struct inca_comm_attr *attr, struct hl_layout *L,
@@ -1003,10 +1006,8 @@ int hl_hier_create(const struct inca_comm_attr *attr, struct hl_layout *L,
 	c->size = attr->size;
 	snprintf(c->job, sizeof(c->job), "%s", attr->job ? attr->job : "");
 	c->tp = tp;
-	c->fallback = attr->fallback;
 	c->timeout_ms = attr->timeout_ms ? attr->timeout_ms : 30000;
 	c->now_us = hl_clock_us;
-	c->ring_listen_fd = c->ring_next_fd = c->ring_prev_fd = c->pfc_fd = -1;
 	double deadline = hl_clock_us(NULL) + (double)c->timeout_ms * 1000;
 
 	if (h->L.lsize > 1) {
@@ -1018,7 +1019,7 @@ int hl_hier_create(const struct inca_comm_attr *attr, struct hl_layout *L,
 			goto fail;
 		}
 		for (int l = 0; l < h->L.lsize; l++)
-			ranks[l] = h->L.first[h->L.host] + l;
+			ranks[l] = leader_rank(h) + l;
 		rc = hl_team_open(name, h->L.lrank, h->L.lsize, ranks, c->rank, deadline,
 				  &h->team, err, errlen);
 		free(ranks);
@@ -1060,10 +1061,10 @@ int hl_hier_create(const struct inca_comm_attr *attr, struct hl_layout *L,
 			rc = nt->rc;
 			if (rc)
 				snprintf(err, errlen, "the host's leader (rank %d) could not join: "
-					 "%.180s", h->L.first[h->L.host], nt->msg);
+					 "%.180s", leader_rank(h), nt->msg);
 		} else if (rc == 0) {
 			snprintf(err, errlen, "the host's leader (rank %d) did not join the network "
-				 "by the deadline", h->L.first[h->L.host]);
+				 "by the deadline", leader_rank(h));
 			rc = INCA_ERR_TIMEOUT;
 		}
 		hl_team_post(h->team, HL_TEAM_DOWN, 0);
@@ -1097,11 +1098,8 @@ void hl_hier_destroy(struct inca_comm *c)
 	if (h->nq && !h->broken)
 		hl_team_break(h->team, "its communicator was destroyed with collectives in "
 			      "flight");
-	for (unsigned i = 0; i < h->nq; i++) {
-		if (h->q[i]->ireq)
-			h->q[i]->ireq = NULL;
+	for (unsigned i = 0; i < h->nq; i++)
 		req_free(h, h->q[i]);
-	}
 	inca_comm_destroy(h->inner);
 	hl_team_close(h->team);
 	hl_layout_free(&h->L);

@@ -295,6 +295,17 @@ struct hl_plan {
 _Static_assert((uint32_t)(HL_EPOCH_STRIDE * HL_EPOCH_STRIDE_INV) == 1u,
 	       "HL_EPOCH_STRIDE_INV is the inverse of HL_EPOCH_STRIDE mod 2^32");
 
+/* FNV-1a of a string: a job's name as a number (the ring's id, the host
+ * team's segment name) */
+static inline uint32_t hl_fnv1a(const char *s)
+{
+	uint32_t h = 2166136261u;
+
+	for (; *s; s++)
+		h = (h ^ (uint8_t)*s) * 16777619u;
+	return h;
+}
+
 /* a - b for collective numbers: a signed distance on the 32-bit circle */
 static inline int32_t hl_seq_diff(uint32_t a, uint32_t b)
 {
@@ -340,7 +351,7 @@ struct inca_comm {
 
 	struct hl_hier *hier;     /* several ranks per host (hl_hier.c): the rest of
 				     this struct is unused but for rank, size, job,
-				     timeout_ms, now_us, stats and errmsg */
+				     tp, timeout_ms, now_us, stats and errmsg */
 	struct hl_manager *mgr;   /* NULL: static group */
 	struct hl_plan *plan;     /* with mgr: the manager's plan (hl_plan.c) */
 	uint32_t ring_id;         /* the ring's peers check it (the job's, with a manager) */

@@ -92,6 +92,16 @@ typedef enum {
 	INCA_FALLBACK_FORCE = 2,  /* always use the ring (baselines, tests) */
 } inca_fallback_t;
 
+/* Several ranks per host: INCA_HIER_AUTO (default) reduces inside the host
+ * first when the layout says ranks share a host; OFF makes every rank a
+ * member of the switch's group; LEADER is what auto does today (the host's
+ * ranks reduce to local rank 0, which alone takes part in the network). */
+typedef enum {
+	INCA_HIER_AUTO = 0,
+	INCA_HIER_OFF = 1,
+	INCA_HIER_LEADER = 2,
+} inca_hier_t;
+
 /*
  * Communicator attributes. Zero means "default" for every number; NULL
  * strings fall back to the environment (INCA_*), then to defaults.
@@ -99,7 +109,9 @@ typedef enum {
  *   - config_file: JSON {"switch": "10.0.0.254", "group": 1, "qpn": 256,
  *     "qkey": "0x...", "window": 64, "elems_per_pkt": 256, "mtu": 1024,
  *     "reproducible": false, "ring_port": 18515,
- *     "members": [{"ip": "10.0.0.1", "qpn": 17}, ...]}   (INCA_CONFIG)
+ *     "members": [{"ip": "10.0.0.1", "qpn": 17}, ...]}   (INCA_CONFIG);
+ *     fewer members than ranks: a group of hosts, each member with its
+ *     "ranks" (or as many on each), reduced inside the host first
  *   - or the environment: INCA_SWITCH, INCA_GROUP, INCA_GROUP_QPN,
  *     INCA_QKEY, INCA_MEMBERS="ip:qpn,ip:qpn,...", INCA_WINDOW,
  *     INCA_ELEMS, INCA_MTU, INCA_RING_PORT
@@ -115,16 +127,6 @@ typedef enum {
  *     the collectives run: its tree, or the host ring when none fits (a
  *     warning), changing at a collective every rank agrees on.
  */
-/* Several ranks per host: INCA_HIER_AUTO (default) reduces inside the host
- * first when the layout says ranks share a host; OFF makes every rank a
- * member of the switch's group; LEADER is what auto does today (the host's
- * ranks reduce to local rank 0, which alone takes part in the network). */
-typedef enum {
-	INCA_HIER_AUTO = 0,
-	INCA_HIER_OFF = 1,
-	INCA_HIER_LEADER = 2,
-} inca_hier_t;
-
 struct inca_comm_attr {
 	int rank;                 /* 0..size-1 (INCA_RANK) */
 	int size;                 /* ranks in the job (INCA_SIZE) */
