@@ -1,14 +1,11 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * The intercepted collectives: MPI_Allreduce, MPI_Iallreduce, MPI_Bcast
- * and MPI_Barrier go to libinca when the communicator is offloaded and the
- * call maps (predefined type and op, size within the thresholds); anything
- * else goes to PMPI unchanged. Nonblocking operations are generalized
- * requests that progress inside Open MPI's progress engine (and in the
- * intercepted MPI_Wait/MPI_Test families, which also run a recovery).
- *
- * Over 500 lines (about 600) on purpose: each intercepted call is short,
- * and they share the mapping of MPI types and ops and the request type.
+ * The operations behind the intercepted collectives (im_calls.c): the
+ * mapping of MPI types and ops to INCA's, one operation's life (started in
+ * libinca, waited for or progressed as a generalized request, recovered
+ * through MPI when the switch fails), MPI's progress engine with ours
+ * inside it, and the MPI_Wait/MPI_Test families and MPI_Request_free for
+ * the requests the interposer returns.
  */
 #include <dlfcn.h>
 #include <stdlib.h>
@@ -61,12 +58,18 @@ int im_op(MPI_Op o, int dtype)
 	return -1;
 }
 
-static bool size_ok(size_t bytes)
+bool im_contiguous(MPI_Datatype type)
 {
-	return bytes >= im_cfg.min_bytes && (!im_cfg.max_bytes || bytes <= im_cfg.max_bytes);
+	int ni, na, nd, combiner, size;
+	MPI_Aint lb, extent;
+
+	PMPI_Type_get_envelope(type, &ni, &na, &nd, &combiner);
+	PMPI_Type_size(type, &size);
+	PMPI_Type_get_extent(type, &lb, &extent);
+	return combiner == MPI_COMBINER_NAMED && lb == 0 && extent == size;
 }
 
-static void count_call(enum im_coll k, bool offloaded, size_t bytes, double t0)
+void im_count_call(enum im_coll k, bool offloaded, enum im_why why, size_t bytes, double t0)
 {
 	struct im_counter *c = &im_count[k];
 	double us = im_now_us() - t0;
@@ -79,13 +82,17 @@ static void count_call(enum im_coll k, bool offloaded, size_t bytes, double t0)
 		c->passed++;
 		c->bytes_passed += bytes;
 		c->us_passed += us;
+		c->why[why]++;
 	}
 }
 
 /* ---- MPI's own progress, and ours inside it ---- */
 
-static struct im_op *pending[256];
-static unsigned npending;
+static struct im_op **pending;     /* nonblocking operations not complete */
+static unsigned npending, pending_cap;
+static struct im_op *reap_list;    /* complete, freed by the application:
+				      their request is freed outside MPI's
+				      progress engine */
 static int (*opal_register)(int (*)(void));
 static int (*opal_unregister)(int (*)(void));
 static void (*opal_progress_fn)(void);
@@ -99,6 +106,20 @@ static struct im_op *pending_find(MPI_Request r)
 		if (pending[i]->greq == r)
 			return pending[i];
 	return NULL;
+}
+
+static bool pending_add(struct im_op *op)
+{
+	if (npending == pending_cap) {
+		unsigned cap = pending_cap ? 2 * pending_cap : 64;
+		struct im_op **p = realloc(pending, cap * sizeof(*p));
+		if (!p)
+			return false;
+		pending = p;
+		pending_cap = cap;
+	}
+	pending[npending++] = op;
+	return true;
 }
 
 static void pending_remove(struct im_op *op)
@@ -121,16 +142,63 @@ static void mpi_poke(void)
 	}
 }
 
-/* The last touch of op: once MPI knows the request is complete, a request
- * the application already freed (MPI_Request_free) frees op too. */
+/* Requests the application freed before they completed: freed now. */
+static void reap(void)
+{
+	while (reap_list && !in_progress) {
+		struct im_op *op = reap_list;
+		reap_list = op->reap_next;
+		PMPI_Request_free(&op->greq);               /* greq_free frees op */
+	}
+}
+
+void im_unpack(struct im_op *op)
+{
+	int pos = 0;
+	MPI_Aint lb, extent;
+
+	if (!op->pack || op->redone)
+		return;           /* a redo wrote the application's buffer */
+	if (im_blocking(op->kind) == IM_BCAST) {
+		if (op->ic->rank != op->a.root)
+			PMPI_Unpack(op->pack, (int)op->blk, &pos, op->a.recvbuf, op->a.rcount,
+				    op->a.rtype, op->ic->comm);
+		return;
+	}
+	PMPI_Type_get_extent(op->a.rtype, &lb, &extent);
+	for (int r = 0; r < op->ic->size; r++) {
+		pos = 0;
+		PMPI_Unpack(op->pack + (size_t)r * op->pblk, (int)op->blk, &pos,
+			    (char *)op->a.recvbuf + (MPI_Aint)r * op->a.rcount * extent,
+			    op->a.rcount, op->a.rtype, op->ic->comm);
+	}
+}
+
+/* op is finished (offloaded, or through MPI): its result in place, counted */
+static void op_finish(struct im_op *op, bool offloaded)
+{
+	im_unpack(op);
+	free(op->pack);
+	op->pack = NULL;
+	im_count_call(op->kind, offloaded, IM_WHY_FAILED, op->stat_bytes, op->start_us);
+}
+
+/* The last touch of a nonblocking op: once MPI knows the request is
+ * complete, a request the application already freed is freed too (which
+ * frees op). */
 static void op_complete(struct im_op *op)
 {
 	op->complete = true;
 	if (op->ic->active == op)
 		op->ic->active = NULL;
 	pending_remove(op);
-	count_call(op->kind, !op->failed, op->bytes, op->start_us);
+	op_finish(op, !op->failed);
 	PMPI_Grequest_complete(op->greq);
+	if (op->freed) {
+		op->reap_next = reap_list;
+		reap_list = op;
+		reap();
+	}
 }
 
 /* Progress op (not complete) for at most budget_us; recover it if it
@@ -197,6 +265,10 @@ void im_progress_fini(void)
 	if (opal_register && opal_unregister)
 		opal_unregister(progress_cb);
 	opal_register = NULL;
+	reap();
+	free(pending);
+	pending = NULL;
+	npending = pending_cap = 0;
 }
 
 int im_finish_active(struct im_comm *ic)
@@ -205,6 +277,7 @@ int im_finish_active(struct im_comm *ic)
 	while (ic->active)
 		if (!op_drive(ic->active, 1000, true))
 			mpi_poke();
+	reap();
 	return MPI_SUCCESS;
 }
 
@@ -224,19 +297,6 @@ void im_abandon_active(struct im_comm *ic)
 		im_log(0, "rank %d: a communicator was released with operation %u unfinished "
 		       "and failed: its result is undefined", ic->rank, op->seq);
 	op_complete(op);
-}
-
-/* ic for an offloadable call on comm, its previous operation finished
- * first (finishing it may recover it and move the communicator to MPI, and
- * every rank must see the same state); NULL: pass through. */
-static struct im_comm *comm_ready(MPI_Comm comm)
-{
-	struct im_comm *ic = im_comm_get(comm);
-
-	if (!ic)
-		return NULL;
-	im_finish_active(ic);
-	return ic->failed_synced ? NULL : ic;
 }
 
 /* ---- generalized request callbacks ---- */
@@ -264,10 +324,9 @@ static int greq_cancel(void *state, int complete)
 	return MPI_SUCCESS;    /* a collective cannot be cancelled */
 }
 
-/* ---- passing through on an offloaded communicator ---- */
+/* ---- one operation ---- */
 
-/* Wait for a PMPI request while serving other ranks' recoveries. */
-static int pass_wait(int rc, MPI_Request *req)
+int im_pass_wait(int rc, MPI_Request *req)
 {
 	int done = 0;
 
@@ -283,231 +342,152 @@ static int pass_wait(int rc, MPI_Request *req)
 	return MPI_SUCCESS;
 }
 
-/* ---- MPI_Allreduce, MPI_Iallreduce ---- */
-
-static bool allreduce_maps(int count, MPI_Datatype type, MPI_Op op, int *dt, int *io,
-			   size_t *bytes)
+int im_redo(struct im_op *op, bool on_shadow)
 {
-	int tsize = 0;
+	struct im_comm *ic = op->ic;
+	struct im_args a = op->a;
+	MPI_Comm c = on_shadow ? ic->shadow : ic->comm;
+	MPI_Request r;
+	int rc, *counts = NULL;
 
-	*dt = im_dtype(type);
-	*io = *dt >= 0 ? im_op(op, *dt) : -1;
-	PMPI_Type_size(type, &tsize);
-	*bytes = count > 0 ? (size_t)count * (size_t)tsize : 0;
-	*dt &= 0xff;
-	return *io >= 0 && count > 0 && size_ok(*bytes);
-}
-
-static int op_setup(struct im_op *op, struct im_comm *ic, enum im_coll kind,
-		    const void *sendbuf, void *recvbuf, int count, MPI_Datatype type,
-		    MPI_Op mop, size_t bytes, bool in_place)
-{
-	*op = (struct im_op){ .kind = kind, .ic = ic, .seq = ++ic->seq, .out = recvbuf,
-			      .count = (size_t)count, .bytes = bytes, .type = type,
-			      .op = mop, .start_us = im_now_us() };
-	op->in = sendbuf;
-	if (in_place) {
-		/* the results overwrite the input: keep it for a recovery */
-		void *copy = im_comm_scratch(ic, bytes);
-		if (!copy)
-			return MPI_ERR_NO_MEM;
-		memcpy(copy, recvbuf, bytes);
-		op->in = copy;
-	}
-	return MPI_SUCCESS;
-}
-
-int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type,
-		  MPI_Op mop, MPI_Comm comm)
-{
-	double t0 = im_now_us();
-	struct im_comm *ic;
-	struct im_op op;
-	size_t bytes;
-	int dt, io, rc;
-
-	if (!im_cfg.enabled)
-		return PMPI_Allreduce(sendbuf, recvbuf, count, type, mop, comm);
-	im_serve_all();
-	if (!allreduce_maps(count, type, mop, &dt, &io, &bytes) || !(ic = comm_ready(comm))) {
-		MPI_Request req;
-		rc = im_comm_offloaded(comm) ? pass_wait(PMPI_Iallreduce(sendbuf, recvbuf, count, type, mop,
-							  comm, &req), &req)
-				  : PMPI_Allreduce(sendbuf, recvbuf, count, type, mop, comm);
-		count_call(IM_ALLREDUCE, false, bytes, t0);
-		return rc;
-	}
-	rc = op_setup(&op, ic, IM_ALLREDUCE, sendbuf, recvbuf, count, type, mop, bytes,
-		      sendbuf == MPI_IN_PLACE);
-	if (rc)
-		return rc;
-	if (ic->state == IM_OFFLOADED) {
-		rc = inca_allreduce(ic->inca, sendbuf == MPI_IN_PLACE ? INCA_IN_PLACE : sendbuf,
-				    recvbuf, (size_t)count, (inca_dtype_t)dt, (inca_op_t)io);
-		if (rc == INCA_OK) {
-			im_keep_result(&op);
-			count_call(IM_ALLREDUCE, true, bytes, t0);
-			return MPI_SUCCESS;
+	/* in place: the input's copy, as a separate input */
+	if (op->saved_in)
+		a.sendbuf = op->saved_in;
+	op->redone = true;
+	switch (im_blocking(op->kind)) {
+	case IM_ALLREDUCE:
+		return on_shadow ? PMPI_Allreduce(a.sendbuf, a.recvbuf, a.scount, a.stype, a.op, c)
+				 : im_pass_wait(PMPI_Iallreduce(a.sendbuf, a.recvbuf, a.scount,
+								a.stype, a.op, c, &r), &r);
+	case IM_REDUCE:
+		return on_shadow ? PMPI_Reduce(a.sendbuf, a.recvbuf, a.scount, a.stype, a.op, a.root, c)
+				 : im_pass_wait(PMPI_Ireduce(a.sendbuf, a.recvbuf, a.scount, a.stype,
+							     a.op, a.root, c, &r), &r);
+	case IM_REDUCE_SCATTER:
+		if (!on_shadow) {
+			/* the ranks that pass it through call MPI_Reduce_scatter */
+			counts = malloc(sizeof(int) * (size_t)ic->size);
+			if (!counts)
+				return MPI_ERR_NO_MEM;
+			for (int i = 0; i < ic->size; i++)
+				counts[i] = a.rcount;
+			rc = im_pass_wait(PMPI_Ireduce_scatter(a.sendbuf, a.recvbuf, counts, a.rtype,
+							       a.op, c, &r), &r);
+			free(counts);
+			return rc;
 		}
-		op.inca_err = rc;
+		/* on the shadow every rank redoes it as a block */
+		__attribute__((fallthrough));
+	case IM_REDUCE_SCATTER_BLOCK:
+		return on_shadow ? PMPI_Reduce_scatter_block(a.sendbuf, a.recvbuf, a.rcount, a.rtype,
+							     a.op, c)
+				 : im_pass_wait(PMPI_Ireduce_scatter_block(a.sendbuf, a.recvbuf,
+									   a.rcount, a.rtype, a.op,
+									   c, &r), &r);
+	case IM_ALLGATHER:
+		return on_shadow ? PMPI_Allgather(a.sendbuf, a.scount, a.stype, a.recvbuf, a.rcount,
+						  a.rtype, c)
+				 : im_pass_wait(PMPI_Iallgather(a.sendbuf, a.scount, a.stype,
+								a.recvbuf, a.rcount, a.rtype, c,
+								&r), &r);
+	case IM_BCAST:
+		return on_shadow ? PMPI_Bcast(a.recvbuf, a.rcount, a.rtype, a.root, c)
+				 : im_pass_wait(PMPI_Ibcast(a.recvbuf, a.rcount, a.rtype, a.root, c,
+							    &r), &r);
+	case IM_BARRIER:
+	default:
+		return on_shadow ? PMPI_Barrier(c) : im_pass_wait(PMPI_Ibarrier(c, &r), &r);
 	}
-	rc = im_recover(&op);
-	count_call(IM_ALLREDUCE, false, bytes, t0);
-	return rc;
 }
 
-int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type,
-		   MPI_Op mop, MPI_Comm comm, MPI_Request *request)
+/* Start op in libinca (nonblocking; the blocking calls wait for it). */
+static int inca_start(struct im_op *op)
 {
-	double t0 = im_now_us();
-	struct im_comm *ic;
-	struct im_op *op;
-	size_t bytes;
-	int dt, io, rc;
+	inca_comm_t *c = op->ic->inca;
+	const void *in = op->in_place ? INCA_IN_PLACE : op->in;
+	inca_dtype_t dt = (inca_dtype_t)op->dt;
+	inca_op_t io = (inca_op_t)op->io;
 
-	if (!im_cfg.enabled)
-		return PMPI_Iallreduce(sendbuf, recvbuf, count, type, mop, comm, request);
-	im_serve_all();
-	/* comm_ready before the table's room: the ranks must count the same
-	 * offloadable calls (the decision is collective), and the room is
-	 * this rank's own */
-	if (!allreduce_maps(count, type, mop, &dt, &io, &bytes) || !(ic = comm_ready(comm)) ||
-	    npending == sizeof(pending) / sizeof(pending[0])) {
-		rc = PMPI_Iallreduce(sendbuf, recvbuf, count, type, mop, comm, request);
-		count_call(IM_IALLREDUCE, false, bytes, t0);
-		return rc;
+	switch (im_blocking(op->kind)) {
+	case IM_ALLREDUCE:
+		return inca_iallreduce(c, in, op->out, op->count, dt, io, &op->req);
+	case IM_REDUCE:
+		return inca_ireduce(c, in, op->out, op->count, dt, io, op->a.root, &op->req);
+	case IM_REDUCE_SCATTER:
+	case IM_REDUCE_SCATTER_BLOCK:
+		return inca_ireduce_scatter(c, in, op->out, op->count, dt, io, &op->req);
+	case IM_ALLGATHER:
+		return inca_iallgather(c, in, op->out, op->count, dt, &op->req);
+	case IM_BCAST:
+		return inca_ibcast(c, op->out, op->count, dt, op->a.root, &op->req);
+	case IM_BARRIER:
+	default:
+		op->word[0] = 1;
+		return inca_iallreduce(c, &op->word[0], &op->word[1], 1, INCA_INT32, INCA_SUM,
+				       &op->req);
 	}
-	/* comm_ready finished the previous one: libinca runs one operation
-	 * per communicator */
-	op = malloc(sizeof(*op));
-	if (!op)
-		return MPI_ERR_NO_MEM;
-	rc = op_setup(op, ic, IM_IALLREDUCE, sendbuf, recvbuf, count, type, mop, bytes,
-		      sendbuf == MPI_IN_PLACE);
-	if (rc == MPI_SUCCESS)
-		rc = PMPI_Grequest_start(greq_query, greq_free, greq_cancel, op, &op->greq);
-	if (rc != MPI_SUCCESS) {
-		free(op);
-		return rc;
-	}
-	*request = op->greq;
-	ic->active = op;
-	pending[npending++] = op;
-	if (ic->state == IM_OFFLOADED) {
-		rc = inca_iallreduce(ic->inca, sendbuf == MPI_IN_PLACE ? INCA_IN_PLACE : sendbuf,
-				     recvbuf, (size_t)count, (inca_dtype_t)dt, (inca_op_t)io,
-				     &op->req);
-		if (rc == INCA_OK)
-			op_drive(op, 0, false);        /* the first window goes out now */
-		else
-			op->inca_err = rc, op->failed = true;
-	} else {
-		op->failed = true;                    /* recovers in MPI_Wait/MPI_Test */
-	}
-	return MPI_SUCCESS;
 }
 
-/* ---- MPI_Bcast, MPI_Barrier ---- */
-
-/* A named type whose bytes are contiguous, or -1 (then bytes are packed). */
-static bool contiguous(MPI_Datatype type)
+int im_run(struct im_op *op, MPI_Request *request)
 {
-	int ni, na, nd, combiner, size;
-	MPI_Aint lb, extent;
-
-	PMPI_Type_get_envelope(type, &ni, &na, &nd, &combiner);
-	PMPI_Type_size(type, &size);
-	PMPI_Type_get_extent(type, &lb, &extent);
-	return combiner == MPI_COMBINER_NAMED && lb == 0 && extent == size;
-}
-
-int MPI_Bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm)
-{
-	double t0 = im_now_us();
-	struct im_comm *ic;
-	struct im_op op;
-	int tsize = 0, rc, pos = 0;
-	size_t bytes;
-	uint8_t *cbuf;
-
-	if (!im_cfg.enabled)
-		return PMPI_Bcast(buf, count, type, root, comm);
-	im_serve_all();
-	PMPI_Type_size(type, &tsize);
-	bytes = count > 0 ? (size_t)count * (size_t)tsize : 0;
-	/* the decision rests on the byte count alone: the type signatures
-	 * of the root and the others may differ */
-	if (!bytes || !size_ok(bytes) || bytes > INT32_MAX || root < 0 ||
-	    !(ic = comm_ready(comm)) || root >= ic->size) {
-		MPI_Request req;
-		rc = im_comm_offloaded(comm) ? pass_wait(PMPI_Ibcast(buf, count, type, root, comm, &req), &req)
-				  : PMPI_Bcast(buf, count, type, root, comm);
-		count_call(IM_BCAST, false, bytes, t0);
-		return rc;
-	}
-	bool direct = contiguous(type) && bytes % 4 == 0 && ((uintptr_t)buf & 3) == 0;
-	cbuf = direct ? buf : malloc((bytes + 3) & ~(size_t)3);
-	if (!cbuf)
-		return MPI_ERR_NO_MEM;
-	if (!direct && ic->rank == root)
-		PMPI_Pack(buf, count, type, cbuf, (int)bytes, &pos, comm);
-	rc = op_setup(&op, ic, IM_BCAST, cbuf, cbuf, (int)bytes, MPI_BYTE, MPI_OP_NULL, bytes,
-		      false);
-	op.root = root;
-	bool offloaded = rc == MPI_SUCCESS && ic->state == IM_OFFLOADED;
-	if (offloaded) {
-		/* padded to whole words: the switch broadcasts int32 words */
-		rc = inca_bcast(ic->inca, cbuf, (bytes + 3) / 4, INCA_INT32, root);
-		if (rc == INCA_OK) {
-			im_keep_result(&op);
-		} else {
-			op.inca_err = rc;
-			offloaded = false;
-			rc = im_recover(&op);
-		}
-	} else if (rc == MPI_SUCCESS) {
-		rc = im_recover(&op);
-	}
-	if (!direct) {
-		pos = 0;
-		if (rc == MPI_SUCCESS && ic->rank != root)
-			PMPI_Unpack(cbuf, (int)bytes, &pos, buf, count, type, comm);
-		free(cbuf);
-	}
-	count_call(IM_BCAST, offloaded, bytes, t0);
-	return rc;
-}
-
-int MPI_Barrier(MPI_Comm comm)
-{
-	double t0 = im_now_us();
-	struct im_comm *ic;
-	struct im_op op;
+	struct im_comm *ic = op->ic;
 	int rc;
 
-	if (!im_cfg.enabled)
-		return PMPI_Barrier(comm);
-	im_serve_all();
-	if (!(ic = comm_ready(comm))) {
-		MPI_Request req;
-		rc = im_comm_offloaded(comm) ? pass_wait(PMPI_Ibarrier(comm, &req), &req) : PMPI_Barrier(comm);
-		count_call(IM_BARRIER, false, 0, t0);
+	op->seq = ++ic->seq;
+	if (op->in_place && op->in_bytes) {
+		/* the results overwrite the input: keep it for a recovery */
+		void *copy = im_comm_scratch(ic, op->in_bytes);
+		if (!copy) {
+			free(op->pack);
+			return MPI_ERR_NO_MEM;
+		}
+		memcpy(copy, op->a.recvbuf, op->in_bytes);
+		op->saved_in = copy;
+	}
+	if (!request) {
+		if (ic->state == IM_OFFLOADED) {
+			rc = inca_start(op);
+			if (rc == INCA_OK) {
+				rc = inca_wait(op->req);
+				op->req = NULL;
+			}
+			if (rc == INCA_OK) {
+				im_keep_result(op);
+				op_finish(op, true);
+				return MPI_SUCCESS;
+			}
+			op->inca_err = rc;
+		}
+		rc = im_recover(op);
+		op_finish(op, false);
 		return rc;
 	}
-	op = (struct im_op){ .kind = IM_BARRIER, .ic = ic, .seq = ++ic->seq, .type = MPI_BYTE,
-			     .op = MPI_OP_NULL, .start_us = t0 };
-	if (ic->state == IM_OFFLOADED) {
-		rc = inca_barrier(ic->inca);
-		if (rc == INCA_OK) {
-			im_keep_result(&op);
-			count_call(IM_BARRIER, true, 0, t0);
-			return MPI_SUCCESS;
-		}
-		op.inca_err = rc;
+	struct im_op *h = malloc(sizeof(*h));
+	if (!h || !pending_add(h)) {
+		free(h);
+		free(op->pack);
+		return MPI_ERR_NO_MEM;
 	}
-	rc = im_recover(&op);
-	count_call(IM_BARRIER, false, 0, t0);
-	return rc;
+	*h = *op;
+	rc = PMPI_Grequest_start(greq_query, greq_free, greq_cancel, h, &h->greq);
+	if (rc != MPI_SUCCESS) {
+		pending_remove(h);
+		free(h->pack);
+		free(h);
+		return rc;
+	}
+	*request = h->greq;
+	ic->active = h;
+	if (ic->state == IM_OFFLOADED) {
+		rc = inca_start(h);
+		if (rc == INCA_OK)
+			op_drive(h, 0, false);          /* the first window goes out now */
+		else
+			h->inca_err = rc, h->failed = true;
+	} else {
+		h->failed = true;                       /* recovers in MPI_Wait/MPI_Test */
+	}
+	return MPI_SUCCESS;
 }
 
 /* ---- MPI_Wait / MPI_Test families: progress and recover ours ---- */
@@ -523,6 +503,7 @@ static int drive(int n, MPI_Request *reqs, unsigned budget_us)
 			continue;
 		open += !op_drive(op, budget_us, true);
 	}
+	reap();
 	return open;
 }
 
@@ -604,4 +585,18 @@ int MPI_Testsome(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_St
 	if (reqs && any_ours(n, reqs))
 		drive(n, reqs, 0);
 	return PMPI_Testsome(n, reqs, outcount, indices, sts);
+}
+
+/* Freeing a request of ours before it completes: the operation goes on
+ * (progressed by MPI's engine, finished before the next call on its
+ * communicator), and its request is freed when it completes. */
+int MPI_Request_free(MPI_Request *req)
+{
+	struct im_op *op = req && npending ? pending_find(*req) : NULL;
+
+	if (!op)
+		return PMPI_Request_free(req);
+	op->freed = true;
+	*req = MPI_REQUEST_NULL;
+	return MPI_SUCCESS;
 }

@@ -18,8 +18,11 @@
 
 /* point-to-point tags on a mapped communicator's private shadow */
 #define IM_TAG_NOTICE 0x1c0   /* "I could not finish operation seq" */
-#define IM_TAG_DATA   0x1c1   /* the result of operation seq */
-#define IM_DATA_HDR   8       /* uint32 seq, padding, then the result */
+#define IM_TAG_DATA   0x1c1   /* "I finished operation seq", maybe with its result */
+#define IM_TAG_REDO   0x1c2   /* "redo operation seq with us" */
+#define IM_DATA_HDR   8       /* uint32 seq, uint32 1 (the result follows,
+				 or nothing another rank needs) or 0 (this
+				 rank's result is only its own), the result */
 
 static int im_keyval = MPI_KEYVAL_INVALID;
 static struct im_comm *im_comms;
@@ -47,6 +50,7 @@ static void comm_free(struct im_comm *ic)
 		PMPI_Comm_free(&ic->shadow);
 	free(ic->last);
 	free(ic->scratch);
+	free(ic->join.in);
 	free(ic);
 }
 
@@ -294,7 +298,9 @@ bool im_comm_offloaded(MPI_Comm comm)
 	if (im_keyval == MPI_KEYVAL_INVALID || comm == MPI_COMM_NULL)
 		return false;
 	PMPI_Comm_get_attr(comm, im_keyval, &ic, &flag);
-	return flag && (ic->state == IM_OFFLOADED || (ic->state == IM_FAILED && !ic->failed_synced));
+	/* failed too: every rank passes calls through with MPI's nonblocking
+	 * calls, the form a rank that redoes a call on comm uses */
+	return flag && (ic->state == IM_OFFLOADED || ic->state == IM_FAILED);
 }
 
 void *im_comm_scratch(struct im_comm *ic, size_t bytes)
@@ -312,23 +318,54 @@ void *im_comm_scratch(struct im_comm *ic, size_t bytes)
 void im_keep_result(struct im_op *op)
 {
 	struct im_comm *ic = op->ic;
-	size_t len = op->kind == IM_BARRIER ? 0 : op->bytes;
+	size_t len = op->share ? op->bytes : 0;
+	uint32_t hdr[2] = { op->seq, op->share };
 
+	ic->done_seq = op->seq;
+	ic->join.valid = false;
 	if (IM_DATA_HDR + len > ic->last_cap) {
 		void *p = realloc(ic->last, IM_DATA_HDR + len);
 		if (!p) {
 			ic->last_len = SIZE_MAX;   /* cannot help a rank that missed it */
-			ic->done_seq = op->seq;
 			return;
 		}
 		ic->last = p;
 		ic->last_cap = IM_DATA_HDR + len;
 	}
-	memcpy(ic->last, &op->seq, sizeof(op->seq));
+	memcpy(ic->last, hdr, sizeof(hdr));
 	if (len)
 		memcpy((uint8_t *)ic->last + IM_DATA_HDR, op->out, len);
 	ic->last_len = len;
-	ic->done_seq = op->seq;
+	if (op->share || !op->in_bytes || op->redone)
+		return;
+	/* this rank's result is not another's: keep its input, to redo the
+	 * call with a rank that missed its own (REDO) */
+	struct im_join *j = &ic->join;
+	if (op->saved_in) {
+		/* in place: the copy is in the scratch buffer; trade buffers */
+		void *t = j->in;
+		size_t cap = j->in_cap;
+		j->in = ic->scratch;
+		j->in_cap = ic->scratch_cap;
+		ic->scratch = t;
+		ic->scratch_cap = cap;
+		op->saved_in = NULL;
+	} else {
+		if (op->in_bytes > j->in_cap) {
+			void *p = realloc(j->in, op->in_bytes);
+			if (!p)
+				return;
+			j->in = p;
+			j->in_cap = op->in_bytes;
+		}
+		memcpy(j->in, op->in, op->in_bytes);
+	}
+	j->kind = im_blocking(op->kind);
+	j->count = j->kind == IM_REDUCE ? op->a.scount : op->a.rcount;
+	j->type = j->kind == IM_REDUCE ? op->a.stype : op->a.rtype;
+	j->op = op->a.op;
+	j->root = op->a.root;
+	j->valid = true;
 }
 
 /* A NOTICE from rank src: remember it, and if src misses the result this
@@ -347,19 +384,55 @@ static void on_notice(struct im_comm *ic, int src, uint32_t seq)
 			  IM_TAG_DATA, ic->shadow);
 }
 
-/* Handle every pending NOTICE on ic (not DATA: only a recovery asks). */
+/* A REDO from a rank that missed operation seq, whose result is only
+ * that rank's (this rank answered DATA 0): redo it together on the shadow
+ * with this rank's kept input; the communicator is MPI's from now on, on
+ * every rank. */
+static void on_redo(struct im_comm *ic, uint32_t seq)
+{
+	struct im_join *j = &ic->join;
+	void *out = NULL;
+	MPI_Aint lb, extent = 0;
+
+	if (seq != ic->done_seq || !j->valid || ic->joined_seq == seq)
+		return;
+	ic->joined_seq = seq;
+	if (j->kind == IM_REDUCE) {
+		/* never the root: a root that finished answered DATA 1 */
+		PMPI_Reduce(j->in, NULL, j->count, j->type, j->op, j->root, ic->shadow);
+	} else {
+		PMPI_Type_get_extent(j->type, &lb, &extent);
+		out = malloc(j->count > 0 ? (size_t)j->count * (size_t)extent : 1);
+		PMPI_Reduce_scatter_block(j->in, out, j->count, j->type, j->op, ic->shadow);
+		free(out);
+	}
+	ic->state = IM_FAILED;
+	ic->failed_synced = true;
+	im_log(2, "rank %d: redid operation %u with the ranks that missed it; the communicator "
+	       "(job %s) goes through MPI", ic->rank, seq, ic->job);
+}
+
+/* Handle every pending NOTICE and REDO on ic (not DATA: only a recovery
+ * asks). */
 static void serve(struct im_comm *ic)
 {
 	MPI_Status st;
 	int flag = 1;
 
-	while (flag) {
+	while (flag && !ic->failed_synced) {
+		uint32_t seq;
 		PMPI_Iprobe(MPI_ANY_SOURCE, IM_TAG_NOTICE, ic->shadow, &flag, &st);
 		if (flag) {
-			uint32_t seq;
 			PMPI_Recv(&seq, 1, MPI_UINT32_T, st.MPI_SOURCE, IM_TAG_NOTICE, ic->shadow,
 				  MPI_STATUS_IGNORE);
 			on_notice(ic, st.MPI_SOURCE, seq);
+			continue;
+		}
+		PMPI_Iprobe(MPI_ANY_SOURCE, IM_TAG_REDO, ic->shadow, &flag, &st);
+		if (flag) {
+			PMPI_Recv(&seq, 1, MPI_UINT32_T, st.MPI_SOURCE, IM_TAG_REDO, ic->shadow,
+				  MPI_STATUS_IGNORE);
+			on_redo(ic, seq);
 		}
 	}
 }
@@ -390,24 +463,6 @@ void im_serve_all(void)
 	serve_others(NULL);
 }
 
-/* Redo op through PMPI on the shadow (every rank does, in seq order). */
-static int redo(struct im_op *op)
-{
-	MPI_Comm sh = op->ic->shadow;
-
-	switch (op->kind) {
-	case IM_ALLREDUCE:
-	case IM_IALLREDUCE:
-		return PMPI_Allreduce(op->in == op->out ? MPI_IN_PLACE : op->in, op->out,
-				      (int)op->count, op->type, op->op, sh);
-	case IM_BCAST:
-		return PMPI_Bcast(op->out, (int)op->count, op->type, op->root, sh);
-	case IM_BARRIER:
-	default:
-		return PMPI_Barrier(sh);
-	}
-}
-
 int im_recover(struct im_op *op)
 {
 	struct im_comm *ic = op->ic;
@@ -421,94 +476,117 @@ int im_recover(struct im_op *op)
 		       op->inca_err ? inca_comm_errmsg(ic->inca) : "another rank says so",
 		       ic->job);
 	}
-	if (!ic->failed_synced) {
-		MPI_Request *sends = calloc((size_t)ic->size, sizeof(*sends));
-		bool *answered = calloc((size_t)ic->size, sizeof(*answered));
-		uint8_t *data = NULL;
-		int pending = ic->size - 1;
+	if (ic->failed_synced)
+		return im_redo(op, false);   /* begun before the communicator went to MPI */
 
-		if (!sends || !answered) {
-			free(sends);
-			free(answered);
-			return MPI_ERR_NO_MEM;
-		}
-		for (int r = 0; r < ic->size; r++) {
-			sends[r] = MPI_REQUEST_NULL;
-			if (r != ic->rank)
-				PMPI_Isend(&op->seq, 1, MPI_UINT32_T, r, IM_TAG_NOTICE, ic->shadow,
-					   &sends[r]);
-		}
-		/* notices that came before this recovery */
-		for (int r = 0; r < ic->size; r++)
-			if (r != ic->rank && ic->seen[r] == k) {
-				answered[r] = true;
-				pending--;
-			}
-		/* every other rank answers: it failed at k too (NOTICE k), or it
-		 * has k's result (DATA k) */
-		while (pending > 0) {
-			MPI_Status st;
-			int flag = 0, len;
+	MPI_Request *sends = calloc((size_t)ic->size, sizeof(*sends));
+	uint8_t *answered = calloc((size_t)ic->size, 2);   /* then: answered DATA 0 */
+	uint8_t *data = NULL;
+	int pending = ic->size - 1;
 
-			PMPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, ic->shadow, &flag, &st);
-			if (!flag) {
-				serve_others(ic);
-				continue;
-			}
-			if (st.MPI_TAG == IM_TAG_NOTICE) {
-				uint32_t seq;
-				PMPI_Recv(&seq, 1, MPI_UINT32_T, st.MPI_SOURCE, IM_TAG_NOTICE,
-					  ic->shadow, MPI_STATUS_IGNORE);
-				on_notice(ic, st.MPI_SOURCE, seq);
-				if (seq == k && !answered[st.MPI_SOURCE]) {
-					answered[st.MPI_SOURCE] = true;
-					pending--;
-				}
-			} else if (st.MPI_TAG == IM_TAG_DATA) {
-				uint8_t *buf;
-				uint32_t seq;
-				PMPI_Get_count(&st, MPI_BYTE, &len);
-				buf = malloc(len > 0 ? (size_t)len : 1);
-				PMPI_Recv(buf ? buf : (void *)&seq, buf ? len : 0, MPI_BYTE,
-					  st.MPI_SOURCE, IM_TAG_DATA, ic->shadow, MPI_STATUS_IGNORE);
-				if (!buf)
-					continue;
-				memcpy(&seq, buf, sizeof(seq));
-				if (seq == k && len >= IM_DATA_HDR && !answered[st.MPI_SOURCE]) {
-					answered[st.MPI_SOURCE] = true;
-					pending--;
-					if (!data && (size_t)len - IM_DATA_HDR == (op->kind == IM_BARRIER
-										? 0 : op->bytes))
-						data = buf, buf = NULL;
-				}
-				free(buf);
-			} else {
-				/* not ours: shadow carries only our tags */
-				PMPI_Recv(NULL, 0, MPI_BYTE, st.MPI_SOURCE, st.MPI_TAG, ic->shadow,
-					  MPI_STATUS_IGNORE);
-			}
-		}
-		PMPI_Waitall(ic->size, sends, MPI_STATUSES_IGNORE);
+	if (!sends || !answered) {
 		free(sends);
 		free(answered);
-		if (data) {
-			/* a broadcast's root already has it (its buffer may be
-			 * read-only) */
-			if (op->kind != IM_BARRIER && !(op->kind == IM_BCAST && ic->rank == op->root))
-				memcpy(op->out, data + IM_DATA_HDR, op->bytes);
-			free(data);
-			im_log(2, "rank %d: operation %u's result came from a rank that had it",
-			       ic->rank, k);
-			im_keep_result(op);
-			return MPI_SUCCESS;
-		}
-		/* nobody finished k: every rank redoes it, and from now on every
-		 * rank knows the communicator is PMPI's */
-		ic->failed_synced = true;
+		return MPI_ERR_NO_MEM;
 	}
-	rc = redo(op);
+	uint8_t *only_own = answered + ic->size;
+	for (int r = 0; r < ic->size; r++) {
+		sends[r] = MPI_REQUEST_NULL;
+		if (r != ic->rank)
+			PMPI_Isend(&op->seq, 1, MPI_UINT32_T, r, IM_TAG_NOTICE, ic->shadow, &sends[r]);
+	}
+	/* notices that came before this recovery */
+	for (int r = 0; r < ic->size; r++)
+		if (r != ic->rank && ic->seen[r] == k) {
+			answered[r] = 1;
+			pending--;
+		}
+	/* every other rank answers: it failed at k too (NOTICE k), or it
+	 * finished k (DATA k: with the result if it is everyone's); an
+	 * earlier operation's REDO may come too */
+	while (pending > 0 && !ic->failed_synced) {
+		MPI_Status st;
+		int flag = 0, len;
+		uint32_t seq;
+
+		PMPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, ic->shadow, &flag, &st);
+		if (!flag) {
+			serve_others(ic);
+			continue;
+		}
+		if (st.MPI_TAG == IM_TAG_NOTICE) {
+			PMPI_Recv(&seq, 1, MPI_UINT32_T, st.MPI_SOURCE, IM_TAG_NOTICE, ic->shadow,
+				  MPI_STATUS_IGNORE);
+			on_notice(ic, st.MPI_SOURCE, seq);
+			if (seq == k && !answered[st.MPI_SOURCE]) {
+				answered[st.MPI_SOURCE] = 1;
+				pending--;
+			}
+		} else if (st.MPI_TAG == IM_TAG_DATA) {
+			uint32_t hdr[2];
+			uint8_t *buf;
+			PMPI_Get_count(&st, MPI_BYTE, &len);
+			buf = malloc(len > 0 ? (size_t)len : 1);
+			PMPI_Recv(buf ? buf : (void *)hdr, buf ? len : 0, MPI_BYTE, st.MPI_SOURCE,
+				  IM_TAG_DATA, ic->shadow, MPI_STATUS_IGNORE);
+			if (!buf || len < IM_DATA_HDR) {
+				free(buf);
+				continue;
+			}
+			memcpy(hdr, buf, sizeof(hdr));
+			if (hdr[0] == k && !answered[st.MPI_SOURCE]) {
+				answered[st.MPI_SOURCE] = 1;
+				pending--;
+				if (!hdr[1])
+					only_own[st.MPI_SOURCE] = 1;
+				else if (!data && (size_t)len - IM_DATA_HDR == (op->share ? op->bytes : 0))
+					data = buf, buf = NULL;
+			}
+			free(buf);
+		} else if (st.MPI_TAG == IM_TAG_REDO) {
+			PMPI_Recv(&seq, 1, MPI_UINT32_T, st.MPI_SOURCE, IM_TAG_REDO, ic->shadow,
+				  MPI_STATUS_IGNORE);
+			on_redo(ic, seq);
+		} else {
+			/* not ours: shadow carries only our tags */
+			PMPI_Recv(NULL, 0, MPI_BYTE, st.MPI_SOURCE, st.MPI_TAG, ic->shadow,
+				  MPI_STATUS_IGNORE);
+		}
+	}
+	PMPI_Waitall(ic->size, sends, MPI_STATUSES_IGNORE);
+	free(sends);
+	if (ic->failed_synced) {
+		/* this rank redid an earlier operation with others while it
+		 * waited: the communicator is MPI's on every rank */
+		free(answered);
+		free(data);
+		return im_redo(op, false);
+	}
+	if (data) {
+		/* a rank finished k and its result is everyone's (or, for a
+		 * reduce, the root finished: the others need nothing); a
+		 * broadcast's root already has it (its buffer may be read-only) */
+		size_t n = op->share ? op->bytes : 0;
+		if (n && !(im_blocking(op->kind) == IM_BCAST && ic->rank == op->a.root))
+			memcpy(op->out, data + IM_DATA_HDR, n);
+		free(data);
+		free(answered);
+		im_log(2, "rank %d: operation %u's result came from a rank that had it",
+		       ic->rank, k);
+		im_keep_result(op);
+		return MPI_SUCCESS;
+	}
+	/* nobody has what k left this rank without: every rank redoes it on
+	 * the shadow, those that finished it with their kept input (REDO),
+	 * and from now on every rank knows the communicator is MPI's */
+	for (int r = 0; r < ic->size; r++)
+		if (only_own[r])
+			PMPI_Send(&k, 1, MPI_UINT32_T, r, IM_TAG_REDO, ic->shadow);
+	free(answered);
+	ic->failed_synced = true;
+	rc = im_redo(op, true);
 	if (rc == MPI_SUCCESS)
-		im_keep_result(op);    /* done_seq = k, with k's result to serve */
+		ic->done_seq = k;
 	return rc;
 }
 

@@ -20,7 +20,19 @@ struct im_host_first im_host_first;
 
 static const char *const coll_names[IM_NCOLL] = {
 	[IM_ALLREDUCE] = "MPI_Allreduce", [IM_IALLREDUCE] = "MPI_Iallreduce",
-	[IM_BCAST] = "MPI_Bcast", [IM_BARRIER] = "MPI_Barrier",
+	[IM_REDUCE] = "MPI_Reduce", [IM_IREDUCE] = "MPI_Ireduce",
+	[IM_REDUCE_SCATTER_BLOCK] = "MPI_Reduce_scatter_block",
+	[IM_IREDUCE_SCATTER_BLOCK] = "MPI_Ireduce_scatter_block",
+	[IM_REDUCE_SCATTER] = "MPI_Reduce_scatter", [IM_IREDUCE_SCATTER] = "MPI_Ireduce_scatter",
+	[IM_ALLGATHER] = "MPI_Allgather", [IM_IALLGATHER] = "MPI_Iallgather",
+	[IM_BCAST] = "MPI_Bcast", [IM_IBCAST] = "MPI_Ibcast",
+	[IM_BARRIER] = "MPI_Barrier", [IM_IBARRIER] = "MPI_Ibarrier",
+};
+
+/* the columns of why calls passed through (enum im_why) */
+static const char *const why_names[IM_NWHY] = {
+	[IM_WHY_COMM] = "p_comm", [IM_WHY_TYPE] = "p_type", [IM_WHY_OP] = "p_op",
+	[IM_WHY_SIZE] = "p_size", [IM_WHY_SHAPE] = "p_shape", [IM_WHY_FAILED] = "p_failed",
 };
 
 static int world_rank = -1;
@@ -136,8 +148,9 @@ static void started(void)
 	}
 	im_progress_init();
 	if (world_rank == 0)
-		im_log(1, "libinca-mpi %d.%d: MPI_Allreduce, MPI_Iallreduce, MPI_Bcast and "
-		       "MPI_Barrier are offloaded where they map (min %zu bytes%s)",
+		im_log(1, "libinca-mpi %d.%d: all-reduce, reduce, reduce-scatter, allgather, "
+		       "bcast and barrier (blocking and nonblocking) are offloaded where "
+		       "they map (min %zu bytes%s)",
 		       INCA_VERSION_MAJOR, INCA_VERSION_MINOR, im_cfg.min_bytes,
 		       im_cfg.max_bytes ? ", with a maximum" : "");
 }
@@ -160,10 +173,12 @@ int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
 	return rc;
 }
 
-/* INCA_MPI_STATS=1: the table of every rank's calls, summed, from rank 0 */
+/* INCA_MPI_STATS=1: the table of every rank's calls, summed, from rank 0:
+ * the collectives no rank called are left out */
+#define NCOL (6 + IM_NWHY)
 static void print_stats(void)
 {
-	double sums[IM_NCOLL][6], mine[IM_NCOLL][6];
+	double sums[IM_NCOLL][NCOL], mine[IM_NCOLL][NCOL];
 	int size;
 
 	for (int k = 0; k < IM_NCOLL; k++) {
@@ -172,21 +187,34 @@ static void print_stats(void)
 				(double)c->bytes_offloaded, (double)c->bytes_passed,
 				c->us_offloaded, c->us_passed };
 		memcpy(mine[k], v, sizeof(v));
+		for (int w = 0; w < IM_NWHY; w++)
+			mine[k][6 + w] = (double)c->why[w];
 	}
 	double hf[2] = { (double)im_host_first.calls, (double)im_host_first.all }, hfs[2];
 	PMPI_Comm_size(MPI_COMM_WORLD, &size);
-	PMPI_Reduce(mine, sums, IM_NCOLL * 6, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+	PMPI_Reduce(mine, sums, IM_NCOLL * NCOL, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
 	PMPI_Reduce(hf, hfs, 2, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
 	if (world_rank != 0)
 		return;
-	fprintf(stderr, "libinca-mpi: calls summed over %d ranks (time: mean per call)\n"
-		"%-15s %10s %10s %14s %14s %12s %12s\n", size, "# collective", "offloaded",
-		"passed", "bytes_offl", "bytes_passed", "us_offl", "us_passed");
-	for (int k = 0; k < IM_NCOLL; k++)
-		fprintf(stderr, "%-15s %10.0f %10.0f %14.0f %14.0f %12.1f %12.1f\n",
+	fprintf(stderr, "libinca-mpi: calls summed over %d ranks (time: mean per call; "
+		"passed through because: p_comm its communicator is not offloaded, p_type "
+		"the type, p_op the op, p_size the size, p_shape counts/types/root, p_failed "
+		"the switch failed)\n%-26s %10s %10s %14s %14s %12s %12s", size, "# collective",
+		"offloaded", "passed", "bytes_offl", "bytes_passed", "us_offl", "us_passed");
+	for (int w = 0; w < IM_NWHY; w++)
+		fprintf(stderr, " %9s", why_names[w]);
+	fputc('\n', stderr);
+	for (int k = 0; k < IM_NCOLL; k++) {
+		if (!sums[k][0] && !sums[k][1])
+			continue;
+		fprintf(stderr, "%-26s %10.0f %10.0f %14.0f %14.0f %12.1f %12.1f",
 			coll_names[k], sums[k][0], sums[k][1], sums[k][2], sums[k][3],
 			sums[k][0] ? sums[k][4] / sums[k][0] : 0,
 			sums[k][1] ? sums[k][5] / sums[k][1] : 0);
+		for (int w = 0; w < IM_NWHY; w++)
+			fprintf(stderr, " %9.0f", sums[k][6 + w]);
+		fputc('\n', stderr);
+	}
 	fprintf(stderr, "libinca-mpi: %.0f of libinca's %.0f collectives reduced inside the "
 		"host first (several ranks per host)\n", hfs[0], hfs[1]);
 }

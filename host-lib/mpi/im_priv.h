@@ -10,20 +10,50 @@
 
 #include "inca.h"
 
-/* the collectives the interposer counts (INCA_MPI_STATS) */
+/* the collectives the interposer intercepts (and counts: INCA_MPI_STATS) */
 enum im_coll {
 	IM_ALLREDUCE,
 	IM_IALLREDUCE,
+	IM_REDUCE,
+	IM_IREDUCE,
+	IM_REDUCE_SCATTER_BLOCK,
+	IM_IREDUCE_SCATTER_BLOCK,
+	IM_REDUCE_SCATTER,          /* offloaded when every count is equal */
+	IM_IREDUCE_SCATTER,
+	IM_ALLGATHER,
+	IM_IALLGATHER,
 	IM_BCAST,
+	IM_IBCAST,
 	IM_BARRIER,
+	IM_IBARRIER,
 	IM_NCOLL,
+};
+
+/* why a call passed through (INCA_MPI_STATS) */
+enum im_why {
+	IM_WHY_COMM,     /* its communicator is not offloaded (yet, or at all) */
+	IM_WHY_TYPE,     /* no INCA dtype: derived, pair or unmapped type */
+	IM_WHY_OP,       /* MINLOC/MAXLOC, LAND/LOR, user op, MIN/MAX unsigned */
+	IM_WHY_SIZE,     /* count 0, INCA_MPI_MIN_BYTES/MAX_BYTES */
+	IM_WHY_SHAPE,    /* unequal counts or types, a bad root, too many requests */
+	IM_WHY_FAILED,   /* the switch failed: finished through MPI */
+	IM_NWHY,
 };
 
 struct im_counter {
 	uint64_t offloaded, passed;
 	uint64_t bytes_offloaded, bytes_passed;
 	double us_offloaded, us_passed;
+	uint64_t why[IM_NWHY];
 };
+
+/* the blocking form of a collective (IM_IALLREDUCE -> IM_ALLREDUCE) */
+static inline enum im_coll im_blocking(enum im_coll k)
+{
+	return k == IM_IALLREDUCE || k == IM_IREDUCE || k == IM_IREDUCE_SCATTER_BLOCK ||
+	       k == IM_IREDUCE_SCATTER || k == IM_IALLGATHER || k == IM_IBCAST ||
+	       k == IM_IBARRIER ? (enum im_coll)(k - 1) : k;
+}
 
 /* libinca's collectives of the communicators released so far, and those
  * of them that reduced inside the host first (several ranks per host) */
@@ -68,15 +98,42 @@ struct im_comm {
 	inca_comm_t *inca;
 	uint32_t seq;             /* offloaded operations started */
 	uint32_t done_seq;        /* the last one completed here (0: none) */
-	void *last;               /* its result, for a rank that missed it */
+	void *last;               /* DATA for a rank that missed done_seq: header
+				     (seq, 1 = its result follows / 0 = none
+				     for another rank), then the result */
 	size_t last_len, last_cap;
 	void *scratch;            /* in-place inputs kept for a recovery */
 	size_t scratch_cap;
+	/* done_seq's call when its result is not another rank's (a reduce
+	 * at a rank that is not the root, a reduce-scatter): its input, to
+	 * redo it with the ranks that missed it (REDO) */
+	struct im_join {
+		enum im_coll kind;
+		int count, root;
+		MPI_Datatype type;
+		MPI_Op op;
+		void *in;
+		size_t in_cap;
+		bool valid;
+	} join;
+	uint32_t joined_seq;      /* the last operation redone for others */
 	struct im_op *active;     /* nonblocking operation in progress */
 	struct im_comm *next;     /* all mapped communicators */
 	char job[48];
 	uint32_t seen[];          /* per rank: the latest operation it said it
 				     could not finish (recovery) */
+};
+
+/* The call as the application made it: a recovery redoes it through
+ * PMPI with these arguments (the input replaced by its copy when the call
+ * was in place). */
+struct im_args {
+	const void *sendbuf;
+	void *recvbuf;
+	int scount, rcount;       /* count (reductions, bcast), recvcount */
+	MPI_Datatype stype, rtype;
+	MPI_Op op;
+	int root;
 };
 
 /* One offloaded operation: enough to redo it through PMPI if the switch
@@ -85,15 +142,24 @@ struct im_op {
 	enum im_coll kind;
 	struct im_comm *ic;
 	uint32_t seq;
-	const void *in;           /* original input (a copy if in place) */
-	void *out;
-	size_t count, bytes;
-	MPI_Datatype type;
-	MPI_Op op;
-	int root;
-	inca_request_t *req;      /* nonblocking: libinca's request */
+	struct im_args a;
+	const void *in;           /* libinca's input (NULL: in place) */
+	void *out;                /* libinca's output (recvbuf, or packed) */
+	const void *saved_in;     /* in place: the input's copy (ic->scratch) */
+	size_t count;             /* libinca's count */
+	int dt, io;               /* libinca's dtype and op */
+	size_t bytes;             /* the result another rank may take (0: none) */
+	size_t in_bytes;          /* the input, for a redo with others */
+	size_t stat_bytes;        /* the call's size in INCA_MPI_STATS */
+	bool share;               /* the result is every rank's (DATA 1) */
+	bool in_place;
+	uint8_t *pack;            /* derived or odd-sized types: packed copy */
+	size_t blk, pblk;         /* allgather: a rank's bytes, padded to words */
+	int32_t word[2];          /* barrier: the all-reduced word */
+	inca_request_t *req;      /* libinca's request */
 	MPI_Request greq;         /* nonblocking: the generalized request */
-	bool complete, failed;
+	bool complete, failed, freed, redone;
+	struct im_op *reap_next;  /* freed by the application, complete */
 	int inca_err;
 	double start_us;
 };
@@ -115,15 +181,32 @@ void im_serve_all(void);
 /* The switch failed during op: agree with the other ranks and finish op
  * (from a rank that has its result, or redone through PMPI). */
 int im_recover(struct im_op *op);
-/* Keep op's result for a rank that may miss it. */
+/* op completed here: keep what a rank that missed it needs (its result,
+ * or this rank's input to redo it together). */
 void im_keep_result(struct im_op *op);
+/* Redo op through PMPI: on the shadow with the blocking call (every rank
+ * of a recovery), or on the communicator with the nonblocking call and a
+ * wait (a rank whose communicator went to MPI while op was under way,
+ * meeting ranks that pass the call through). */
+int im_redo(struct im_op *op, bool on_shadow);
+/* Wait for a PMPI request while serving other ranks' recoveries. */
+int im_pass_wait(int rc, MPI_Request *req);
 /* Drain (serve until every rank arrives) and free the mapping of comm. */
 void im_comm_release(MPI_Comm comm);
 void im_comm_release_all(void);
 /* An in-place input's copy for a recovery; NULL: out of memory. */
 void *im_comm_scratch(struct im_comm *ic, size_t bytes);
 
-/* im_coll.c: nonblocking operations */
+/* im_coll.c: the operations */
+/* Count a call in INCA_MPI_STATS (why: when it passed through). */
+void im_count_call(enum im_coll k, bool offloaded, enum im_why why, size_t bytes, double t0);
+/* A call that maps: set op up (input copies, packing) and run it: blocking
+ * (request NULL) or nonblocking. */
+int im_run(struct im_op *op, MPI_Request *request);
+/* A type whose bytes are contiguous from its start (named, lb 0, no gaps). */
+bool im_contiguous(MPI_Datatype type);
+/* The result in the packed buffer goes to the application's buffer. */
+void im_unpack(struct im_op *op);
 /* Finish ic's nonblocking operation, if any, before another starts. */
 int im_finish_active(struct im_comm *ic);
 /* ic goes away without MPI_Comm_free (its attribute deleted while an

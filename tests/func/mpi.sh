@@ -68,14 +68,24 @@ after=$(contributions)
 expect_eq "mpi-check exit status" "$rc" 0
 check "mpi-check: every result exact" grep -q "mpi-check: [1-9][0-9]* passed, 0 failed" "$WORK/c.out"
 grep "mpi-check:" "$WORK/c.out"
-grep -A5 "calls summed" "$WORK/c.err"
-for c in MPI_Allreduce MPI_Iallreduce MPI_Bcast MPI_Barrier; do
+grep -A15 "calls summed" "$WORK/c.err"
+for c in MPI_Allreduce MPI_Iallreduce MPI_Reduce MPI_Ireduce MPI_Reduce_scatter_block \
+	MPI_Ireduce_scatter_block MPI_Reduce_scatter MPI_Allgather MPI_Iallgather MPI_Bcast \
+	MPI_Ibcast MPI_Barrier MPI_Ibarrier; do
 	n=$(stat "$WORK/c.err" "$c" 2)
 	check "$c offloaded ($n calls)" [ "${n:-0}" -gt 0 ]
 done
-n=$(stat "$WORK/c.err" MPI_Allreduce 3)
-check "MINLOC, derived types, user ops and the refused communicator passed through ($n calls)" \
-	[ "${n:-0}" -gt 0 ]
+# the table's columns: 8 p_comm, 9 p_type, 10 p_op, 11 p_size, 12 p_shape, 13 p_failed
+check "MINLOC and a derived type passed through, counted by type ($(stat "$WORK/c.err" MPI_Allreduce 9))" \
+	[ "$(stat "$WORK/c.err" MPI_Allreduce 9)" -gt 0 ]
+check "a user op passed through, counted by op ($(stat "$WORK/c.err" MPI_Allreduce 10))" \
+	[ "$(stat "$WORK/c.err" MPI_Allreduce 10)" -gt 0 ]
+check "the refused communicator passed through, counted by communicator" \
+	[ "$(stat "$WORK/c.err" MPI_Allreduce 8)" -gt 0 ]
+expect_eq "MPI_Reduce_scatter with unequal counts passed through (by shape: 4 types x 3 sizes x 2 communicators x 8 ranks)" \
+	"$(stat "$WORK/c.err" MPI_Reduce_scatter 12)" 192
+expect_eq "no call finished through MPI with the switch alive (p_failed)" \
+	"$(awk '$1 ~ /^MPI_/ { s += $13 } END { print s + 0 }' "$WORK/c.err")" 0
 bytes=$(stat "$WORK/c.err" MPI_Allreduce 4)
 # the ranks of a host reduce inside it first, and their leader sends at
 # least one contribution per 992 bytes (IB MTU 1024): half the ranks' bytes
@@ -104,8 +114,10 @@ INCA_MPI_OFFLOAD_AFTER=2 mpi8 "$CHECK" -s 10 > "$WORK/s2.out" 2> "$WORK/s2.err"
 expect_eq "short-lived, INCA_MPI_OFFLOAD_AFTER=2: mpi-check exit status" "$?" 0
 check "short-lived, INCA_MPI_OFFLOAD_AFTER=2: every result exact" \
 	grep -q "mpi-check: 160 passed, 0 failed" "$WORK/s2.out"
-expect_eq "short-lived, INCA_MPI_OFFLOAD_AFTER=2: each half of each split offloaded at its all-reduce" \
-	"$(grep -c 'offloaded to INCA' "$WORK/s2.err") $(stat "$WORK/s2.err" MPI_Allreduce 2) $(stat "$WORK/s2.err" MPI_Bcast 2)" "20 80 0"
+# MPI_COMM_WORLD's second offloadable call is the program's last
+# MPI_Bcast (after its MPI_Reduce of the counts)
+expect_eq "short-lived, INCA_MPI_OFFLOAD_AFTER=2: each half of each split offloaded at its all-reduce, the world at its bcast" \
+	"$(grep -c 'offloaded to INCA' "$WORK/s2.err") $(stat "$WORK/s2.err" MPI_Allreduce 2) $(stat "$WORK/s2.err" MPI_Bcast 2)" "21 80 8"
 
 echo "# Python (mpi4py) program"
 mpi8 /usr/bin/python3 -X faulthandler "$SRC/tests/mpi/mpi_check.py" --max 16777216 > "$WORK/py.out" 2> "$WORK/py.err"
@@ -131,5 +143,5 @@ expect_eq "the program finished after the switch died (exit status)" "$rc" 0
 check "every result exact after the switch died" \
 	grep -q "mpi-check: [1-9][0-9]* passed, 0 failed" "$WORK/kill.out"
 check "the ranks said the switch path failed" grep -q "switch path failed" "$WORK/kill.err"
-grep -A5 "calls summed" "$WORK/kill.err"
+grep -A15 "calls summed" "$WORK/kill.err"
 finish

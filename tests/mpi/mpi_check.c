@@ -6,9 +6,12 @@
  * every type x op libinca-mpi maps (and some it passes through), 1 element
  * to --max bytes; MINLOC, a derived type and a user op; MPI_Iallreduce
  * overlapped with computation (MPI_Wait, MPI_Test loops, MPI_Waitall);
- * MPI_Bcast of predefined and derived types; MPI_Barrier.
- * --loop N: N checked all-reduces of 4 KiB..1 MiB (the switch may be killed
- * meanwhile). --refuse-rank R: a communicator that rank R cannot offload.
+ * MPI_Bcast of predefined and derived types; MPI_Barrier; MPI_Reduce,
+ * MPI_Reduce_scatter_block, MPI_Reduce_scatter (equal counts and not),
+ * MPI_Allgather (ints, chars, a derived type) and their nonblocking forms,
+ * MPI_Ibcast, MPI_Ibarrier, MPI_Request_free, MPI_Waitany, MPI_Testsome.
+ * --loop N: N checked all-reduces, reduces, reduce-scatters and
+ * allgathers of 4 KiB..1 MiB (the switch may be killed meanwhile). --refuse-rank R: a communicator that rank R cannot offload.
  * -s N: N short-lived communicators (a split, one checked broadcast and
  * one checked all-reduce, freed), nothing else.
  * Prints "mpi-check: N passed, M failed" (rank 0) and exits 1 on failure.
@@ -129,18 +132,20 @@ static double fred(double a, double b, MPI_Op op)
 	return a > b ? a : b;
 }
 
-/* number of elements of out that differ from the reduction over size ranks */
-static size_t verify(enum kind k, const void *out, int size, size_t n, MPI_Op op,
-		     unsigned seed)
+/* number of elements of out that differ from the reduction over size ranks
+ * of elements first.. first + n - 1 */
+static size_t verify_at(enum kind k, const void *out, int size, size_t first, size_t n,
+			MPI_Op op, unsigned seed)
 {
 	size_t wrong = 0;
 
-	for (size_t i = 0; i < n; i++) {
+	for (size_t j = 0; j < n; j++) {
+		size_t i = first + j;
 		if (k == K_F32 || k == K_F64) {
 			double want = fval(0, i, op, seed);
 			for (int r = 1; r < size; r++)
 				want = fred(want, fval(r, i, op, seed), op);
-			double got = k == K_F32 ? ((const float *)out)[i] : ((const double *)out)[i];
+			double got = k == K_F32 ? ((const float *)out)[j] : ((const double *)out)[j];
 			wrong += got != want;
 		} else {
 			bool w32 = k == K_I32 || k == K_U32;
@@ -148,11 +153,17 @@ static size_t verify(enum kind k, const void *out, int size, size_t n, MPI_Op op
 			uint64_t want = ival(0, i, op, seed) & m;
 			for (int r = 1; r < size; r++)
 				want = ired(want, ival(r, i, op, seed) & m, op, k);
-			uint64_t got = w32 ? ((const uint32_t *)out)[i] : ((const uint64_t *)out)[i];
+			uint64_t got = w32 ? ((const uint32_t *)out)[j] : ((const uint64_t *)out)[j];
 			wrong += got != want;
 		}
 	}
 	return wrong;
+}
+
+static size_t verify(enum kind k, const void *out, int size, size_t n, MPI_Op op,
+		     unsigned seed)
+{
+	return verify_at(k, out, size, 0, n, op, seed);
 }
 
 static const char *op_name(MPI_Op op)
@@ -370,15 +381,241 @@ static void nonblocking(MPI_Comm comm, const char *cname, unsigned *seed)
 	free(x);
 }
 
+/* one checked reduce to root */
+static void reduce_case(MPI_Comm comm, const char *cname, const struct tcase *t, MPI_Op op,
+			size_t n, int root, bool in_place, bool nonblocking, unsigned seed)
+{
+	int rank, size, rc;
+	size_t es = esize(t->kind);
+	void *in = xmalloc(n * es), *out = xmalloc(n * es);
+	MPI_Request req;
+
+	MPI_Comm_rank(comm, &rank);
+	MPI_Comm_size(comm, &size);
+	in_place = in_place && rank == root;
+	fill(t->kind, in_place ? out : in, rank, n, op, seed);
+	if (nonblocking) {
+		rc = MPI_Ireduce(in_place ? MPI_IN_PLACE : in, out, (int)n, t->type, op, root, comm,
+				 &req);
+		if (rc == MPI_SUCCESS)
+			rc = MPI_Wait(&req, MPI_STATUS_IGNORE);
+	} else {
+		rc = MPI_Reduce(in_place ? MPI_IN_PLACE : in, out, (int)n, t->type, op, root, comm);
+	}
+	size_t wrong = rc != MPI_SUCCESS ? n : rank == root ? verify(t->kind, out, size, n, op, seed)
+			: 0;
+	CHECK(wrong == 0, "%s %sreduce %s %s x %zu root %d%s: %zu wrong (rc %d)", cname,
+	      nonblocking ? "i" : "", t->name, op_name(op), n, root, in_place ? " in place" : "",
+	      wrong, rc);
+	free(in);
+	free(out);
+}
+
+/* one checked reduce-scatter: rank r gets elements r*n .. r*n + n - 1;
+ * mode 0: MPI_Reduce_scatter_block, 1: its nonblocking form (MPI_Test
+ * loop), 2: MPI_Reduce_scatter with equal counts, 3: with rank 0's count
+ * one larger (passes through) */
+static void reduce_scatter_case(MPI_Comm comm, const char *cname, const struct tcase *t,
+				MPI_Op op, size_t n, bool in_place, int mode, unsigned seed)
+{
+	int rank, size, rc, done = 0;
+	size_t es = esize(t->kind);
+	MPI_Request req;
+
+	MPI_Comm_rank(comm, &rank);
+	MPI_Comm_size(comm, &size);
+	int *counts = xmalloc(sizeof(int) * (size_t)size);
+	size_t total = 0, first = 0;
+	for (int r = 0; r < size; r++) {
+		counts[r] = (int)n + (mode == 3 && r == 0);
+		if (r < rank)
+			first += (size_t)counts[r];
+		total += (size_t)counts[r];
+	}
+	uint8_t *in = xmalloc(total * es), *out = xmalloc(total * es);
+	fill(t->kind, in_place ? out : in, rank, total, op, seed);
+	const void *send = in_place ? MPI_IN_PLACE : in;
+	if (mode == 0) {
+		rc = MPI_Reduce_scatter_block(send, out, (int)n, t->type, op, comm);
+	} else if (mode == 1) {
+		rc = MPI_Ireduce_scatter_block(send, out, (int)n, t->type, op, comm, &req);
+		while (rc == MPI_SUCCESS && !done)
+			rc = MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+	} else {
+		rc = MPI_Reduce_scatter(send, out, counts, t->type, op, comm);
+	}
+	size_t wrong = rc == MPI_SUCCESS ? verify_at(t->kind, out, size, first,
+						     (size_t)counts[rank], op, seed) : n;
+	static const char *const names[] = { "reduce_scatter_block", "ireduce_scatter_block",
+					     "reduce_scatter", "reduce_scatter (unequal)" };
+	CHECK(wrong == 0, "%s %s %s %s x %zu%s: %zu wrong (rc %d)", cname, names[mode], t->name,
+	      op_name(op), n, in_place ? " in place" : "", wrong, rc);
+	free(counts);
+	free(in);
+	free(out);
+}
+
+/* rank r's byte i of an allgather */
+static uint8_t gbyte(int r, size_t i, unsigned seed)
+{
+	return (uint8_t)mix(((uint64_t)seed << 40) ^ ((uint64_t)r << 32) ^ i);
+}
+
+/* one checked allgather of n units per rank: unit = 0: MPI_INT, 1:
+ * MPI_CHAR, 2: a derived type (3 ints, contiguous); nonblocking: with
+ * MPI_Waitany among a second request (a barrier) */
+static void allgather_case(MPI_Comm comm, const char *cname, int unit, size_t n,
+			   bool in_place, bool nonblocking, unsigned seed)
+{
+	int rank, size, rc;
+	MPI_Datatype type = unit == 0 ? MPI_INT : MPI_CHAR, tri;
+	size_t us = unit == 0 ? 4 : unit == 1 ? 1 : 12, blk = n * us;
+	MPI_Request reqs[2];
+
+	MPI_Comm_rank(comm, &rank);
+	MPI_Comm_size(comm, &size);
+	if (unit == 2) {
+		MPI_Type_contiguous(3, MPI_INT, &tri);
+		MPI_Type_commit(&tri);
+		type = tri;
+	}
+	uint8_t *in = xmalloc(blk), *out = xmalloc(blk * (size_t)size);
+	memset(out, 0xee, blk * (size_t)size);
+	uint8_t *mine = in_place ? out + (size_t)rank * blk : in;
+	for (size_t i = 0; i < blk; i++)
+		mine[i] = gbyte(rank, i, seed);
+	const void *send = in_place ? MPI_IN_PLACE : in;
+	if (nonblocking) {
+		rc = MPI_Iallgather(send, (int)n, type, out, (int)n, type, comm, &reqs[0]);
+		MPI_Ibarrier(comm, &reqs[1]);
+		for (int k = 0, idx; k < 2 && rc == MPI_SUCCESS; k++)
+			rc = MPI_Waitany(2, reqs, &idx, MPI_STATUS_IGNORE);
+	} else {
+		rc = MPI_Allgather(send, (int)n, type, out, (int)n, type, comm);
+	}
+	size_t wrong = 0;
+	for (int r = 0; r < size; r++)
+		for (size_t i = 0; i < blk; i++)
+			wrong += out[(size_t)r * blk + i] != gbyte(r, i, seed);
+	CHECK(rc == MPI_SUCCESS && wrong == 0, "%s %sallgather %s x %zu%s: %zu wrong (rc %d)", cname,
+	      nonblocking ? "i" : "", unit == 0 ? "MPI_INT" : unit == 1 ? "MPI_CHAR" : "3 x MPI_INT",
+	      n, in_place ? " in place" : "", wrong, rc);
+	if (unit == 2)
+		MPI_Type_free(&tri);
+	free(in);
+	free(out);
+}
+
+/* Reduce, reduce-scatter, allgather, their nonblocking forms, MPI_Ibcast,
+ * MPI_Ibarrier and a freed request, checked */
+static void more(MPI_Comm comm, const char *cname, size_t max_bytes, unsigned *seed)
+{
+	int rank, size, nt;
+	const struct tcase *t = types(&nt);  /* 0 f32, 1 f64, 2 int, 4 int64, 7 unsigned, 8 uint64 */
+	size_t counts[] = { 1, 257, 4099 };
+
+	MPI_Comm_rank(comm, &rank);
+	MPI_Comm_size(comm, &size);
+	for (size_t c = 0; c < 3; c++) {
+		for (int root = 0; root < size; root += size - 1 > 0 ? size - 1 : 1) {
+			reduce_case(comm, cname, &t[0], MPI_SUM, counts[c], root, c % 2, false, (*seed)++);
+			reduce_case(comm, cname, &t[4], MPI_BXOR, counts[c], root, false, c == 1, (*seed)++);
+			reduce_case(comm, cname, &t[1], MPI_MAX, counts[c], root, true, c == 2, (*seed)++);
+			reduce_case(comm, cname, &t[2], MPI_PROD, counts[c], root, false, false, (*seed)++);
+		}
+		for (int mode = 0; mode < 4; mode++) {
+			reduce_scatter_case(comm, cname, &t[0], MPI_SUM, counts[c], c % 2, mode, (*seed)++);
+			reduce_scatter_case(comm, cname, &t[2], MPI_BOR, counts[c], false, mode, (*seed)++);
+			reduce_scatter_case(comm, cname, &t[8], MPI_SUM, counts[c], true, mode, (*seed)++);
+			reduce_scatter_case(comm, cname, &t[1], MPI_MIN, counts[c], false, mode, (*seed)++);
+		}
+		for (int unit = 0; unit < 3; unit++) {
+			allgather_case(comm, cname, unit, counts[c], false, false, (*seed)++);
+			allgather_case(comm, cname, unit, counts[c], true, c != 1, (*seed)++);
+		}
+	}
+	/* large */
+	size_t big = max_bytes / 4;
+	reduce_case(comm, cname, &t[0], MPI_SUM, big, size - 1, false, false, (*seed)++);
+	reduce_case(comm, cname, &t[0], MPI_SUM, big, 0, true, true, (*seed)++);
+	reduce_scatter_case(comm, cname, &t[0], MPI_SUM, big / (size_t)size, false, 0, (*seed)++);
+	reduce_scatter_case(comm, cname, &t[4], MPI_BXOR, big / 2 / (size_t)size, true, 1, (*seed)++);
+	allgather_case(comm, cname, 0, big / (size_t)size, false, false, (*seed)++);
+	allgather_case(comm, cname, 1, 4 * big / (size_t)size - 1, true, true, (*seed)++);
+
+	/* MPI_Ibcast of floats and of a derived type, MPI_Waitall */
+	size_t n = 300001;
+	float *f = xmalloc(n * 4);
+	int a[8], bad = 0;
+	MPI_Datatype pair;
+	MPI_Request reqs[3];
+	MPI_Type_contiguous(2, MPI_INT, &pair);
+	MPI_Type_commit(&pair);
+	for (size_t i = 0; i < n; i++)
+		f[i] = rank == size - 1 ? (float)i * 0.25f : -3.0f;
+	for (int i = 0; i < 8; i++)
+		a[i] = rank == 0 ? 77 * i : -1;
+	MPI_Ibcast(f, (int)n, MPI_FLOAT, size - 1, comm, &reqs[0]);
+	MPI_Waitall(1, reqs, MPI_STATUSES_IGNORE);
+	MPI_Ibcast(a, 4, pair, 0, comm, &reqs[1]);
+	MPI_Waitall(1, &reqs[1], MPI_STATUSES_IGNORE);
+	for (size_t i = 0; i < n; i++)
+		bad += f[i] != (float)i * 0.25f;
+	for (int i = 0; i < 8; i++)
+		bad += a[i] != 77 * i;
+	CHECK(!bad, "%s ibcast float x %zu and 4 int pairs: %d wrong", cname, n, bad);
+	MPI_Type_free(&pair);
+	/* MPI_Ibarrier completed by an MPI_Testsome loop */
+	int outcount = 0, idx[1], tests = 0;
+	MPI_Ibarrier(comm, &reqs[2]);
+	while (outcount == 0 || outcount == MPI_UNDEFINED) {
+		MPI_Testsome(1, &reqs[2], &outcount, idx, MPI_STATUSES_IGNORE);
+		tests++;
+		if (outcount == MPI_UNDEFINED)
+			break;
+	}
+	CHECK(outcount == 1, "%s ibarrier (testsome %d times): outcount %d", cname, tests, outcount);
+	/* a request freed before it completes: later calls still right (its
+	 * buffer stays: nothing says when the operation is over) */
+	static float freed[1000];
+	MPI_Iallreduce(MPI_IN_PLACE, freed, 1000, MPI_FLOAT, MPI_SUM, comm, &reqs[0]);
+	MPI_Request_free(&reqs[0]);
+	CHECK(reqs[0] == MPI_REQUEST_NULL, "%s request_free: the handle is not MPI_REQUEST_NULL", cname);
+	MPI_Barrier(comm);
+	free(f);
+	reduce_case(comm, cname, &t[0], MPI_SUM, 1000, 0, false, false, (*seed)++);
+}
+
+/* iters checked collectives of 4 KiB..1 MiB (the switch may be killed
+ * meanwhile): all-reduce, reduce, reduce-scatter, allgather in turn */
 static void loop(int iters, unsigned *seed)
 {
 	const struct tcase f32 = { "MPI_FLOAT", MPI_FLOAT, K_F32 };
 	long bad = 0;
+	int size;
 
+	MPI_Comm_size(MPI_COMM_WORLD, &size);
 	for (int it = 0; it < iters; it++) {
 		size_t n = (size_t)1024 << (it % 9);   /* 4 KiB .. 1 MiB */
 		long before = failed;
-		allreduce_case(MPI_COMM_WORLD, "loop", &f32, MPI_SUM, n, it % 2, (*seed)++);
+		switch (it % 5) {
+		case 0:
+		case 1:
+			allreduce_case(MPI_COMM_WORLD, "loop", &f32, MPI_SUM, n, it % 2, (*seed)++);
+			break;
+		case 2:
+			reduce_case(MPI_COMM_WORLD, "loop", &f32, MPI_SUM, n, it % size, it % 4 == 0,
+				    it % 3 == 0, (*seed)++);
+			break;
+		case 3:
+			reduce_scatter_case(MPI_COMM_WORLD, "loop", &f32, MPI_SUM, n / (size_t)size,
+					    it % 2, it % 3, (*seed)++);
+			break;
+		default:
+			allgather_case(MPI_COMM_WORLD, "loop", it % 3, n / (size_t)size, it % 2,
+				       it % 7 == 0, (*seed)++);
+			break;
+		}
 		bad += failed != before;
 		if (wrank == 0 && it % 20 == 0) {
 			printf("mpi-check: loop %d of %d\n", it, iters);
@@ -453,6 +690,8 @@ int main(int argc, char **argv)
 		passthrough(split, "split");
 		nonblocking(MPI_COMM_WORLD, "world", &seed);
 		nonblocking(split, "split", &seed);
+		more(MPI_COMM_WORLD, "world", max_bytes, &seed);
+		more(split, "split", max_bytes / 16, &seed);
 		MPI_Comm_free(&dup);
 		MPI_Comm_free(&split);
 		if (refuse >= 0) {
