@@ -20,7 +20,7 @@ PKGS=(
 	# the topology view's browser test (headless)
 	chromium
 	# baselines and Soft-RoCE VMs
-	openmpi-bin libopenmpi-dev python3-mpi4py python3-numpy
+	openmpi-bin libopenmpi-dev python3-mpi4py python3-numpy gfortran
 	qemu-system-x86 busybox-static cpio
 	# the torch.distributed backend (host-lib/torch) and its demo
 	python3-torch libtorch-dev python3-dev pybind11-dev

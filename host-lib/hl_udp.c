@@ -267,16 +267,22 @@ static int steer_join(struct inca_comm *c, struct udp_state *u, const struct soc
 
 	/* the address is bound already: by one of the group, or by someone who
 	 * would lose packets to us (an exclusive socket, another bpffs) */
-	probe = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	if (probe >= 0) {
+	for (int tries = 0; (probe = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0)) >= 0; tries++) {
 		bool taken = bind(probe, (const struct sockaddr *)me, sizeof(*me)) &&
 			     errno == EADDRINUSE;
 		close(probe);
-		if (taken && !steer_has_owner(socks))
+		if (!taken || steer_has_owner(socks))
+			break;
+		/* once in ~50 communicators made and freed in quick succession
+		 * (func mpi, short-lived communicators) the address was still
+		 * bound with the sockarray already empty, cause not found: a
+		 * socket on its way out gets 50 ms */
+		if (tries == 25)
 			return hl_fail(c, INCA_ERR_TRANSPORT, "UDP %s:4791 is in use by an "
 				       "endpoint outside INCA's QPN steering group %s (an "
 				       "exclusive RoCEv2 socket, or a process that sees "
 				       "another bpffs)", ip, s->dir);
+		usleep(2000);
 	}
 	if (!bpf_map_lookup_elem(qpns, &qpn, &owner) &&
 	    !bpf_map_lookup_elem(socks, &owner.index, &live) && live == owner.cookie)

@@ -132,7 +132,7 @@ static void pending_remove(struct im_op *op)
 }
 
 /* MPI's progress engine, for the application's other requests */
-static void mpi_poke(void)
+void im_poke(void)
 {
 	if (opal_progress_fn) {
 		opal_progress_fn();
@@ -276,7 +276,7 @@ int im_finish_active(struct im_comm *ic)
 	/* completing the active operation clears ic->active */
 	while (ic->active)
 		if (!op_drive(ic->active, 1000, true))
-			mpi_poke();
+			im_poke();
 	reap();
 	return MPI_SUCCESS;
 }
@@ -492,8 +492,7 @@ int im_run(struct im_op *op, MPI_Request *request)
 
 /* ---- MPI_Wait / MPI_Test families: progress and recover ours ---- */
 
-/* Progress our requests among reqs; returns how many are not complete. */
-static int drive(int n, MPI_Request *reqs, unsigned budget_us)
+int im_drive(int n, MPI_Request *reqs, unsigned budget_us)
 {
 	int open = 0;
 
@@ -507,7 +506,7 @@ static int drive(int n, MPI_Request *reqs, unsigned budget_us)
 	return open;
 }
 
-static bool any_ours(int n, const MPI_Request *reqs)
+bool im_any_ours(int n, const MPI_Request *reqs)
 {
 	for (int i = 0; i < n && npending; i++)
 		if (pending_find(reqs[i]))
@@ -517,31 +516,31 @@ static bool any_ours(int n, const MPI_Request *reqs)
 
 int MPI_Wait(MPI_Request *req, MPI_Status *st)
 {
-	if (req && any_ours(1, req))
-		while (drive(1, req, 1000) > 0)
-			mpi_poke();
+	if (req && im_any_ours(1, req))
+		while (im_drive(1, req, 1000) > 0)
+			im_poke();
 	return PMPI_Wait(req, st);
 }
 
 int MPI_Test(MPI_Request *req, int *flag, MPI_Status *st)
 {
-	if (req && any_ours(1, req))
-		drive(1, req, 0);
+	if (req && im_any_ours(1, req))
+		im_drive(1, req, 0);
 	return PMPI_Test(req, flag, st);
 }
 
 int MPI_Waitall(int n, MPI_Request reqs[], MPI_Status sts[])
 {
-	if (reqs && any_ours(n, reqs))
-		while (drive(n, reqs, 1000) > 0)
-			mpi_poke();
+	if (reqs && im_any_ours(n, reqs))
+		while (im_drive(n, reqs, 1000) > 0)
+			im_poke();
 	return PMPI_Waitall(n, reqs, sts);
 }
 
 int MPI_Testall(int n, MPI_Request reqs[], int *flag, MPI_Status sts[])
 {
-	if (reqs && any_ours(n, reqs))
-		drive(n, reqs, 0);
+	if (reqs && im_any_ours(n, reqs))
+		im_drive(n, reqs, 0);
 	return PMPI_Testall(n, reqs, flag, sts);
 }
 
@@ -549,10 +548,10 @@ int MPI_Waitany(int n, MPI_Request reqs[], int *index, MPI_Status *st)
 {
 	int flag = 0, rc;
 
-	if (!reqs || !any_ours(n, reqs))
+	if (!reqs || !im_any_ours(n, reqs))
 		return PMPI_Waitany(n, reqs, index, st);
 	for (;;) {
-		drive(n, reqs, 200);
+		im_drive(n, reqs, 200);
 		rc = PMPI_Testany(n, reqs, index, &flag, st);
 		if (rc != MPI_SUCCESS || flag)
 			return rc;
@@ -561,8 +560,8 @@ int MPI_Waitany(int n, MPI_Request reqs[], int *index, MPI_Status *st)
 
 int MPI_Testany(int n, MPI_Request reqs[], int *index, int *flag, MPI_Status *st)
 {
-	if (reqs && any_ours(n, reqs))
-		drive(n, reqs, 0);
+	if (reqs && im_any_ours(n, reqs))
+		im_drive(n, reqs, 0);
 	return PMPI_Testany(n, reqs, index, flag, st);
 }
 
@@ -570,10 +569,10 @@ int MPI_Waitsome(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_St
 {
 	int rc;
 
-	if (!reqs || !any_ours(n, reqs))
+	if (!reqs || !im_any_ours(n, reqs))
 		return PMPI_Waitsome(n, reqs, outcount, indices, sts);
 	for (;;) {
-		drive(n, reqs, 200);
+		im_drive(n, reqs, 200);
 		rc = PMPI_Testsome(n, reqs, outcount, indices, sts);
 		if (rc != MPI_SUCCESS || *outcount != 0)
 			return rc;
@@ -582,21 +581,27 @@ int MPI_Waitsome(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_St
 
 int MPI_Testsome(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_Status sts[])
 {
-	if (reqs && any_ours(n, reqs))
-		drive(n, reqs, 0);
+	if (reqs && im_any_ours(n, reqs))
+		im_drive(n, reqs, 0);
 	return PMPI_Testsome(n, reqs, outcount, indices, sts);
 }
 
 /* Freeing a request of ours before it completes: the operation goes on
  * (progressed by MPI's engine, finished before the next call on its
  * communicator), and its request is freed when it completes. */
+bool im_request_free(MPI_Request req)
+{
+	struct im_op *op = npending ? pending_find(req) : NULL;
+
+	if (op)
+		op->freed = true;
+	return op != NULL;
+}
+
 int MPI_Request_free(MPI_Request *req)
 {
-	struct im_op *op = req && npending ? pending_find(*req) : NULL;
-
-	if (!op)
+	if (!req || !im_request_free(*req))
 		return PMPI_Request_free(req);
-	op->freed = true;
 	*req = MPI_REQUEST_NULL;
 	return MPI_SUCCESS;
 }

@@ -214,6 +214,15 @@ int im_finish_active(struct im_comm *ic);
  * MPI calls, no recovery) and complete its request. */
 void im_abandon_active(struct im_comm *ic);
 void im_progress_init(void);
+/* MPI's progress engine, for the application's other requests */
+void im_poke(void);
+/* Progress our requests among reqs (recovering failed ones); returns how
+ * many of ours are not complete. */
+int im_drive(int n, MPI_Request *reqs, unsigned budget_us);
+/* Is any of reqs ours? */
+bool im_any_ours(int n, const MPI_Request *reqs);
+/* req is ours: it is freed when its operation completes (true). */
+bool im_request_free(MPI_Request req);
 void im_progress_fini(void);
 
 /* maps of MPI types and ops to INCA's; -1 when there is none */

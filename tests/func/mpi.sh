@@ -119,6 +119,26 @@ check "short-lived, INCA_MPI_OFFLOAD_AFTER=2: every result exact" \
 expect_eq "short-lived, INCA_MPI_OFFLOAD_AFTER=2: each half of each split offloaded at its all-reduce, the world at its bcast" \
 	"$(grep -c 'offloaded to INCA' "$WORK/s2.err") $(stat "$WORK/s2.err" MPI_Allreduce 2) $(stat "$WORK/s2.err" MPI_Bcast 2)" "21 80 8"
 
+echo "# Fortran 90 program (use mpi, built with mpif90)"
+CHECK_F=$BUILD/tests/mpi/mpi-check-f
+if [ -x "$CHECK_F" ]; then
+	INCA_MPI_OFFLOAD_AFTER=1 mpi8 "$CHECK_F" > "$WORK/f.out" 2> "$WORK/f.err"
+	expect_eq "mpi-check-f exit status" "$?" 0
+	check "mpi-check-f: every result exact" grep -q "mpi-check-f: [1-9][0-9]* passed, 0 failed" "$WORK/f.out"
+	grep "mpi-check-f:" "$WORK/f.out"
+	grep -A15 "calls summed" "$WORK/f.err"
+	for c in MPI_Allreduce MPI_Iallreduce MPI_Reduce MPI_Ireduce MPI_Reduce_scatter_block \
+		MPI_Ireduce_scatter_block MPI_Reduce_scatter MPI_Allgather MPI_Iallgather MPI_Bcast \
+		MPI_Ibcast MPI_Barrier MPI_Ibarrier; do
+		n=$(stat "$WORK/f.err" "$c" 2)
+		check "Fortran: $c offloaded ($n calls)" [ "${n:-0}" -gt 0 ]
+	done
+	expect_eq "Fortran: nothing passed through (the world and a split, all mapped)" \
+		"$(awk '$1 ~ /^MPI_/ { s += $3 } END { print s + 0 }' "$WORK/f.err")" 0
+else
+	not_ok "the Fortran program is built (mpif90: gfortran, libopenmpi-dev)"
+fi
+
 echo "# Python (mpi4py) program"
 mpi8 /usr/bin/python3 -X faulthandler "$SRC/tests/mpi/mpi_check.py" --max 16777216 > "$WORK/py.out" 2> "$WORK/py.err"
 expect_eq "mpi_check.py exit status" "$?" 0
