@@ -1,24 +1,28 @@
 #!/usr/bin/env bash
-# The same Open MPI binary (mpi-allreduce-perf, float sum) with and without
+# The same Open MPI binary (mpi-allreduce-perf, float sum; --coll for the
+# other collectives) with and without
 # libinca-mpi, on one testbed in one run: 8 ranks, 2 per host on 4 hosts,
 # inca-manager in charge; Open MPI's own traffic crosses the same switch and
 # links as INCA's (MPI_NET=10.0.0.0/24), so both sides run on the same path;
 # Open MPI with shared memory inside a host, alone and with its hierarchical
 # coll/han. Prints the OSU-style tables and, per size, the ratio against the
 # faster Open MPI. libinca-mpi reduces inside the host first (docs/hostlib.md).
-# Usage: tests/bench/run-mpi.sh [--rate R] [--max BYTES] [--iters N] [--ranks NP]
-#          [--per-host P]   (default 8 ranks, 2 per host)
+# Usage: tests/bench/run-mpi.sh [--rate R] [--min BYTES] [--max BYTES] [--iters N]
+#          [--ranks NP] [--per-host P] [--coll allreduce|reduce_scatter|allgather|
+#          bcast|reduce|barrier]   (default 8 ranks, 2 per host, allreduce)
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
-rate="" max=16M iters=20 np=8 per=2
+rate="" min=8 max=16M iters=20 np=8 per=2 coll=allreduce
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--rate) rate=${2:?}; shift 2 ;;
+	--min) min=${2:?}; shift 2 ;;
 	--max) max=${2:?}; shift 2 ;;
+	--coll) coll=${2:?}; shift 2 ;;
 	--iters) iters=${2:?}; shift 2 ;;
 	--ranks) np=${2:?}; shift 2 ;;
 	--per-host) per=${2:?}; shift 2 ;;
-	-h|--help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "run-mpi.sh: unknown option '$1'" >&2; exit 2 ;;
 	esac
 done
@@ -44,7 +48,7 @@ export OMPI_MCA_coll_tuned_use_dynamic_rules=1
 export OMPI_MCA_coll_tuned_dynamic_rules_filename=$here/tests/bench/ompi-allreduce-rules.conf
 # 5 warm-up calls a size: the communicator's creation (at its 4th call,
 # INCA_MPI_OFFLOAD_AFTER) stays out of the timed calls
-ARGS=(-o -b 8 -e "$max" -f 8 -n "$iters" -w 5)
+ARGS=(-c "$coll" -o -b "$min" -e "$max" -f 8 -n "$iters" -w 5)
 # run NAME: the perf tool once; a failed launch is retried once, and said
 run() {
 	local name=$1 try
@@ -62,11 +66,11 @@ INCA_MPI=0 MPI_HAN=1 run openmpi-han
 INCA_MPI=1 run inca
 grep -q "offloaded to INCA" "$WORK/inca.err" ||
 	{ echo "run-mpi.sh: the interposer did not offload:" >&2; cat "$WORK/inca.err" >&2; exit 1; }
-echo "== Open MPI alone ($np ranks, $per per host${rate:+, links $rate})"
+echo "== $coll: Open MPI alone ($np ranks, $per per host${rate:+, links $rate})"
 cat "$WORK/openmpi.txt"
 echo "== the same binary with LD_PRELOAD=libinca-mpi.so"
 cat "$WORK/inca.txt"
-grep -A5 "calls summed" "$WORK/inca.err"
+grep -A15 "calls summed" "$WORK/inca.err"
 grep "reduced inside the host first" "$WORK/inca.err" || true
 echo "== Open MPI with coll/han (hierarchical: shared memory inside the host)"
 cat "$WORK/openmpi-han.txt"
