@@ -30,6 +30,7 @@ static struct im_comm *comm_ready(MPI_Comm comm)
 	if (!ic)
 		return NULL;
 	im_finish_active(ic);
+	im_answer_owed(ic);
 	return ic->failed_synced ? NULL : ic;
 }
 
@@ -70,15 +71,16 @@ static struct im_comm *offload_comm(MPI_Comm comm, enum im_why *why)
 #define PASS(kind, why, bytes, t0, comm, blocking, nonblocking)                       \
 	do {                                                                          \
 		MPI_Request pass_req;                                                 \
-		int rc_ = im_comm_offloaded(comm) ? im_pass_wait(nonblocking, &pass_req) \
+		int rc_ = im_comm_pass(comm) ? im_pass_wait(nonblocking, &pass_req)  \
 						  : (blocking);                       \
 		im_count_call(kind, false, why, bytes, t0);                           \
 		return rc_;                                                           \
 	} while (0)
 
 /* Pass a nonblocking call through. */
-#define PASS_I(kind, why, bytes, t0, call)                                            \
+#define PASS_I(kind, why, bytes, t0, comm, call)                                      \
 	do {                                                                          \
+		im_comm_pass(comm);                                                   \
 		int rc_ = (call);                                                     \
 		im_count_call(kind, false, why, bytes, t0);                           \
 		return rc_;                                                           \
@@ -139,7 +141,7 @@ int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype t
 	im_serve_all();
 	why = map_reduction(count, type, mop, 1, &dt, &io, &bytes);
 	if (!(ic = offload_comm(comm, &why)))
-		PASS_I(IM_IALLREDUCE, why, bytes, t0,
+		PASS_I(IM_IALLREDUCE, why, bytes, t0, comm,
 		       PMPI_Iallreduce(sendbuf, recvbuf, count, type, mop, comm, request));
 	return allreduce(IM_IALLREDUCE, sendbuf, recvbuf, count, type, mop, comm, request, ic,
 			 dt, io, bytes, t0);
@@ -206,7 +208,7 @@ int MPI_Ireduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type
 	if (ic && (root < 0 || root >= ic->size))
 		ic = NULL, why = IM_WHY_SHAPE;
 	if (!ic)
-		PASS_I(IM_IREDUCE, why, bytes, t0,
+		PASS_I(IM_IREDUCE, why, bytes, t0, comm,
 		       PMPI_Ireduce(sendbuf, recvbuf, count, type, mop, root, comm, request));
 	return reduce(IM_IREDUCE, sendbuf, recvbuf, count, type, mop, root, request, ic, dt, io,
 		      bytes, t0);
@@ -279,7 +281,7 @@ int MPI_Ireduce_scatter_block(const void *sendbuf, void *recvbuf, int rcount,
 	im_serve_all();
 	why = map_reduction(rcount, type, mop, comm_size(comm), &dt, &io, &bytes);
 	if (!(ic = offload_comm(comm, &why)))
-		PASS_I(IM_IREDUCE_SCATTER_BLOCK, why, bytes, t0,
+		PASS_I(IM_IREDUCE_SCATTER_BLOCK, why, bytes, t0, comm,
 		       PMPI_Ireduce_scatter_block(sendbuf, recvbuf, rcount, type, mop, comm,
 						  request));
 	return reduce_scatter(IM_IREDUCE_SCATTER_BLOCK, sendbuf, recvbuf, rcount, type, mop,
@@ -353,7 +355,7 @@ int MPI_Ireduce_scatter(const void *sendbuf, void *recvbuf, const int counts[],
 	else
 		bytes = counts_bytes(counts, type, comm);
 	if (!(ic = offload_comm(comm, &why)))
-		PASS_I(IM_IREDUCE_SCATTER, why, bytes, t0,
+		PASS_I(IM_IREDUCE_SCATTER, why, bytes, t0, comm,
 		       PMPI_Ireduce_scatter(sendbuf, recvbuf, counts, type, mop, comm, request));
 	return reduce_scatter(IM_IREDUCE_SCATTER, sendbuf, recvbuf, rcount, type, mop, request,
 			      ic, dt, io, bytes, t0);
@@ -456,7 +458,7 @@ int MPI_Iallgather(const void *sendbuf, int scount, MPI_Datatype stype, void *re
 	im_serve_all();
 	why = map_allgather(rcount, rtype, comm, &blk, &bytes);
 	if (!(ic = offload_comm(comm, &why)))
-		PASS_I(IM_IALLGATHER, why, bytes, t0,
+		PASS_I(IM_IALLGATHER, why, bytes, t0, comm,
 		       PMPI_Iallgather(sendbuf, scount, stype, recvbuf, rcount, rtype, comm,
 				       request));
 	return allgather(IM_IALLGATHER, sendbuf, scount, stype, recvbuf, rcount, rtype, comm,
@@ -536,7 +538,7 @@ int MPI_Ibcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm,
 	if (ic && (root < 0 || root >= ic->size))
 		ic = NULL, why = IM_WHY_SHAPE;
 	if (!ic)
-		PASS_I(IM_IBCAST, why, bytes, t0, PMPI_Ibcast(buf, count, type, root, comm, request));
+		PASS_I(IM_IBCAST, why, bytes, t0, comm, PMPI_Ibcast(buf, count, type, root, comm, request));
 	return bcast(IM_IBCAST, buf, count, type, root, comm, request, ic, bytes, t0);
 }
 
@@ -571,6 +573,6 @@ int MPI_Ibarrier(MPI_Comm comm, MPI_Request *request)
 		return PMPI_Ibarrier(comm, request);
 	im_serve_all();
 	if (!(ic = offload_comm(comm, &why)))
-		PASS_I(IM_IBARRIER, why, 0, t0, PMPI_Ibarrier(comm, request));
+		PASS_I(IM_IBARRIER, why, 0, t0, comm, PMPI_Ibarrier(comm, request));
 	return barrier(IM_IBARRIER, request, ic, t0);
 }

@@ -147,8 +147,9 @@ static void reap(void)
 {
 	while (reap_list && !in_progress) {
 		struct im_op *op = reap_list;
+		MPI_Request r = op->greq;   /* MPI writes the handle after greq_free */
 		reap_list = op->reap_next;
-		PMPI_Request_free(&op->greq);               /* greq_free frees op */
+		PMPI_Request_free(&r);                      /* greq_free frees op */
 	}
 }
 

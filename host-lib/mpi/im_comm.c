@@ -20,6 +20,7 @@
 #define IM_TAG_NOTICE 0x1c0   /* "I could not finish operation seq" */
 #define IM_TAG_DATA   0x1c1   /* "I finished operation seq", maybe with its result */
 #define IM_TAG_REDO   0x1c2   /* "redo operation seq with us" */
+#define IM_TAG_DRAIN  0x1c3   /* "I am leaving the communicator" */
 #define IM_DATA_HDR   8       /* uint32 seq, uint32 1 (the result follows,
 				 or nothing another rank needs) or 0 (this
 				 rank's result is only its own), the result */
@@ -272,7 +273,7 @@ struct im_comm *im_comm_get(MPI_Comm comm)
 		int size;
 		PMPI_Comm_size(comm, &size);
 		/* with the per-rank notice table: nothing to allocate later */
-		ic = calloc(1, sizeof(*ic) + (size_t)size * sizeof(ic->seen[0]));
+		ic = calloc(1, sizeof(*ic) + 2 * (size_t)size * sizeof(ic->seen[0]));
 		if (!ic)
 			return NULL;      /* the same on no rank: but no memory is fatal anyway */
 		ic->comm = comm;
@@ -290,7 +291,7 @@ struct im_comm *im_comm_get(MPI_Comm comm)
 	return ic->state == IM_OFFLOADED || ic->state == IM_FAILED ? ic : NULL;
 }
 
-bool im_comm_offloaded(MPI_Comm comm)
+bool im_comm_pass(MPI_Comm comm)
 {
 	struct im_comm *ic;
 	int flag = 0;
@@ -298,6 +299,8 @@ bool im_comm_offloaded(MPI_Comm comm)
 	if (im_keyval == MPI_KEYVAL_INVALID || comm == MPI_COMM_NULL)
 		return false;
 	PMPI_Comm_get_attr(comm, im_keyval, &ic, &flag);
+	if (flag && ic->active)
+		im_finish_active(ic);
 	/* failed too: every rank passes calls through with MPI's nonblocking
 	 * calls, the form a rank that redoes a call on comm uses */
 	return flag && (ic->state == IM_OFFLOADED || ic->state == IM_FAILED);
@@ -379,9 +382,28 @@ static void on_notice(struct im_comm *ic, int src, uint32_t seq)
 		im_log(2, "rank %d: rank %d reports the switch failed at operation %u",
 		       ic->rank, src, seq);
 	}
-	if (seq == ic->done_seq && ic->last_len != SIZE_MAX)
+	if (seq == ic->done_seq && ic->last_len != SIZE_MAX) {
 		PMPI_Send(ic->last, (int)(IM_DATA_HDR + ic->last_len), MPI_BYTE, src,
 			  IM_TAG_DATA, ic->shadow);
+		ic->seen[ic->size + src] = seq;
+	} else if (seq > ic->done_seq) {
+		ic->owed = true;    /* answered when it finishes here */
+	}
+}
+
+void im_answer_owed(struct im_comm *ic)
+{
+	if (!ic->owed || ic->last_len == SIZE_MAX || ic->failed_synced)
+		return;
+	ic->owed = false;
+	for (int r = 0; r < ic->size; r++) {
+		if (ic->seen[r] == ic->done_seq && ic->seen[ic->size + r] != ic->done_seq) {
+			PMPI_Send(ic->last, (int)(IM_DATA_HDR + ic->last_len), MPI_BYTE, r,
+				  IM_TAG_DATA, ic->shadow);
+			ic->seen[ic->size + r] = ic->done_seq;
+		}
+		ic->owed |= ic->seen[r] > ic->done_seq;
+	}
 }
 
 /* A REDO from a rank that missed operation seq, whose result is only
@@ -419,6 +441,7 @@ static void serve(struct im_comm *ic)
 	MPI_Status st;
 	int flag = 1;
 
+	im_answer_owed(ic);
 	while (flag && !ic->failed_synced) {
 		uint32_t seq;
 		PMPI_Iprobe(MPI_ANY_SOURCE, IM_TAG_NOTICE, ic->shadow, &flag, &st);
@@ -478,6 +501,7 @@ int im_recover(struct im_op *op)
 	}
 	if (ic->failed_synced)
 		return im_redo(op, false);   /* begun before the communicator went to MPI */
+	im_answer_owed(ic);
 
 	MPI_Request *sends = calloc((size_t)ic->size, sizeof(*sends));
 	uint8_t *answered = calloc((size_t)ic->size, 2);   /* then: answered DATA 0 */
@@ -494,6 +518,7 @@ int im_recover(struct im_op *op)
 		sends[r] = MPI_REQUEST_NULL;
 		if (r != ic->rank)
 			PMPI_Isend(&op->seq, 1, MPI_UINT32_T, r, IM_TAG_NOTICE, ic->shadow, &sends[r]);
+		ic->seen[ic->size + r] = k;   /* this notice is our answer about k */
 	}
 	/* notices that came before this recovery */
 	for (int r = 0; r < ic->size; r++)
@@ -547,6 +572,11 @@ int im_recover(struct im_op *op)
 			PMPI_Recv(&seq, 1, MPI_UINT32_T, st.MPI_SOURCE, IM_TAG_REDO, ic->shadow,
 				  MPI_STATUS_IGNORE);
 			on_redo(ic, seq);
+		} else if (st.MPI_TAG == IM_TAG_DRAIN) {
+			/* a rank that finished everything is leaving */
+			PMPI_Recv(&seq, 1, MPI_UINT32_T, st.MPI_SOURCE, IM_TAG_DRAIN, ic->shadow,
+				  MPI_STATUS_IGNORE);
+			ic->drains++;
 		} else {
 			/* not ours: shadow carries only our tags */
 			PMPI_Recv(NULL, 0, MPI_BYTE, st.MPI_SOURCE, st.MPI_TAG, ic->shadow,
@@ -590,26 +620,68 @@ int im_recover(struct im_op *op)
 	return rc;
 }
 
-/* Serve the others until every rank of ic arrives here too. */
-static void drain(struct im_comm *ic)
+/*
+ * Serve the others until every rank of each of ics[0..n-1] is leaving it
+ * too. Point to point (DRAIN to every other rank), not a barrier on the
+ * shadow: a rank that finished an operation whose result is only its own
+ * may still be asked to redo it on the shadow (REDO) while it waits here,
+ * and the ranks that redid it must meet it there in the same order. Every
+ * rank of a communicator that was offloaded drains, whatever its state.
+ */
+static void drain_many(struct im_comm **ics, int n)
 {
-	MPI_Request req;
-	int done = 0;
+	uint32_t zero = 0;
+	size_t nreq = 0, k = 0;
+	bool done = false;
 
-	if (ic->shadow == MPI_COMM_NULL || ic->state == IM_PASSTHROUGH)
-		return;
-	if (ic->active)
-		im_finish_active(ic);
-	if (ic->state == IM_FAILED && ic->failed_synced)
-		return;
-	PMPI_Ibarrier(ic->shadow, &req);
-	while (!done) {
-		PMPI_Test(&req, &done, MPI_STATUS_IGNORE);
-		if (!done) {
-			serve(ic);
-			serve_others(ic);
-		}
+	for (int i = 0; i < n; i++) {
+		if (ics[i]->active)
+			im_finish_active(ics[i]);
+		nreq += (size_t)ics[i]->size;
 	}
+	MPI_Request *sends = malloc(sizeof(*sends) * (nreq ? nreq : 1));
+	for (int i = 0; i < n; i++)
+		for (int r = 0; r < ics[i]->size; r++) {
+			MPI_Request *q = sends ? &sends[k++] : &(MPI_Request){ 0 };
+			*q = MPI_REQUEST_NULL;
+			if (r != ics[i]->rank)
+				PMPI_Isend(&zero, 1, MPI_UINT32_T, r, IM_TAG_DRAIN, ics[i]->shadow, q);
+			if (!sends && *q != MPI_REQUEST_NULL)
+				PMPI_Wait(q, MPI_STATUS_IGNORE);
+		}
+	while (!done) {
+		done = true;
+		for (int i = 0; i < n; i++) {
+			struct im_comm *ic = ics[i];
+			MPI_Status st;
+			int flag = 1;
+			uint32_t v;
+
+			while (ic->drains < ic->size - 1 && flag) {
+				PMPI_Iprobe(MPI_ANY_SOURCE, IM_TAG_DRAIN, ic->shadow, &flag, &st);
+				if (flag) {
+					PMPI_Recv(&v, 1, MPI_UINT32_T, st.MPI_SOURCE, IM_TAG_DRAIN,
+						  ic->shadow, MPI_STATUS_IGNORE);
+					ic->drains++;
+				}
+			}
+			if (ic->drains < ic->size - 1) {
+				done = false;
+				serve(ic);
+			}
+		}
+		if (!done)
+			serve_others(NULL);
+	}
+	if (sends)
+		PMPI_Waitall((int)nreq, sends, MPI_STATUSES_IGNORE);
+	free(sends);
+}
+
+static bool needs_drain(const struct im_comm *ic)
+{
+	return ic->shadow != MPI_COMM_NULL && ic->state != IM_PASSTHROUGH &&
+	       ic->state != IM_UNDECIDED;
 }
 
 void im_comm_release(MPI_Comm comm)
@@ -622,32 +694,31 @@ void im_comm_release(MPI_Comm comm)
 	PMPI_Comm_get_attr(comm, im_keyval, &ic, &flag);
 	if (!flag)
 		return;
-	drain(ic);
+	if (needs_drain(ic))
+		drain_many(&ic, 1);
 	PMPI_Comm_delete_attr(comm, im_keyval);   /* frees ic */
 }
 
 void im_comm_release_all(void)
 {
-	MPI_Request reqs[64];
-	struct im_comm *ic, *waiting[64];
-	int n = 0, done = 0;
+	struct im_comm *ic, **all;
+	int n = 0;
 
 	/* every communicator's ranks drain at once: no order to agree on */
-	for (ic = im_comms; ic; ic = ic->next) {
-		if (ic->active)
-			im_finish_active(ic);
-		if (ic->shadow != MPI_COMM_NULL && ic->state != IM_PASSTHROUGH &&
-		    !(ic->state == IM_FAILED && ic->failed_synced) && n < 64) {
-			PMPI_Ibarrier(ic->shadow, &reqs[n]);
-			waiting[n++] = ic;
-		}
-	}
-	while (n && !done) {
-		PMPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE);
-		if (!done)
-			for (int i = 0; i < n; i++)
-				serve(waiting[i]);
-	}
+	for (ic = im_comms; ic; ic = ic->next)
+		n += needs_drain(ic);
+	all = malloc(sizeof(*all) * (size_t)(n ? n : 1));
+	n = 0;
+	for (ic = im_comms; ic && all; ic = ic->next)
+		if (needs_drain(ic))
+			all[n++] = ic;
+	if (all)
+		drain_many(all, n);
+	else
+		for (ic = im_comms; ic; ic = ic->next)
+			if (needs_drain(ic))
+				drain_many(&ic, 1);
+	free(all);
 	while ((ic = im_comms)) {
 		int flag = 0;
 		void *v;

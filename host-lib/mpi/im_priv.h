@@ -117,11 +117,14 @@ struct im_comm {
 		bool valid;
 	} join;
 	uint32_t joined_seq;      /* the last operation redone for others */
+	int drains;               /* DRAIN messages received (leaving) */
+	bool owed;                /* a NOTICE came for an operation not done yet */
 	struct im_op *active;     /* nonblocking operation in progress */
 	struct im_comm *next;     /* all mapped communicators */
 	char job[48];
 	uint32_t seen[];          /* per rank: the latest operation it said it
-				     could not finish (recovery) */
+				     could not finish (recovery); then, per
+				     rank, the latest one it was sent DATA of */
 };
 
 /* The call as the application made it: a recovery redoes it through
@@ -172,9 +175,14 @@ void im_log(int level, const char *fmt, ...);
  * collectively on its offload_after-th offloadable call (counted here);
  * NULL: pass through (before that call too). */
 struct im_comm *im_comm_get(MPI_Comm comm);
-/* comm is offloaded (or failed, its ranks not yet agreed): its PMPI calls
- * must keep serving recoveries. Decides nothing. */
-bool im_comm_offloaded(MPI_Comm comm);
+/* A call on comm passes through: comm's operation in flight, if any, is
+ * finished first (the calls stay in the same order on every rank); true
+ * when comm was offloaded (then its PMPI calls are nonblocking and keep
+ * serving recoveries). Decides nothing. */
+bool im_comm_pass(MPI_Comm comm);
+/* Send DATA for ic's last operation to the ranks whose NOTICE of it came
+ * before it finished here. */
+void im_answer_owed(struct im_comm *ic);
 /* Serve other ranks' recovery requests on every offloaded communicator
  * (at most once a millisecond: each probe runs MPI's progress engine). */
 void im_serve_all(void);

@@ -56,15 +56,15 @@ contains
     character(*), intent(in) :: cname
     real, allocatable :: a(:), b(:), want(:)
     double precision, allocatable :: d(:), e(:)
-    integer, allocatable :: ia(:), ib(:), g(:)
+    integer, allocatable :: ia(:), ib(:), g(:), rc(:)
     integer(kind=8), allocatable :: la(:), lb(:)
-    integer :: rank, size, i, r, root, req, reqs(3), idx, bad, blk, rc(8)
+    integer :: rank, size, i, r, root, req, reqs(3), idx, bad, blk
     logical :: done
 
     call mpi_comm_rank(comm, rank, ierr)
     call mpi_comm_size(comm, size, ierr)
     allocate(a(n * size), b(n * size), want(n * size), d(n), e(n), ia(n), ib(n), la(n), lb(n))
-    allocate(g(n * size))
+    allocate(g(n * size), rc(size))
     ! want(i) = sum over ranks of v(r, i, 1)
     want = 0
     do r = 0, size - 1
@@ -216,7 +216,7 @@ contains
     call mpi_ibarrier(comm, reqs(1), ierr)
     call mpi_waitany(1, reqs, idx, MPI_STATUS_IGNORE, ierr)
     call check(ierr == 0 .and. idx == 1, 'ibarrier + waitany', cname, n)
-    deallocate(a, b, want, d, e, ia, ib, la, lb, g)
+    deallocate(a, b, want, d, e, ia, ib, la, lb, g, rc)
   end subroutine cases
 
 end program mpi_check_f
