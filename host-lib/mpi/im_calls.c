@@ -20,16 +20,20 @@ static bool size_ok(size_t bytes)
 	return bytes >= im_cfg.min_bytes && (!im_cfg.max_bytes || bytes <= im_cfg.max_bytes);
 }
 
-/* ic for an offloadable call on comm, its previous operation finished
- * first (finishing it may recover it and move the communicator to MPI, and
+/* ic for an offloadable call on comm, the operations in flight finished
+ * first (all of them, or for a pipelined call enough to make room:
+ * finishing them may recover them and move the communicator to MPI, and
  * every rank must see the same state); NULL: pass through. */
-static struct im_comm *comm_ready(MPI_Comm comm)
+static struct im_comm *comm_ready(MPI_Comm comm, bool pipe)
 {
 	struct im_comm *ic = im_comm_get(comm);
 
 	if (!ic)
 		return NULL;
-	im_finish_active(ic);
+	if (pipe)
+		im_pipe_room(ic);
+	else
+		im_finish_active(ic);
 	im_answer_owed(ic);
 	return ic->failed_synced ? NULL : ic;
 }
@@ -52,14 +56,15 @@ static enum im_why map_reduction(int count, MPI_Datatype type, MPI_Op mop, int m
 	return count > 0 && size_ok(*bytes) ? IM_NWHY : IM_WHY_SIZE;
 }
 
-/* The communicator, for a call that maps; sets *why when it passes. */
-static struct im_comm *offload_comm(MPI_Comm comm, enum im_why *why)
+/* The communicator, for a call that maps; sets *why when it passes.
+ * pipe: the call pipelines (im_pipelined). */
+static struct im_comm *offload_comm(MPI_Comm comm, enum im_why *why, bool pipe)
 {
 	struct im_comm *ic;
 
 	if (*why != IM_NWHY)
 		return NULL;
-	ic = comm_ready(comm);
+	ic = comm_ready(comm, pipe);
 	if (!ic)
 		*why = IM_WHY_COMM;
 	return ic;
@@ -119,7 +124,7 @@ int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype ty
 		return PMPI_Allreduce(sendbuf, recvbuf, count, type, mop, comm);
 	im_serve_all();
 	why = map_reduction(count, type, mop, 1, &dt, &io, &bytes);
-	if (!(ic = offload_comm(comm, &why)))
+	if (!(ic = offload_comm(comm, &why, false)))
 		PASS(IM_ALLREDUCE, why, bytes, t0, comm,
 		     PMPI_Allreduce(sendbuf, recvbuf, count, type, mop, comm),
 		     PMPI_Iallreduce(sendbuf, recvbuf, count, type, mop, comm, &pass_req));
@@ -140,7 +145,7 @@ int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype t
 		return PMPI_Iallreduce(sendbuf, recvbuf, count, type, mop, comm, request);
 	im_serve_all();
 	why = map_reduction(count, type, mop, 1, &dt, &io, &bytes);
-	if (!(ic = offload_comm(comm, &why)))
+	if (!(ic = offload_comm(comm, &why, im_pipelined(IM_IALLREDUCE, bytes, request))))
 		PASS_I(IM_IALLREDUCE, why, bytes, t0, comm,
 		       PMPI_Iallreduce(sendbuf, recvbuf, count, type, mop, comm, request));
 	return allreduce(IM_IALLREDUCE, sendbuf, recvbuf, count, type, mop, comm, request, ic,
@@ -180,7 +185,7 @@ int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type,
 		return PMPI_Reduce(sendbuf, recvbuf, count, type, mop, root, comm);
 	im_serve_all();
 	why = map_reduction(count, type, mop, 1, &dt, &io, &bytes);
-	ic = offload_comm(comm, &why);
+	ic = offload_comm(comm, &why, false);
 	if (ic && (root < 0 || root >= ic->size))
 		ic = NULL, why = IM_WHY_SHAPE;
 	if (!ic)
@@ -204,7 +209,7 @@ int MPI_Ireduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type
 		return PMPI_Ireduce(sendbuf, recvbuf, count, type, mop, root, comm, request);
 	im_serve_all();
 	why = map_reduction(count, type, mop, 1, &dt, &io, &bytes);
-	ic = offload_comm(comm, &why);
+	ic = offload_comm(comm, &why, false);
 	if (ic && (root < 0 || root >= ic->size))
 		ic = NULL, why = IM_WHY_SHAPE;
 	if (!ic)
@@ -258,7 +263,7 @@ int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int rcount,
 		return PMPI_Reduce_scatter_block(sendbuf, recvbuf, rcount, type, mop, comm);
 	im_serve_all();
 	why = map_reduction(rcount, type, mop, comm_size(comm), &dt, &io, &bytes);
-	if (!(ic = offload_comm(comm, &why)))
+	if (!(ic = offload_comm(comm, &why, false)))
 		PASS(IM_REDUCE_SCATTER_BLOCK, why, bytes, t0, comm,
 		     PMPI_Reduce_scatter_block(sendbuf, recvbuf, rcount, type, mop, comm),
 		     PMPI_Ireduce_scatter_block(sendbuf, recvbuf, rcount, type, mop, comm, &pass_req));
@@ -280,7 +285,7 @@ int MPI_Ireduce_scatter_block(const void *sendbuf, void *recvbuf, int rcount,
 						  request);
 	im_serve_all();
 	why = map_reduction(rcount, type, mop, comm_size(comm), &dt, &io, &bytes);
-	if (!(ic = offload_comm(comm, &why)))
+	if (!(ic = offload_comm(comm, &why, false)))
 		PASS_I(IM_IREDUCE_SCATTER_BLOCK, why, bytes, t0, comm,
 		       PMPI_Ireduce_scatter_block(sendbuf, recvbuf, rcount, type, mop, comm,
 						  request));
@@ -330,7 +335,7 @@ int MPI_Reduce_scatter(const void *sendbuf, void *recvbuf, const int counts[],
 		why = map_reduction(rcount, type, mop, comm_size(comm), &dt, &io, &bytes);
 	else
 		bytes = counts_bytes(counts, type, comm);
-	if (!(ic = offload_comm(comm, &why)))
+	if (!(ic = offload_comm(comm, &why, false)))
 		PASS(IM_REDUCE_SCATTER, why, bytes, t0, comm,
 		     PMPI_Reduce_scatter(sendbuf, recvbuf, counts, type, mop, comm),
 		     PMPI_Ireduce_scatter(sendbuf, recvbuf, counts, type, mop, comm, &pass_req));
@@ -354,7 +359,7 @@ int MPI_Ireduce_scatter(const void *sendbuf, void *recvbuf, const int counts[],
 		why = map_reduction(rcount, type, mop, comm_size(comm), &dt, &io, &bytes);
 	else
 		bytes = counts_bytes(counts, type, comm);
-	if (!(ic = offload_comm(comm, &why)))
+	if (!(ic = offload_comm(comm, &why, false)))
 		PASS_I(IM_IREDUCE_SCATTER, why, bytes, t0, comm,
 		       PMPI_Ireduce_scatter(sendbuf, recvbuf, counts, type, mop, comm, request));
 	return reduce_scatter(IM_IREDUCE_SCATTER, sendbuf, recvbuf, rcount, type, mop, request,
@@ -436,7 +441,7 @@ int MPI_Allgather(const void *sendbuf, int scount, MPI_Datatype stype, void *rec
 		return PMPI_Allgather(sendbuf, scount, stype, recvbuf, rcount, rtype, comm);
 	im_serve_all();
 	why = map_allgather(rcount, rtype, comm, &blk, &bytes);
-	if (!(ic = offload_comm(comm, &why)))
+	if (!(ic = offload_comm(comm, &why, false)))
 		PASS(IM_ALLGATHER, why, bytes, t0, comm,
 		     PMPI_Allgather(sendbuf, scount, stype, recvbuf, rcount, rtype, comm),
 		     PMPI_Iallgather(sendbuf, scount, stype, recvbuf, rcount, rtype, comm, &pass_req));
@@ -457,7 +462,7 @@ int MPI_Iallgather(const void *sendbuf, int scount, MPI_Datatype stype, void *re
 				       request);
 	im_serve_all();
 	why = map_allgather(rcount, rtype, comm, &blk, &bytes);
-	if (!(ic = offload_comm(comm, &why)))
+	if (!(ic = offload_comm(comm, &why, im_pipelined(IM_IALLGATHER, bytes, request))))
 		PASS_I(IM_IALLGATHER, why, bytes, t0, comm,
 		       PMPI_Iallgather(sendbuf, scount, stype, recvbuf, rcount, rtype, comm,
 				       request));
@@ -513,7 +518,7 @@ int MPI_Bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm)
 		return PMPI_Bcast(buf, count, type, root, comm);
 	im_serve_all();
 	why = map_bcast(count, type, &bytes);
-	ic = offload_comm(comm, &why);
+	ic = offload_comm(comm, &why, false);
 	if (ic && (root < 0 || root >= ic->size))
 		ic = NULL, why = IM_WHY_SHAPE;
 	if (!ic)
@@ -534,7 +539,7 @@ int MPI_Ibcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm,
 		return PMPI_Ibcast(buf, count, type, root, comm, request);
 	im_serve_all();
 	why = map_bcast(count, type, &bytes);
-	ic = offload_comm(comm, &why);
+	ic = offload_comm(comm, &why, im_pipelined(IM_IBCAST, bytes, request));
 	if (ic && (root < 0 || root >= ic->size))
 		ic = NULL, why = IM_WHY_SHAPE;
 	if (!ic)
@@ -558,7 +563,7 @@ int MPI_Barrier(MPI_Comm comm)
 	if (!im_cfg.enabled)
 		return PMPI_Barrier(comm);
 	im_serve_all();
-	if (!(ic = offload_comm(comm, &why)))
+	if (!(ic = offload_comm(comm, &why, false)))
 		PASS(IM_BARRIER, why, 0, t0, comm, PMPI_Barrier(comm), PMPI_Ibarrier(comm, &pass_req));
 	return barrier(IM_BARRIER, NULL, ic, t0);
 }
@@ -572,7 +577,7 @@ int MPI_Ibarrier(MPI_Comm comm, MPI_Request *request)
 	if (!im_cfg.enabled)
 		return PMPI_Ibarrier(comm, request);
 	im_serve_all();
-	if (!(ic = offload_comm(comm, &why)))
+	if (!(ic = offload_comm(comm, &why, im_pipelined(IM_IBARRIER, 0, request))))
 		PASS_I(IM_IBARRIER, why, 0, t0, comm, PMPI_Ibarrier(comm, request));
 	return barrier(IM_IBARRIER, request, ic, t0);
 }

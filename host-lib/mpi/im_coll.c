@@ -184,14 +184,20 @@ static void op_finish(struct im_op *op, bool offloaded)
 	im_count_call(op->kind, offloaded, IM_WHY_FAILED, op->stat_bytes, op->start_us);
 }
 
-/* The last touch of a nonblocking op: once MPI knows the request is
- * complete, a request the application already freed is freed too (which
- * frees op). */
+/* The last touch of a nonblocking op (the oldest in flight on its
+ * communicator): once MPI knows the request is complete, a request the
+ * application already freed is freed too (which frees op). */
 static void op_complete(struct im_op *op)
 {
+	struct im_comm *ic = op->ic;
+
 	op->complete = true;
-	if (op->ic->active == op)
-		op->ic->active = NULL;
+	if (ic->head == op) {
+		ic->head = op->next_active;
+		if (!ic->head)
+			ic->tail = NULL;
+		ic->nactive--;
+	}
 	pending_remove(op);
 	op_finish(op, !op->failed);
 	PMPI_Grequest_complete(op->greq);
@@ -202,32 +208,43 @@ static void op_complete(struct im_op *op)
 	}
 }
 
-/* Progress op (not complete) for at most budget_us; recover it if it
- * failed and may (outside the progress engine: recovery calls MPI).
+/* Progress op (not complete) and the operations in flight before it, in
+ * start order, waiting at most budget_us for the network; recover a failed
+ * one if allowed (outside the progress engine: recovery calls MPI).
  * Returns true when op completed, after which op must not be touched. */
 static bool op_drive(struct im_op *op, unsigned budget_us, bool may_recover)
 {
-	int done = 0, rc;
+	struct im_comm *ic = op->ic;
 
-	if (op->req) {
-		rc = inca_test_timeout(op->req, budget_us, &done);
-		if (done) {
-			op->req = NULL;
-			if (rc == INCA_OK) {
-				im_keep_result(op);
-				op_complete(op);
-				return true;
+	for (;;) {
+		struct im_op *h = ic->head;
+		int done = 0, rc;
+
+		if (!h)
+			return false;            /* not reached: op is in flight */
+		if (h->req) {
+			rc = inca_test_timeout(h->req, budget_us, &done);
+			if (!done)
+				return false;
+			h->req = NULL;
+			if (rc != INCA_OK) {
+				h->failed = true;
+				h->inca_err = rc;
 			}
-			op->failed = true;
-			op->inca_err = rc;
 		}
+		if (h->failed) {
+			if (!may_recover)
+				return false;
+			im_recover(h);
+		} else {
+			im_keep_result(h);
+		}
+		bool was_op = h == op;
+		op_complete(h);
+		if (was_op)
+			return true;
+		budget_us = 0;
 	}
-	if (op->failed && may_recover) {
-		im_recover(op);
-		op_complete(op);
-		return true;
-	}
-	return false;
 }
 
 /* registered with Open MPI's progress engine: runs in every blocking MPI
@@ -235,15 +252,20 @@ static bool op_drive(struct im_op *op, unsigned budget_us, bool may_recover)
 static int progress_cb(void)
 {
 	int events = 0;
+	bool again = true;
 
 	if (in_progress || !npending)
 		return 0;
 	in_progress = true;
-	for (unsigned i = 0; i < npending; i++) {
-		struct im_op *op = pending[i];
-		if (op->req && op_drive(op, 0, false)) {
-			events++;
-			i--;      /* op_complete moved another op into slot i */
+	while (again) {
+		again = false;
+		for (unsigned i = 0; i < npending; i++) {
+			struct im_op *op = pending[i];
+			if (op->ic->head == op && op->req && op_drive(op, 0, false)) {
+				events++;
+				again = true;    /* the table changed */
+				break;
+			}
 		}
 	}
 	in_progress = false;
@@ -274,30 +296,38 @@ void im_progress_fini(void)
 
 int im_finish_active(struct im_comm *ic)
 {
-	/* completing the active operation clears ic->active */
-	while (ic->active)
-		if (!op_drive(ic->active, 1000, true))
+	/* completing the last one completes every one before it */
+	while (ic->tail)
+		if (!op_drive(ic->tail, 1000, true))
 			im_poke();
 	reap();
 	return MPI_SUCCESS;
 }
 
+void im_pipe_room(struct im_comm *ic)
+{
+	while (ic->head && (ic->nactive >= IM_PIPE_MAX || !ic->head->pipelined))
+		if (!op_drive(ic->head, 1000, true))
+			im_poke();
+	reap();
+}
+
 void im_abandon_active(struct im_comm *ic)
 {
-	struct im_op *op = ic->active;
+	struct im_op *op;
 
-	if (!op)
-		return;
-	if (op->req) {
-		int rc = inca_wait(op->req);
-		op->req = NULL;
-		if (rc != INCA_OK)
-			op->failed = true;
+	while ((op = ic->head)) {
+		if (op->req) {
+			int rc = inca_wait(op->req);
+			op->req = NULL;
+			if (rc != INCA_OK)
+				op->failed = true;
+		}
+		if (op->failed)
+			im_log(0, "rank %d: a communicator was released with operation %u "
+			       "unfinished and failed: its result is undefined", ic->rank, op->seq);
+		op_complete(op);
 	}
-	if (op->failed)
-		im_log(0, "rank %d: a communicator was released with operation %u unfinished "
-		       "and failed: its result is undefined", ic->rank, op->seq);
-	op_complete(op);
 }
 
 /* ---- generalized request callbacks ---- */
@@ -470,6 +500,7 @@ int im_run(struct im_op *op, MPI_Request *request)
 		return MPI_ERR_NO_MEM;
 	}
 	*h = *op;
+	h->pipelined = im_pipelined(op->kind, op->stat_bytes, request);
 	rc = PMPI_Grequest_start(greq_query, greq_free, greq_cancel, h, &h->greq);
 	if (rc != MPI_SUCCESS) {
 		pending_remove(h);
@@ -478,7 +509,13 @@ int im_run(struct im_op *op, MPI_Request *request)
 		return rc;
 	}
 	*request = h->greq;
-	ic->active = h;
+	h->next_active = NULL;
+	if (ic->tail)
+		ic->tail->next_active = h;
+	else
+		ic->head = h;
+	ic->tail = h;
+	ic->nactive++;
 	if (ic->state == IM_OFFLOADED) {
 		rc = inca_start(h);
 		if (rc == INCA_OK)

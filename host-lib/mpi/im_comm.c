@@ -49,7 +49,9 @@ static void comm_free(struct im_comm *ic)
 	inca_comm_destroy(ic->inca);
 	if (ic->shadow != MPI_COMM_NULL)
 		PMPI_Comm_free(&ic->shadow);
-	free(ic->last);
+	free(ic->big.buf);
+	for (int i = 0; i < IM_PIPE_MAX; i++)
+		free(ic->ring[i].buf);
 	free(ic->scratch);
 	free(ic->join.in);
 	free(ic);
@@ -299,7 +301,7 @@ bool im_comm_pass(MPI_Comm comm)
 	if (im_keyval == MPI_KEYVAL_INVALID || comm == MPI_COMM_NULL)
 		return false;
 	PMPI_Comm_get_attr(comm, im_keyval, &ic, &flag);
-	if (flag && ic->active)
+	if (flag && ic->head)
 		im_finish_active(ic);
 	/* failed too: every rank passes calls through with MPI's nonblocking
 	 * calls, the form a rank that redoes a call on comm uses */
@@ -318,27 +320,56 @@ void *im_comm_scratch(struct im_comm *ic, size_t bytes)
 	return ic->scratch;
 }
 
+/* What this rank keeps of its operation seq, or NULL. */
+static struct im_kept *kept(struct im_comm *ic, uint32_t seq)
+{
+	struct im_kept *k = &ic->ring[seq % IM_PIPE_MAX];
+
+	if (seq && ic->big.seq == seq)
+		return &ic->big;
+	return seq && k->seq == seq ? k : NULL;
+}
+
+static void send_kept(struct im_comm *ic, const struct im_kept *k, int r)
+{
+	if (k->len != SIZE_MAX)
+		PMPI_Send(k->buf, (int)(IM_DATA_HDR + k->len), MPI_BYTE, r, IM_TAG_DATA,
+			  ic->shadow);
+}
+
 void im_keep_result(struct im_op *op)
 {
 	struct im_comm *ic = op->ic;
 	size_t len = op->share ? op->bytes : 0;
 	uint32_t hdr[2] = { op->seq, op->share };
+	struct im_kept *k;
 
 	ic->done_seq = op->seq;
 	ic->join.valid = false;
-	if (IM_DATA_HDR + len > ic->last_cap) {
-		void *p = realloc(ic->last, IM_DATA_HDR + len);
+	/* a rank that completed this one has every call before it, except
+	 * pipelined ones: a call that ran alone is needed no more, or alone */
+	if (op->pipelined) {
+		ic->big.seq = 0;
+		k = &ic->ring[op->seq % IM_PIPE_MAX];
+	} else {
+		for (int i = 0; i < IM_PIPE_MAX; i++)
+			ic->ring[i].seq = 0;
+		k = &ic->big;
+	}
+	k->seq = op->seq;
+	if (IM_DATA_HDR + len > k->cap) {
+		void *p = realloc(k->buf, IM_DATA_HDR + len);
 		if (!p) {
-			ic->last_len = SIZE_MAX;   /* cannot help a rank that missed it */
+			k->len = SIZE_MAX;   /* cannot help a rank that missed it */
 			return;
 		}
-		ic->last = p;
-		ic->last_cap = IM_DATA_HDR + len;
+		k->buf = p;
+		k->cap = IM_DATA_HDR + len;
 	}
-	memcpy(ic->last, hdr, sizeof(hdr));
+	memcpy(k->buf, hdr, sizeof(hdr));
 	if (len)
-		memcpy((uint8_t *)ic->last + IM_DATA_HDR, op->out, len);
-	ic->last_len = len;
+		memcpy((uint8_t *)k->buf + IM_DATA_HDR, op->out, len);
+	k->len = len;
 	if (op->share || !op->in_bytes || op->redone)
 		return;
 	/* this rank's result is not another's: keep its input, to redo the
@@ -382,9 +413,9 @@ static void on_notice(struct im_comm *ic, int src, uint32_t seq)
 		im_log(2, "rank %d: rank %d reports the switch failed at operation %u",
 		       ic->rank, src, seq);
 	}
-	if (seq == ic->done_seq && ic->last_len != SIZE_MAX) {
-		PMPI_Send(ic->last, (int)(IM_DATA_HDR + ic->last_len), MPI_BYTE, src,
-			  IM_TAG_DATA, ic->shadow);
+	const struct im_kept *k = kept(ic, seq);
+	if (k) {
+		send_kept(ic, k, src);
 		ic->seen[ic->size + src] = seq;
 	} else if (seq > ic->done_seq) {
 		ic->owed = true;    /* answered when it finishes here */
@@ -393,16 +424,17 @@ static void on_notice(struct im_comm *ic, int src, uint32_t seq)
 
 void im_answer_owed(struct im_comm *ic)
 {
-	if (!ic->owed || ic->last_len == SIZE_MAX || ic->failed_synced)
+	if (!ic->owed || ic->failed_synced)
 		return;
 	ic->owed = false;
 	for (int r = 0; r < ic->size; r++) {
-		if (ic->seen[r] == ic->done_seq && ic->seen[ic->size + r] != ic->done_seq) {
-			PMPI_Send(ic->last, (int)(IM_DATA_HDR + ic->last_len), MPI_BYTE, r,
-				  IM_TAG_DATA, ic->shadow);
-			ic->seen[ic->size + r] = ic->done_seq;
+		uint32_t s = ic->seen[r];
+		const struct im_kept *k = kept(ic, s);
+		if (k && ic->seen[ic->size + r] != s) {
+			send_kept(ic, k, r);
+			ic->seen[ic->size + r] = s;
 		}
-		ic->owed |= ic->seen[r] > ic->done_seq;
+		ic->owed |= s > ic->done_seq;
 	}
 }
 
@@ -635,7 +667,7 @@ static void drain_many(struct im_comm **ics, int n)
 	bool done = false;
 
 	for (int i = 0; i < n; i++) {
-		if (ics[i]->active)
+		if (ics[i]->head)
 			im_finish_active(ics[i]);
 		nreq += (size_t)ics[i]->size;
 	}

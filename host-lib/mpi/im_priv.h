@@ -88,6 +88,23 @@ enum im_state {
 
 struct im_op;
 
+/* Small nonblocking calls whose result is every rank's (all-reduce,
+ * allgather, bcast, barrier of at most IM_PIPE_BYTES) pipeline: up to
+ * IM_PIPE_MAX in flight on a communicator, completed in the order they
+ * started, so every rank's completed calls are a prefix of the same list;
+ * each rank keeps the results of its last IM_PIPE_MAX completed ones for a
+ * rank that missed them. Any other call runs alone. */
+#define IM_PIPE_MAX 32
+#define IM_PIPE_BYTES 65536
+
+/* DATA for a rank that missed operation seq: header (seq, 1 = its result
+ * follows / 0 = none for another rank), then the result */
+struct im_kept {
+	uint32_t seq;             /* 0: none */
+	size_t len, cap;          /* result bytes; SIZE_MAX: lost (no memory) */
+	void *buf;
+};
+
 struct im_comm {
 	MPI_Comm comm;            /* the application's communicator */
 	MPI_Comm shadow;          /* private dup: creation, recovery, drain */
@@ -98,10 +115,8 @@ struct im_comm {
 	inca_comm_t *inca;
 	uint32_t seq;             /* offloaded operations started */
 	uint32_t done_seq;        /* the last one completed here (0: none) */
-	void *last;               /* DATA for a rank that missed done_seq: header
-				     (seq, 1 = its result follows / 0 = none
-				     for another rank), then the result */
-	size_t last_len, last_cap;
+	struct im_kept big;       /* the last call that ran alone */
+	struct im_kept ring[IM_PIPE_MAX]; /* pipelined calls, by seq % IM_PIPE_MAX */
 	void *scratch;            /* in-place inputs kept for a recovery */
 	size_t scratch_cap;
 	/* done_seq's call when its result is not another rank's (a reduce
@@ -119,7 +134,9 @@ struct im_comm {
 	uint32_t joined_seq;      /* the last operation redone for others */
 	int drains;               /* DRAIN messages received (leaving) */
 	bool owed;                /* a NOTICE came for an operation not done yet */
-	struct im_op *active;     /* nonblocking operation in progress */
+	struct im_op *head, *tail; /* nonblocking operations in flight, in
+				     start order */
+	int nactive;
 	struct im_comm *next;     /* all mapped communicators */
 	char job[48];
 	uint32_t seen[];          /* per rank: the latest operation it said it
@@ -162,6 +179,8 @@ struct im_op {
 	inca_request_t *req;      /* libinca's request */
 	MPI_Request greq;         /* nonblocking: the generalized request */
 	bool complete, failed, freed, redone;
+	bool pipelined;           /* in flight with others (IM_PIPE_MAX) */
+	struct im_op *next_active;
 	struct im_op *reap_next;  /* freed by the application, complete */
 	int inca_err;
 	double start_us;
@@ -211,12 +230,21 @@ void im_count_call(enum im_coll k, bool offloaded, enum im_why why, size_t bytes
 /* A call that maps: set op up (input copies, packing) and run it: blocking
  * (request NULL) or nonblocking. */
 int im_run(struct im_op *op, MPI_Request *request);
+/* Does a call of kind k of bytes (INCA_MPI_STATS's size) pipeline? */
+static inline bool im_pipelined(enum im_coll k, size_t bytes, const MPI_Request *request)
+{
+	return request && (k == IM_IALLREDUCE || k == IM_IALLGATHER || k == IM_IBCAST ||
+			   k == IM_IBARRIER) && bytes <= IM_PIPE_BYTES;
+}
 /* A type whose bytes are contiguous from its start (named, lb 0, no gaps). */
 bool im_contiguous(MPI_Datatype type);
 /* The result in the packed buffer goes to the application's buffer. */
 void im_unpack(struct im_op *op);
-/* Finish ic's nonblocking operation, if any, before another starts. */
+/* Finish ic's nonblocking operations, if any, before another starts. */
 int im_finish_active(struct im_comm *ic);
+/* Make room for one more pipelined operation on ic (IM_PIPE_MAX, and
+ * nothing in flight that runs alone). */
+void im_pipe_room(struct im_comm *ic);
 /* ic goes away without MPI_Comm_free (its attribute deleted while an
  * operation is unfinished): finish that operation with libinca alone (no
  * MPI calls, no recovery) and complete its request. */

@@ -11,7 +11,8 @@
  * MPI_Allgather (ints, chars, a derived type) and their nonblocking forms,
  * MPI_Ibcast, MPI_Ibarrier, MPI_Request_free, MPI_Waitany, MPI_Testsome.
  * --loop N: N checked all-reduces, reduces, reduce-scatters and
- * allgathers of 4 KiB..1 MiB (the switch may be killed meanwhile). --refuse-rank R: a communicator that rank R cannot offload.
+ * allgathers of 4 KiB..1 MiB, every other one a batch of 32 small
+ * nonblocking all-reduces in flight (the switch may be killed meanwhile). --refuse-rank R: a communicator that rank R cannot offload.
  * -s N: N short-lived communicators (a split, one checked broadcast and
  * one checked all-reduce, freed), nothing else.
  * Prints "mpi-check: N passed, M failed" (rank 0) and exits 1 on failure.
@@ -506,6 +507,48 @@ static void allgather_case(MPI_Comm comm, const char *cname, int unit, size_t n,
 	free(out);
 }
 
+/* batch small all-reduces in flight at once (n floats each, sums of
+ * seeds), completed in reverse order: MPI_Wait, MPI_Test loops and
+ * MPI_Waitany in turn; returns the number of wrong calls */
+static long batch(MPI_Comm comm, int calls, size_t n, unsigned seed)
+{
+	int rank, size;
+	float **in = xmalloc(sizeof(float *) * (size_t)calls), **out = xmalloc(sizeof(float *) * (size_t)calls);
+	MPI_Request *req = xmalloc(sizeof(MPI_Request) * (size_t)calls);
+	long bad = 0;
+
+	MPI_Comm_rank(comm, &rank);
+	MPI_Comm_size(comm, &size);
+	for (int k = 0; k < calls; k++) {
+		in[k] = xmalloc(n * 4);
+		out[k] = xmalloc(n * 4);
+		fill(K_F32, in[k], rank, n, MPI_SUM, seed + (unsigned)k);
+		MPI_Iallreduce(in[k], out[k], (int)n, MPI_FLOAT, MPI_SUM, comm, &req[k]);
+	}
+	for (int k = calls - 1; k >= 0; k--) {
+		int done = 0, idx;
+		if (req[k] == MPI_REQUEST_NULL)
+			continue;
+		if (k % 3 == 0)
+			MPI_Wait(&req[k], MPI_STATUS_IGNORE);
+		else if (k % 3 == 1)
+			while (!done)
+				MPI_Test(&req[k], &done, MPI_STATUS_IGNORE);
+		else
+			MPI_Waitany(calls, req, &idx, MPI_STATUS_IGNORE);
+	}
+	MPI_Waitall(calls, req, MPI_STATUSES_IGNORE);
+	for (int k = 0; k < calls; k++) {
+		bad += verify(K_F32, out[k], size, n, MPI_SUM, seed + (unsigned)k) != 0;
+		free(in[k]);
+		free(out[k]);
+	}
+	free(in);
+	free(out);
+	free(req);
+	return bad;
+}
+
 /* Reduce, reduce-scatter, allgather, their nonblocking forms, MPI_Ibcast,
  * MPI_Ibarrier and a freed request, checked */
 static void more(MPI_Comm comm, const char *cname, size_t max_bytes, unsigned *seed)
@@ -565,6 +608,11 @@ static void more(MPI_Comm comm, const char *cname, size_t max_bytes, unsigned *s
 		bad += a[i] != 77 * i;
 	CHECK(!bad, "%s ibcast float x %zu and 4 int pairs: %d wrong", cname, n, bad);
 	MPI_Type_free(&pair);
+	/* many small all-reduces in flight, completed in reverse order */
+	long wrong_calls = batch(comm, 100, 17, *seed) + batch(comm, 40, 1000, *seed + 100);
+	CHECK(wrong_calls == 0, "%s 100 x 17 and 40 x 1000 floats in flight: %ld calls wrong", cname,
+	      wrong_calls);
+	*seed += 140;
 	/* MPI_Ibarrier completed by an MPI_Testsome loop */
 	int outcount = 0, idx[1], tests = 0;
 	MPI_Ibarrier(comm, &reqs[2]);
@@ -587,7 +635,8 @@ static void more(MPI_Comm comm, const char *cname, size_t max_bytes, unsigned *s
 }
 
 /* iters checked collectives of 4 KiB..1 MiB (the switch may be killed
- * meanwhile): all-reduce, reduce, reduce-scatter, allgather in turn */
+ * meanwhile): every other one a batch of small nonblocking all-reduces,
+ * the others all-reduce, reduce, reduce-scatter, allgather in turn */
 static void loop(int iters, unsigned *seed)
 {
 	const struct tcase f32 = { "MPI_FLOAT", MPI_FLOAT, K_F32 };
@@ -598,10 +647,15 @@ static void loop(int iters, unsigned *seed)
 	for (int it = 0; it < iters; it++) {
 		size_t n = (size_t)1024 << (it % 9);   /* 4 KiB .. 1 MiB */
 		long before = failed;
-		switch (it % 5) {
+		if (it % 2) {
+			/* 32 small ones in flight (16 B .. 16 KiB each) */
+			CHECK(batch(MPI_COMM_WORLD, 32, n / 64, *seed) == 0,
+			      "loop: batch of 32 x %zu floats", n / 64);
+			*seed += 32;
+		} else switch ((it / 2) % 5) {
 		case 0:
 		case 1:
-			allreduce_case(MPI_COMM_WORLD, "loop", &f32, MPI_SUM, n, it % 2, (*seed)++);
+			allreduce_case(MPI_COMM_WORLD, "loop", &f32, MPI_SUM, n, it % 4 == 0, (*seed)++);
 			break;
 		case 2:
 			reduce_case(MPI_COMM_WORLD, "loop", &f32, MPI_SUM, n, it % size, it % 4 == 0,
@@ -609,10 +663,10 @@ static void loop(int iters, unsigned *seed)
 			break;
 		case 3:
 			reduce_scatter_case(MPI_COMM_WORLD, "loop", &f32, MPI_SUM, n / (size_t)size,
-					    it % 2, it % 3, (*seed)++);
+					    it % 4 == 0, it % 3, (*seed)++);
 			break;
 		default:
-			allgather_case(MPI_COMM_WORLD, "loop", it % 3, n / (size_t)size, it % 2,
+			allgather_case(MPI_COMM_WORLD, "loop", it % 3, n / (size_t)size, it % 4 == 0,
 				       it % 7 == 0, (*seed)++);
 			break;
 		}
