@@ -30,7 +30,10 @@ static struct im_comm *comm_ready(MPI_Comm comm, bool pipe)
 
 	if (!ic)
 		return NULL;
-	if (pipe)
+	/* once the switch failed (here, or another rank said so), everything
+	 * in flight is recovered first, so that every rank meets the call in
+	 * the same state */
+	if (pipe && ic->state == IM_OFFLOADED)
 		im_pipe_room(ic);
 	else
 		im_finish_active(ic);
@@ -539,7 +542,7 @@ int MPI_Ibcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm,
 		return PMPI_Ibcast(buf, count, type, root, comm, request);
 	im_serve_all();
 	why = map_bcast(count, type, &bytes);
-	ic = offload_comm(comm, &why, im_pipelined(IM_IBCAST, bytes, request));
+	ic = offload_comm(comm, &why, false);
 	if (ic && (root < 0 || root >= ic->size))
 		ic = NULL, why = IM_WHY_SHAPE;
 	if (!ic)

@@ -200,6 +200,9 @@ static void op_complete(struct im_op *op)
 	}
 	pending_remove(op);
 	op_finish(op, !op->failed);
+	free(op->own_copy);
+	op->own_copy = NULL;
+	op->saved_in = NULL;
 	PMPI_Grequest_complete(op->greq);
 	if (op->freed) {
 		op->reap_next = reap_list;
@@ -222,6 +225,15 @@ static bool op_drive(struct im_op *op, unsigned budget_us, bool may_recover)
 
 		if (!h)
 			return false;            /* not reached: op is in flight */
+		if (ic->failed_synced && !h->failed) {
+			/* the communicator went to MPI with h in flight: no rank
+			 * completed the call before h (nobody had it), so no rank
+			 * completed h; every rank redoes it on the communicator,
+			 * whatever libinca says now (its request goes with the
+			 * communicator) */
+			h->failed = true;
+			h->req = NULL;
+		}
 		if (h->req) {
 			rc = inca_test_timeout(h->req, budget_us, &done);
 			if (!done)
@@ -466,14 +478,17 @@ int im_run(struct im_op *op, MPI_Request *request)
 
 	op->seq = ++ic->seq;
 	if (op->in_place && op->in_bytes) {
-		/* the results overwrite the input: keep it for a recovery */
-		void *copy = im_comm_scratch(ic, op->in_bytes);
+		/* the results overwrite the input: keep it for a recovery (a
+		 * copy of its own when others may be in flight with it) */
+		bool own = im_pipelined(op->kind, op->stat_bytes, request);
+		void *copy = own ? malloc(op->in_bytes) : im_comm_scratch(ic, op->in_bytes);
 		if (!copy) {
 			free(op->pack);
 			return MPI_ERR_NO_MEM;
 		}
 		memcpy(copy, op->a.recvbuf, op->in_bytes);
 		op->saved_in = copy;
+		op->own_copy = own ? copy : NULL;
 	}
 	if (!request) {
 		if (ic->state == IM_OFFLOADED) {
@@ -497,6 +512,7 @@ int im_run(struct im_op *op, MPI_Request *request)
 	if (!h || !pending_add(h)) {
 		free(h);
 		free(op->pack);
+		free(op->own_copy);
 		return MPI_ERR_NO_MEM;
 	}
 	*h = *op;
@@ -505,6 +521,7 @@ int im_run(struct im_op *op, MPI_Request *request)
 	if (rc != MPI_SUCCESS) {
 		pending_remove(h);
 		free(h->pack);
+		free(h->own_copy);
 		free(h);
 		return rc;
 	}

@@ -236,3 +236,42 @@ int MPI_Comm_free(MPI_Comm *comm)
 		im_comm_release(*comm);
 	return PMPI_Comm_free(comm);
 }
+
+/* Making a communicator is a collective on its parent that the
+ * interposer does not offload: the parent's calls in flight are finished
+ * first, so that every rank's calls on it stay in the same order (a rank
+ * that redoes one through MPI after a switch failure meets the others). */
+int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm)
+{
+	if (im_cfg.enabled)
+		im_comm_pass(comm);
+	return PMPI_Comm_dup(comm, newcomm);
+}
+
+int MPI_Comm_idup(MPI_Comm comm, MPI_Comm *newcomm, MPI_Request *request)
+{
+	if (im_cfg.enabled)
+		im_comm_pass(comm);
+	return PMPI_Comm_idup(comm, newcomm, request);
+}
+
+int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm)
+{
+	if (im_cfg.enabled)
+		im_comm_pass(comm);
+	return PMPI_Comm_split(comm, color, key, newcomm);
+}
+
+int MPI_Comm_split_type(MPI_Comm comm, int type, int key, MPI_Info info, MPI_Comm *newcomm)
+{
+	if (im_cfg.enabled)
+		im_comm_pass(comm);
+	return PMPI_Comm_split_type(comm, type, key, info, newcomm);
+}
+
+int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm)
+{
+	if (im_cfg.enabled)
+		im_comm_pass(comm);
+	return PMPI_Comm_create(comm, group, newcomm);
+}

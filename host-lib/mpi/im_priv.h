@@ -88,8 +88,8 @@ enum im_state {
 
 struct im_op;
 
-/* Small nonblocking calls whose result is every rank's (all-reduce,
- * allgather, bcast, barrier of at most IM_PIPE_BYTES) pipeline: up to
+/* Small nonblocking calls whose result is every rank's (all-reduce and
+ * allgather of at most IM_PIPE_BYTES, barrier) pipeline: up to
  * IM_PIPE_MAX in flight on a communicator, completed in the order they
  * started, so every rank's completed calls are a prefix of the same list;
  * each rank keeps the results of its last IM_PIPE_MAX completed ones for a
@@ -180,6 +180,7 @@ struct im_op {
 	MPI_Request greq;         /* nonblocking: the generalized request */
 	bool complete, failed, freed, redone;
 	bool pipelined;           /* in flight with others (IM_PIPE_MAX) */
+	void *own_copy;           /* pipelined and in place: saved_in, its own */
 	struct im_op *next_active;
 	struct im_op *reap_next;  /* freed by the application, complete */
 	int inca_err;
@@ -233,8 +234,11 @@ int im_run(struct im_op *op, MPI_Request *request);
 /* Does a call of kind k of bytes (INCA_MPI_STATS's size) pipeline? */
 static inline bool im_pipelined(enum im_coll k, size_t bytes, const MPI_Request *request)
 {
-	return request && (k == IM_IALLREDUCE || k == IM_IALLGATHER || k == IM_IBCAST ||
-			   k == IM_IBARRIER) && bytes <= IM_PIPE_BYTES;
+	/* not MPI_Ibcast: on the host ring a plan may move it to, the root
+	 * finishes before the others start, and could run ahead of them by
+	 * more than the results it keeps */
+	return request && (k == IM_IALLREDUCE || k == IM_IALLGATHER || k == IM_IBARRIER) &&
+	       bytes <= IM_PIPE_BYTES;
 }
 /* A type whose bytes are contiguous from its start (named, lb 0, no gaps). */
 bool im_contiguous(MPI_Datatype type);

@@ -508,7 +508,7 @@ static void allgather_case(MPI_Comm comm, const char *cname, int unit, size_t n,
 }
 
 /* batch small all-reduces in flight at once (n floats each, sums of
- * seeds), completed in reverse order: MPI_Wait, MPI_Test loops and
+ * seeds, every fourth in place), completed in reverse order: MPI_Wait, MPI_Test loops and
  * MPI_Waitany in turn; returns the number of wrong calls */
 static long batch(MPI_Comm comm, int calls, size_t n, unsigned seed)
 {
@@ -522,8 +522,10 @@ static long batch(MPI_Comm comm, int calls, size_t n, unsigned seed)
 	for (int k = 0; k < calls; k++) {
 		in[k] = xmalloc(n * 4);
 		out[k] = xmalloc(n * 4);
-		fill(K_F32, in[k], rank, n, MPI_SUM, seed + (unsigned)k);
-		MPI_Iallreduce(in[k], out[k], (int)n, MPI_FLOAT, MPI_SUM, comm, &req[k]);
+		/* every fourth in place */
+		fill(K_F32, k % 4 ? in[k] : out[k], rank, n, MPI_SUM, seed + (unsigned)k);
+		MPI_Iallreduce(k % 4 ? in[k] : MPI_IN_PLACE, out[k], (int)n, MPI_FLOAT, MPI_SUM, comm,
+			       &req[k]);
 	}
 	for (int k = calls - 1; k >= 0; k--) {
 		int done = 0, idx;
