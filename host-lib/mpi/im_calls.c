@@ -59,6 +59,22 @@ static enum im_why map_reduction(int count, MPI_Datatype type, MPI_Op mop, int m
 	return count > 0 && size_ok(*bytes) ? IM_NWHY : IM_WHY_SIZE;
 }
 
+static int comm_size(MPI_Comm comm)
+{
+	int n = 0;
+
+	if (comm == MPI_COMM_NULL || PMPI_Comm_size(comm, &n) != MPI_SUCCESS)
+		return 0;
+	return n;
+}
+
+/* why, or IM_WHY_SHAPE for a call that maps but whose root is not a rank
+ * of comm (the same on every rank) */
+static enum im_why check_root(enum im_why why, int root, MPI_Comm comm)
+{
+	return why == IM_NWHY && (root < 0 || root >= comm_size(comm)) ? IM_WHY_SHAPE : why;
+}
+
 /* The communicator, for a call that maps; sets *why when it passes.
  * pipe: the call pipelines (im_pipelined). */
 static struct im_comm *offload_comm(MPI_Comm comm, enum im_why *why, bool pipe)
@@ -97,7 +113,7 @@ static struct im_comm *offload_comm(MPI_Comm comm, enum im_why *why, bool pipe)
 /* ---- all-reduce, reduce ---- */
 
 static int allreduce(enum im_coll kind, const void *sendbuf, void *recvbuf, int count,
-		     MPI_Datatype type, MPI_Op mop, MPI_Comm comm, MPI_Request *request,
+		     MPI_Datatype type, MPI_Op mop, MPI_Request *request,
 		     struct im_comm *ic, int dt, int io, size_t bytes, double t0)
 {
 	bool in_place = sendbuf == MPI_IN_PLACE;
@@ -110,7 +126,6 @@ static int allreduce(enum im_coll kind, const void *sendbuf, void *recvbuf, int 
 		.in_place = in_place,
 	};
 
-	(void)comm;
 	return im_run(&op, request);
 }
 
@@ -131,8 +146,8 @@ int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype ty
 		PASS(IM_ALLREDUCE, why, bytes, t0, comm,
 		     PMPI_Allreduce(sendbuf, recvbuf, count, type, mop, comm),
 		     PMPI_Iallreduce(sendbuf, recvbuf, count, type, mop, comm, &pass_req));
-	return allreduce(IM_ALLREDUCE, sendbuf, recvbuf, count, type, mop, comm, NULL, ic, dt, io,
-			 bytes, t0);
+	return allreduce(IM_ALLREDUCE, sendbuf, recvbuf, count, type, mop, NULL, ic, dt, io, bytes,
+			 t0);
 }
 
 int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type,
@@ -151,8 +166,8 @@ int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype t
 	if (!(ic = offload_comm(comm, &why, im_pipelined(IM_IALLREDUCE, bytes, request))))
 		PASS_I(IM_IALLREDUCE, why, bytes, t0, comm,
 		       PMPI_Iallreduce(sendbuf, recvbuf, count, type, mop, comm, request));
-	return allreduce(IM_IALLREDUCE, sendbuf, recvbuf, count, type, mop, comm, request, ic,
-			 dt, io, bytes, t0);
+	return allreduce(IM_IALLREDUCE, sendbuf, recvbuf, count, type, mop, request, ic, dt, io,
+			 bytes, t0);
 }
 
 static int reduce(enum im_coll kind, const void *sendbuf, void *recvbuf, int count,
@@ -188,10 +203,8 @@ int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type,
 		return PMPI_Reduce(sendbuf, recvbuf, count, type, mop, root, comm);
 	im_serve_all();
 	why = map_reduction(count, type, mop, 1, &dt, &io, &bytes);
-	ic = offload_comm(comm, &why, false);
-	if (ic && (root < 0 || root >= ic->size))
-		ic = NULL, why = IM_WHY_SHAPE;
-	if (!ic)
+	why = check_root(why, root, comm);
+	if (!(ic = offload_comm(comm, &why, false)))
 		PASS(IM_REDUCE, why, bytes, t0, comm,
 		     PMPI_Reduce(sendbuf, recvbuf, count, type, mop, root, comm),
 		     PMPI_Ireduce(sendbuf, recvbuf, count, type, mop, root, comm, &pass_req));
@@ -212,10 +225,8 @@ int MPI_Ireduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type
 		return PMPI_Ireduce(sendbuf, recvbuf, count, type, mop, root, comm, request);
 	im_serve_all();
 	why = map_reduction(count, type, mop, 1, &dt, &io, &bytes);
-	ic = offload_comm(comm, &why, false);
-	if (ic && (root < 0 || root >= ic->size))
-		ic = NULL, why = IM_WHY_SHAPE;
-	if (!ic)
+	why = check_root(why, root, comm);
+	if (!(ic = offload_comm(comm, &why, false)))
 		PASS_I(IM_IREDUCE, why, bytes, t0, comm,
 		       PMPI_Ireduce(sendbuf, recvbuf, count, type, mop, root, comm, request));
 	return reduce(IM_IREDUCE, sendbuf, recvbuf, count, type, mop, root, request, ic, dt, io,
@@ -223,15 +234,6 @@ int MPI_Ireduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type
 }
 
 /* ---- reduce-scatter ---- */
-
-static int comm_size(MPI_Comm comm)
-{
-	int n = 0;
-
-	if (comm == MPI_COMM_NULL || PMPI_Comm_size(comm, &n) != MPI_SUCCESS)
-		return 0;
-	return n;
-}
 
 static int reduce_scatter(enum im_coll kind, const void *sendbuf, void *recvbuf, int rcount,
 			  MPI_Datatype type, MPI_Op mop, MPI_Request *request,
@@ -521,10 +523,8 @@ int MPI_Bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm)
 		return PMPI_Bcast(buf, count, type, root, comm);
 	im_serve_all();
 	why = map_bcast(count, type, &bytes);
-	ic = offload_comm(comm, &why, false);
-	if (ic && (root < 0 || root >= ic->size))
-		ic = NULL, why = IM_WHY_SHAPE;
-	if (!ic)
+	why = check_root(why, root, comm);
+	if (!(ic = offload_comm(comm, &why, false)))
 		PASS(IM_BCAST, why, bytes, t0, comm, PMPI_Bcast(buf, count, type, root, comm),
 		     PMPI_Ibcast(buf, count, type, root, comm, &pass_req));
 	return bcast(IM_BCAST, buf, count, type, root, comm, NULL, ic, bytes, t0);
@@ -542,10 +542,8 @@ int MPI_Ibcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm,
 		return PMPI_Ibcast(buf, count, type, root, comm, request);
 	im_serve_all();
 	why = map_bcast(count, type, &bytes);
-	ic = offload_comm(comm, &why, false);
-	if (ic && (root < 0 || root >= ic->size))
-		ic = NULL, why = IM_WHY_SHAPE;
-	if (!ic)
+	why = check_root(why, root, comm);
+	if (!(ic = offload_comm(comm, &why, false)))
 		PASS_I(IM_IBCAST, why, bytes, t0, comm, PMPI_Ibcast(buf, count, type, root, comm, request));
 	return bcast(IM_IBCAST, buf, count, type, root, comm, request, ic, bytes, t0);
 }
