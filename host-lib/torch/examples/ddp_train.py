@@ -42,12 +42,16 @@ def parse_args():
 
 def ordered_hook(state, bucket):
     """DDP comm hook: the gradient average summed in rank order in fp32,
-    ((g0 + g1) + g2) + g3, each g already divided by the world size."""
+    ((g0 + g1) + g2) + g3, each g already divided by the world size.
+    state is a dict: state["parts"] keeps the last bucket's gathered tensors
+    alive in Python until main() has torn the process group down (see
+    there)."""
     t = bucket.buffer()
     world = dist.get_world_size()
     t.div_(world)
     parts = [torch.empty_like(t) for _ in range(world)]
     dist.all_gather(parts, t)
+    state["parts"] = parts
     acc = parts[0].clone()
     for p in parts[1:]:
         acc += p
@@ -74,8 +78,9 @@ def main():
     # reads dist._DEFAULT_FIRST_BUCKET_BYTES): make every bucket the same size
     dist._DEFAULT_FIRST_BUCKET_BYTES = int(a.bucket_mb * 1024 * 1024)
     ddp = DDP(model, bucket_cap_mb=a.bucket_mb)
+    hook_state = {}
     if a.ordered:
-        ddp.register_comm_hook(None, ordered_hook)
+        ddp.register_comm_hook(hook_state, ordered_hook)
     opt = torch.optim.SGD(ddp.parameters(), lr=a.lr)
     loss_fn = nn.CrossEntropyLoss()
     data = torch.Generator().manual_seed(a.seed * 1000 + rank)
@@ -114,7 +119,16 @@ def main():
         s = inca_torch.stats()
         print(f"inca_torch rank {rank}: " + " ".join(
             f"{k}={int(v)}" for k, v in sorted(s.items())), file=sys.stderr, flush=True)
+    # torch 1.13 tears a process group down holding the GIL: if the last
+    # reference goes while one of gloo's workers is freeing a tensor that
+    # Python let go of (and so needs the GIL), ~ProcessGroupGloo joins that
+    # worker forever. Seen once in ~25 rank-ordered runs, after the job had
+    # finished. So Python keeps the hook's tensors until the group is gone,
+    # and DDP's reducer (which holds the group) goes first, while
+    # torch.distributed still holds the group too.
+    del opt, ddp
     dist.destroy_process_group()
+    hook_state.clear()
 
 
 if __name__ == "__main__":
