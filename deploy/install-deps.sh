@@ -21,6 +21,8 @@ PKGS=(
 	chromium
 	# baselines and Soft-RoCE VMs
 	openmpi-bin libopenmpi-dev python3-mpi4py python3-numpy gfortran
+	# the MPICH ABI (libinca-mpi-mpich; Open MPI stays the default mpicc/mpirun)
+	mpich libmpich-dev
 	qemu-system-x86 busybox-static cpio
 	# the torch.distributed backend (host-lib/torch) and its demo
 	python3-torch libtorch-dev python3-dev pybind11-dev

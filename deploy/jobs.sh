@@ -203,6 +203,31 @@ mpi_ranks() {
 		${INCA_MPI_OFFLOAD_AFTER:+-x INCA_MPI_OFFLOAD_AFTER} "$@"
 }
 
+# mpich_ranks NP PER_HOST LIB ARGS...: the same for MPICH (Debian's mpich,
+# ch4:ucx), launched by hydra (mpiexec.hydra) through ns-rsh: LIB
+# (libinca-mpi-mpich) preloaded with -genv only (an exported LD_PRELOAD
+# would reach ns-rsh and the proxies too), UCX on TCP over the management
+# network between hosts and on shared memory inside one (as Open MPI's
+# vader: UCX_TLS tcp,self without sm hung in MPI_Finalize in about half
+# the runs here, MPICH alone, UCX 1.13: openucx/ucx#8738), hydra's own
+# address on it (-localhost).
+mpich_ranks() {
+	local np=$1 per=$2 lib=$3 hosts="" i
+	shift 3
+	for i in $(seq $(( (np + per - 1) / per ))); do
+		hosts+="${hosts:+,}192.168.77.$i:$per"
+	done
+	HYDRA_LAUNCHER_AUTOFORK=0 timeout 900 mpiexec.hydra -n "$np" -hosts "$hosts" \
+		-launcher rsh -launcher-exec "$here/tests/bench/ns-rsh" -localhost 192.168.77.254 \
+		-bind-to none -genv INCA_TESTBED "$INCA_TESTBED" -genv LD_PRELOAD "$lib" \
+		-genv INCA_MANAGER "$INCA_MANAGER" -genv INCA_MANAGER_TOKEN_FILE "$INCA_MANAGER_TOKEN_FILE" \
+		-genv INCA_IFNAME eth0 -genv INCA_TRANSPORT "${INCA_TRANSPORT:-udp}" \
+		-genv INCA_MPI_STATS 1 -genv INCA_MPI_VERBOSE 1 -genv INCA_MPI "${INCA_MPI:-1}" \
+		${INCA_MPI_OFFLOAD_AFTER:+-genv INCA_MPI_OFFLOAD_AFTER "$INCA_MPI_OFFLOAD_AFTER"} \
+		-genv UCX_TLS tcp,self,sm -genv UCX_NET_DEVICES mgmt0 \
+		"$@" < /dev/null
+}
+
 # osu_side_by_side A B: two OSU-style tables (# Size, Avg Latency) joined
 # per size with A/B as the speed-up of B
 osu_side_by_side() {

@@ -226,10 +226,21 @@ static void matrix(MPI_Comm comm, const char *cname, size_t max_bytes, unsigned 
 	for (int k = 0; k < nt; k++) {
 		bool fp = t[k].kind == K_F32 || t[k].kind == K_F64;
 		int nops = fp ? 4 : 7;
-		for (int o = 0; o < nops; o++)
+		for (int o = 0; o < nops; o++) {
+#ifdef MPICH_VERSION
+			/* Debian 12's MPICH 4.0.2 reduces MIN and MAX of
+			 * MPI_UNSIGNED and MPI_UINT64_T as signed (0xf0.. <
+			 * 0x70..; MPI_UNSIGNED_LONG is right): libinca-mpi passes
+			 * unsigned MIN/MAX through, so they would fail here with
+			 * or without it */
+			if ((t[k].kind == K_U32 || t[k].kind == K_U64) &&
+			    (iops[o] == MPI_MIN || iops[o] == MPI_MAX))
+				continue;
+#endif
 			for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++)
 				allreduce_case(comm, cname, &t[k], fp ? fops[o] : iops[o],
 					       counts[c], c % 2, (*seed)++);
+		}
 	}
 	/* large: doubling up to max_bytes, a float sum and an int64 xor */
 	for (size_t b = 65536; b <= max_bytes; b *= 4) {
@@ -625,12 +636,17 @@ static void more(MPI_Comm comm, const char *cname, size_t max_bytes, unsigned *s
 			break;
 	}
 	CHECK(outcount == 1, "%s ibarrier (testsome %d times): outcount %d", cname, tests, outcount);
+#ifndef MPICH_VERSION
 	/* a request freed before it completes: later calls still right (its
-	 * buffer stays: nothing says when the operation is over) */
+	 * buffer stays: nothing says when the operation is over). MPI calls
+	 * freeing a nonblocking collective's request erroneous (MPI 4.0,
+	 * 6.12); Open MPI allows it, MPICH aborts ("The supplied request was
+	 * invalid") */
 	static float freed[1000];
 	MPI_Iallreduce(MPI_IN_PLACE, freed, 1000, MPI_FLOAT, MPI_SUM, comm, &reqs[0]);
 	MPI_Request_free(&reqs[0]);
 	CHECK(reqs[0] == MPI_REQUEST_NULL, "%s request_free: the handle is not MPI_REQUEST_NULL", cname);
+#endif
 	MPI_Barrier(comm);
 	free(f);
 	reduce_case(comm, cname, &t[0], MPI_SUM, 1000, 0, false, false, (*seed)++);

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# Functional test of libinca-mpi-mpich: the interposer built for MPICH's ABI
+# (Debian's mpich 4.0, ch4:ucx), preloaded into unmodified MPICH programs
+# (C, and Fortran 90 with `use mpi`, whose bindings call the C functions)
+# launched by hydra on a 4-host testbed with 2 ranks per host (8 ranks),
+# inca-manager in charge, MPI's own traffic on the management network over
+# UCX's TCP (shared memory inside a host). Every call libinca serves
+# offloaded and every result exact, C and Fortran; then the switch killed
+# mid-job, the program finishing right. (MPICH alone is not run: in this
+# lab it crashed in MPI_Reduce with UCX's shared memory, and hung in
+# MPI_Finalize without it: docs/mpi.md.)
+# Usage: tests/func/mpi_mpich.sh BUILD_DIR   (root)
+set -u
+BUILD=${1:?usage: mpi_mpich.sh BUILD_DIR}
+# shellcheck source=tests/func/lib.sh
+source "$(dirname "$0")/lib.sh"
+need_root
+export INCA_TESTBED=incampich
+LIB=$BUILD/host-lib/mpi/libinca-mpi-mpich.so
+CHECK=$BUILD/tests/mpi/mpi-check-mpich
+CHECK_F=$BUILD/tests/mpi/mpi-check-f-mpich
+for f in "$LIB" "$CHECK" "$CHECK_F" "$BUILD/control/inca-manager"; do
+	[ -e "$f" ] || { echo "SKIP: $f is not built (mpich, libmpich-dev and gfortran: deploy/install-deps.sh)"; exit 77; }
+done
+command -v mpiexec.hydra >/dev/null || { echo "SKIP: mpiexec.hydra missing (mpich)"; exit 77; }
+
+WORK=$(mktemp -d /tmp/inca-mpich.XXXXXX)
+PORT=18494
+MGR_PID=
+JOB_PID=
+cleanup() {
+	[ -n "$JOB_PID" ] && kill "$JOB_PID" 2>/dev/null
+	"$TB" down >/dev/null 2>&1
+	if [ -n "$MGR_PID" ]; then
+		kill "$MGR_PID" 2>/dev/null
+		wait "$MGR_PID" 2>/dev/null
+	fi
+	if [ "$FAILED" -gt 0 ]; then
+		echo "# the programs' output is kept in $WORK"
+	else
+		rm -rf "$WORK"
+	fi
+}
+trap cleanup EXIT
+
+# shellcheck source=deploy/jobs.sh
+here=$SRC
+source "$SRC/deploy/jobs.sh"
+if ! manager_testbed 4 "$WORK" "$PORT" "$BUILD"; then
+	not_ok "manager and testbed up"
+	finish
+	exit 1
+fi
+mpi8() { mpich_ranks 8 2 "$LIB" "$@"; }
+stat() { awk -v c="$2" -v k="$3" '$1 == c { print $k }' "$1"; }
+CALLS="MPI_Allreduce MPI_Iallreduce MPI_Reduce MPI_Ireduce MPI_Reduce_scatter_block
+	MPI_Ireduce_scatter_block MPI_Reduce_scatter MPI_Allgather MPI_Iallgather MPI_Bcast
+	MPI_Ibcast MPI_Barrier MPI_Ibarrier"
+
+echo "# C program through libinca-mpi-mpich: world, dup, split; every mapped type x op"
+INCA_MPI_OFFLOAD_AFTER=1 mpi8 "$CHECK" -m 1048576 > "$WORK/c.out" 2> "$WORK/c.err"
+expect_eq "mpi-check exit status" "$?" 0
+check "mpi-check: every result exact" grep -q "mpi-check: [1-9][0-9]* passed, 0 failed" "$WORK/c.out"
+grep "mpi-check:" "$WORK/c.out"
+grep -A15 "calls summed" "$WORK/c.err"
+for c in $CALLS; do
+	n=$(stat "$WORK/c.err" "$c" 2)
+	check "$c offloaded ($n calls)" [ "${n:-0}" -gt 0 ]
+done
+check "MINLOC and a derived type passed through, counted by type ($(stat "$WORK/c.err" MPI_Allreduce 9))" \
+	[ "$(stat "$WORK/c.err" MPI_Allreduce 9)" -gt 0 ]
+check "a user op passed through, counted by op ($(stat "$WORK/c.err" MPI_Allreduce 10))" \
+	[ "$(stat "$WORK/c.err" MPI_Allreduce 10)" -gt 0 ]
+expect_eq "no call finished through MPI with the switch alive (p_failed)" \
+	"$(awk '$1 ~ /^MPI_/ { s += $13 } END { print s + 0 }' "$WORK/c.err")" 0
+[ "$FAILED" -gt 0 ] && grep -E "FAIL|rror" "$WORK/c.err" | head -20
+
+echo "# Fortran 90 program (use mpi, built with mpif90.mpich)"
+INCA_MPI_OFFLOAD_AFTER=1 mpi8 "$CHECK_F" > "$WORK/f.out" 2> "$WORK/f.err"
+expect_eq "mpi-check-f exit status" "$?" 0
+check "mpi-check-f: every result exact" grep -q "mpi-check-f: [1-9][0-9]* passed, 0 failed" "$WORK/f.out"
+grep "mpi-check-f:" "$WORK/f.out"
+for c in $CALLS; do
+	n=$(stat "$WORK/f.err" "$c" 2)
+	check "Fortran: $c offloaded ($n calls)" [ "${n:-0}" -gt 0 ]
+done
+expect_eq "Fortran: nothing passed through (the world and a split, all mapped)" \
+	"$(awk '$1 ~ /^MPI_/ { s += $3 } END { print s + 0 }' "$WORK/f.err")" 0
+
+echo "# the switch killed mid-job"
+mpi8 "$CHECK" -l 300 > "$WORK/kill.out" 2> "$WORK/kill.err" &
+JOB_PID=$!
+wait_for_line "$WORK/kill.out" "loop 60 " "$JOB_PID"
+check "the job was running when the switch was killed" kill -0 "$JOB_PID"
+kill_switch
+wait "$JOB_PID"
+rc=$?
+JOB_PID=
+expect_eq "the program finished after the switch died (exit status)" "$rc" 0
+check "every result exact after the switch died" \
+	grep -q "mpi-check: [1-9][0-9]* passed, 0 failed" "$WORK/kill.out"
+check "the ranks said the switch path failed" grep -q "switch path failed" "$WORK/kill.err"
+grep -A15 "calls summed" "$WORK/kill.err"
+finish
