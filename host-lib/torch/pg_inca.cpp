@@ -8,8 +8,6 @@
 // methods torch.distributed defines, and its progress thread.
 #include "pg_inca.hpp"
 
-#include <Python.h>
-
 #include <unistd.h>
 
 #include <atomic>
@@ -230,12 +228,6 @@ ProcessGroupInca::ProcessGroupInca(
 }
 
 ProcessGroupInca::~ProcessGroupInca() {
-  // torch 1.13 drops a process group's last reference holding the GIL. A
-  // thread joined here (the progress thread, or a gloo worker when gloo_
-  // goes) may be freeing a tensor whose Python object needs the GIL to go:
-  // joining it with the GIL held waits forever. Let the GIL go meanwhile.
-  PyThreadState* saved = nullptr;
-  if (Py_IsInitialized() && PyGILState_Check()) saved = PyEval_SaveThread();
   if (progress_.joinable()) {
     {
       std::lock_guard<std::mutex> lk(mu_);
@@ -245,9 +237,6 @@ ProcessGroupInca::~ProcessGroupInca() {
     progress_.join();
   }
   if (comm_) inca_comm_destroy(comm_);
-  comm_ = nullptr;
-  gloo_.reset();
-  if (saved) PyEval_RestoreThread(saved);
 }
 
 void ProcessGroupInca::progress_loop() {
@@ -689,7 +678,6 @@ std::map<std::string, double> ProcessGroupInca::stats() {
     s["bytes_received"] = static_cast<double>(st.bytes_received);
     s["fallbacks"] = static_cast<double>(st.fallbacks);
     s["ring_bytes_sent"] = static_cast<double>(st.ring_bytes_sent);
-    s["replays"] = static_cast<double>(st.replays);
     s["host_first"] = static_cast<double>(st.hier_calls);
   }
   std::lock_guard<std::mutex> lk(mu_);
