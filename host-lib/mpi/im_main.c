@@ -11,6 +11,7 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "im_priv.h"
 
@@ -155,9 +156,45 @@ static void started(void)
 		       im_cfg.max_bytes ? ", with a maximum" : "");
 }
 
+/* The library built for one MPI ABI preloaded into a program of the other
+ * (libinca-mpi.so under MPICH, libinca-mpi-mpich.so under Open MPI): the
+ * handles it was compiled with mean nothing to that MPI, and the first
+ * call would crash or worse. The program's MPI answers
+ * MPI_Get_library_version before MPI_Init (the program's MPI library
+ * comes before ours in symbol lookup); said, and the program ends. */
+static void abi_check(void)
+{
+	char v[MPI_MAX_LIBRARY_VERSION_STRING] = "";
+	int len = 0;
+	bool open_mpi;
+
+	if (PMPI_Get_library_version(v, &len) != MPI_SUCCESS)
+		return;
+	open_mpi = strstr(v, "Open MPI") != NULL;
+	v[strcspn(v, "\n")] = 0;       /* MPICH's runs over several lines */
+#ifdef OPEN_MPI
+	if (open_mpi)
+		return;
+	fprintf(stderr, "libinca-mpi: this is libinca-mpi.so, built for Open MPI, but the "
+		"program runs on \"%.80s\": preload libinca-mpi-mpich.so (MPICH's ABI) "
+		"instead\n", v);
+#else
+	if (!open_mpi)
+		return;
+	fprintf(stderr, "libinca-mpi: this is libinca-mpi-mpich.so, built for MPICH's ABI, "
+		"but the program runs on \"%.80s\": preload libinca-mpi.so instead\n", v);
+#endif
+	/* not exit(): the other MPI's destructors crash on its state */
+	fflush(stderr);
+	_exit(1);
+}
+
 int MPI_Init(int *argc, char ***argv)
 {
-	int rc = PMPI_Init(argc, argv);
+	int rc;
+
+	abi_check();
+	rc = PMPI_Init(argc, argv);
 
 	if (rc == MPI_SUCCESS)
 		started();
@@ -166,7 +203,10 @@ int MPI_Init(int *argc, char ***argv)
 
 int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
 {
-	int rc = PMPI_Init_thread(argc, argv, required, provided);
+	int rc;
+
+	abi_check();
+	rc = PMPI_Init_thread(argc, argv, required, provided);
 
 	if (rc == MPI_SUCCESS)
 		started();

@@ -8,6 +8,8 @@
 // methods torch.distributed defines, and its progress thread.
 #include "pg_inca.hpp"
 
+#include <Python.h>
+
 #include <unistd.h>
 
 #include <atomic>
@@ -228,6 +230,12 @@ ProcessGroupInca::ProcessGroupInca(
 }
 
 ProcessGroupInca::~ProcessGroupInca() {
+  // torch 1.13 drops a process group's last reference holding the GIL. A
+  // thread joined here (the progress thread, or a gloo worker when gloo_
+  // goes) may be freeing a tensor whose Python object needs the GIL to go:
+  // joining it with the GIL held waits forever. Let the GIL go meanwhile.
+  PyThreadState* saved = nullptr;
+  if (Py_IsInitialized() && PyGILState_Check()) saved = PyEval_SaveThread();
   if (progress_.joinable()) {
     {
       std::lock_guard<std::mutex> lk(mu_);
@@ -237,6 +245,9 @@ ProcessGroupInca::~ProcessGroupInca() {
     progress_.join();
   }
   if (comm_) inca_comm_destroy(comm_);
+  comm_ = nullptr;
+  gloo_.reset();
+  if (saved) PyEval_RestoreThread(saved);
 }
 
 void ProcessGroupInca::progress_loop() {

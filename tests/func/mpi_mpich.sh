@@ -43,6 +43,19 @@ cleanup() {
 }
 trap cleanup EXIT
 
+echo "# the library of the other ABI, preloaded by mistake, says so (before MPI starts)"
+# (both libraries built: Open MPI and MPICH installed, as install-deps does)
+if [ -e "$BUILD/host-lib/mpi/libinca-mpi.so" ]; then
+	out=$(LD_PRELOAD="$BUILD/host-lib/mpi/libinca-mpi.so" timeout 60 "$CHECK" -s 1 2>&1)
+	expect_eq "libinca-mpi.so (Open MPI's) in an MPICH program: exit status" "$?" 1
+	check "... saying which to preload ($(head -c 150 <<< "$out"))" grep -q "preload libinca-mpi-mpich.so" <<< "$out"
+fi
+if [ -x "$BUILD/tests/mpi/mpi-check" ]; then
+	out=$(LD_PRELOAD="$LIB" timeout 60 "$BUILD/tests/mpi/mpi-check" -s 1 2>&1)
+	expect_eq "libinca-mpi-mpich.so in an Open MPI program: exit status" "$?" 1
+	check "... saying which to preload ($(head -c 150 <<< "$out"))" grep -q "preload libinca-mpi.so instead" <<< "$out"
+fi
+
 # shellcheck source=deploy/jobs.sh
 here=$SRC
 source "$SRC/deploy/jobs.sh"

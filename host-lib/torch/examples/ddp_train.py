@@ -9,6 +9,7 @@ set (deploy/demo-pytorch.sh, tests/func/pytorch.sh), e.g.
     ddp_train.py --backend inca --steps 300 --out params.pt
 """
 import argparse
+import gc
 import os
 import sys
 import time
@@ -127,6 +128,7 @@ def main():
     # and DDP's reducer (which holds the group) goes first, while
     # torch.distributed still holds the group too.
     del opt, ddp
+    gc.collect()
     dist.destroy_process_group()
     hook_state.clear()
 
