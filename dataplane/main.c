@@ -21,6 +21,55 @@
 #include "dp_priv.h"
 #include "inca_http.h"
 
+/* The --vdev devices the EAL is asked for (their names, up to the first
+ * comma), read before rte_eal_init reorders argv. A vdev that fails to
+ * probe (an af_packet PACKET_FANOUT refused, an interface that is gone)
+ * does not fail rte_eal_init: the switch would run with one port fewer
+ * and the others renumbered. */
+#define MAX_VDEVS 64
+struct vdev_names {
+	unsigned n;
+	char name[MAX_VDEVS][RTE_DEV_NAME_MAX_LEN];
+};
+
+static void vdevs_requested(int argc, char **argv, struct vdev_names *v)
+{
+	v->n = 0;
+	for (int i = 1; i < argc && strcmp(argv[i], "--"); i++) {
+		const char *a = NULL;
+		if (!strcmp(argv[i], "--vdev") && i + 1 < argc)
+			a = argv[++i];
+		else if (!strncmp(argv[i], "--vdev=", 7))
+			a = argv[i] + 7;
+		if (!a || v->n == MAX_VDEVS)
+			continue;
+		size_t len = strcspn(a, ",");
+		if (len >= RTE_DEV_NAME_MAX_LEN)
+			len = RTE_DEV_NAME_MAX_LEN - 1;
+		memcpy(v->name[v->n], a, len);
+		v->name[v->n++][len] = '\0';
+	}
+}
+
+/* 0 when every requested vdev is a port; else says which are not */
+static int vdevs_check(const struct vdev_names *v)
+{
+	unsigned missing = 0;
+	uint16_t port;
+
+	for (unsigned i = 0; i < v->n; i++)
+		if (rte_eth_dev_get_port_by_name(v->name[i], &port)) {
+			fprintf(stderr, "inca-switch: --vdev %s did not come up as a port\n",
+				v->name[i]);
+			missing++;
+		}
+	if (missing)
+		fprintf(stderr, "inca-switch: %u of the %u --vdev devices did not come up (the "
+			"EAL's messages above say why): not starting without them, the others "
+			"renumbered\n", missing, v->n);
+	return missing ? -1 : 0;
+}
+
 static void usage(FILE *out, const char *prog)
 {
 	fprintf(out,
@@ -203,10 +252,23 @@ int main(int argc, char **argv)
 			usage(stdout, argv[0]);
 			return 0;
 		}
+	struct vdev_names *vdevs = malloc(sizeof(*vdevs));
+	if (!vdevs) {
+		fprintf(stderr, "inca-switch: out of memory\n");
+		return 1;
+	}
+	vdevs_requested(argc, argv, vdevs);
 	rc = rte_eal_init(argc, argv);
 	if (rc < 0) {
 		fprintf(stderr, "inca-switch: EAL initialisation failed: %s\n",
 			rte_strerror(rte_errno));
+		free(vdevs);
+		return 1;
+	}
+	int vrc = vdevs_check(vdevs);
+	free(vdevs);
+	if (vrc) {
+		rte_eal_cleanup();
 		return 1;
 	}
 	argc -= rc;

@@ -254,4 +254,21 @@ kill -TERM "$pid"
 for _ in $(seq 50); do [ -d "/proc/$pid" ] || break; sleep 0.1; done
 check "SIGTERM stops the switch" test ! -d "/proc/$pid"
 check "the switch said it was stopping" grep -q "^inca-switch: stopping" "$log"
+
+# 8. a --vdev that does not come up (here: no such interface) does not
+# start a switch with its other ports renumbered: the EAL alone carries on
+vd=inca-vd$$
+ip link add "$vd-a" type veth peer name "$vd-b"
+ip link set "$vd-a" up
+ip link set "$vd-b" up
+out=$(timeout 30 "$BUILD/dataplane/inca-switch" --lcores 0@0,1@$(( $(nproc) > 1 ? 1 : 0 )) \
+	--no-huge -m 256 --no-pci --file-prefix "$vd" --vdev "net_af_packet_vd0,iface=$vd-a" \
+	--vdev "net_af_packet_vd1,iface=$vd-nosuch" --vdev "net_af_packet_vd2,iface=$vd-b" \
+	-- -c "$WORK/switch.json" 2>&1)
+rc=$?
+ip link del "$vd-a" 2>/dev/null
+rm -rf "/var/run/dpdk/$vd"
+expect_eq "a --vdev that did not come up: the switch exits 1" "$rc" 1
+check "... and names it" grep -q "^inca-switch: --vdev net_af_packet_vd1 did not come up as a port" <<< "$out"
+check "... and says 1 of 3" grep -q "^inca-switch: 1 of the 3 --vdev devices did not come up" <<< "$out"
 finish
