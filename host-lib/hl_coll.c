@@ -66,7 +66,7 @@ struct hl_coll {
 				  shards (reduce-scatter), its shard (allgather) */
 	uint8_t *out;          /* NULL: reduce at a rank that is not the root */
 	uint8_t *copy;         /* in-place input kept for the fallback */
-	size_t copy_cap;       /* its allocation (hl_plan_buffer) */
+	size_t copy_cap;       /* its allocation (hl_keep_buffer) */
 	size_t count;          /* elements of the buffer, or of one shard */
 	size_t esize;
 	enum agg_dtype dtype;
@@ -265,7 +265,7 @@ int hl_stream_init(struct inca_comm *c)
 
 static void op_free(struct hl_coll *op)
 {
-	hl_plan_unbuffer(op->c, op->copy, op->copy_cap);
+	hl_keep_unbuffer(op->c, op->copy, op->copy_cap);
 	free(op);
 }
 
@@ -360,7 +360,7 @@ int hl_coll_start(struct inca_comm *c, const struct hl_coll_args *a, struct hl_c
 		return hl_fail(c, INCA_ERR_INVAL, "collective %d unknown", a->coll);
 	}
 	if (keep) {
-		op->copy = hl_plan_buffer(c, keep, &op->copy_cap);
+		op->copy = hl_keep_buffer(c, keep, &op->copy_cap);
 		if (!op->copy) {
 			free(op);
 			return hl_fail(c, INCA_ERR_NOMEM, "%s: out of memory for the in-place "
@@ -733,6 +733,35 @@ static void fail_in_flight(struct inca_comm *c, int err)
 	stream_reset(c);
 }
 
+/* A static group's ranks fall back each at its own collective: one may
+ * have completed a collective in-network (its results came before the
+ * switch died) that another has not. First the ranks agree on the lowest
+ * collective any of them has not completed; from there every rank runs
+ * them on the ring, in order: for real where it has not completed them,
+ * as replays from the kept inputs where it has (hl_coll_recover). */
+static int static_recover(struct inca_comm *c)
+{
+	uint32_t mine = hl_coll_first(c), first = mine, keep = hl_keep_from(c);
+	int rc = hl_ring_agree(c, &first, &keep,
+			       c->now_us(c) + (double)c->timeout_ms * 1000);
+
+	if (rc)
+		return rc;
+	if (hl_seq_diff(keep, first) > 0)
+		return hl_fail(c, INCA_ERR_PROTOCOL, "ring: collective %u is to run again "
+			       "for a rank that did not complete it, but a rank no longer "
+			       "keeps its input (it keeps them from collective %u: INCA_KEEP, "
+			       "INCA_KEEP_MB)", first, keep);
+	hl_keep_drop_before(c, first);
+	if (first != mine)
+		HL_INFO("rank %d: collectives %u to %u, completed here, run again on the "
+			"ring for another rank", c->rank, first, mine - 1);
+	rc = hl_coll_recover(c, first);
+	/* from now on every collective runs on the ring: none is replayed */
+	hl_keep_drop_before(c, c->next_seq);
+	return rc;
+}
+
 /* The switch does not answer: the collectives in flight complete on the
  * ring (from now on, every collective does), or fail with fallback off. */
 static void fall_back(struct inca_comm *c, struct hl_coll *op, const char *why)
@@ -753,6 +782,13 @@ static void fall_back(struct inca_comm *c, struct hl_coll *op, const char *why)
 		if (!st->ops[i]->finished)
 			st->ops[i]->ring = true;
 	stream_reset(c);
+	if (!c->plan && c->size > 1) {
+		int rc = static_recover(c);
+		if (rc) {
+			hl_coll_fail_all(c, rc);
+			return;
+		}
+	}
 	ring_until(c, op);
 }
 
@@ -958,7 +994,7 @@ int hl_coll_progress(struct hl_coll *op, double budget_us)
 	}
 }
 
-/* Its input, kept for a replay (hl_plan.c): what the ring would need. */
+/* Its input, kept for a replay (hl_keep.c): what the ring would need. */
 static void keep_input(struct hl_coll *op)
 {
 	struct inca_comm *c = op->c;
@@ -973,12 +1009,12 @@ static void keep_input(struct hl_coll *op)
 		k.in = op->copy;            /* in place: the copy made at the start */
 		k.cap = op->copy_cap;
 		op->copy = NULL;
-	} else if ((k.in = hl_plan_buffer(c, n, &k.cap))) {
+	} else if ((k.in = hl_keep_buffer(c, n, &k.cap))) {
 		memcpy(k.in, op->in, n);
 	} else {
 		k.bytes = SIZE_MAX;         /* not kept: counted as lost */
 	}
-	hl_plan_keep(c, &k);
+	hl_keep_put(c, &k);
 }
 
 int hl_coll_finish(struct hl_coll *op)
@@ -987,8 +1023,11 @@ int hl_coll_finish(struct hl_coll *op)
 	struct hl_stream *st = &c->stream;
 	int rc = op->result;
 
-	if (c->plan && op->finished && rc == 0 && !op->ring &&
-	    c->fallback == INCA_FALLBACK_AUTO)
+	/* in-network here, maybe not yet at another rank: should the switch
+	 * die first, the ring may need it again (a static group's fallback,
+	 * a plan's cut) */
+	if (op->finished && rc == 0 && !op->ring && c->fallback == INCA_FALLBACK_AUTO &&
+	    c->size > 1 && !c->switch_failed)
 		keep_input(op);
 
 	if (!op->finished && !op->ring) {
@@ -1092,10 +1131,11 @@ static int replay(struct inca_comm *c, uint32_t seq, enum agg_coll coll, enum ag
 	return rc;
 }
 
-int hl_coll_recover(struct inca_comm *c, uint32_t from, const struct hl_kept *kept,
-		    unsigned nkept)
+int hl_coll_recover(struct inca_comm *c, uint32_t from)
 {
 	struct hl_stream *st = &c->stream;
+	const struct hl_kept *kept = c->keep.kept;
+	unsigned nkept = c->keep.n;
 	double deadline = c->now_us(c) + (double)c->timeout_ms * 1000;
 	int rc = 0;
 

@@ -188,6 +188,7 @@ int hl_comm_create(const struct inca_comm_attr *attr, const struct hl_group_desc
 	c->ring_listen_fd = c->ring_next_fd = c->ring_prev_fd = -1;
 	c->now_us = hl_clock_us;
 	c->next_seq = attr->epoch ? attr->epoch * HL_EPOCH_STRIDE : 1;
+	hl_keep_init(c);
 	hl_rto_init(&c->rto, attr->rto_min_us ? attr->rto_min_us : 1000,
 		    (double)c->switch_timeout_ms * 1000 / 4);
 	struct hl_dcqcn_params p;
@@ -503,6 +504,7 @@ void inca_comm_destroy(inca_comm_t *c)
 	}
 	hl_plan_stop(c);
 	hl_stream_free(c);
+	hl_keep_free(c);
 	if (c->tp && c->fallback != INCA_FALLBACK_FORCE)
 		c->tp->close(c);
 	hl_pfc_close(c);
@@ -546,9 +548,7 @@ int inca_comm_stats(const inca_comm_t *c, struct inca_stats *st)
 	st->cnps = c->dcqcn.cnps;
 	st->rate_gbps = hl_dcqcn_gbps(&c->dcqcn);
 	st->rto_us = c->rto.rto;
-	if (c->plan) {
-		st->kept_inputs = c->plan->nkept;
-		st->kept_bytes = c->plan->kept_bytes;
-	}
+	st->kept_inputs = c->keep.n;
+	st->kept_bytes = c->keep.bytes;
 	return INCA_OK;
 }

@@ -26,24 +26,17 @@
  * started afresh), notes when its tree stops answering (hl_plan_stalled:
  * the thread's poll is cut short and the thread tells the manager) and
  * keeps the inputs of the collectives it completes in-network
- * (hl_plan_keep; INCA_KEEP of them, INCA_KEEP_MB at most).
+ * (hl_keep.c; INCA_KEEP of them, INCA_KEEP_MB at most).
  */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "hl_priv.h"
 
-#define KEEP_DEFAULT 8
-#define KEEP_MB_DEFAULT 256
-#define POPULATE_MIN (1u << 20)
-
-static void buffer_free(uint8_t *p, size_t cap);
-static void kept_prune(struct inca_comm *c);
 
 
 static double mono_us(void)
@@ -146,20 +139,12 @@ static void *watch(void *arg)
 int hl_plan_start(struct inca_comm *c, const struct hl_plan_msg *first)
 {
 	struct hl_plan *pl = calloc(1, sizeof(*pl));
-	const char *s;
 
 	if (!pl)
 		return hl_fail(c, INCA_ERR_NOMEM, "out of memory");
 	pthread_mutex_init(&pl->lock, NULL);
 	pthread_cond_init(&pl->cond, NULL);
-	pl->seq0 = c->next_seq;
 	pl->next = pl->first = pl->keep = c->next_seq;
-	pl->keep_max = KEEP_DEFAULT;
-	pl->keep_bytes_max = (size_t)KEEP_MB_DEFAULT << 20;
-	if ((s = getenv("INCA_KEEP")))
-		pl->keep_max = (unsigned)atoi(s);
-	if ((s = getenv("INCA_KEEP_MB")))
-		pl->keep_bytes_max = (size_t)atol(s) << 20;
 	/* the first plan: plan 1 runs from the first collective; a later one
 	 * (the job changed plans before this rank joined) from its cut, the
 	 * ring until then */
@@ -192,106 +177,10 @@ void hl_plan_stop(struct inca_comm *c)
 		pthread_join(pl->thread, NULL);
 	if (pl->msg.have_group)
 		hl_group_free(&pl->msg.g);
-	for (unsigned i = 0; i < pl->nkept; i++)
-		buffer_free(pl->kept[i].in, pl->kept[i].cap);
-	free(pl->kept);
-	buffer_free(pl->spare, pl->spare_cap);
 	pthread_mutex_destroy(&pl->lock);
 	pthread_cond_destroy(&pl->cond);
 	free(pl);
 	c->plan = NULL;
-}
-
-/* ---- kept inputs ---- */
-
-uint8_t *hl_plan_buffer(struct inca_comm *c, size_t n, size_t *cap)
-{
-	struct hl_plan *pl = c->plan;
-	uint8_t *p;
-
-	if (pl)
-		kept_prune(c);
-	if (pl && pl->spare && pl->spare_cap >= n) {
-		p = pl->spare;
-		*cap = pl->spare_cap;
-		pl->spare = NULL;
-		pl->spare_cap = 0;
-		return p;
-	}
-	*cap = n ? n : 1;
-	if (n < POPULATE_MIN)
-		return malloc(*cap);
-	/* large: mapped with its pages in (one call instead of a page fault
-	 * per 4 KiB: those cost 5% of a 16 MiB all-reduce at 200 Mbit/s on a
-	 * VM); freed by buffer_free */
-	p = mmap(NULL, *cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
-		 -1, 0);
-	return p == MAP_FAILED ? NULL : p;
-}
-
-static void buffer_free(uint8_t *p, size_t cap)
-{
-	if (p && cap >= POPULATE_MIN)
-		munmap(p, cap);
-	else
-		free(p);
-}
-
-static void spare_put(struct hl_plan *pl, uint8_t *p, size_t cap)
-{
-	if (!p)
-		return;
-	if (pl->spare_cap >= cap) {
-		buffer_free(p, cap);
-		return;
-	}
-	buffer_free(pl->spare, pl->spare_cap);
-	pl->spare = p;
-	pl->spare_cap = cap;
-}
-
-void hl_plan_unbuffer(struct inca_comm *c, uint8_t *p, size_t cap)
-{
-	if (c->plan)
-		spare_put(c->plan, p, cap);
-	else
-		buffer_free(p, cap);
-}
-
-static void kept_drop(struct hl_plan *pl, unsigned i, bool lost)
-{
-	struct hl_kept *k = &pl->kept[i];
-
-	if (lost && (!pl->lost_any || hl_seq_diff(k->seq, pl->lost) > 0)) {
-		pl->lost = k->seq;
-		pl->lost_any = true;
-	}
-	pl->kept_bytes -= k->bytes;
-	spare_put(pl, k->in, k->cap);
-	memmove(k, k + 1, sizeof(*k) * (pl->nkept - i - 1));
-	pl->nkept--;
-}
-
-/* Drop the kept inputs every rank has completed. A result of packet g
- * here means every member sent g, and a member sends g only once it has
- * the result of g - W (self-clocking, docs/protocol.md 3.1): with every
- * result below the frontier F here, every rank has every result below
- * F - W, so a collective whose packets end there is complete everywhere
- * and no cut will replay it. Within one stream only: a reset moves the
- * frontier without results. Most back-to-back large collectives thus keep
- * one input, and its buffer comes back as the next one's spare (memory
- * already touched: on a VM the first write to a fresh 16 MiB costs tens
- * of ms, a copy into warm memory about one). */
-static void kept_prune(struct inca_comm *c)
-{
-	struct hl_plan *pl = c->plan;
-	uint64_t front = hl_stream_frontier(c), w = c->stream.window;
-
-	for (unsigned i = 0; i < pl->nkept;)
-		if (pl->kept[i].gen == c->stream_gen && pl->kept[i].gend + w <= front)
-			kept_drop(pl, i, false);
-		else
-			i++;
 }
 
 /* Where this rank is, for the next acknowledgement. */
@@ -302,43 +191,8 @@ static void position(struct inca_comm *c)
 	pthread_mutex_lock(&pl->lock);
 	pl->next = c->next_seq;
 	pl->first = hl_coll_first(c);
-	pl->keep = pl->lost_any ? pl->lost + 1 : pl->seq0;
+	pl->keep = hl_keep_from(c);
 	pthread_mutex_unlock(&pl->lock);
-}
-
-void hl_plan_keep(struct inca_comm *c, struct hl_kept *k)
-{
-	struct hl_plan *pl = c->plan;
-
-	if (!pl || pl->keep_max == 0 || k->bytes > pl->keep_bytes_max) {
-		if (pl && (!pl->lost_any || hl_seq_diff(k->seq, pl->lost) > 0)) {
-			pl->lost = k->seq;
-			pl->lost_any = true;
-		}
-		hl_plan_unbuffer(c, k->in, k->cap);
-		k->in = NULL;
-		if (pl)
-			position(c);
-		return;
-	}
-	while (pl->nkept && (pl->nkept >= pl->keep_max ||
-			     pl->kept_bytes + k->bytes > pl->keep_bytes_max))
-		kept_drop(pl, 0, true);
-	if (pl->nkept == pl->kept_cap) {
-		unsigned cap = pl->kept_cap ? 2 * pl->kept_cap : 8;
-		void *p = realloc(pl->kept, sizeof(*pl->kept) * cap);
-		if (!p) {
-			k->bytes = pl->keep_bytes_max + 1;
-			hl_plan_keep(c, k);       /* counted as lost */
-			return;
-		}
-		pl->kept = p;
-		pl->kept_cap = cap;
-	}
-	pl->kept[pl->nkept++] = *k;
-	pl->kept_bytes += k->bytes;
-	k->in = NULL;
-	position(c);
 }
 
 /* ---- the caller's side ---- */
@@ -401,12 +255,8 @@ static int apply(struct inca_comm *c)
 	/* the old tree failed: everything from the cut's "from" again, on the
 	 * ring, in order */
 	if (m.dead) {
-		for (unsigned i = 0; i < pl->nkept;)
-			if (hl_seq_diff(pl->kept[i].seq, m.cut_from) < 0)
-				kept_drop(pl, i, false);     /* every rank completed it */
-			else
-				i++;
-		rc = hl_coll_recover(c, m.cut_from, pl->kept, pl->nkept);
+		hl_keep_drop_before(c, m.cut_from);
+		rc = hl_coll_recover(c, m.cut_from);
 		if (rc)
 			return rc;
 	}

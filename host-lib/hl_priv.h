@@ -232,8 +232,8 @@ struct hl_plan_msg {
 };
 
 /* A collective this rank completed in-network, its input kept to replay
- * it on the ring should the tree fail before every rank completed it
- * (hl_plan.c). */
+ * it on the ring should the switch or tree fail before every rank
+ * completed it (hl_keep.c). */
 struct hl_kept {
 	uint32_t seq;
 	enum agg_coll coll;
@@ -275,9 +275,13 @@ struct hl_plan {
 	struct hl_group_desc pending;
 	uint32_t stalled;         /* the plan whose stall was reported */
 	char broken[256];         /* a cut that cannot be made: every call fails so */
+};
+
+/* The kept inputs (hl_keep.c), oldest first. */
+struct hl_keep {
 	struct hl_kept *kept;
-	unsigned nkept, kept_cap, keep_max;
-	size_t kept_bytes, keep_bytes_max;
+	unsigned n, cap, max;     /* max: INCA_KEEP */
+	size_t bytes, bytes_max;  /* bytes_max: INCA_KEEP_MB */
 	bool lost_any;            /* an input not kept: */
 	uint32_t lost;            /*   the latest such collective */
 	uint32_t seq0;            /* the communicator's first collective */
@@ -354,6 +358,7 @@ struct inca_comm {
 				     tp, timeout_ms, now_us, stats and errmsg */
 	struct hl_manager *mgr;   /* NULL: static group */
 	struct hl_plan *plan;     /* with mgr: the manager's plan (hl_plan.c) */
+	struct hl_keep keep;      /* inputs kept for replays (hl_keep.c) */
 	uint32_t ring_id;         /* the ring's peers check it (the job's, with a manager) */
 
 	/* clock, replaceable by unit tests */
@@ -458,17 +463,24 @@ int hl_plan_route(struct inca_comm *c, bool *ring, uint32_t *seq);
 int hl_plan_progress(struct inca_comm *c);
 /* The tree gave no results for ms: tell the manager (once a plan). */
 void hl_plan_stalled(struct inca_comm *c, unsigned ms);
-/* A collective completed in-network: keep its input (k->in is taken). */
-void hl_plan_keep(struct inca_comm *c, struct hl_kept *k);
+/* Kept inputs (hl_keep.c). init: the limits from INCA_KEEP/INCA_KEEP_MB,
+ * at the communicator's first collective; free: all of them. */
+void hl_keep_init(struct inca_comm *c);
+void hl_keep_free(struct inca_comm *c);
+/* A collective completed in-network: keep its input (e->in is taken). */
+void hl_keep_put(struct inca_comm *c, struct hl_kept *e);
 /* A buffer of at least n bytes for a kept input or an in-place copy. First
- * drops the kept inputs every rank has completed (hl_plan.c, kept_prune);
- * then the plan's spare (a dropped kept input's, its pages in memory
- * already: on these VMs the first write to fresh memory costs 1.5-3 ms a
- * MiB) when large enough, else a new one. *cap: its size. NULL: out of
- * memory. */
-uint8_t *hl_plan_buffer(struct inca_comm *c, size_t n, size_t *cap);
+ * drops the kept inputs every rank has completed; then the spare (a
+ * dropped kept input's, its pages in memory already: on these VMs the
+ * first write to fresh memory costs 1.5-3 ms a MiB) when large enough,
+ * else a new one. *cap: its size. NULL: out of memory. */
+uint8_t *hl_keep_buffer(struct inca_comm *c, size_t n, size_t *cap);
 /* Give such a buffer back: the spare if larger than the spare, else freed. */
-void hl_plan_unbuffer(struct inca_comm *c, uint8_t *p, size_t cap);
+void hl_keep_unbuffer(struct inca_comm *c, uint8_t *p, size_t cap);
+/* The first collective this rank can still replay (or never ran). */
+uint32_t hl_keep_from(struct inca_comm *c);
+/* Drop those before from: every rank completed them. */
+void hl_keep_drop_before(struct inca_comm *c, uint32_t from);
 /* The stream's frontier: every packet below it has its result here. */
 uint64_t hl_stream_frontier(struct inca_comm *c);
 /* Collectives completed or started: update the position the thread acks. */
@@ -478,6 +490,11 @@ void hl_plan_position(struct inca_comm *c);
  * collective number seq (every message carries it, and the collective and
  * step: ranks that disagree get INCA_ERR_PROTOCOL). Reductions travel in
  * the accumulator format; allgather and bcast only copy bytes. */
+/* A static group's fallback: the ranks' positions round the ring, before
+ * any collective there. In: this rank's first collective not completed
+ * and first it can replay (hl_keep_from); out: the lowest first and the
+ * highest keep of all ranks. 0 or a negative INCA code. */
+int hl_ring_agree(struct inca_comm *c, uint32_t *first, uint32_t *keep, double deadline_us);
 int hl_ring_allreduce(struct inca_comm *c, uint32_t seq, const void *in, void *out,
 		      size_t count, enum agg_dtype dtype, enum agg_op op, double deadline_us);
 /* out: count elements at root; ignored elsewhere */
@@ -519,14 +536,13 @@ int hl_coll_start(struct inca_comm *c, const struct hl_coll_args *a, struct hl_c
 int hl_coll_progress(struct hl_coll *op, double budget_us);
 int hl_coll_finish(struct hl_coll *op);   /* result code; frees op */
 int hl_stream_init(struct inca_comm *c);
-/* For hl_plan.c: the lowest collective not completed here (else the next);
- * the collectives from `from` on the ring now, in order (unfinished ones
- * for real; finished ones and kept[] as replays whose results are
- * dropped); every collective in flight fails with err; the stream starts
+/* For hl_plan.c and the static fallback: the lowest collective not
+ * completed here (else the next); the collectives from `from` on the ring
+ * now, in order (unfinished ones for real; finished ones and the kept
+ * inputs as replays whose results are dropped); every collective in flight fails with err; the stream starts
  * afresh (a new group); progress whatever is in flight for up to budget. */
 uint32_t hl_coll_first(struct inca_comm *c);
-int hl_coll_recover(struct inca_comm *c, uint32_t from, const struct hl_kept *kept,
-		    unsigned nkept);
+int hl_coll_recover(struct inca_comm *c, uint32_t from);
 void hl_coll_fail_all(struct inca_comm *c, int err);
 void hl_coll_restart(struct inca_comm *c);
 void hl_coll_idle_progress(struct inca_comm *c, double budget_us);

@@ -28,6 +28,8 @@
 #define RING_BCAST_CHUNK (256 * 1024)
 /* a message's step names the collective too */
 #define RING_STEP(coll, n) ((uint32_t)(coll) << 24 | (uint32_t)(n))
+/* ... or the agreement at a static group's fallback (hl_ring_agree) */
+#define RING_AGREE 0xa9u
 
 struct ring_hello {
 	uint32_t magic, rank, size, group;
@@ -244,6 +246,29 @@ static int ring_open(struct inca_comm *c, double deadline_us)
 {
 	int rc = ring_connect(c, deadline_us);
 
+	if (rc)
+		hl_ring_close(c);
+	return rc;
+}
+
+int hl_ring_agree(struct inca_comm *c, uint32_t *first, uint32_t *keep, double deadline_us)
+{
+	int rc = c->size > 1 ? ring_open(c, deadline_us) : 0;
+
+	/* after step s a rank has the positions of the s + 2 ranks up to
+	 * itself: after N - 1 steps, everyone's */
+	for (int s = 0; s + 1 < c->size && !rc; s++) {
+		uint32_t mine[2] = { *first, *keep }, got[2];
+
+		rc = step(c, 0, RING_STEP(RING_AGREE, s), mine, sizeof(mine), got, sizeof(got),
+			  deadline_us);
+		if (rc)
+			break;
+		if (hl_seq_diff(got[0], *first) < 0)
+			*first = got[0];
+		if (hl_seq_diff(got[1], *keep) > 0)
+			*keep = got[1];
+	}
 	if (rc)
 		hl_ring_close(c);
 	return rc;

@@ -312,14 +312,15 @@ struct inca_stats {
 				       tree, the host ring, in-network again */
 	uint64_t replays;           /* collectives this rank completed in-network and ran
 				       again on the ring for ranks that had not when
-				       their tree failed */
+				       their switch or tree failed */
 	uint64_t switch_waits;      /* WAITs from the switch: it holds this rank's
 				       retransmitted packet while its slot waits for other
 				       ranks (late to start, or slow); each one restarts
 				       INCA_SWITCH_TIMEOUT_MS */
-	uint64_t kept_inputs;       /* manager mode: inputs of completed collectives held
-				       now for a replay on the ring (those some other rank
-				       may not have completed; at most INCA_KEEP) */
+	uint64_t kept_inputs;       /* inputs of completed collectives held now for a
+				       replay on the ring (fallback auto or a manager:
+				       those some other rank may not have completed; at
+				       most INCA_KEEP) */
 	uint64_t kept_bytes;        /* ... and their bytes (at most INCA_KEEP_MB MiB) */
 	uint64_t hier_calls;        /* calls that reduced inside the host first (several
 				       ranks per host); the network counters above are

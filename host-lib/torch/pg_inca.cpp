@@ -689,6 +689,7 @@ std::map<std::string, double> ProcessGroupInca::stats() {
     s["bytes_received"] = static_cast<double>(st.bytes_received);
     s["fallbacks"] = static_cast<double>(st.fallbacks);
     s["ring_bytes_sent"] = static_cast<double>(st.ring_bytes_sent);
+    s["replays"] = static_cast<double>(st.replays);
     s["host_first"] = static_cast<double>(st.hier_calls);
   }
   std::lock_guard<std::mutex> lk(mu_);

@@ -1554,6 +1554,111 @@ static void test_fallback_every_collective(void **state)
 	}
 }
 
+/* One rank of a static group whose switch dies when the ranks are at
+ * different collectives: rank r completes its first `ahead` collectives
+ * in-network (its own mock switch, one member: the "result" is its own
+ * input), then its switch is dead. Four all-reduces (the second in place)
+ * and an allgather in flight with the fourth. Every rank falls back at
+ * its own collective (each its switch's member 0), and the ranks must
+ * agree where the ring starts:
+ * those ahead replay what they completed from their kept inputs. Returns
+ * the number of wrong results, or 100 + what failed. */
+static int skew_rank(int n, int r, int ahead, uint16_t port)
+{
+	struct hl_member hm[MR_MAX];
+	struct hl_group_desc g = { .switch_ip = 0x7f000001, .group_id = 9, .group_qpn = 256,
+				   .qkey = 0xabc, .window = 4, .elems_per_pkt = 64,
+				   .ring_port = port, .nmembers = n, .members = hm,
+				   .member_index = 0, .ib_mtu = 1024 };
+	struct inca_comm_attr attr = { .rank = r, .size = n, .fallback = INCA_FALLBACK_AUTO,
+				       .timeout_ms = 20000, .switch_timeout_ms = 200,
+				       .dcqcn = -1 };
+	struct agg_member am = { .ip = 0x7f000001, .qpn = 17 + (uint32_t)r, .fanin = 1 };
+	struct agg_group_config gc = { .group_id = 9, .qpn = 256, .qkey = 0xabc, .nmembers = 1,
+				       .window = 4, .elems_per_pkt = 64, .members = &am };
+	enum { CNT = 1000 };
+	static int32_t in[5][CNT], out[5][CNT * MR_MAX];
+	inca_request_t *req[2];
+	struct inca_stats st;
+	inca_comm_t *c;
+	int wrong = 0, rc = 0;
+
+	for (int i = 0; i < n; i++)
+		hm[i] = (struct hl_member){ .ip = 0x7f000001, .qpn = 17 + (uint32_t)i,
+					    .ring_port = (uint16_t)(port + i) };
+	memset(&M, 0, sizeof(M));
+	for (int i = 0; i < AGG_MAX_WINDOW; i++)
+		M.slot_open[i] = -1;
+	M.sw = agg_group_create(&gc, NULL);
+	if (!M.sw || hl_comm_create(&attr, &g, &mock_ops, NULL, &c))
+		return 100;
+	for (int k = 0; k < 5; k++)
+		for (int i = 0; i < CNT; i++)
+			in[k][i] = out[k][i] = (r + 1) * 100000 + k * 1000 + i;
+	for (int k = 0; k < 4 && !rc; k++) {
+		M.dead = k >= ahead;
+		if (k == 1)
+			rc = inca_allreduce(c, INCA_IN_PLACE, out[k], CNT, INCA_INT32, INCA_SUM);
+		else if (k < 3)
+			rc = inca_allreduce(c, in[k], out[k], CNT, INCA_INT32, INCA_SUM);
+		else if (!(rc = inca_iallreduce(c, in[3], out[3], CNT, INCA_INT32, INCA_SUM,
+						&req[0])) &&
+			 !(rc = inca_iallgather(c, in[4], out[4], CNT, INCA_INT32, &req[1])))
+			rc = inca_wait(req[1]) ? 1 : inca_wait(req[0]);
+	}
+	if (rc)
+		return 101;
+	/* the ring's results (a collective completed in-network here has
+	 * the one-member mock's: its own input) */
+	for (int k = 0; k < 4; k++)
+		for (int i = 0; i < CNT; i++) {
+			int32_t want = k < ahead ? in[k][i] : 0;
+			for (int q = 0; q < n && k >= ahead; q++)
+				want += (q + 1) * 100000 + k * 1000 + i;
+			wrong += out[k][i] != want;
+		}
+	for (int q = 0; q < n; q++)
+		for (int i = 0; i < CNT; i++)
+			wrong += out[4][q * CNT + i] != (q + 1) * 100000 + 4 * 1000 + i;
+	inca_comm_stats(c, &st);
+	if (st.replays != (uint64_t)ahead || st.fallbacks != (uint64_t)(5 - ahead) ||
+	    st.kept_inputs != 0)
+		return 102;
+	inca_comm_destroy(c);
+	agg_group_destroy(M.sw);
+	return wrong;
+}
+
+/* The switch of a static group dies with the ranks at different
+ * collectives (rank r has completed n - 1 - r of them in-network): no
+ * "the ranks disagree on which collective fell back", every result
+ * exact (func pytorch's switch-kill case failed so with several buckets
+ * in flight). */
+static void test_fallback_ranks_apart(void **state)
+{
+	(void)state;
+	for (int n = 2; n <= 3; n++) {
+		uint16_t port = (uint16_t)(21000 + (getpid() % 1000) * 8 + 6 + n);
+		pid_t kids[MR_MAX];
+		for (int r = 1; r < n; r++) {
+			kids[r] = fork();
+			assert_true(kids[r] >= 0);
+			if (kids[r] == 0)
+				_exit(skew_rank(n, r, n - 1 - r, port));
+		}
+		int mine = skew_rank(n, 0, n - 1, port);
+		for (int r = 1; r < n; r++) {
+			int status;
+			assert_int_equal(waitpid(kids[r], &status, 0), kids[r]);
+			assert_true(WIFEXITED(status));
+			if (WEXITSTATUS(status))
+				fail_msg("%d ranks: rank %d: %d", n, r, WEXITSTATUS(status));
+		}
+		if (mine)
+			fail_msg("%d ranks: rank 0: %d", n, mine);
+	}
+}
+
 /* ---- DCQCN and RTO arithmetic ---- */
 
 static void test_dcqcn_rates(void **state)
@@ -1746,6 +1851,7 @@ int main(void)
 		cmocka_unit_test(test_epoch_new_follows_the_clock),
 		cmocka_unit_test(test_reduce_scatter_bytes),
 		cmocka_unit_test(test_fallback_every_collective),
+		cmocka_unit_test(test_fallback_ranks_apart),
 		cmocka_unit_test(test_group_descriptions),
 		cmocka_unit_test(test_mtu_auto),
 		cmocka_unit_test(test_dcqcn_rates),
