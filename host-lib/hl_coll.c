@@ -748,7 +748,7 @@ static int static_recover(struct inca_comm *c)
 	if (rc)
 		return rc;
 	if (hl_seq_diff(keep, first) > 0)
-		return hl_fail(c, INCA_ERR_PROTOCOL, "ring: collective %u is to run again "
+		return hl_fail(c, INCA_ERR_SWITCH, "ring: collective %u is to run again "
 			       "for a rank that did not complete it, but a rank no longer "
 			       "keeps its input (it keeps them from collective %u: INCA_KEEP, "
 			       "INCA_KEEP_MB)", first, keep);
@@ -1061,6 +1061,17 @@ uint32_t hl_coll_first(struct inca_comm *c)
 	return first;
 }
 
+uint32_t hl_coll_oldest(struct inca_comm *c)
+{
+	struct hl_stream *st = &c->stream;
+	uint32_t oldest = c->next_seq;
+
+	for (unsigned i = 0; i < st->nops; i++)
+		if (hl_seq_diff(st->ops[i]->seq, oldest) < 0)
+			oldest = st->ops[i]->seq;
+	return oldest;
+}
+
 void hl_coll_fail_all(struct inca_comm *c, int err)
 {
 	struct hl_stream *st = &c->stream;
@@ -1136,7 +1147,6 @@ int hl_coll_recover(struct inca_comm *c, uint32_t from)
 	struct hl_stream *st = &c->stream;
 	const struct hl_kept *kept = c->keep.kept;
 	unsigned nkept = c->keep.n;
-	double deadline = c->now_us(c) + (double)c->timeout_ms * 1000;
 	int rc = 0;
 
 	/* every collective of the stream goes to the ring: none is left on
@@ -1165,6 +1175,9 @@ int hl_coll_recover(struct inca_comm *c, uint32_t from)
 			else if (hl_seq_diff(kept[i].seq, s) > 0)
 				later = true;
 		}
+		/* each replay has the deadline a call has, as the real ones
+		 * (ring_complete: their own) */
+		double deadline = c->now_us(c) + (double)c->timeout_ms * 1000;
 		if (op && !op->finished) {
 			ring_complete(op);
 		} else if (op && op->result == 0 && !op->ring) {

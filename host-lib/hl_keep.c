@@ -30,7 +30,6 @@ void hl_keep_init(struct inca_comm *c)
 	struct hl_keep *k = &c->keep;
 	const char *s;
 
-	k->seq0 = c->next_seq;
 	k->max = KEEP_DEFAULT;
 	k->bytes_max = (size_t)KEEP_MB_DEFAULT << 20;
 	if ((s = getenv("INCA_KEEP")))
@@ -181,7 +180,19 @@ void hl_keep_put(struct inca_comm *c, struct hl_kept *e)
 
 uint32_t hl_keep_from(struct inca_comm *c)
 {
-	return c->keep.lost_any ? c->keep.lost + 1 : c->keep.seq0;
+	struct hl_keep *k = &c->keep;
+	/* the oldest this rank holds an input of: kept, or a collective
+	 * still in the stream (hl_coll_recover replays from its input);
+	 * everything older was completed by every rank (prune) or lost */
+	uint32_t from = hl_coll_oldest(c);
+
+	for (unsigned i = 0; i < k->n; i++)
+		if (hl_seq_diff(k->kept[i].seq, from) < 0)
+			from = k->kept[i].seq;
+	/* not kept (too large, INCA_KEEP=0): nothing up to it */
+	if (k->lost_any && hl_seq_diff(k->lost + 1, from) > 0)
+		from = k->lost + 1;
+	return from;
 }
 
 void hl_keep_drop_before(struct inca_comm *c, uint32_t from)

@@ -284,7 +284,6 @@ struct hl_keep {
 	size_t bytes, bytes_max;  /* bytes_max: INCA_KEEP_MB */
 	bool lost_any;            /* an input not kept: */
 	uint32_t lost;            /*   the latest such collective */
-	uint32_t seq0;            /* the communicator's first collective */
 	uint8_t *spare;           /* a dropped kept input's buffer, for the next */
 	size_t spare_cap;
 };
@@ -542,6 +541,8 @@ int hl_stream_init(struct inca_comm *c);
  * inputs as replays whose results are dropped); every collective in flight fails with err; the stream starts
  * afresh (a new group); progress whatever is in flight for up to budget. */
 uint32_t hl_coll_first(struct inca_comm *c);
+/* The oldest collective in the stream, finished or not (else next_seq). */
+uint32_t hl_coll_oldest(struct inca_comm *c);
 int hl_coll_recover(struct inca_comm *c, uint32_t from);
 void hl_coll_fail_all(struct inca_comm *c, int err);
 void hl_coll_restart(struct inca_comm *c);

@@ -1563,7 +1563,7 @@ static void test_fallback_every_collective(void **state)
  * agree where the ring starts:
  * those ahead replay what they completed from their kept inputs. Returns
  * the number of wrong results, or 100 + what failed. */
-static int skew_rank(int n, int r, int ahead, uint16_t port)
+static int skew_rank(int n, int r, int ahead, uint16_t port, bool keep)
 {
 	struct hl_member hm[MR_MAX];
 	struct hl_group_desc g = { .switch_ip = 0x7f000001, .group_id = 9, .group_qpn = 256,
@@ -1590,7 +1590,11 @@ static int skew_rank(int n, int r, int ahead, uint16_t port)
 	for (int i = 0; i < AGG_MAX_WINDOW; i++)
 		M.slot_open[i] = -1;
 	M.sw = agg_group_create(&gc, NULL);
-	if (!M.sw || hl_comm_create(&attr, &g, &mock_ops, NULL, &c))
+	if (!keep)
+		setenv("INCA_KEEP", "0", 1);
+	int crc = M.sw ? hl_comm_create(&attr, &g, &mock_ops, NULL, &c) : -1;
+	unsetenv("INCA_KEEP");
+	if (crc)
 		return 100;
 	for (int k = 0; k < 5; k++)
 		for (int i = 0; i < CNT; i++)
@@ -1605,6 +1609,15 @@ static int skew_rank(int n, int r, int ahead, uint16_t port)
 						&req[0])) &&
 			 !(rc = inca_iallgather(c, in[4], out[4], CNT, INCA_INT32, &req[1])))
 			rc = inca_wait(req[1]) ? 1 : inca_wait(req[0]);
+	}
+	if (!keep) {
+		/* INCA_KEEP=0: the rank ahead cannot replay what the others
+		 * need; every rank ends the fallback so, none runs on */
+		if (rc != INCA_ERR_SWITCH || !strstr(inca_comm_errmsg(c), "no longer keeps"))
+			return 103;
+		inca_comm_destroy(c);
+		agg_group_destroy(M.sw);
+		return 0;
 	}
 	if (rc)
 		return 101;
@@ -1634,19 +1647,18 @@ static int skew_rank(int n, int r, int ahead, uint16_t port)
  * "the ranks disagree on which collective fell back", every result
  * exact (func pytorch's switch-kill case failed so with several buckets
  * in flight). */
-static void test_fallback_ranks_apart(void **state)
+static void ranks_apart(bool keep)
 {
-	(void)state;
 	for (int n = 2; n <= 3; n++) {
-		uint16_t port = (uint16_t)(21000 + (getpid() % 1000) * 8 + 6 + n);
+		uint16_t port = (uint16_t)(21000 + (getpid() % 1000) * 8 + 6 + n - (keep ? 0 : 2));
 		pid_t kids[MR_MAX];
 		for (int r = 1; r < n; r++) {
 			kids[r] = fork();
 			assert_true(kids[r] >= 0);
 			if (kids[r] == 0)
-				_exit(skew_rank(n, r, n - 1 - r, port));
+				_exit(skew_rank(n, r, n - 1 - r, port, keep));
 		}
-		int mine = skew_rank(n, 0, n - 1, port);
+		int mine = skew_rank(n, 0, n - 1, port, keep);
 		for (int r = 1; r < n; r++) {
 			int status;
 			assert_int_equal(waitpid(kids[r], &status, 0), kids[r]);
@@ -1657,6 +1669,21 @@ static void test_fallback_ranks_apart(void **state)
 		if (mine)
 			fail_msg("%d ranks: rank 0: %d", n, mine);
 	}
+}
+
+static void test_fallback_ranks_apart(void **state)
+{
+	(void)state;
+	ranks_apart(true);
+}
+
+/* The same with INCA_KEEP=0: the ranks behind need a collective the rank
+ * ahead no longer has the input of. Every rank's call fails with
+ * INCA_ERR_SWITCH saying so, none hangs or runs a different collective. */
+static void test_fallback_ranks_apart_not_kept(void **state)
+{
+	(void)state;
+	ranks_apart(false);
 }
 
 /* ---- DCQCN and RTO arithmetic ---- */
@@ -1852,6 +1879,7 @@ int main(void)
 		cmocka_unit_test(test_reduce_scatter_bytes),
 		cmocka_unit_test(test_fallback_every_collective),
 		cmocka_unit_test(test_fallback_ranks_apart),
+		cmocka_unit_test(test_fallback_ranks_apart_not_kept),
 		cmocka_unit_test(test_group_descriptions),
 		cmocka_unit_test(test_mtu_auto),
 		cmocka_unit_test(test_dcqcn_rates),
