@@ -178,6 +178,16 @@ manager_testbed() {
 	fi
 }
 
+# mpi_hosts NP PER_HOST: the launchers' host list for NP ranks, PER_HOST
+# on each testbed host by its management address ("192.168.77.1:2,...")
+mpi_hosts() {
+	local i hosts=""
+	for i in $(seq $(( ($1 + $2 - 1) / $2 ))); do
+		hosts+="${hosts:+,}192.168.77.$i:$2"
+	done
+	echo "$hosts"
+}
+
 # mpi_ranks NP PER_HOST LIB ARGS...: mpirun from this namespace, NP ranks,
 # PER_HOST per testbed host, MPI's traffic on the management network, LIB
 # (libinca-mpi) preloaded with the manager's environment; INCA_MPI=0 keeps
@@ -187,11 +197,9 @@ manager_testbed() {
 # of MPI's own traffic (default the management network, which survives the
 # switch; 10.0.0.0/24 puts it on the same links as INCA's)
 mpi_ranks() {
-	local np=$1 per=$2 lib=$3 hosts="" i
+	local np=$1 per=$2 lib=$3 hosts
 	shift 3
-	for i in $(seq $(( (np + per - 1) / per ))); do
-		hosts+="${hosts:+,}192.168.77.$i:$per"
-	done
+	hosts=$(mpi_hosts "$np" "$per")
 	timeout 900 mpirun --allow-run-as-root --oversubscribe -np "$np" --host "$hosts" \
 		--mca plm_rsh_agent "$here/tests/bench/ns-rsh" --mca btl "$(ompi_btl "$per")" \
 		${MPI_HAN:+--mca coll_han_priority 100} \
@@ -212,11 +220,9 @@ mpi_ranks() {
 # the runs here, MPICH alone, UCX 1.13: openucx/ucx#8738), hydra's own
 # address on it (-localhost).
 mpich_ranks() {
-	local np=$1 per=$2 lib=$3 hosts="" i
+	local np=$1 per=$2 lib=$3 hosts
 	shift 3
-	for i in $(seq $(( (np + per - 1) / per ))); do
-		hosts+="${hosts:+,}192.168.77.$i:$per"
-	done
+	hosts=$(mpi_hosts "$np" "$per")
 	HYDRA_LAUNCHER_AUTOFORK=0 timeout 900 mpiexec.hydra -n "$np" -hosts "$hosts" \
 		-launcher rsh -launcher-exec "$here/tests/bench/ns-rsh" -localhost 192.168.77.254 \
 		-bind-to none -genv INCA_TESTBED "$INCA_TESTBED" -genv LD_PRELOAD "$lib" \

@@ -48,6 +48,24 @@ finish() {
 	[ "$FAILED" -eq 0 ]
 }
 
+# testbed_cleanup: the EXIT trap of a suite on the testbed: its jobs
+# (JOB_PID, JOB_PIDS) ended, the testbed down, its manager (MGR_PID)
+# stopped; $WORK removed, or kept and named when a check failed
+testbed_cleanup() {
+	local p
+	for p in ${JOB_PID:-} ${JOB_PIDS[@]+"${JOB_PIDS[@]}"}; do kill "$p" 2>/dev/null; done
+	"$TB" down >/dev/null 2>&1
+	if [ -n "${MGR_PID:-}" ]; then
+		kill "$MGR_PID" 2>/dev/null
+		wait "$MGR_PID" 2>/dev/null
+	fi
+	if [ "$FAILED" -gt 0 ]; then
+		echo "# the output is kept in $WORK"
+	else
+		rm -rf "$WORK"
+	fi
+}
+
 # json_path KEY.PATH: one value of the telemetry answer on stdin
 # ({"/inca/cmd": {...}}), a dotted path into it; booleans as 0/1
 json_path() {

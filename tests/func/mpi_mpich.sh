@@ -28,20 +28,7 @@ WORK=$(mktemp -d /tmp/inca-mpich.XXXXXX)
 PORT=18494
 MGR_PID=
 JOB_PID=
-cleanup() {
-	[ -n "$JOB_PID" ] && kill "$JOB_PID" 2>/dev/null
-	"$TB" down >/dev/null 2>&1
-	if [ -n "$MGR_PID" ]; then
-		kill "$MGR_PID" 2>/dev/null
-		wait "$MGR_PID" 2>/dev/null
-	fi
-	if [ "$FAILED" -gt 0 ]; then
-		echo "# the programs' output is kept in $WORK"
-	else
-		rm -rf "$WORK"
-	fi
-}
-trap cleanup EXIT
+trap testbed_cleanup EXIT
 
 echo "# the library of the other ABI, preloaded by mistake, says so (before MPI starts)"
 # (both libraries built: Open MPI and MPICH installed, as install-deps does)

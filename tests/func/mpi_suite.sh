@@ -23,19 +23,7 @@ command -v mpirun >/dev/null || { echo "SKIP: mpirun missing (openmpi-bin)"; exi
 WORK=$(mktemp -d /tmp/inca-mpisuite.XXXXXX)
 PORT=18491
 MGR_PID=
-cleanup() {
-	"$TB" down >/dev/null 2>&1
-	if [ -n "$MGR_PID" ]; then
-		kill "$MGR_PID" 2>/dev/null
-		wait "$MGR_PID" 2>/dev/null
-	fi
-	if [ "$FAILED" -gt 0 ]; then
-		echo "# the suite's output is kept in $WORK"
-	else
-		rm -rf "$WORK"
-	fi
-}
-trap cleanup EXIT
+trap testbed_cleanup EXIT
 
 # shellcheck source=deploy/jobs.sh
 here=$SRC

@@ -26,17 +26,7 @@ PARAMS=$(( 64 * 128 + 128 + 128 * 128 + 128 + 128 * 10 + 10 ))
 
 WORK=$(mktemp -d /tmp/inca-pt.XXXXXX)
 JOB_PIDS=()
-cleanup() {
-	local p
-	for p in "${JOB_PIDS[@]}"; do kill "$p" 2>/dev/null; done
-	"$TB" down >/dev/null 2>&1
-	if [ "$FAILED" -gt 0 ]; then
-		echo "# the ranks' output is kept in $WORK"
-	else
-		rm -rf "$WORK"
-	fi
-}
-trap cleanup EXIT
+trap testbed_cleanup EXIT
 if ! ls "$PYPATH"/inca_torch/_C*.so >/dev/null 2>&1; then
 	not_ok "inca_torch is built ($PYPATH/inca_torch: meson option torch)"
 	finish
