@@ -958,8 +958,13 @@ int hl_coll_progress(struct hl_coll *op, double budget_us)
 		    now - st->last_progress_us > (double)c->switch_timeout_ms * 1000) {
 			char why[160];
 			in_flight_counts(c, &done, &total);
-			if (c->plan && c->fallback != INCA_FALLBACK_OFF) {
-				/* the manager decides, for every rank at once */
+			if (c->plan) {
+				/* the manager decides, for every rank at once,
+				 * whatever the policy: ranks that failed here
+				 * while others took a plan's cut to the ring
+				 * would be in two places (libinca-mpi's own
+				 * recovery against the cut); without a plan
+				 * the call's deadline ends the wait */
 				hl_plan_stalled(c, c->switch_timeout_ms);
 				st->last_progress_us = now;
 				continue;
@@ -1024,10 +1029,10 @@ int hl_coll_finish(struct hl_coll *op)
 	int rc = op->result;
 
 	/* in-network here, maybe not yet at another rank: should the switch
-	 * die first, the ring may need it again (a static group's fallback,
-	 * a plan's cut) */
-	if (op->finished && rc == 0 && !op->ring && c->fallback == INCA_FALLBACK_AUTO &&
-	    c->size > 1 && !c->switch_failed)
+	 * die first, the ring may need it again (a static group's fallback;
+	 * a plan's cut, which comes whatever the policy) */
+	if (op->finished && rc == 0 && !op->ring &&
+	    (c->fallback == INCA_FALLBACK_AUTO || c->plan) && c->size > 1 && !c->switch_failed)
 		keep_input(op);
 
 	if (!op->finished && !op->ring) {

@@ -141,7 +141,16 @@ bool hl_ring_peer_waiting(struct inca_comm *c)
 	return c->ring_listen_fd >= 0 && poll(&p, 1, 0) > 0 && (p.revents & POLLIN);
 }
 
-/* Listen for the previous rank, connect to the next, until the deadline. */
+/* A next rank that neither answers nor refuses (no route, no ARP reply,
+ * connect timing out) for this long: the ring's network is down, not the
+ * rank late. Without it a ring through the failed switch (no INCA_RING_IP
+ * on another network) held the call to its deadline (libinca-mpi: 30 s)
+ * before its own recovery over MPI. Longer than a link flap's few
+ * seconds. */
+#define RING_UNREACHABLE_US 5e6
+
+/* Listen for the previous rank, connect to the next, until the deadline
+ * (or the next rank unreachable for RING_UNREACHABLE_US). */
 static int ring_connect(struct inca_comm *c, double deadline_us)
 {
 	int next = (c->rank + 1) % c->size, prev = (c->rank + c->size - 1) % c->size;
@@ -156,6 +165,7 @@ static int ring_connect(struct inca_comm *c, double deadline_us)
 	char ip[INET_ADDRSTRLEN];
 	int one = 1, fd, rc;
 	bool connected = false;
+	double unreachable_since = 0;
 
 	if (c->ring_listen_fd < 0 && (rc = hl_ring_listen(c))) {
 		ipstr(my_ring_ip, ip, sizeof(ip));
@@ -180,8 +190,21 @@ static int ring_connect(struct inca_comm *c, double deadline_us)
 				fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
 				c->ring_next_fd = fd;
 				connected = true;
-			} else if (fd >= 0) {
-				close(fd);
+			} else {
+				int e = errno;
+				double now = c->now_us(c);
+				if (fd >= 0)
+					close(fd);
+				if (e == ECONNREFUSED)
+					unreachable_since = 0;      /* there, not listening yet */
+				else if (!unreachable_since)
+					unreachable_since = now;
+				else if (now - unreachable_since > RING_UNREACHABLE_US)
+					return hl_fail(c, INCA_ERR_PEER, "ring: next rank %d at %s:%u "
+						       "unreachable for %.0f s (%s): the ring's network "
+						       "is down (INCA_RING_IP: one that does not go "
+						       "through the switch)", next, ip, nx->ring_port,
+						       RING_UNREACHABLE_US / 1e6, strerror(e));
 			}
 		}
 		if (c->ring_prev_fd < 0) {

@@ -87,8 +87,9 @@ typedef struct inca_comm inca_comm_t;
 /* Fallback policy when the switch path does not work. */
 typedef enum {
 	INCA_FALLBACK_AUTO = 0,   /* fall back to the TCP ring, warn once */
-	INCA_FALLBACK_OFF = 1,    /* return INCA_ERR_SWITCH instead (a manager's
-				     plan still moves collectives to the ring) */
+	INCA_FALLBACK_OFF = 1,    /* return INCA_ERR_SWITCH instead; with a
+				     manager the same as auto: its plan moves
+				     every rank to the ring at one collective */
 	INCA_FALLBACK_FORCE = 2,  /* always use the ring (baselines, tests) */
 } inca_fallback_t;
 

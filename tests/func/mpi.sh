@@ -150,5 +150,6 @@ expect_eq "the program finished after the switch died (exit status)" "$rc" 0
 check "every result exact after the switch died" \
 	grep -q "mpi-check: [1-9][0-9]* passed, 0 failed" "$WORK/kill.out"
 check "the ranks said the switch path failed" grep -q "switch path failed" "$WORK/kill.err"
+grep -E "switch path failed|plan [0-9]+:|libinca: (warning|error)" "$WORK/kill.err" | sort | uniq -c | sort -rn | head -8 | sed "s/^/# /"
 grep -A15 "calls summed" "$WORK/kill.err"
 finish
