@@ -134,7 +134,7 @@ start_job() {
 			--mca mpi_yield_when_idle 1 -x INCA_TESTBED -x LD_PRELOAD="$MPILIB" \
 			-x INCA_MANAGER -x INCA_MANAGER_TOKEN_FILE -x INCA_IFNAME=eth0 \
 			-x INCA_TRANSPORT=udp -x INCA_MPI_OFFLOAD_AFTER -x INCA_LOG=warn \
-			"$MPICHECK" -m 65536 > "$WORK/$id.out" 2>&1
+			"$MPICHECK" -m 65536 -F > "$WORK/$id.out" 2>&1
 		  echo "rc $?" >> "$WORK/$id.out" ) &
 	else
 		n=$(echo "$hosts" | wc -w)
@@ -262,7 +262,12 @@ sed 's/^/    /' "$WORK/events" | grep -v " start \| end " || true
 echo "# jobs"
 awk '{printf "    %-5s %-12s rc %-3s calls %-5s wrong %-3s fallbacks %-4s plan changes %s\n", $1, $2, $3, $4, $5, $6, $7}' "$WORK/results"
 for id in $(awk '$3 != 0 {print $1}' "$WORK/results"); do
-	echo "    $id:"; cat "$WORK/$id".r* "$WORK/$id.out" 2>/dev/null | grep -i "error\|wrong\|fail" | head -3 | sed 's/^/      /'
+	# its errors first, then what else says wrong or fail (warnings)
+	echo "    $id:"; cat "$WORK/$id".r* "$WORK/$id.out" 2>/dev/null |
+		awk 'tolower($0) ~ /error/ { e[++ne] = $0; next }
+		     tolower($0) ~ /wrong|fail/ { o[++no] = $0 }
+		     END { for (i = 1; i <= ne && n < 5; i++) { print e[i]; n++ }
+			   for (i = 1; i <= no && n < 5; i++) { print o[i]; n++ } }' | sed 's/^/      /'
 done
 echo "# RSS (seconds, manager KiB, switches KiB)"
 awk '{printf "    %5d s  manager %7d  switches %8d\n", $1, $2, $3}' "$WORK/rss"
