@@ -252,22 +252,15 @@ int main(int argc, char **argv)
 			usage(stdout, argv[0]);
 			return 0;
 		}
-	struct vdev_names *vdevs = malloc(sizeof(*vdevs));
-	if (!vdevs) {
-		fprintf(stderr, "inca-switch: out of memory\n");
-		return 1;
-	}
-	vdevs_requested(argc, argv, vdevs);
+	static struct vdev_names vdevs;
+	vdevs_requested(argc, argv, &vdevs);
 	rc = rte_eal_init(argc, argv);
 	if (rc < 0) {
 		fprintf(stderr, "inca-switch: EAL initialisation failed: %s\n",
 			rte_strerror(rte_errno));
-		free(vdevs);
 		return 1;
 	}
-	int vrc = vdevs_check(vdevs);
-	free(vdevs);
-	if (vrc) {
+	if (vdevs_check(&vdevs)) {
 		rte_eal_cleanup();
 		return 1;
 	}

@@ -284,6 +284,14 @@ void hl_stream_free(struct inca_comm *c)
 
 /* ---- starting a collective ---- */
 
+/* Can the ring run a collective again after the switch failed? On a
+ * static group with fallback auto; with a manager whatever the policy
+ * (its plan's cut moves every rank to the ring). Then its input is kept. */
+static bool may_rerun(const struct inca_comm *c)
+{
+	return c->fallback == INCA_FALLBACK_AUTO || c->plan;
+}
+
 int hl_coll_start(struct inca_comm *c, const struct hl_coll_args *a, struct hl_coll **out)
 {
 	struct hl_stream *st = &c->stream;
@@ -334,7 +342,7 @@ int hl_coll_start(struct inca_comm *c, const struct hl_coll_args *a, struct hl_c
 		/* with a manager whatever the policy: a plan's cut can move
 		 * this collective to the ring after results overwrote part of
 		 * the buffer (libinca-mpi, INCA_FALLBACK_OFF, gave wrong sums) */
-		if (in_place && (c->fallback == INCA_FALLBACK_AUTO || c->plan) && !op->ring)
+		if (in_place && may_rerun(c) && !op->ring)
 			keep = a->count * esize;
 		break;
 	case AGG_COLL_REDUCE_SCATTER:
@@ -1031,8 +1039,8 @@ int hl_coll_finish(struct hl_coll *op)
 	/* in-network here, maybe not yet at another rank: should the switch
 	 * die first, the ring may need it again (a static group's fallback;
 	 * a plan's cut, which comes whatever the policy) */
-	if (op->finished && rc == 0 && !op->ring &&
-	    (c->fallback == INCA_FALLBACK_AUTO || c->plan) && c->size > 1 && !c->switch_failed)
+	if (op->finished && rc == 0 && !op->ring && may_rerun(c) && c->size > 1 &&
+	    !c->switch_failed)
 		keep_input(op);
 
 	if (!op->finished && !op->ring) {
@@ -1055,26 +1063,27 @@ int hl_coll_finish(struct hl_coll *op)
 /* ---- for the manager's plans (hl_plan.c) ---- */
 
 
-uint32_t hl_coll_first(struct inca_comm *c)
+/* The lowest sequence number in the stream (of its unfinished collectives
+ * only, if unfinished), else the next one's. */
+static uint32_t stream_lowest(struct inca_comm *c, bool unfinished)
 {
 	struct hl_stream *st = &c->stream;
-	uint32_t first = c->next_seq;
+	uint32_t low = c->next_seq;
 
 	for (unsigned i = 0; i < st->nops; i++)
-		if (!st->ops[i]->finished && hl_seq_diff(st->ops[i]->seq, first) < 0)
-			first = st->ops[i]->seq;
-	return first;
+		if (!(unfinished && st->ops[i]->finished) && hl_seq_diff(st->ops[i]->seq, low) < 0)
+			low = st->ops[i]->seq;
+	return low;
+}
+
+uint32_t hl_coll_first(struct inca_comm *c)
+{
+	return stream_lowest(c, true);
 }
 
 uint32_t hl_coll_oldest(struct inca_comm *c)
 {
-	struct hl_stream *st = &c->stream;
-	uint32_t oldest = c->next_seq;
-
-	for (unsigned i = 0; i < st->nops; i++)
-		if (hl_seq_diff(st->ops[i]->seq, oldest) < 0)
-			oldest = st->ops[i]->seq;
-	return oldest;
+	return stream_lowest(c, false);
 }
 
 void hl_coll_fail_all(struct inca_comm *c, int err)
