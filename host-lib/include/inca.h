@@ -209,8 +209,9 @@ const char *inca_last_errmsg(void);
  *                         not allowed; inca_comm_errmsg says which)
  *   INCA_ERR_BUSY         INCA_MAX_INFLIGHT collectives already in flight
  *   INCA_ERR_TIMEOUT      the deadline (INCA_TIMEOUT_MS) passed
- *   INCA_ERR_SWITCH       no switch and fallback off; with a manager, a plan
- *                         change the ranks cannot make (a replay's input gone)
+ *   INCA_ERR_SWITCH       no switch and fallback off (a static group); a
+ *                         move to the ring the ranks cannot make: a replay's
+ *                         input gone (a plan's cut, a static group's fallback)
  *   INCA_ERR_PEER         a member unreachable during the fallback
  *   INCA_ERR_PROTOCOL     the ranks disagreed (e.g. on which call fell back)
  *   INCA_ERR_NOMEM
