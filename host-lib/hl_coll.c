@@ -835,6 +835,21 @@ static double coalesce_nap(struct inca_comm *c, double now, double wait)
 	if (st->gap_us <= 0)
 		return 0;
 	nap = st->gap_us * st->unanswered / 2;
+	/* not past the oldest collective's last result but one: a nap that
+	 * holds a completion holds whoever waits for it (the caller, the
+	 * local ranks of a host's leader), and with small collectives in
+	 * flight it slows the very pace it is measured on (8 B
+	 * MPI_Iallreduce, 1000 in flight, 2 ranks per host: 52 us a call
+	 * with such naps, 35-43 without). A large collective naps as before. */
+	for (unsigned i = 0; i < st->nops; i++) {
+		const struct hl_coll *o = st->ops[i];
+		if (o->finished || o->ring)
+			continue;
+		double left = st->gap_us * (o->npkts - o->done_pkts - 1.0);
+		if (nap > left)
+			nap = left;
+		break;
+	}
 	if (nap > COALESCE_MAX_NAP_US)
 		nap = COALESCE_MAX_NAP_US;
 	if (nap > c->rto.rto / 4)

@@ -593,10 +593,10 @@ static bool advance_up(struct hl_hier *h, struct hl_hreq *r, struct need *need)
 		uint32_t s = r->up0 + r->k;
 		size_t off = (size_t)r->k * HL_TEAM_CHUNK, len = step_len(r->up_len, r->k);
 		if (!is_leader(h)) {
-			/* my buffer of step s was step s - 2's: taken once the
-			 * leader is past s - 2 */
-			if (!hl_team_reached(h->team, HL_TEAM_UP, 0, s - 1)) {
-				set_need(need, HL_TEAM_UP, 0, s - 1);
+			/* my buffer of step s was an earlier step's: taken
+			 * once the leader is past that one */
+			if (!hl_team_reached(h->team, HL_TEAM_UP, 0, hl_team_reuse(s))) {
+				set_need(need, HL_TEAM_UP, 0, hl_team_reuse(s));
 				return moved;
 			}
 			if (contributes(r, h->L.lrank) && len)
@@ -783,11 +783,12 @@ static bool advance_down(struct hl_hier *h, struct hl_hreq *r, struct need *need
 			continue;
 		}
 		if (is_leader(h)) {
-			/* the down buffer of step s was step s - 2's: free once
-			 * every local rank is past s - 2 */
+			/* the down buffer of step s was an earlier step's:
+			 * free once every local rank is past that one */
 			for (r->who = r->who ? r->who : 1; r->who < h->L.lsize; r->who++) {
-				if (!hl_team_reached(h->team, HL_TEAM_DOWN, r->who, s - 1)) {
-					set_need(need, HL_TEAM_DOWN, r->who, s - 1);
+				if (!hl_team_reached(h->team, HL_TEAM_DOWN, r->who,
+						     hl_team_reuse(s))) {
+					set_need(need, HL_TEAM_DOWN, r->who, hl_team_reuse(s));
 					return moved;
 				}
 			}

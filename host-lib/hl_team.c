@@ -22,7 +22,7 @@
 #include "hl_team.h"
 
 #define TEAM_MAGIC 0x494e4354u   /* "INCT" */
-#define TEAM_VERSION 1u
+#define TEAM_VERSION 2u
 
 enum { ST_NEW = 0, ST_OPEN = 1, ST_READY = 2, ST_FAILED = 3 };
 
@@ -53,7 +53,7 @@ struct hl_team {
 	int lrank, lsize;
 	struct seg_hdr *hdr;
 	struct seg_rank *ranks;
-	struct hl_team_note *notes;     /* [2] */
+	struct hl_team_note *notes;     /* [HL_TEAM_SLOTS] */
 	uint8_t *up, *down;
 };
 
@@ -82,12 +82,12 @@ static void layout(struct hl_team *t, uint8_t *base, int lsize)
 	t->ranks = (struct seg_rank *)(base + off);
 	off += sizeof(struct seg_rank) * (size_t)lsize;
 	t->notes = (struct hl_team_note *)(base + align_up(off, 64));
-	off = align_up(off, 64) + 2 * sizeof(struct hl_team_note);
+	off = align_up(off, 64) + HL_TEAM_SLOTS * sizeof(struct hl_team_note);
 	off = align_up(off, 4096);
 	t->up = base + off;
-	off += (size_t)lsize * 2 * HL_TEAM_CHUNK;
+	off += (size_t)lsize * HL_TEAM_SLOTS * HL_TEAM_CHUNK;
 	t->down = base + off;
-	off += 2 * HL_TEAM_CHUNK;
+	off += HL_TEAM_SLOTS * HL_TEAM_CHUNK;
 	t->bytes = off;
 }
 
@@ -402,13 +402,13 @@ void hl_team_close(struct hl_team *t)
 uint8_t *hl_team_buf(struct hl_team *t, enum hl_team_stream st, int lrank, uint32_t s)
 {
 	if (st == HL_TEAM_DOWN)
-		return t->down + (size_t)(s & 1) * HL_TEAM_CHUNK;
-	return t->up + ((size_t)lrank * 2 + (s & 1)) * HL_TEAM_CHUNK;
+		return t->down + (size_t)(s % HL_TEAM_SLOTS) * HL_TEAM_CHUNK;
+	return t->up + ((size_t)lrank * HL_TEAM_SLOTS + s % HL_TEAM_SLOTS) * HL_TEAM_CHUNK;
 }
 
 struct hl_team_note *hl_team_note(struct hl_team *t, uint32_t s)
 {
-	return &t->notes[s & 1];
+	return &t->notes[s % HL_TEAM_SLOTS];
 }
 
 void hl_team_post(struct hl_team *t, enum hl_team_stream st, uint32_t s)

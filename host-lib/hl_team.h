@@ -6,8 +6,8 @@
  *   up    every rank publishes a chunk of step s; the leader takes them
  *   down  the leader publishes a chunk of step s; every rank reads it
  * Each rank owns two counters (steps done, one per stream), futex words
- * in the segment. Two buffers per rank and stream let step s + 1 be
- * written while step s is read. The segment's name is unlinked once every
+ * in the segment. HL_TEAM_SLOTS buffers per rank and stream let steps
+ * s + 1 .. s + HL_TEAM_SLOTS - 1 be written while step s is read. The segment's name is unlinked once every
  * local rank has it mapped, so a crash leaves nothing in /dev/shm; a
  * segment left by a crash before that is reclaimed by the next job.
  */
@@ -17,8 +17,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* bytes a step carries */
-#define HL_TEAM_CHUNK (256u * 1024u)
+/* bytes a step carries, and the buffers per rank and stream: a writer
+ * runs up to HL_TEAM_SLOTS steps ahead of its reader, so that many small
+ * collectives in flight (each one step) pass without a wake-up each */
+#define HL_TEAM_CHUNK (16u * 1024u)
+#define HL_TEAM_SLOTS 32u
 /* most ranks of one job on one host */
 #define HL_TEAM_MAX 256
 
@@ -47,6 +50,12 @@ void hl_team_close(struct hl_team *t);
 /* local rank lrank's buffer for step s of a stream (HL_TEAM_CHUNK bytes;
  * the down stream has one, the leader's) */
 uint8_t *hl_team_buf(struct hl_team *t, enum hl_team_stream st, int lrank, uint32_t s);
+/* The buffer of step s is step s - HL_TEAM_SLOTS's: its writer may fill it
+ * once the reader has reached (hl_team_reached) this step number. */
+static inline uint32_t hl_team_reuse(uint32_t s)
+{
+	return s - HL_TEAM_SLOTS + 1;
+}
 struct hl_team_note *hl_team_note(struct hl_team *t, uint32_t s);
 /* This rank has done step s of stream st (its counter becomes s + 1). */
 void hl_team_post(struct hl_team *t, enum hl_team_stream st, uint32_t s);

@@ -298,6 +298,24 @@ static void body_collectives(int rank, int P, const char *job)
 				break;
 			}
 	}
+	/* as many small ones in flight as libinca takes, more than the
+	 * team's HL_TEAM_SLOTS steps: the writers wait for a slot, none is
+	 * overwritten before it is read */
+	int32_t w[INCA_MAX_INFLIGHT][2];
+	inca_request_t *wr[INCA_MAX_INFLIGHT];
+	_Static_assert(INCA_MAX_INFLIGHT > HL_TEAM_SLOTS, "more in flight than slots");
+	for (int j = 0; j < INCA_MAX_INFLIGHT; j++) {
+		w[j][0] = rank * 1000 + j;
+		w[j][1] = -j;
+		CHECK(!inca_iallreduce(c, INCA_IN_PLACE, w[j], 2, INCA_INT32, INCA_MAX, &wr[j]),
+		      "small iallreduce %d", j);
+		calls++;
+	}
+	for (int j = INCA_MAX_INFLIGHT - 1; j >= 0; j--) {
+		CHECK(!inca_wait(wr[j]), "small wait %d", j);
+		CHECK(w[j][0] == (P - 1) * 1000 + j && w[j][1] == -j, "small iallreduce %d: %d %d",
+		      j, w[j][0], w[j][1]);
+	}
 	struct inca_stats st;
 	CHECK(!inca_comm_stats(c, &st), "stats");
 	CHECK(st.collectives == calls && st.hier_calls == calls && st.fallbacks == 0 &&
