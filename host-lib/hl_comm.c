@@ -195,7 +195,6 @@ int hl_comm_create(const struct inca_comm_attr *attr, const struct hl_group_desc
 	hl_dcqcn_params_default(&p, attr->line_rate_gbps > 0 ? attr->line_rate_gbps : 10);
 	hl_dcqcn_init(&c->dcqcn, &p, c->now_us(c));
 	c->line_bps = (attr->line_rate_gbps > 0 ? attr->line_rate_gbps : 10) * 1e9;
-	c->pfc_fd = -1;
 	c->pfc_prio = attr->pfc_priority > 0 ? (unsigned)attr->pfc_priority - 1 : 3;
 
 	if (hl_stream_init(c)) {

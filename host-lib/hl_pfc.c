@@ -12,12 +12,48 @@
 #include <ifaddrs.h>
 #include <linux/if_packet.h>
 #include <net/if.h>
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "hl_priv.h"
+
+/* An interface's pauses, shared by the process's communicators on it
+ * (hl_priv.h says why it outlives them). */
+struct hl_pfc_port {
+	struct hl_pfc_port *next;
+	int ifindex;
+	int fd;
+	unsigned refs;
+	pthread_mutex_t lock;          /* fd's reads and until_us */
+	double until_us[AGG_PFC_CLASSES];
+};
+
+static struct hl_pfc_port *ports;
+static pthread_mutex_t ports_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* ifindex's port, with a reference, or NULL */
+static struct hl_pfc_port *port_get(int ifindex)
+{
+	struct hl_pfc_port *p;
+	uint8_t buf[128];
+
+	pthread_mutex_lock(&ports_lock);
+	for (p = ports; p && p->ifindex != ifindex; p = p->next)
+		;
+	if (p && p->refs++ == 0) {
+		/* unread while no communicator used it: old news */
+		while (recv(p->fd, buf, sizeof(buf), MSG_DONTWAIT) > 0)
+			;
+		for (unsigned i = 0; i < AGG_PFC_CLASSES; i++)
+			p->until_us[i] = 0;
+	}
+	pthread_mutex_unlock(&ports_lock);
+	return p;
+}
 
 /* The interface that holds ip (host byte order), into name. */
 static int iface_of(uint32_t ip, char *name, size_t len)
@@ -46,9 +82,7 @@ int hl_pfc_open(struct inca_comm *c, bool required)
 	const char *why;
 	int fd;
 
-	c->pfc_fd = -1;
-	for (unsigned i = 0; i < AGG_PFC_CLASSES; i++)
-		c->pfc_until_us[i] = 0;
+	c->pfc = NULL;
 	if (c->ifname[0])
 		snprintf(ifname, sizeof(ifname), "%s", c->ifname);
 	else if (iface_of(c->my_ip, ifname, sizeof(ifname))) {
@@ -61,6 +95,8 @@ int hl_pfc_open(struct inca_comm *c, bool required)
 		why = "unknown interface";
 		goto fail;
 	}
+	if ((c->pfc = port_get(sll.sll_ifindex)))
+		return INCA_OK;
 	fd = socket(AF_PACKET, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC,
 		    htons(AGG_ETHERTYPE_MAC_CONTROL));
 	if (fd < 0) {
@@ -72,7 +108,11 @@ int hl_pfc_open(struct inca_comm *c, bool required)
 		close(fd);
 		goto fail;
 	}
-	c->pfc_fd = fd;
+	if (hl_pfc_attach(c, sll.sll_ifindex, fd)) {
+		why = "out of memory";
+		errno = ENOMEM;
+		goto fail;
+	}
 	HL_DEBUG("PFC: honouring pauses of priority %u on %s at %.3g Gbit/s", c->pfc_prio,
 		 ifname, c->line_bps / 1e9);
 	return INCA_OK;
@@ -85,21 +125,55 @@ fail:
 	return INCA_OK;
 }
 
+int hl_pfc_attach(struct inca_comm *c, int ifindex, int fd)
+{
+	struct hl_pfc_port *p = port_get(ifindex);
+
+	if (p) {
+		if (fd >= 0)
+			close(fd);
+		c->pfc = p;
+		return INCA_OK;
+	}
+	if (fd < 0)
+		return INCA_ERR_INVAL;
+	if (!(p = calloc(1, sizeof(*p)))) {
+		close(fd);
+		return INCA_ERR_NOMEM;
+	}
+	p->ifindex = ifindex;
+	p->fd = fd;
+	p->refs = 1;
+	pthread_mutex_init(&p->lock, NULL);
+	pthread_mutex_lock(&ports_lock);
+	p->next = ports;
+	ports = p;
+	pthread_mutex_unlock(&ports_lock);
+	c->pfc = p;
+	return INCA_OK;
+}
+
 void hl_pfc_close(struct inca_comm *c)
 {
-	if (c->pfc_fd >= 0)
-		close(c->pfc_fd);
-	c->pfc_fd = -1;
+	if (!c->pfc)
+		return;
+	pthread_mutex_lock(&ports_lock);
+	c->pfc->refs--;        /* kept open for the next communicator */
+	pthread_mutex_unlock(&ports_lock);
+	c->pfc = NULL;
 }
 
 double hl_pfc_wait_us(struct inca_comm *c, double now)
 {
+	struct hl_pfc_port *p = c->pfc;
 	uint8_t buf[128];
 	ssize_t n;
+	double until;
 
-	if (c->pfc_fd < 0)
+	if (!p)
 		return 0;
-	while ((n = recv(c->pfc_fd, buf, sizeof(buf), MSG_DONTWAIT)) > 0) {
+	pthread_mutex_lock(&p->lock);
+	while ((n = recv(p->fd, buf, sizeof(buf), MSG_DONTWAIT)) > 0) {
 		struct agg_pfc pfc;
 
 		if (agg_pfc_decode(buf, (size_t)n, &pfc)) {
@@ -109,8 +183,10 @@ double hl_pfc_wait_us(struct inca_comm *c, double now)
 		c->stats.pfc_frames++;
 		for (unsigned i = 0; i < AGG_PFC_CLASSES; i++)
 			if (pfc.enable >> i & 1)
-				c->pfc_until_us[i] = now + (double)agg_pfc_quanta_ns(pfc.quanta[i],
+				p->until_us[i] = now + (double)agg_pfc_quanta_ns(pfc.quanta[i],
 						(uint64_t)c->line_bps) / 1000.0;
 	}
-	return c->pfc_until_us[c->pfc_prio] > now ? c->pfc_until_us[c->pfc_prio] - now : 0;
+	until = p->until_us[c->pfc_prio];
+	pthread_mutex_unlock(&p->lock);
+	return until > now ? until - now : 0;
 }

@@ -335,9 +335,8 @@ struct inca_comm {
 	double line_bps;          /* the link's rate: DCQCN, PFC quanta */
 
 	/* PFC (hl_pfc.c) */
-	int pfc_fd;               /* packet socket for 0x8808, -1: not honoured */
+	struct hl_pfc_port *pfc;  /* the interface's pauses; NULL: not honoured */
 	unsigned pfc_prio;        /* priority of our data (the switch's lossless TC) */
-	double pfc_until_us[AGG_PFC_CLASSES];
 
 	uint32_t next_seq;        /* collective sequence number, from the epoch's */
 	uint64_t gcount;          /* packets of the collectives started: the
@@ -406,9 +405,18 @@ int hl_group_from_env(struct hl_group_desc *g, char *err, size_t errlen);
 void hl_group_free(struct hl_group_desc *g);
 
 /* hl_pfc.c: honour PFC pauses for c->pfc_prio on the member's interface.
- * Without the packet socket: an error when required, else a warning. */
+ * Without the packet socket: an error when required, else a warning. The
+ * communicators of a process on one interface share one packet socket and
+ * its pause state; it stays open for the next when the last one closes
+ * (a packet socket's bind and close each wait for an RCU grace period,
+ * 8-24 ms here, which made every communicator's creation and release that
+ * much slower). */
 int hl_pfc_open(struct inca_comm *c, bool required);
 void hl_pfc_close(struct inca_comm *c);
+/* Honour interface ifindex's pauses: the process's port for it if it has
+ * one (fd, if any, is closed), else one reading fd (a packet socket, or a
+ * test's socket pair), which is the process's from now on. */
+int hl_pfc_attach(struct inca_comm *c, int ifindex, int fd);
 /* Read pending PFC frames; microseconds until our priority may send. */
 double hl_pfc_wait_us(struct inca_comm *c, double now_us);
 

@@ -9,12 +9,17 @@
 # faster Open MPI. libinca-mpi reduces inside the host first (docs/hostlib.md).
 # Usage: tests/bench/run-mpi.sh [--rate R] [--min BYTES] [--max BYTES] [--iters N]
 #          [--ranks NP] [--per-host P] [--coll allreduce|reduce_scatter|allgather|
-#          bcast|reduce|barrier] [--nb W]   (default 8 ranks, 2 per host, allreduce)
+#          bcast|reduce|barrier] [--nb W] [--mix] [--pass]
+#          (default 8 ranks, 2 per host, allreduce)
 # --nb W: mpi-nb-perf instead: W MPI_Iallreduce in flight, completed out of
 # order, 10 rounds, 8 B to 4 KiB
+# --mix: mpi-mix-perf instead: steps that mix offloaded communicators with
+# passed-through ones (a user op, a short-lived dup), 8 B to 4 KiB
+# --pass: every call passed through (INCA_MPI_MIN_BYTES above --max): what
+# the interposer costs a call it does not offload
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
-rate="" min=8 max=16M iters=20 np=8 per=2 coll=allreduce nb=""
+rate="" min=8 max=16M iters=20 np=8 per=2 coll=allreduce nb="" mix="" pass=""
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--rate) rate=${2:?}; shift 2 ;;
@@ -22,10 +27,12 @@ while [ $# -gt 0 ]; do
 	--max) max=${2:?}; shift 2 ;;
 	--coll) coll=${2:?}; shift 2 ;;
 	--nb) nb=${2:?}; shift 2 ;;
+	--mix) mix=1; shift ;;
+	--pass) pass=1; shift ;;
 	--iters) iters=${2:?}; shift 2 ;;
 	--ranks) np=${2:?}; shift 2 ;;
 	--per-host) per=${2:?}; shift 2 ;;
-	-h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "run-mpi.sh: unknown option '$1'" >&2; exit 2 ;;
 	esac
 done
@@ -57,6 +64,11 @@ if [ -n "$nb" ]; then
 	[ -e "$PERF" ] || { echo "run-mpi.sh: $PERF not built" >&2; exit 1; }
 	ARGS=(-w "$nb" -r 10 -s 8 -s 64 -s 512 -s 4096)
 	coll="MPI_Iallreduce x $nb in flight"
+elif [ -n "$mix" ]; then
+	PERF=$B/tests/bench/mpi-mix-perf
+	[ -e "$PERF" ] || { echo "run-mpi.sh: $PERF not built" >&2; exit 1; }
+	ARGS=(-n 50 -s 8 -s 64 -s 512 -s 4096)
+	coll="steps mixing offloaded and passed-through communicators"
 fi
 # run NAME: the perf tool once; a failed launch is retried once, and said
 run() {
@@ -72,9 +84,21 @@ run() {
 }
 INCA_MPI=0 run openmpi
 INCA_MPI=0 MPI_HAN=1 run openmpi-han
-INCA_MPI=1 run inca
-grep -q "offloaded to INCA" "$WORK/inca.err" ||
-	{ echo "run-mpi.sh: the interposer did not offload:" >&2; cat "$WORK/inca.err" >&2; exit 1; }
+if [ -n "$pass" ]; then
+	# every call below the threshold: passed through, none offloaded
+	# (the tool's barriers, which have no size, still are)
+	INCA_MPI=1 INCA_MPI_MIN_BYTES=64G run inca
+	if ! awk '/^MPI_/ && $1 != "MPI_Barrier" { if ($2 > 0) bad = 1; if ($3 > 0) passed = 1 }
+		  END { exit bad || !passed }' "$WORK/inca.err"; then
+		echo "run-mpi.sh: --pass: the interposer offloaded, or did not run:" >&2
+		cat "$WORK/inca.err" >&2
+		exit 1
+	fi
+else
+	INCA_MPI=1 run inca
+	grep -q "offloaded to INCA" "$WORK/inca.err" ||
+		{ echo "run-mpi.sh: the interposer did not offload:" >&2; cat "$WORK/inca.err" >&2; exit 1; }
+fi
 echo "== $coll: Open MPI alone ($np ranks, $per per host${rate:+, links $rate})"
 cat "$WORK/openmpi.txt"
 echo "== the same binary with LD_PRELOAD=libinca-mpi.so"
@@ -86,5 +110,12 @@ cat "$WORK/openmpi-han.txt"
 awk 'FNR == 1 { f++ } /^[0-9]/ { if (!(($1) in t) || $2 < t[$1]) t[$1] = $2; if (f == 1) o[++n] = $1 }
      END { print "# Size  Avg Latency(us)"; for (i = 1; i <= n; i++) print o[i], t[o[i]] }' \
 	"$WORK/openmpi.txt" "$WORK/openmpi-han.txt" > "$WORK/openmpi-best.txt"
-echo "== side by side: Open MPI at its best (the faster of tuned and han at each size) against libinca-mpi"
-osu_side_by_side "$WORK/openmpi-best.txt" "$WORK/inca.txt"
+if [ -n "$pass" ]; then
+	# a passed-through call runs Open MPI's own (tuned, as configured
+	# above): the ratio is what the interposer costs it
+	echo "== side by side: Open MPI alone against the same calls passed through libinca-mpi"
+	osu_side_by_side "$WORK/openmpi.txt" "$WORK/inca.txt"
+else
+	echo "== side by side: Open MPI at its best (the faster of tuned and han at each size) against libinca-mpi"
+	osu_side_by_side "$WORK/openmpi-best.txt" "$WORK/inca.txt"
+fi

@@ -1819,7 +1819,8 @@ static void test_pfc_pause(void **state)
 
 	(void)state;
 	assert_int_equal(socketpair(AF_UNIX, SOCK_DGRAM, 0, sv), 0);
-	c->pfc_fd = sv[0];
+	/* a made-up interface, not one a real communicator could share */
+	assert_int_equal(hl_pfc_attach(c, -1, sv[0]), INCA_OK);
 	assert_int_equal(c->pfc_prio, 3);
 	assert_true(c->line_bps == 10e9);
 	agg_pfc_encode(f, sizeof(f), mac, &pfc);
@@ -1856,7 +1857,49 @@ static void test_pfc_pause(void **state)
 	assert_int_equal(st.pfc_frames, 4);
 	assert_int_equal(st.pfc_malformed, 1);
 	close(sv[1]);
-	done_comm(c);   /* closes sv[0] */
+	done_comm(c);   /* sv[0] stays the process's, as a packet socket would */
+}
+
+/* Communicators on one interface share its pauses: one packet socket,
+ * read by whichever sends next, kept for the next communicator when the
+ * last closes (what it buffered meanwhile is dropped, not obeyed). */
+static void test_pfc_shared(void **state)
+{
+	inca_comm_t *a = mk_comm(4, 64, INCA_FALLBACK_OFF, -1);
+	inca_comm_t *b = mk_comm(4, 64, INCA_FALLBACK_OFF, -1);
+	struct agg_pfc pfc = { .enable = 1u << 3, .quanta = { [3] = 65535 } };
+	static const uint8_t mac[6] = { 2, 0, 0, 0, 0, 0xfe };
+	uint8_t f[AGG_PFC_FRAME_LEN];
+	struct inca_stats st;
+	int sv[2];
+
+	(void)state;
+	assert_int_equal(socketpair(AF_UNIX, SOCK_DGRAM, 0, sv), 0);
+	assert_int_equal(hl_pfc_attach(b, -2, -1), INCA_ERR_INVAL);   /* nothing to share yet */
+	assert_int_equal(hl_pfc_attach(a, -2, sv[0]), INCA_OK);
+	assert_int_equal(hl_pfc_attach(b, -2, -1), INCA_OK);
+	assert_ptr_equal(a->pfc, b->pfc);
+	agg_pfc_encode(f, sizeof(f), mac, &pfc);
+	assert_int_equal(send(sv[1], f, sizeof(f), 0), (ssize_t)sizeof(f));
+	/* a reads the frame; b, which did not, is held as long */
+	assert_true(fabs(hl_pfc_wait_us(a, 1000) - 3355.392) < 1e-6);
+	assert_true(fabs(hl_pfc_wait_us(b, 2000) - 2355.392) < 1e-6);
+	inca_comm_stats(a, &st);
+	assert_int_equal(st.pfc_frames, 1);
+	inca_comm_stats(b, &st);
+	assert_int_equal(st.pfc_frames, 0);
+	done_comm(a);
+	assert_true(fabs(hl_pfc_wait_us(b, 3000) - 1355.392) < 1e-6);
+	done_comm(b);
+	/* no communicator: a pause now is stale by the next one */
+	assert_int_equal(send(sv[1], f, sizeof(f), 0), (ssize_t)sizeof(f));
+	inca_comm_t *c = mk_comm(4, 64, INCA_FALLBACK_OFF, -1);
+	assert_int_equal(hl_pfc_attach(c, -2, -1), INCA_OK);
+	assert_true(hl_pfc_wait_us(c, 5000) == 0);
+	assert_int_equal(send(sv[1], f, sizeof(f), 0), (ssize_t)sizeof(f));
+	assert_true(fabs(hl_pfc_wait_us(c, 5000) - 3355.392) < 1e-6);
+	close(sv[1]);
+	done_comm(c);
 }
 
 int main(void)
@@ -1886,6 +1929,7 @@ int main(void)
 		cmocka_unit_test(test_dcqcn_pacing),
 		cmocka_unit_test(test_rto),
 		cmocka_unit_test(test_pfc_pause),
+		cmocka_unit_test(test_pfc_shared),
 	};
 	return cmocka_run_group_tests_name("hostlib", tests, NULL, NULL);
 }
