@@ -207,7 +207,7 @@ mpi_ranks() {
 		--mca oob_tcp_if_include 192.168.77.0/24 --mca mpi_yield_when_idle 1 \
 		-x INCA_TESTBED -x LD_PRELOAD="$lib" -x INCA_MANAGER -x INCA_MANAGER_TOKEN_FILE \
 		-x INCA_IFNAME=eth0 -x INCA_TRANSPORT="${INCA_TRANSPORT:-udp}" \
-		-x INCA_MPI_STATS=1 -x INCA_MPI_VERBOSE=1 -x INCA_MPI="${INCA_MPI:-1}" \
+		-x INCA_MPI_STATS="${INCA_MPI_STATS:-1}" -x INCA_MPI_VERBOSE=1 -x INCA_MPI="${INCA_MPI:-1}" \
 		${INCA_MPI_OFFLOAD_AFTER:+-x INCA_MPI_OFFLOAD_AFTER} \
 		${INCA_MPI_MIN_BYTES:+-x INCA_MPI_MIN_BYTES} "$@"
 }

@@ -132,7 +132,7 @@ static int allreduce(enum im_coll kind, const void *sendbuf, void *recvbuf, int 
 int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type,
 		  MPI_Op mop, MPI_Comm comm)
 {
-	double t0 = im_now_us();
+	double t0 = im_t0();
 	struct im_comm *ic;
 	size_t bytes;
 	int dt, io;
@@ -153,7 +153,7 @@ int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype ty
 int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type,
 		   MPI_Op mop, MPI_Comm comm, MPI_Request *request)
 {
-	double t0 = im_now_us();
+	double t0 = im_t0();
 	struct im_comm *ic;
 	size_t bytes;
 	int dt, io;
@@ -193,7 +193,7 @@ static int reduce(enum im_coll kind, const void *sendbuf, void *recvbuf, int cou
 int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op mop,
 	       int root, MPI_Comm comm)
 {
-	double t0 = im_now_us();
+	double t0 = im_t0();
 	struct im_comm *ic;
 	size_t bytes;
 	int dt, io;
@@ -215,7 +215,7 @@ int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type,
 int MPI_Ireduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op mop,
 		int root, MPI_Comm comm, MPI_Request *request)
 {
-	double t0 = im_now_us();
+	double t0 = im_t0();
 	struct im_comm *ic;
 	size_t bytes;
 	int dt, io;
@@ -258,7 +258,7 @@ static int reduce_scatter(enum im_coll kind, const void *sendbuf, void *recvbuf,
 int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int rcount,
 			     MPI_Datatype type, MPI_Op mop, MPI_Comm comm)
 {
-	double t0 = im_now_us();
+	double t0 = im_t0();
 	struct im_comm *ic;
 	size_t bytes;
 	int dt, io;
@@ -279,7 +279,7 @@ int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int rcount,
 int MPI_Ireduce_scatter_block(const void *sendbuf, void *recvbuf, int rcount,
 			      MPI_Datatype type, MPI_Op mop, MPI_Comm comm, MPI_Request *request)
 {
-	double t0 = im_now_us();
+	double t0 = im_t0();
 	struct im_comm *ic;
 	size_t bytes;
 	int dt, io;
@@ -327,7 +327,7 @@ static size_t counts_bytes(const int *counts, MPI_Datatype type, MPI_Comm comm)
 int MPI_Reduce_scatter(const void *sendbuf, void *recvbuf, const int counts[],
 		       MPI_Datatype type, MPI_Op mop, MPI_Comm comm)
 {
-	double t0 = im_now_us();
+	double t0 = im_t0();
 	struct im_comm *ic = NULL;
 	size_t bytes = 0;
 	int dt, io, rcount = equal_counts(counts, comm);
@@ -351,7 +351,7 @@ int MPI_Reduce_scatter(const void *sendbuf, void *recvbuf, const int counts[],
 int MPI_Ireduce_scatter(const void *sendbuf, void *recvbuf, const int counts[],
 			MPI_Datatype type, MPI_Op mop, MPI_Comm comm, MPI_Request *request)
 {
-	double t0 = im_now_us();
+	double t0 = im_t0();
 	struct im_comm *ic = NULL;
 	size_t bytes = 0;
 	int dt, io, rcount = equal_counts(counts, comm);
@@ -437,7 +437,7 @@ static int allgather(enum im_coll kind, const void *sendbuf, int scount, MPI_Dat
 int MPI_Allgather(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbuf,
 		  int rcount, MPI_Datatype rtype, MPI_Comm comm)
 {
-	double t0 = im_now_us();
+	double t0 = im_t0();
 	struct im_comm *ic;
 	size_t blk, bytes;
 	enum im_why why;
@@ -457,7 +457,7 @@ int MPI_Allgather(const void *sendbuf, int scount, MPI_Datatype stype, void *rec
 int MPI_Iallgather(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbuf,
 		   int rcount, MPI_Datatype rtype, MPI_Comm comm, MPI_Request *request)
 {
-	double t0 = im_now_us();
+	double t0 = im_t0();
 	struct im_comm *ic;
 	size_t blk, bytes;
 	enum im_why why;
@@ -514,7 +514,7 @@ static int bcast(enum im_coll kind, void *buf, int count, MPI_Datatype type, int
 
 int MPI_Bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm)
 {
-	double t0 = im_now_us();
+	double t0 = im_t0();
 	struct im_comm *ic;
 	size_t bytes;
 	enum im_why why;
@@ -533,7 +533,7 @@ int MPI_Bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm)
 int MPI_Ibcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm,
 	       MPI_Request *request)
 {
-	double t0 = im_now_us();
+	double t0 = im_t0();
 	struct im_comm *ic;
 	size_t bytes;
 	enum im_why why;
@@ -557,7 +557,7 @@ static int barrier(enum im_coll kind, MPI_Request *request, struct im_comm *ic, 
 
 int MPI_Barrier(MPI_Comm comm)
 {
-	double t0 = im_now_us();
+	double t0 = im_t0();
 	struct im_comm *ic;
 	enum im_why why = IM_NWHY;
 
@@ -571,7 +571,7 @@ int MPI_Barrier(MPI_Comm comm)
 
 int MPI_Ibarrier(MPI_Comm comm, MPI_Request *request)
 {
-	double t0 = im_now_us();
+	double t0 = im_t0();
 	struct im_comm *ic;
 	enum im_why why = IM_NWHY;
 

@@ -72,7 +72,7 @@ bool im_contiguous(MPI_Datatype type)
 void im_count_call(enum im_coll k, bool offloaded, enum im_why why, size_t bytes, double t0)
 {
 	struct im_counter *c = &im_count[k];
-	double us = im_now_us() - t0;
+	double us = im_cfg.stats ? im_now_us() - t0 : 0;
 
 	if (offloaded) {
 		c->offloaded++;

@@ -27,6 +27,7 @@
 
 static int im_keyval = MPI_KEYVAL_INVALID;
 static struct im_comm *im_comms;
+static unsigned im_nshadow;    /* communicators with a shadow: ones to serve */
 static unsigned im_ncreated;   /* communicators this process created (rank 0) */
 
 static void comm_free(struct im_comm *ic)
@@ -47,8 +48,10 @@ static void comm_free(struct im_comm *ic)
 		}
 	}
 	inca_comm_destroy(ic->inca);
-	if (ic->shadow != MPI_COMM_NULL)
+	if (ic->shadow != MPI_COMM_NULL) {
 		PMPI_Comm_free(&ic->shadow);
+		im_nshadow--;
+	}
 	free(ic->big.buf);
 	for (int i = 0; i < IM_PIPE_MAX; i++)
 		free(ic->ring[i].buf);
@@ -216,6 +219,7 @@ static void comm_decide(struct im_comm *ic)
 		ic->shadow = MPI_COMM_NULL;
 		return;
 	}
+	im_nshadow++;
 	job_name(ic);
 	if (getenv("INCA_MANAGER")) {
 		ok = have_address(&why);
@@ -510,6 +514,9 @@ static void serve_others(const struct im_comm *self)
 void im_serve_all(void)
 {
 	static double last_us = -IM_SERVE_EVERY_US;
+
+	if (!im_nshadow)
+		return;           /* nothing was offloaded: nobody to answer */
 	double now = im_now_us();
 
 	if (now - last_us < IM_SERVE_EVERY_US)

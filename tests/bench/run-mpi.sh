@@ -9,17 +9,19 @@
 # faster Open MPI. libinca-mpi reduces inside the host first (docs/hostlib.md).
 # Usage: tests/bench/run-mpi.sh [--rate R] [--min BYTES] [--max BYTES] [--iters N]
 #          [--ranks NP] [--per-host P] [--coll allreduce|reduce_scatter|allgather|
-#          bcast|reduce|barrier] [--nb W] [--mix] [--pass]
+#          bcast|reduce|barrier] [--nb W] [--mix] [--pass [--rounds R]]
 #          (default 8 ranks, 2 per host, allreduce)
 # --nb W: mpi-nb-perf instead: W MPI_Iallreduce in flight, completed out of
 # order, 10 rounds, 8 B to 4 KiB
 # --mix: mpi-mix-perf instead: steps that mix offloaded communicators with
 # passed-through ones (a user op, a short-lived dup), 8 B to 4 KiB
-# --pass: every call passed through (INCA_MPI_MIN_BYTES above --max): what
-# the interposer costs a call it does not offload
+# --pass: what the interposer costs a call it passes through: Open MPI
+# alone against every call passed through, on a communicator never
+# offloaded and on an offloaded one, --rounds R interleaved rounds
+# (default 5); e.g. --ranks 2 --per-host 2 --max 4K: shared memory
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
-rate="" min=8 max=16M iters=20 np=8 per=2 coll=allreduce nb="" mix="" pass=""
+rate="" min=8 max=16M iters=20 np=8 per=2 coll=allreduce nb="" mix="" pass="" rounds=5
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--rate) rate=${2:?}; shift 2 ;;
@@ -29,10 +31,11 @@ while [ $# -gt 0 ]; do
 	--nb) nb=${2:?}; shift 2 ;;
 	--mix) mix=1; shift ;;
 	--pass) pass=1; shift ;;
+	--rounds) rounds=${2:?}; shift 2 ;;
 	--iters) iters=${2:?}; shift 2 ;;
 	--ranks) np=${2:?}; shift 2 ;;
 	--per-host) per=${2:?}; shift 2 ;;
-	-h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "run-mpi.sh: unknown option '$1'" >&2; exit 2 ;;
 	esac
 done
@@ -82,23 +85,56 @@ run() {
 	done
 	return 1
 }
-INCA_MPI=0 run openmpi
-INCA_MPI=0 MPI_HAN=1 run openmpi-han
-if [ -n "$pass" ]; then
-	# every call below the threshold: passed through, none offloaded
-	# (the tool's barriers, which have no size, still are)
-	INCA_MPI=1 INCA_MPI_MIN_BYTES=64G run inca
+# no_offload NAME: its stats table shows calls passed through and none
+# offloaded (the tool's barriers, which have no size, may be)
+no_offload() {
 	if ! awk '/^MPI_/ && $1 != "MPI_Barrier" { if ($2 > 0) bad = 1; if ($3 > 0) passed = 1 }
-		  END { exit bad || !passed }' "$WORK/inca.err"; then
-		echo "run-mpi.sh: --pass: the interposer offloaded, or did not run:" >&2
-		cat "$WORK/inca.err" >&2
+		  END { exit bad || !passed }' "$WORK/$1.err"; then
+		echo "run-mpi.sh: --pass: the interposer offloaded, or did not run ($1):" >&2
+		cat "$WORK/$1.err" >&2
 		exit 1
 	fi
-else
-	INCA_MPI=1 run inca
-	grep -q "offloaded to INCA" "$WORK/inca.err" ||
-		{ echo "run-mpi.sh: the interposer did not offload:" >&2; cat "$WORK/inca.err" >&2; exit 1; }
+}
+if [ -n "$pass" ]; then
+	# What the interposer costs a call it passes through, at the speed of
+	# the layout given (one host: shared memory, the worst case for it):
+	# Open MPI alone, then the same binary with every call passed through
+	# on a communicator never offloaded (MPI's blocking call) and on one
+	# offloaded (calls below INCA_MPI_MIN_BYTES: MPI's nonblocking call,
+	# serving recoveries while it waits), in turn for $rounds rounds (the
+	# machine's drifts fall on every side alike); medians over the rounds.
+	# INCA_MPI_STATS=0, the default: its clock reads are not counted.
+	for r in $(seq "$rounds"); do
+		INCA_MPI=0 run "o$r"
+		INCA_MPI=1 INCA_MPI_STATS=0 INCA_MPI_OFFLOAD_AFTER=2147483647 run "b$r"
+		INCA_MPI=1 INCA_MPI_STATS=0 INCA_MPI_MIN_BYTES=64G run "n$r"
+	done
+	INCA_MPI=1 INCA_MPI_OFFLOAD_AFTER=2147483647 run bstats
+	INCA_MPI=1 INCA_MPI_MIN_BYTES=64G run nstats
+	no_offload bstats
+	no_offload nstats
+	grep -q "offloaded to INCA" "$WORK/nstats.err" ||
+		{ echo "run-mpi.sh: --pass: the communicator was not offloaded" >&2; exit 1; }
+	echo "== $coll passed through libinca-mpi ($np ranks, $per per host${rate:+, links $rate}," \
+	     "medians of $rounds interleaved rounds, us)"
+	awk 'FNR == 1 { m = split(FILENAME, path, "/"); k = substr(path[m], 1, 1) }
+	     /^[0-9]/ { v[k, $1] = v[k, $1] " " $2; if (k == "o" && !seen[$1]++) o[++n] = $1 }
+	     function med(s,   x, m, i, j, t) { m = split(s, x, " ")
+		for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++) if (x[j] + 0 < x[i] + 0) { t = x[i]; x[i] = x[j]; x[j] = t }
+		return x[int((m + 1) / 2)] }
+	     END { printf "%-10s %12s %12s %12s %10s %10s\n", "# Size", "Open MPI", "never off.", "offloaded", "ratio", "ratio"
+		for (i = 1; i <= n; i++) { s = o[i]; a = med(v["o", s]); b = med(v["b", s]); c = med(v["n", s])
+			printf "%-10s %12.2f %12.2f %12.2f %9.3fx %9.3fx\n", s, a, b, c, b / a, c / a } }' \
+		"$WORK"/o[0-9]*.txt "$WORK"/b[0-9]*.txt "$WORK"/n[0-9]*.txt
+	echo "# ratio: time passed through / Open MPI alone (1.000: no cost); first on a"
+	echo "# communicator never offloaded, then on an offloaded one"
+	exit 0
 fi
+INCA_MPI=0 run openmpi
+INCA_MPI=0 MPI_HAN=1 run openmpi-han
+INCA_MPI=1 run inca
+grep -q "offloaded to INCA" "$WORK/inca.err" ||
+	{ echo "run-mpi.sh: the interposer did not offload:" >&2; cat "$WORK/inca.err" >&2; exit 1; }
 echo "== $coll: Open MPI alone ($np ranks, $per per host${rate:+, links $rate})"
 cat "$WORK/openmpi.txt"
 echo "== the same binary with LD_PRELOAD=libinca-mpi.so"
@@ -110,12 +146,5 @@ cat "$WORK/openmpi-han.txt"
 awk 'FNR == 1 { f++ } /^[0-9]/ { if (!(($1) in t) || $2 < t[$1]) t[$1] = $2; if (f == 1) o[++n] = $1 }
      END { print "# Size  Avg Latency(us)"; for (i = 1; i <= n; i++) print o[i], t[o[i]] }' \
 	"$WORK/openmpi.txt" "$WORK/openmpi-han.txt" > "$WORK/openmpi-best.txt"
-if [ -n "$pass" ]; then
-	# a passed-through call runs Open MPI's own (tuned, as configured
-	# above): the ratio is what the interposer costs it
-	echo "== side by side: Open MPI alone against the same calls passed through libinca-mpi"
-	osu_side_by_side "$WORK/openmpi.txt" "$WORK/inca.txt"
-else
-	echo "== side by side: Open MPI at its best (the faster of tuned and han at each size) against libinca-mpi"
-	osu_side_by_side "$WORK/openmpi-best.txt" "$WORK/inca.txt"
-fi
+echo "== side by side: Open MPI at its best (the faster of tuned and han at each size) against libinca-mpi"
+osu_side_by_side "$WORK/openmpi-best.txt" "$WORK/inca.txt"
