@@ -45,7 +45,9 @@
 #              (inca-udp-flat, INCA_HIER=off), Open MPI's tuned ring and its
 #              hierarchical coll/han (shared memory inside the host), in
 #              turn on the same links; per size each one's time and algbw,
-#              and in-network against the faster Open MPI (per-host.txt)
+#              and in-network against the faster Open MPI (per-host.txt);
+#              --rounds R interleaved rounds of 8..256 B calls, every side
+#              in turn, their medians (per-host-latency.txt)
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
 out=$here/bench-results ranks="2 4 8" rates="200mbit 1gbit" max=16M iters=20 repeat=1 rounds=20
@@ -104,7 +106,7 @@ mkdir -p "$out"
 # sizes up to 64 KiB with ten times the iterations (-N)
 SIZES=(-b "$min" -e "$max" -f 2 -n "$iters" -N $((iters * 10)) -w 3)
 # one latency round: 8..256 B
-SMALL=(-b 8 -e 256 -f 2 -n "$iters" -N $((iters * 10)) -w 20)
+SMALL=(-b 8 -e 256 -f 2 -n "$iters" -N $((iters * 10)) -w 200)
 
 # shellcheck source=deploy/jobs.sh
 source "$here/deploy/jobs.sh"
@@ -253,12 +255,69 @@ one_run() {
 	fi
 }
 
+# per_host_rounds RATE N: $rounds rounds of 8..256 B calls, every side of
+# per_host_run taking turns on a fresh testbed each, into
+# $out/per-host-latency.csv (a sweep's first rows are slow on every side:
+# these are the small calls' figures)
+per_host_rounds() {
+	local rate=$1 n=$2 r side kind tool
+	echo "== $rate, $n ranks ($per per host): $rounds latency rounds (every side in turn)" >&2
+	for r in $(seq "$rounds"); do
+		for kind in $kinds; do
+			for side in udp xdp udp-flat; do
+				tool=$(tool_name "$side" "$kind")
+				export INCA_TRANSPORT=${side%-flat} INCA_LINE_RATE_GBPS=1
+				if [ "$side" = udp-flat ]; then export INCA_HIER=off; else unset INCA_HIER; fi
+				testbed_up "$kind" "$n" "$rate"
+				retry "the in-network $side latency round ($n ranks, $rate)" \
+					inca_job "$n" "$WORK/lat.txt" "${SMALL[@]}"
+				awk -v p="$rate,$tool,$n,$r" '/^ *[0-9]/ { printf "%s,%s,%s\n", p, $1, $5 }' \
+					"$WORK/lat.txt" >> "$out/per-host-latency.csv"
+			done
+		done
+		unset INCA_HIER INCA_JOB
+		for tool in openmpi-ring openmpi-han; do
+			testbed_up static "$n" "$rate"
+			[ "$tool" = openmpi-han ] && export OMPI_HAN=1 || unset OMPI_HAN
+			retry "the $tool latency round ($n ranks, $rate)" \
+				openmpi_job "$n" "$WORK/lat.txt" "${SMALL[@]}"
+			awk -v p="$rate,$tool,$n,$r" '/^ *[0-9]/ { printf "%s,%s,%s\n", p, $1, $5 }' \
+				"$WORK/lat.txt" >> "$out/per-host-latency.csv"
+		done
+		unset OMPI_HAN
+	done
+}
+
+# per_host_latency_table: the rounds' medians per side and size, and each
+# in-network side's time over the faster Open MPI's (< 1: in-network faster)
+per_host_latency_table() {
+	awk -F, 'NR > 1 { k = $1 "," $3; if (!(k in seen)) { seen[k] = 1; keys[++nk] = k }
+		if (!((k, $5) in sz)) { sz[k, $5] = 1; sizes[k, ++ns[k]] = $5 }
+		if (!((k, $2) in tl)) { tl[k, $2] = 1; tools[k, ++nt[k]] = $2 }
+		v[k, $2, $5] = v[k, $2, $5] " " $6 }
+	     function med(s,   x, m, i, j, t) { m = split(s, x, " ")
+		for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++) if (x[j] + 0 < x[i] + 0) { t = x[i]; x[i] = x[j]; x[j] = t }
+		return x[int((m + 1) / 2)] }
+	     END { for (i = 1; i <= nk; i++) { k = keys[i]; split(k, a, ",")
+		printf "\n%s, %d ranks, %d per host, small calls: median time (us) of '"$rounds"' interleaved rounds; ratios: time over the faster Open MPI (<1: in-network faster)\n", a[1], a[2], '"$per"'
+		printf "%10s", "bytes"
+		for (j = 1; j <= nt[k]; j++) printf " %20s", tools[k, j]
+		for (j = 1; j <= nt[k]; j++) if (tools[k, j] ~ /^inca/) printf " %16s", tools[k, j] "/MPI"
+		printf "\n"
+		for (s = 1; s <= ns[k]; s++) { b = sizes[k, s]; printf "%10s", b; best = 0
+			for (j = 1; j <= nt[k]; j++) { m[j] = med(v[k, tools[k, j], b]); printf " %20.1f", m[j]
+				if (tools[k, j] ~ /^openmpi/ && (best == 0 || m[j] < best)) best = m[j] }
+			for (j = 1; j <= nt[k]; j++) if (tools[k, j] ~ /^inca/) printf " %15.2fx", m[j] / best
+			printf "\n" } } }' "$out/per-host-latency.csv" | tee "$out/per-host-latency.txt"
+}
+
 # per_host_run: --per-host P; every side in turn, rate by rate, into
 # $out/per-host.csv and a table per rate and rank count (per-host.txt)
 per_host_run() {
 	local rate n kind side tool t
 	mkdir -p "$out"
 	echo "rate,tool,ranks,per_host,bytes,time_us,algbw_GBps" > "$out/per-host.csv"
+	echo "rate,tool,ranks,round,bytes,time_us" > "$out/per-host-latency.csv"
 	for rate in $rates; do
 		for n in $ranks; do
 			for kind in $kinds; do
@@ -286,10 +345,12 @@ per_host_run() {
 					"$WORK/mpi.txt" >> "$out/per-host.csv"
 			done
 			unset OMPI_HAN
+			[ "$rounds" = 0 ] || per_host_rounds "$rate" "$n"
 		done
 	done
 	"$TB" down >/dev/null
 	[ -z "$MGR_PID" ] || { kill "$MGR_PID" 2>/dev/null; wait "$MGR_PID" 2>/dev/null || true; MGR_PID=; }
+	[ "$rounds" = 0 ] || per_host_latency_table
 	# per rate and rank count: time (µs) of every side; in-network (udp, then
 	# xdp) over the faster Open MPI, and over today's path
 	awk -F, 'NR > 1 { k = $1 "," $3; if (!(k in seen)) { seen[k] = 1; keys[++nk] = k }
