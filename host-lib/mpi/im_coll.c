@@ -641,6 +641,15 @@ int MPI_Testsome(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_St
 	return PMPI_Testsome(n, reqs, outcount, indices, sts);
 }
 
+/* Looking without completing: ours progress too (where MPI has no hook
+ * of ours, MPICH, a program polling so would otherwise wait for ever) */
+int MPI_Request_get_status(MPI_Request req, int *flag, MPI_Status *st)
+{
+	if (im_any_ours(1, &req))
+		im_drive(1, &req, 0);
+	return PMPI_Request_get_status(req, flag, st);
+}
+
 /* Freeing a request of ours before it completes: the operation goes on
  * (progressed by MPI's engine, finished before the next call on its
  * communicator), and its request is freed when it completes. */

@@ -9,7 +9,8 @@
  * MPI_Bcast of predefined and derived types; MPI_Barrier; MPI_Reduce,
  * MPI_Reduce_scatter_block, MPI_Reduce_scatter (equal counts and not),
  * MPI_Allgather (ints, chars, a derived type) and their nonblocking forms,
- * MPI_Ibcast, MPI_Ibarrier, MPI_Request_free, MPI_Waitany, MPI_Testsome.
+ * MPI_Ibcast, MPI_Ibarrier, MPI_Request_free, MPI_Waitany, MPI_Testsome,
+ * MPI_Request_get_status.
  * --loop N: N checked all-reduces, reduces, reduce-scatters and
  * allgathers of 4 KiB..1 MiB, every other one a batch of 32 small
  * nonblocking all-reduces in flight (the switch may be killed meanwhile). --refuse-rank R: a communicator that rank R cannot offload.
@@ -641,6 +642,24 @@ static void more(MPI_Comm comm, const char *cname, size_t max_bytes, unsigned *s
 			break;
 	}
 	CHECK(outcount == 1, "%s ibarrier (testsome %d times): outcount %d", cname, tests, outcount);
+	/* MPI_Iallreduce polled with MPI_Request_get_status (which does not
+	 * complete it), then MPI_Wait */
+	static float polled[777];
+	int flag = 0, polls = 0;
+	for (int i = 0; i < 777; i++)
+		polled[i] = (float)(rank + i);
+	MPI_Iallreduce(MPI_IN_PLACE, polled, 777, MPI_FLOAT, MPI_SUM, comm, &reqs[0]);
+	while (!flag && polls < 100000000) {
+		MPI_Request_get_status(reqs[0], &flag, MPI_STATUS_IGNORE);
+		polls++;
+	}
+	CHECK(flag && reqs[0] != MPI_REQUEST_NULL, "%s iallreduce polled by request_get_status "
+	      "(%d times): flag %d", cname, polls, flag);
+	MPI_Wait(&reqs[0], MPI_STATUS_IGNORE);
+	bad = 0;
+	for (int i = 0; i < 777; i++)
+		bad += polled[i] != (float)(size * (size - 1) / 2 + size * i);
+	CHECK(!bad, "%s iallreduce polled by request_get_status: %d wrong", cname, bad);
 #ifndef MPICH_VERSION
 	/* a request freed before it completes: later calls still right (its
 	 * buffer stays: nothing says when the operation is over). MPI calls
