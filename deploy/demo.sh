@@ -5,10 +5,13 @@
 # an all-reduce job whose group the manager sets up on the switch, the same
 # job as Open MPI's ring all-reduce (or libinca's TCP ring without Open MPI),
 # prints them side by side, and tears everything down (also on Ctrl-C).
+# Then the same Open MPI binary with and without libinca-mpi, one rank per
+# host and then two (what jobs meet: the ranks of a host reduce inside it
+# first), against Open MPI at its best for each layout.
 # It checks its own result: in-network slower than the ring at the largest
 # size (on these links, which bind) or at the smallest (8 B, one round
-# trip), or libinca-mpi slower than Open MPI at the largest size, makes it
-# exit 1 saying so.
+# trip), or libinca-mpi slower than Open MPI at the largest size (either
+# layout), makes it exit 1 saying so.
 #
 # Usage: deploy/demo.sh [--hosts N] [--rate R] [--max-size BYTES] [--no-install]
 set -euo pipefail
@@ -22,7 +25,7 @@ while [ $# -gt 0 ]; do
 	--rate) rate=${2:?}; shift 2 ;;
 	--max-size) maxsize=${2:?}; shift 2 ;;
 	--no-install) install=0; shift ;;
-	-h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "demo.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
 	esac
 done
@@ -153,6 +156,35 @@ if command -v mpirun >/dev/null && [ -e build/host-lib/mpi/libinca-mpi.so ]; the
 		echo "the MPI run failed:"; tail -n 5 "$WORK"/osu-*.err
 		verdicts+=("the MPI run failed")
 	fi
+
+	# what jobs meet: several ranks per host (one per GPU or socket)
+	np=$((hosts * 2))
+	step "several ranks per host: $np ranks, 2 on each host; the same binary through libinca-mpi (reduced inside each host first, docs/hostlib.md) against Open MPI at its best for that layout (shared memory inside a host; the faster of its tuned rules and coll/han at each size)"
+	OSU2=(build/tests/bench/mpi-allreduce-perf -o -b 8 -e "$maxsize" -f 8 -n 5 -N 50 -w 5)
+	if OMPI_MCA_coll_tuned_use_dynamic_rules=1 \
+	   OMPI_MCA_coll_tuned_dynamic_rules_filename="$here/tests/bench/ompi-allreduce-rules.conf" \
+	   INCA_MPI=0 mpi_ranks "$np" 2 "$here/build/host-lib/mpi/libinca-mpi.so" "${OSU2[@]}" \
+		> "$WORK/osu2-tuned.txt" 2> "$WORK/osu2-tuned.err" &&
+	   INCA_MPI=0 MPI_HAN=1 mpi_ranks "$np" 2 "$here/build/host-lib/mpi/libinca-mpi.so" \
+		"${OSU2[@]}" > "$WORK/osu2-han.txt" 2> "$WORK/osu2-han.err" &&
+	   INCA_MPI=1 mpi_ranks "$np" 2 "$here/build/host-lib/mpi/libinca-mpi.so" "${OSU2[@]}" \
+		> "$WORK/osu2-inca.txt" 2> "$WORK/osu2-inca.err"; then
+		grep "collectives reduced inside the host first" "$WORK/osu2-inca.err" || true
+		osu_best "$WORK/osu2-tuned.txt" "$WORK/osu2-han.txt" > "$WORK/osu2-best.txt"
+		osu_side_by_side "$WORK/osu2-best.txt" "$WORK/osu2-inca.txt" | tee "$WORK/osu2.txt"
+		mpi2=$(awk '/^[0-9]/ { last = $1; s = $4 } END { sub("x", "", s); print last, s }' \
+			"$WORK/osu2.txt")
+		if [ -z "${mpi2#* }" ]; then
+			verdicts+=("the several-ranks-per-host comparison printed no figure")
+		elif ! grep -q "collectives reduced inside the host first" "$WORK/osu2-inca.err"; then
+			verdicts+=("libinca-mpi did not reduce inside the hosts first")
+		elif awk -v s="${mpi2#* }" 'BEGIN { exit !(s < 1.0) }'; then
+			verdicts+=("libinca-mpi with 2 ranks per host is slower than Open MPI at its best at ${mpi2% *} B (${mpi2#* }x)")
+		fi
+	else
+		echo "the several-ranks-per-host MPI run failed:"; tail -n 5 "$WORK"/osu2-*.err
+		verdicts+=("the several-ranks-per-host MPI run failed")
+	fi
 fi
 
 cat <<EOF
@@ -172,4 +204,4 @@ if [ "${#verdicts[@]}" -gt 0 ]; then
 	printf 'demo.sh: FAILED: %s\n' "${verdicts[@]}" >&2
 	exit 1
 fi
-echo "demo.sh: in-network ${speedup#* }x the $ring_name at ${speedup% *} B and ${small#* }x at ${small% *} B${mpi:+, libinca-mpi ${mpi#* }x Open MPI at ${mpi% *} B}"
+echo "demo.sh: in-network ${speedup#* }x the $ring_name at ${speedup% *} B and ${small#* }x at ${small% *} B${mpi:+, libinca-mpi ${mpi#* }x Open MPI at ${mpi% *} B}${mpi2:+, with 2 ranks per host ${mpi2#* }x Open MPI at its best}"

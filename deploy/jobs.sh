@@ -246,3 +246,10 @@ osu_side_by_side() {
 			printf "%-10s %16.2f %16.2f %8.2fx\n", s, t[1, s], t[2, s], t[1, s] / t[2, s] }
 	     }' "$1" "$2"
 }
+
+# osu_best A B: the faster of two OSU-style tables at each size (Open MPI
+# at its best: its tuned component and coll/han, run by run)
+osu_best() {
+	awk 'FNR == 1 { f++ } /^[0-9]/ { if (!(($1) in t) || $2 < t[$1]) t[$1] = $2; if (f == 1) o[++n] = $1 }
+	     END { print "# Size  Avg Latency(us)"; for (i = 1; i <= n; i++) print o[i], t[o[i]] }' "$1" "$2"
+}

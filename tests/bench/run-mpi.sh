@@ -143,8 +143,6 @@ grep -A15 "calls summed" "$WORK/inca.err"
 echo "== Open MPI with coll/han (hierarchical: shared memory inside the host)"
 cat "$WORK/openmpi-han.txt"
 # Open MPI at its best: the faster of the two at each size
-awk 'FNR == 1 { f++ } /^[0-9]/ { if (!(($1) in t) || $2 < t[$1]) t[$1] = $2; if (f == 1) o[++n] = $1 }
-     END { print "# Size  Avg Latency(us)"; for (i = 1; i <= n; i++) print o[i], t[o[i]] }' \
-	"$WORK/openmpi.txt" "$WORK/openmpi-han.txt" > "$WORK/openmpi-best.txt"
+osu_best "$WORK/openmpi.txt" "$WORK/openmpi-han.txt" > "$WORK/openmpi-best.txt"
 echo "== side by side: Open MPI at its best (the faster of tuned and han at each size) against libinca-mpi"
 osu_side_by_side "$WORK/openmpi-best.txt" "$WORK/inca.txt"
