@@ -813,6 +813,16 @@ static void in_flight_counts(struct inca_comm *c, uint64_t *done, uint64_t *tota
 		}
 }
 
+/* The oldest collective in flight still in the network (not finished,
+ * not on the ring), or NULL */
+static const struct hl_coll *oldest_open(const struct hl_stream *st)
+{
+	for (unsigned i = 0; i < st->nops; i++)
+		if (!st->ops[i]->finished && !st->ops[i]->ring)
+			return st->ops[i];
+	return NULL;
+}
+
 /* How long to sleep before looking for results, at most wait: 0 to wait
  * in the transport (woken by the first result). Also keeps the pace
  * estimate: results per unit of time while many were outstanding. */
@@ -841,15 +851,10 @@ static double coalesce_nap(struct inca_comm *c, double now, double wait)
 	 * flight it slows the very pace it is measured on (8 B
 	 * MPI_Iallreduce, 1000 in flight, 2 ranks per host: 52 us a call
 	 * with such naps, 35-43 without). A large collective naps as before. */
-	for (unsigned i = 0; i < st->nops; i++) {
-		const struct hl_coll *o = st->ops[i];
-		if (o->finished || o->ring)
-			continue;
-		double left = st->gap_us * (o->npkts - o->done_pkts - 1.0);
-		if (nap > left)
-			nap = left;
-		break;
-	}
+	const struct hl_coll *o = oldest_open(st);
+	double left = o ? st->gap_us * (o->npkts - o->done_pkts - 1.0) : nap;
+	if (nap > left)
+		nap = left;
 	if (nap > COALESCE_MAX_NAP_US)
 		nap = COALESCE_MAX_NAP_US;
 	if (nap > c->rto.rto / 4)
@@ -1002,20 +1007,14 @@ int hl_coll_progress(struct hl_coll *op, double budget_us)
 		}
 		/* the oldest collective's deadline: those after it wait for its
 		 * slots, so all in flight end with it */
-		for (unsigned i = 0; i < st->nops; i++) {
-			struct hl_coll *o = st->ops[i];
-			if (o->finished || o->ring)
-				continue;
-			if (now > o->deadline_us) {
-				in_flight_counts(c, &done, &total);
-				fail_in_flight(c, hl_fail(c, INCA_ERR_TIMEOUT, "%s: deadline of %u ms "
-							  "passed (%llu of %llu packets done)",
-							  hl_coll_name(o->coll), c->timeout_ms,
-							  (unsigned long long)done,
-							  (unsigned long long)total));
-				return 1;
-			}
-			break;
+		const struct hl_coll *o = oldest_open(st);
+		if (o && now > o->deadline_us) {
+			in_flight_counts(c, &done, &total);
+			fail_in_flight(c, hl_fail(c, INCA_ERR_TIMEOUT, "%s: deadline of %u ms passed "
+						  "(%llu of %llu packets done)", hl_coll_name(o->coll),
+						  c->timeout_ms, (unsigned long long)done,
+						  (unsigned long long)total));
+			return 1;
 		}
 		if (now >= until)
 			return 0;
