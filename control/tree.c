@@ -121,6 +121,8 @@ static int cover(struct build *b, int x, int *spines, char *why, size_t whylen)
 	int ns = 0, left = b->nl;
 	char last[160] = "";
 
+	for (int s = 0; s < t->nswitches; s++)
+		b->mark[s] = -2;                  /* not in the job */
 	for (int i = 0; i < b->nl; i++)
 		b->mark[b->leaves[i]] = -1;       /* in the job, not covered */
 	while (left) {
