@@ -209,7 +209,7 @@ mpi_ranks() {
 		-x INCA_IFNAME=eth0 -x INCA_TRANSPORT="${INCA_TRANSPORT:-udp}" \
 		-x INCA_MPI_STATS="${INCA_MPI_STATS:-1}" -x INCA_MPI_VERBOSE=1 -x INCA_MPI="${INCA_MPI:-1}" \
 		${INCA_MPI_OFFLOAD_AFTER:+-x INCA_MPI_OFFLOAD_AFTER} \
-		${INCA_MPI_MIN_BYTES:+-x INCA_MPI_MIN_BYTES} "$@"
+		${INCA_MPI_MIN_BYTES:+-x INCA_MPI_MIN_BYTES} ${INCA_MPI_POOL:+-x INCA_MPI_POOL} "$@"
 }
 
 # mpich_ranks NP PER_HOST LIB ARGS...: the same for MPICH (Debian's mpich,
@@ -231,6 +231,7 @@ mpich_ranks() {
 		-genv INCA_IFNAME eth0 -genv INCA_TRANSPORT "${INCA_TRANSPORT:-udp}" \
 		-genv INCA_MPI_STATS 1 -genv INCA_MPI_VERBOSE 1 -genv INCA_MPI "${INCA_MPI:-1}" \
 		${INCA_MPI_OFFLOAD_AFTER:+-genv INCA_MPI_OFFLOAD_AFTER "$INCA_MPI_OFFLOAD_AFTER"} \
+		${INCA_MPI_POOL:+-genv INCA_MPI_POOL "$INCA_MPI_POOL"} \
 		-genv UCX_TLS tcp,self,sm -genv UCX_NET_DEVICES mgmt0 \
 		"$@" < /dev/null
 }

@@ -29,6 +29,159 @@ static int im_keyval = MPI_KEYVAL_INVALID;
 static struct im_comm *im_comms;
 static unsigned im_nshadow;    /* communicators with a shadow: ones to serve */
 static unsigned im_ncreated;   /* communicators this process created (rank 0) */
+static bool im_ending;         /* MPI_Finalize: nothing more is kept */
+
+/* An INCA communicator gone for good: its collectives counted first. */
+static void inca_done(inca_comm_t *inca)
+{
+	struct inca_stats st;
+
+	if (inca && !inca_comm_stats(inca, &st)) {
+		im_host_first.calls += st.hier_calls;
+		im_host_first.all += st.collectives;
+	}
+	inca_comm_destroy(inca);
+}
+
+/*
+ * The pool (INCA_MPI_POOL): the INCA communicators of freed offloaded
+ * communicators, newest first, each with its ranks as MPI_COMM_WORLD
+ * numbers them. A new communicator of the same ranks in the same order
+ * takes one instead of creating a group through the manager. Every rank of
+ * a freed communicator keeps it or none does: they all drained before the
+ * free (so none has a call in flight there, and they all see the same
+ * state). A new communicator takes the group rank 0 names, if every rank
+ * still has it; otherwise it creates its own and the kept ones stay.
+ */
+struct im_pooled {
+	inca_comm_t *inca;
+	int size;
+	int *world;
+	char job[48];
+	struct im_pooled *next;
+};
+static struct im_pooled *im_pool;
+static unsigned im_npooled;
+
+/* comm's ranks as MPI_COMM_WORLD numbers them, or NULL (a rank outside
+ * it, or no memory) */
+static int *world_ranks(MPI_Comm comm, int size)
+{
+	MPI_Group g, wg;
+	int *r = malloc(sizeof(int) * (size_t)size), *w = malloc(sizeof(int) * (size_t)size);
+	bool ok = r && w && PMPI_Comm_group(comm, &g) == MPI_SUCCESS;
+
+	if (ok) {
+		if (PMPI_Comm_group(MPI_COMM_WORLD, &wg) == MPI_SUCCESS) {
+			for (int i = 0; i < size; i++)
+				r[i] = i;
+			ok = PMPI_Group_translate_ranks(g, size, r, wg, w) == MPI_SUCCESS;
+			PMPI_Group_free(&wg);
+		} else {
+			ok = false;
+		}
+		PMPI_Group_free(&g);
+	}
+	for (int i = 0; ok && i < size; i++)
+		ok = w[i] != MPI_UNDEFINED;
+	free(r);
+	if (!ok) {
+		free(w);
+		return NULL;
+	}
+	return w;
+}
+
+static void pooled_free(struct im_pooled *e)
+{
+	inca_done(e->inca);
+	free(e->world);
+	free(e);
+}
+
+/* Every kept group let go (MPI_Finalize, or the manager refused a new one
+ * while some were kept). */
+static void pool_flush(void)
+{
+	struct im_pooled *e;
+
+	while ((e = im_pool)) {
+		im_pool = e->next;
+		pooled_free(e);
+	}
+	im_npooled = 0;
+}
+
+/* Keep ic's INCA communicator for a later one of the same ranks: true if
+ * kept (the oldest kept one goes when the pool is full). */
+static bool pool_park(struct im_comm *ic)
+{
+	struct im_pooled *e, **p;
+
+	if (!im_cfg.pool || im_ending || !ic->inca || ic->state != IM_OFFLOADED || ic->head ||
+	    !getenv("INCA_MANAGER"))
+		return false;
+	e = calloc(1, sizeof(*e));
+	if (!e || !(e->world = world_ranks(ic->comm, ic->size))) {
+		free(e);
+		return false;
+	}
+	e->inca = ic->inca;
+	e->size = ic->size;
+	snprintf(e->job, sizeof(e->job), "%s", ic->job);
+	e->next = im_pool;
+	im_pool = e;
+	if (++im_npooled > im_cfg.pool) {
+		for (p = &im_pool; (*p)->next; p = &(*p)->next)
+			;
+		pooled_free(*p);
+		*p = NULL;
+		im_npooled--;
+	}
+	return true;
+}
+
+/* The kept entry for these ranks (named job, or the newest if job is
+ * NULL): the link that points at it, or NULL. */
+static struct im_pooled **pool_find(const int *world, int size, const char *job)
+{
+	for (struct im_pooled **p = &im_pool; *p; p = &(*p)->next)
+		if ((*p)->size == size && !memcmp((*p)->world, world, sizeof(int) * (size_t)size) &&
+		    (!job || !strcmp((*p)->job, job)))
+			return p;
+	return NULL;
+}
+
+static int agree_min(MPI_Comm shadow, int v);
+
+/* ic takes a freed communicator's group, if every rank has the one rank 0
+ * names; collective on ic->shadow. */
+static bool pool_take(struct im_comm *ic)
+{
+	char job[sizeof(ic->job)] = "";
+	struct im_pooled **p = NULL, *e;
+	int *world = im_npooled ? world_ranks(ic->comm, ic->size) : NULL;
+
+	if (ic->rank == 0 && world && (p = pool_find(world, ic->size, NULL)))
+		snprintf(job, sizeof(job), "%s", (*p)->job);
+	PMPI_Bcast(job, sizeof(job), MPI_CHAR, 0, ic->shadow);
+	if (!job[0]) {
+		free(world);
+		return false;
+	}
+	p = world ? pool_find(world, ic->size, job) : NULL;
+	free(world);
+	if (!agree_min(ic->shadow, p != NULL))
+		return false;
+	e = *p;
+	*p = e->next;
+	im_npooled--;
+	ic->inca = e->inca;
+	snprintf(ic->job, sizeof(ic->job), "%s", e->job);
+	e->inca = NULL;
+	pooled_free(e);
+	return true;
+}
 
 static void comm_free(struct im_comm *ic)
 {
@@ -39,15 +192,11 @@ static void comm_free(struct im_comm *ic)
 			*p = ic->next;
 			break;
 		}
-	im_abandon_active(ic);
-	if (ic->inca) {
-		struct inca_stats st;
-		if (!inca_comm_stats(ic->inca, &st)) {
-			im_host_first.calls += st.hier_calls;
-			im_host_first.all += st.collectives;
-		}
+	if (!pool_park(ic)) {
+		im_abandon_active(ic);
+		inca_done(ic->inca);
 	}
-	inca_comm_destroy(ic->inca);
+	ic->inca = NULL;
 	if (ic->shadow != MPI_COMM_NULL) {
 		PMPI_Comm_free(&ic->shadow);
 		im_nshadow--;
@@ -233,6 +382,17 @@ static void comm_decide(struct im_comm *ic)
 		say_why_not(ic, ok, why);
 		return;
 	}
+	double t0 = im_now_us();
+	if (getenv("INCA_MANAGER") && pool_take(ic)) {
+		ic->state = IM_OFFLOADED;
+		if (ic->rank == 0) {
+			im_groups.reused++;
+			im_log(1, "communicator of %d ranks offloaded to INCA (job %s, a freed "
+			       "communicator's group, transport %s, %.1f ms)", ic->size, ic->job,
+			       inca_comm_transport(ic->inca), (im_now_us() - t0) / 1000);
+		}
+		return;
+	}
 	attr.rank = ic->rank;
 	attr.size = ic->size;
 	/* several ranks per host: MPI knows which; numbered host by host, they
@@ -246,11 +406,23 @@ static void comm_decide(struct im_comm *ic)
 	attr.epoch = getenv("INCA_MANAGER") ? 0 : job_epoch(ic);
 	attr.fallback = INCA_FALLBACK_OFF;    /* recovery is ours: ranks must agree */
 	attr.timeout_ms = im_cfg.create_timeout_ms;
-	double t0 = im_now_us();
 	rc = inca_comm_create(&attr, &ic->inca);
+	ok = agree_min(ic->shadow, rc == INCA_OK);
+	/* a rank keeps freed communicators' groups: jobs on the manager, with
+	 * their slots, that may be why it refused; let them go and ask again */
+	if (!ok && agree_min(ic->shadow, -(int)im_npooled) < 0) {
+		if (ic->rank == 0)
+			im_log(1, "communicator of %d ranks: creating its group failed while "
+			       "freed communicators' groups were kept: they are let go, and "
+			       "it is tried once more", ic->size);
+		inca_comm_destroy(ic->inca);
+		ic->inca = NULL;
+		pool_flush();
+		rc = inca_comm_create(&attr, &ic->inca);
+		ok = agree_min(ic->shadow, rc == INCA_OK);
+	}
 	free(layout);
 	double create_ms = (im_now_us() - t0) / 1000;
-	ok = agree_min(ic->shadow, rc == INCA_OK);
 	if (!ok) {
 		say_why_not(ic, rc == INCA_OK, rc == INCA_OK ? NULL : inca_last_errmsg());
 		inca_comm_destroy(ic->inca);
@@ -258,10 +430,12 @@ static void comm_decide(struct im_comm *ic)
 		return;
 	}
 	ic->state = IM_OFFLOADED;
-	if (ic->rank == 0)
+	if (ic->rank == 0) {
+		im_groups.created++;
 		im_log(1, "communicator of %d ranks offloaded to INCA (job %s, transport %s, "
 		       "%.1f ms to create)", ic->size, ic->job, inca_comm_transport(ic->inca),
 		       create_ms);
+	}
 }
 
 struct im_comm *im_comm_get(MPI_Comm comm)
@@ -743,6 +917,7 @@ void im_comm_release_all(void)
 	struct im_comm *ic, **all;
 	int n = 0;
 
+	im_ending = true;
 	/* every communicator's ranks drain at once: no order to agree on */
 	for (ic = im_comms; ic; ic = ic->next)
 		n += needs_drain(ic);
@@ -767,6 +942,7 @@ void im_comm_release_all(void)
 		if (im_comms == ic)
 			comm_free(ic);
 	}
+	pool_flush();
 	if (im_keyval != MPI_KEYVAL_INVALID)
 		PMPI_Comm_free_keyval(&im_keyval);
 }

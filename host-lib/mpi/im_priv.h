@@ -61,6 +61,12 @@ extern struct im_host_first {
 	uint64_t calls, all;
 } im_host_first;
 
+/* communicators offloaded (counted by their rank 0): with a new group,
+ * with a freed one's (INCA_MPI_POOL) */
+extern struct im_groups {
+	uint64_t created, reused;
+} im_groups;
+
 /* Settings from the environment, read once at MPI_Init. */
 struct im_config {
 	bool enabled;             /* INCA_MPI=0 turns the interposer off */
@@ -71,6 +77,8 @@ struct im_config {
 	unsigned create_timeout_ms; /* INCA_MPI_CREATE_TIMEOUT_MS */
 	unsigned offload_after;   /* INCA_MPI_OFFLOAD_AFTER: a communicator is
 				     offloaded at this offloadable call */
+	unsigned pool;            /* INCA_MPI_POOL: freed communicators' groups
+				     kept for the next of the same ranks */
 	char job_prefix[24];      /* INCA_JOB or the launcher's job id, sanitised */
 };
 

@@ -105,6 +105,16 @@ check "short-lived, INCA_MPI_OFFLOAD_AFTER=2: every result exact" \
 # MPI_Bcast (after its MPI_Reduce of the counts)
 expect_eq "short-lived, INCA_MPI_OFFLOAD_AFTER=2: each half of each split offloaded at its all-reduce, the world at its bcast" \
 	"$(grep -c 'offloaded to INCA' "$WORK/s2.err") $(stat "$WORK/s2.err" MPI_Allreduce 2) $(stat "$WORK/s2.err" MPI_Bcast 2)" "21 80 8"
+# each split after the first has the ranks of the one freed before it: its
+# halves take the freed halves' groups (INCA_MPI_POOL), no new job
+expect_eq "short-lived, INCA_MPI_OFFLOAD_AFTER=2: the halves of splits 2..10 take the freed halves' groups" \
+	"$(grep -c "a freed communicator's group" "$WORK/s2.err")" 18
+check "short-lived, INCA_MPI_OFFLOAD_AFTER=2: the stats line counts them" \
+	grep -q "communicators offloaded: 3 with a new group, 18 with a freed communicator's" "$WORK/s2.err"
+INCA_MPI_POOL=0 INCA_MPI_OFFLOAD_AFTER=2 mpi8 "$CHECK" -s 3 > "$WORK/s3.out" 2> "$WORK/s3.err"
+expect_eq "short-lived, INCA_MPI_POOL=0: mpi-check exit status" "$?" 0
+expect_eq "short-lived, INCA_MPI_POOL=0: every split's halves create their own groups" \
+	"$(grep -c "a freed communicator's group" "$WORK/s3.err") $(grep -c 'ms to create' "$WORK/s3.err")" "0 7"
 
 echo "# Fortran 90 program (use mpi, built with mpif90)"
 CHECK_F=$BUILD/tests/mpi/mpi-check-f
