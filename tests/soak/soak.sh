@@ -20,10 +20,12 @@
 # minutes or more, on an RSS that grew more than 5% after minute 5.
 #
 # Usage: tests/soak/soak.sh [--minutes M] [--seed S] [--loss PCT] [--build DIR]
-#                           [--no-mpi] [--no-faults]
+#                           [--no-mpi] [--no-faults] [--keep] [--log LEVEL]
 # (default 3 minutes, a random seed, 0.5% loss and duplication)
+# --keep: leave the work directory (every job's output, the manager's log
+# and events) and say where; --log: the jobs' INCA_LOG (warn)
 set -u
-MINUTES=3 SEED=$(( $(date +%s) % 100000 )) LOSS=0.5 MPI=1 FAULTS=1
+MINUTES=3 SEED=$(( $(date +%s) % 100000 )) LOSS=0.5 MPI=1 FAULTS=1 KEEP=${KEEP:-} JOBLOG=warn
 BUILD_ARG=
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -33,7 +35,9 @@ while [ $# -gt 0 ]; do
 	--build) BUILD_ARG=${2:?}; shift 2 ;;
 	--no-mpi) MPI=0; shift ;;
 	--no-faults) FAULTS=0; shift ;;
-	-h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	--keep) KEEP=1; shift ;;
+	--log) JOBLOG=${2:?}; shift 2 ;;
+	-h|--help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "soak.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
 	esac
 done
@@ -41,6 +45,7 @@ done
 	{ echo "soak.sh: --minutes M with M in 1..600" >&2; exit 2; }
 [[ "$SEED" =~ ^[0-9]+$ ]] || { echo "soak.sh: --seed: a number" >&2; exit 2; }
 [[ "$LOSS" =~ ^[0-9]+(\.[0-9]+)?$ ]] || { echo "soak.sh: --loss: a percentage" >&2; exit 2; }
+case $JOBLOG in error|warn|info|debug) ;; *) echo "soak.sh: --log: error, warn, info or debug" >&2; exit 2 ;; esac
 here=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=$(cd "${BUILD_ARG:-$here/build}" && pwd) || exit 2
 source "$here/tests/func/lib.sh"
@@ -133,7 +138,7 @@ start_job() {
 			--mca btl_tcp_if_include 192.168.77.0/24 --mca oob_tcp_if_include 192.168.77.0/24 \
 			--mca mpi_yield_when_idle 1 -x INCA_TESTBED -x LD_PRELOAD="$MPILIB" \
 			-x INCA_MANAGER -x INCA_MANAGER_TOKEN_FILE -x INCA_IFNAME=eth0 \
-			-x INCA_TRANSPORT=udp -x INCA_MPI_OFFLOAD_AFTER -x INCA_LOG=warn \
+			-x INCA_TRANSPORT=udp -x INCA_MPI_OFFLOAD_AFTER -x INCA_LOG="$JOBLOG" \
 			"$MPICHECK" -m 65536 -F > "$WORK/$id.out" 2>&1
 		  echo "rc $?" >> "$WORK/$id.out" ) &
 	else
@@ -144,7 +149,7 @@ start_job() {
 				timeout "$JOB_LIMIT" "$FAB" exec "$h" env \
 					INCA_MANAGER="http://192.168.77.254:$PORT" INCA_MANAGER_TOKEN_FILE="$token" \
 					INCA_JOB="$id" INCA_RANK=$r INCA_SIZE="$n" INCA_LOCAL_IP="10.0.0.$h" \
-					INCA_RING_IP="192.168.77.$h" INCA_TRANSPORT=udp INCA_LOG=warn \
+					INCA_RING_IP="192.168.77.$h" INCA_TRANSPORT=udp INCA_LOG="$JOBLOG" \
 					INCA_TIMEOUT_MS=60000 "$CHECK" "${args[@]}" > "$WORK/$id.r$r" 2>&1 &
 				pids+=($!)
 				r=$((r + 1))
