@@ -99,35 +99,6 @@ static void *watch(void *arg)
 		ver = pm.version;
 
 		pthread_mutex_lock(&pl->lock);
-		/* Every rank applies every plan's cut, in order: a newer plan
-		 * never replaces a cut the caller has not applied yet. A rank
-		 * that skipped one (a tree again while it had not yet taken the
-		 * ring's cut before it, say) would run that plan's collectives
-		 * on another path than the others, and acknowledge the newer
-		 * plan from where it stood before the skipped cut. The caller
-		 * applies it at its next call, or while it waits in one (it
-		 * wakes this thread); meanwhile a poll that answers at once
-		 * every 10 s renews the job's lease and brings the latest plan. */
-		if (pm.epoch > pl->msg.epoch && pl->msg.cut && !pl->msg.error[0] &&
-		    pl->msg.epoch > pl->adopted_epoch) {
-			double t0 = mono_us();
-			while (pl->msg.epoch > pl->adopted_epoch && mono_us() - t0 < 10e6 &&
-			       !__atomic_load_n(&pl->stop, __ATOMIC_ACQUIRE)) {
-				struct timespec until;
-				clock_gettime(CLOCK_REALTIME, &until);
-				until.tv_nsec += 50000000;
-				if (until.tv_nsec >= 1000000000) {
-					until.tv_sec++;
-					until.tv_nsec -= 1000000000;
-				}
-				pthread_cond_timedwait(&pl->cond, &pl->lock, &until);
-			}
-			pthread_mutex_unlock(&pl->lock);
-			if (pm.have_group)
-				hl_group_free(&pm.g);
-			ver = 0;
-			continue;
-		}
 		if (pl->msg.have_group)
 			hl_group_free(&pl->msg.g);
 		pl->msg = pm;
@@ -298,7 +269,6 @@ static int apply(struct inca_comm *c)
 	pthread_mutex_lock(&pl->lock);
 	pl->adopted_epoch = m.epoch;
 	pl->holding = false;
-	pthread_cond_broadcast(&pl->cond);   /* a newer plan may wait for it */
 	double seen = pl->seen_us;
 	pl->seen_us = 0;
 	pthread_mutex_unlock(&pl->lock);

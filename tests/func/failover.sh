@@ -11,9 +11,6 @@
 # manager's death changes nothing. Prints the time from each failure to
 # every rank in-network again.
 #
-# A late rank (3 s between its collectives) while its job goes to the ring
-# and back: every rank applies each plan's cut in turn, results exact.
-#
 # Refusal: tenant b may hold 16 slots per switch. A job over that quota
 # runs on the host ring with a warning and exact results, and moves
 # in-network when the job holding the slots ends.
@@ -167,36 +164,6 @@ expect_eq "chaos: 1000 collectives, every result exact, at every rank" "$wrong" 
 grep -ho "[0-9]* fallbacks.*" "$WORK"/chaos.r0 | sed 's/^/    rank 0: /'
 check "chaos: the ranks ended in-network (the last plan a tree)" \
 	bash -c "grep -h 'plan [0-9]*:' '$WORK'/chaos.r0 | tail -1 | grep -q 'in-network'"
-
-# ---- a plan's cut taken late: a rank that sleeps between its collectives
-# while its job goes to the ring (leaf1 killed) and back to a tree (leaf1
-# started again) applies the ring's cut before the tree's: a rank that
-# skipped it ran its collectives on the tree while the others ran them on
-# the ring ("the ranks disagree on which collective fell back") ----
-mgr_wait_applied
-pids=()
-for h in 1 2 3 4; do
-	rank late "$TOKEN_A" "$h" $((h - 1)) 4 -d int32 -o sum -n 4096 -r 8 -p 4 -s 30000 -L 3:4500000 &
-	pids+=($!)
-done
-for _ in $(seq 100); do [ "$(ctl --json job late 2>/dev/null | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["state"])' 2>/dev/null)" = ready ] && break; sleep 0.1; done
-sleep 0.3
-"$FAB" kill leaf1
-for _ in $(seq 60); do
-	[ "$(ctl --json job late | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["state"])')" = ring ] && break
-	sleep 0.05
-done
-"$FAB" start leaf1 >/dev/null
-rc=0
-for p in "${pids[@]}"; do wait "$p" || rc=1; done
-expect_eq "late rank across ring and back: every rank completed (exit status)" "$rc" 0
-expect_eq "late rank across ring and back: every result exact, at every rank" \
-	"$(grep -ho "[0-9]* cases, [0-9]* wrong" "$WORK"/late.r* | sort | uniq -c | sed 's/^ *//')" \
-	"4 32 cases, 0 wrong"
-[ "$rc" = 0 ] || for f in "$WORK"/late.r*; do grep -i "error\|disagree" "$f" | head -3 | sed "s|^|    $(basename "$f"): |"; done
-expect_eq "late rank across ring and back: the late rank took each plan in turn (plans 2 and 3)" \
-	"$(grep -o 'rank 3: plan [0-9]*:' "$WORK/late.r3" | awk '{print $4}' | tr -d ':' | tr '\n' ' ')" "2 3 "
-grep -h "plan [0-9]*:" "$WORK"/late.r* | sed 's/^/    /'
 
 # ---- refusal: over the quota, the ring; in-network once the slots free ----
 mgr_wait_applied
