@@ -79,7 +79,7 @@ struct build {
 	uint32_t window;
 	int *leaves, nl;             /* ascending */
 	int *count;                  /* per switch: ranks on it (leaves) */
-	int *mark;                   /* per switch: scratch */
+	int *mark;                   /* per switch: -2 not the job's; cover()'s scratch */
 };
 
 /* Spine over every leaf, fitting, least loaded: its index, or -1 with why. */
@@ -121,8 +121,6 @@ static int cover(struct build *b, int x, int *spines, char *why, size_t whylen)
 	int ns = 0, left = b->nl;
 	char last[160] = "";
 
-	for (int s = 0; s < t->nswitches; s++)
-		b->mark[s] = -2;                  /* not in the job */
 	for (int i = 0; i < b->nl; i++)
 		b->mark[b->leaves[i]] = -1;       /* in the job, not covered */
 	while (left) {
@@ -250,6 +248,10 @@ int mgr_tree_build(const struct mgr_topo *t, const int *hosts, int n,
 		snprintf(why, whylen, "out of memory");
 		goto out;
 	}
+	/* a switch of no rank's leaf keeps this mark: cover() marks only the
+	 * job's leaves, and counts a leaf as uncovered by its -1 */
+	for (int s = 0; s < t->nswitches; s++)
+		b.mark[s] = -2;
 	for (int r = 0; r < n; r++) {
 		if (hosts[r] < 0 || hosts[r] >= t->nhosts) {
 			snprintf(why, whylen, "rank %d: unknown host", r);

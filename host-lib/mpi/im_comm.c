@@ -3,7 +3,8 @@
  * The INCA communicator behind an MPI communicator: created collectively on
  * its INCA_MPI_OFFLOAD_AFTER-th offloadable call (every rank counts the same
  * calls, so every rank decides there), cached as an
- * attribute, released with the communicator; and the recovery when the
+ * attribute, released with the communicator (its group kept for a later
+ * communicator of the same ranks: the pool, below); and the recovery when the
  * switch fails, which makes every rank finish the failed operation the same
  * way (from a rank that got its result, or redone through PMPI).
  */
@@ -409,7 +410,8 @@ static void comm_decide(struct im_comm *ic)
 	rc = inca_comm_create(&attr, &ic->inca);
 	ok = agree_min(ic->shadow, rc == INCA_OK);
 	/* a rank keeps freed communicators' groups: jobs on the manager, with
-	 * their slots, that may be why it refused; let them go and ask again */
+	 * their slots, that may be why it refused; let them go and ask again,
+	 * as a new job (the ranks that got in left the first) */
 	if (!ok && agree_min(ic->shadow, -(int)im_npooled) < 0) {
 		if (ic->rank == 0)
 			im_log(1, "communicator of %d ranks: creating its group failed while "
@@ -418,6 +420,7 @@ static void comm_decide(struct im_comm *ic)
 		inca_comm_destroy(ic->inca);
 		ic->inca = NULL;
 		pool_flush();
+		job_name(ic);
 		rc = inca_comm_create(&attr, &ic->inca);
 		ok = agree_min(ic->shadow, rc == INCA_OK);
 	}

@@ -403,7 +403,7 @@ static void test_tree_three_tiers(void **state)
 	mgr_tree_free(&tr);
 
 	/* two pods: the least loaded super-spine, the spines of its plane
-	 * (the leaves outside the job, p0l1's neighbours, are not counted as
+	 * (p2l1, a leaf of no rank under p2's spines, is not counted as
 	 * covered whatever the scratch memory held) */
 	l->slots[0] = 30;
 	l->slots[1] = 20;
