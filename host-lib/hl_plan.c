@@ -99,6 +99,24 @@ static void *watch(void *arg)
 		ver = pm.version;
 
 		pthread_mutex_lock(&pl->lock);
+		/* Every rank applies every plan's cut, in order. A newer plan
+		 * that comes before the caller applied the cut of the one it
+		 * replaces (the caller away between its calls while its job
+		 * went to the ring and back to a tree, say) leaves that cut
+		 * here for it: a rank that skipped the ring's would not run
+		 * again on the ring what the others run again there ("the
+		 * ranks disagree on which collective fell back"). */
+		if (pm.epoch > pl->msg.epoch && pl->msg.cut && pl->msg.epoch > pl->adopted_epoch &&
+		    !pl->missed_overflow) {
+			if (pl->nmissed == HL_PLAN_MISSED) {
+				pl->missed_overflow = true;
+			} else {
+				struct hl_plan_msg *o = &pl->missed[pl->nmissed++];
+				*o = pl->msg;
+				o->have_group = false;
+				memset(&o->g, 0, sizeof(o->g));
+			}
+		}
 		if (pl->msg.have_group)
 			hl_group_free(&pl->msg.g);
 		pl->msg = pm;
@@ -227,8 +245,58 @@ static int install(struct inca_comm *c, const struct hl_group_desc *g)
 	return 0;
 }
 
-/* A newer plan with its cut: apply it. 0, or an INCA error (the cut cannot
- * be made: every call fails so from now on). */
+/* Apply one plan's cut (m: its message, without its group). 0, or an
+ * INCA error (the cut cannot be made: every call fails so from now on). */
+static int apply_cut(struct inca_comm *c, const struct hl_plan_msg *m)
+{
+	struct hl_plan *pl = c->plan;
+	int rc;
+
+	if (m->error[0]) {
+		snprintf(pl->broken, sizeof(pl->broken), "the job cannot move to the manager's "
+			 "plan %u: %.200s", m->epoch, m->error);
+		HL_ERR("rank %d: %s", c->rank, pl->broken);
+		hl_coll_fail_all(c, hl_fail(c, INCA_ERR_SWITCH, "%s", pl->broken));
+		return INCA_ERR_SWITCH;
+	}
+	/* the old tree failed: everything from the cut's "from" again, on the
+	 * ring, in order */
+	if (m->dead) {
+		hl_keep_drop_before(c, m->cut_from);
+		rc = hl_coll_recover(c, m->cut_from);
+		if (rc)
+			return rc;
+	}
+	pl->tree = !m->ring;
+	pl->switch_seq = m->cut_seq;
+	pl->installed = false;
+	pl->stalled = 0;
+	if (m->ring)
+		c->switch_failed = true;
+	pthread_mutex_lock(&pl->lock);
+	pl->adopted_epoch = m->epoch;
+	/* a newer plan acknowledged meanwhile (this one was missed): the
+	 * hold stays until its cut */
+	if (pl->acked <= m->epoch)
+		pl->holding = false;
+	double seen = pl->seen_us;
+	pl->seen_us = 0;
+	pthread_mutex_unlock(&pl->lock);
+	c->stats.plan_changes++;
+	if (m->ring)
+		HL_WARN("rank %d: plan %u: the host ring from collective %u%s: %s", c->rank,
+			m->epoch, m->dead ? m->cut_from : m->cut_seq,
+			m->dead ? " (its tree failed)" : "", m->reason[0] ? m->reason : "no tree");
+	else
+		HL_INFO("rank %d: plan %u: in-network from collective %u (%.1f ms after the plan "
+			"was seen)", c->rank, m->epoch, m->cut_seq,
+			seen ? (mono_us() - seen) / 1e3 : 0);
+	position(c);
+	return 0;
+}
+
+/* Newer plans with their cuts: apply them, in order. 0, or an INCA error
+ * (a cut cannot be made: every call fails so from now on). */
 static int apply(struct inca_comm *c)
 {
 	struct hl_plan *pl = c->plan;
@@ -237,51 +305,37 @@ static int apply(struct inca_comm *c)
 
 	if (!__atomic_load_n(&pl->news, __ATOMIC_ACQUIRE))
 		return pl->broken[0] ? INCA_ERR_SWITCH : 0;
-	pthread_mutex_lock(&pl->lock);
-	__atomic_store_n(&pl->news, false, __ATOMIC_RELAXED);
-	m = pl->msg;
-	m.have_group = false;     /* the thread owns its group: route takes it */
-	memset(&m.g, 0, sizeof(m.g));
-	pthread_mutex_unlock(&pl->lock);
-	if (m.epoch <= pl->adopted_epoch || !m.cut)
-		return pl->broken[0] ? INCA_ERR_SWITCH : 0;
-	if (m.error[0]) {
-		snprintf(pl->broken, sizeof(pl->broken), "the job cannot move to the manager's "
-			 "plan %u: %.200s", m.epoch, m.error);
-		HL_ERR("rank %d: %s", c->rank, pl->broken);
-		hl_coll_fail_all(c, hl_fail(c, INCA_ERR_SWITCH, "%s", pl->broken));
-		return INCA_ERR_SWITCH;
+	for (;;) {
+		pthread_mutex_lock(&pl->lock);
+		bool missed = pl->nmissed > 0, overflow = pl->missed_overflow;
+		if (missed) {
+			m = pl->missed[0];
+			memmove(&pl->missed[0], &pl->missed[1],
+				--pl->nmissed * sizeof(pl->missed[0]));
+		} else {
+			__atomic_store_n(&pl->news, false, __ATOMIC_RELAXED);
+			m = pl->msg;
+			m.have_group = false;     /* the thread owns its group: route takes it */
+			memset(&m.g, 0, sizeof(m.g));
+		}
+		pthread_mutex_unlock(&pl->lock);
+		if (overflow && !pl->broken[0]) {
+			snprintf(pl->broken, sizeof(pl->broken), "more than %d of the manager's "
+				 "plans for job %s came and were cut while this rank made no call: "
+				 "it cannot follow them in order", HL_PLAN_MISSED, c->job);
+			HL_ERR("rank %d: %s", c->rank, pl->broken);
+			hl_coll_fail_all(c, hl_fail(c, INCA_ERR_SWITCH, "%s", pl->broken));
+		}
+		if (pl->broken[0])
+			return INCA_ERR_SWITCH;
+		if (m.epoch > pl->adopted_epoch && m.cut) {
+			rc = apply_cut(c, &m);
+			if (rc)
+				return rc;
+		}
+		if (!missed)
+			return 0;
 	}
-	/* the old tree failed: everything from the cut's "from" again, on the
-	 * ring, in order */
-	if (m.dead) {
-		hl_keep_drop_before(c, m.cut_from);
-		rc = hl_coll_recover(c, m.cut_from);
-		if (rc)
-			return rc;
-	}
-	pl->tree = !m.ring;
-	pl->switch_seq = m.cut_seq;
-	pl->installed = false;
-	pl->stalled = 0;
-	if (m.ring)
-		c->switch_failed = true;
-	pthread_mutex_lock(&pl->lock);
-	pl->adopted_epoch = m.epoch;
-	pl->holding = false;
-	double seen = pl->seen_us;
-	pl->seen_us = 0;
-	pthread_mutex_unlock(&pl->lock);
-	c->stats.plan_changes++;
-	if (m.ring)
-		HL_WARN("rank %d: plan %u: the host ring from collective %u%s: %s", c->rank,
-			m.epoch, m.dead ? m.cut_from : m.cut_seq, m.dead ? " (its tree failed)" : "",
-			m.reason[0] ? m.reason : "no tree");
-	else
-		HL_INFO("rank %d: plan %u: in-network from collective %u (%.1f ms after the plan "
-			"was seen)", c->rank, m.epoch, m.cut_seq, seen ? (mono_us() - seen) / 1e3 : 0);
-	position(c);
-	return 0;
 }
 
 int hl_plan_progress(struct inca_comm *c)

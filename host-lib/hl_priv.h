@@ -253,6 +253,8 @@ struct hl_kept {
 
 /* Following the manager's plan (hl_plan.c). The thread writes msg, acked
  * and holding, the caller's thread next/first/keep, under lock. */
+#define HL_PLAN_MISSED 8
+
 struct hl_plan {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
@@ -260,6 +262,12 @@ struct hl_plan {
 	bool thread_on, stop;
 	struct hl_plan_msg msg;   /* the manager's latest word; msg.g the thread's */
 	bool news;                /* msg changed since the caller looked */
+	/* older plans whose cuts came while the caller was away (between its
+	 * calls) and a newer plan replaced msg before it applied them: applied
+	 * first, oldest first (their groups dropped: superseded) */
+	struct hl_plan_msg missed[HL_PLAN_MISSED];
+	unsigned nmissed;
+	bool missed_overflow;     /* more than HL_PLAN_MISSED: the job cannot go on */
 	double seen_us;           /* when a plan newer than the adopted one came */
 	uint32_t next, first, keep;   /* where this rank is */
 	bool holding;             /* acknowledged at next: start none before the cut */

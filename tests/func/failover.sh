@@ -11,6 +11,10 @@
 # manager's death changes nothing. Prints the time from each failure to
 # every rank in-network again.
 #
+# A rank away (its collectives in flight, no call for 9 s) while its job
+# goes to the ring and back to a tree: it applies both plans' cuts in
+# order when it returns; results exact at every rank.
+#
 # Refusal: tenant b may hold 16 slots per switch. A job over that quota
 # runs on the host ring with a warning and exact results, and moves
 # in-network when the job holding the slots ends.
@@ -164,6 +168,43 @@ expect_eq "chaos: 1000 collectives, every result exact, at every rank" "$wrong" 
 grep -ho "[0-9]* fallbacks.*" "$WORK"/chaos.r0 | sed 's/^/    rank 0: /'
 check "chaos: the ranks ended in-network (the last plan a tree)" \
 	bash -c "grep -h 'plan [0-9]*:' '$WORK'/chaos.r0 | tail -1 | grep -q 'in-network'"
+
+# ---- a rank away while its job goes to the ring and back: rank 3 starts
+# its first 4 collectives and makes no call for 9 s; meanwhile leaf1 dies
+# (plan 2: the ring, the others run again there from rank 3's first
+# collective not completed) and comes back (plan 3: a tree). When rank 3
+# returns it must take plan 2's cut before plan 3's: one that skipped it
+# kept its 4 collectives in-network (their results came in while it was
+# away) and ran its next ones on the ring against the others' replays
+# ("the ranks disagree on which collective fell back", a soak's error) ----
+mgr_wait_applied
+pids=()
+for h in 1 2 3 4; do
+	rank away "$TOKEN_A" "$h" $((h - 1)) 4 -d int32 -o sum -n 4096 -r 4 -p 4 -A 3:9000000 &
+	pids+=($!)
+done
+for _ in $(seq 100); do grep -q "away for" "$WORK/away.r3" 2>/dev/null && break; sleep 0.1; done
+sleep 0.5
+"$FAB" kill leaf1
+for _ in $(seq 60); do
+	[ "$(ctl --json job away | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["state"])')" = ring ] && break
+	sleep 0.1
+done
+"$FAB" start leaf1 >/dev/null
+rc=0
+for p in "${pids[@]}"; do wait "$p" || rc=1; done
+expect_eq "rank away across ring and back: every rank completed (exit status)" "$rc" 0
+expect_eq "rank away across ring and back: every result exact, at every rank" \
+	"$(grep -ho "[0-9]* cases, [0-9]* wrong" "$WORK"/away.r* | sort | uniq -c | sed 's/^ *//')" \
+	"4 16 cases, 0 wrong"
+[ "$rc" = 0 ] || for f in "$WORK"/away.r*; do grep -i "error\|disagree" "$f" | head -3 | sed "s|^|    $(basename "$f"): |"; done
+# the case is only a case if plan 3 was cut while rank 3 was away: the
+# others took it before rank 3 came back ("away" is rank 3's first line,
+# its return the plans it then took)
+expect_eq "rank away across ring and back: every rank took plans 2 and 3, in order" \
+	"$(for r in 0 1 2 3; do grep -o "rank $r: plan [0-9]*:" "$WORK/away.r$r" | awk '{print $4}' | tr -d ':' | tr '\n' ' '; echo; done | sort | uniq -c | sed 's/^ *//')" \
+	"4 2 3 "
+grep -h "plan [0-9]*:\|away for" "$WORK"/away.r* | sed 's/^/    /'
 
 # ---- refusal: over the quota, the ring; in-network once the slots free ----
 mgr_wait_applied

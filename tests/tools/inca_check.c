@@ -20,7 +20,7 @@ static void usage(FILE *out)
 {
 	fprintf(out,
 		"Usage: inca-check [-c COLLS] [-d TYPES] [-o OPS] [-n COUNTS] [-r REPEAT] [-i]\n"
-		"                  [-R ROOT] [-p INFLIGHT] [-W US] [-s US] [-L RANK:US] [-b]\n"
+		"                  [-R ROOT] [-p INFLIGHT] [-W US] [-s US] [-L RANK:US] [-A RANK:US] [-b]\n"
 		"  -c  comma-separated collectives (allreduce,reduce,reduce_scatter,allgather,\n"
 		"      bcast) or all (default allreduce)\n"
 		"  -d  comma-separated dtypes (fp32,fp16,bf16,int32,int64,fp64) or all\n"
@@ -40,6 +40,9 @@ static void usage(FILE *out)
 		"      default 0)\n"
 		"  -L  rank RANK starts each case US microseconds after the others (a late\n"
 		"      rank: a data loader or a pause; at most 60 s)\n"
+		"  -A  rank RANK, in the first case only, is away for US microseconds between\n"
+		"      starting its copies and waiting for them: its collectives in flight while\n"
+		"      it makes no libinca call (a pause mid-step; at most 60 s)\n"
 		"  -b  also run barrier and bcast from every root\n"
 		"Exit 0 when every element of every case is right.\n");
 }
@@ -186,6 +189,8 @@ struct check_ctx {
 	inca_comm_t *c;
 	int rank, size, inflight, fixed_root, j, cases, bad;
 	unsigned compute_us;
+	int away_rank;             /* -A: this rank, in the first case, away */
+	long away_us;
 	uint8_t *in[INCA_MAX_INFLIGHT], *out[INCA_MAX_INFLIGHT], *want, *scratch;
 };
 
@@ -227,6 +232,11 @@ static int run_case(struct check_ctx *x, struct check_case *k)
 		if (rc)
 			break;
 	}
+	if (!rc && x->rank == x->away_rank && x->away_us && x->cases == 0) {
+		fprintf(stderr, "inca-check: rank %d: away for %ld us with %d collectives in "
+			"flight\n", x->rank, x->away_us, started);
+		usleep((useconds_t)x->away_us);
+	}
 	if (!rc && x->compute_us && !compute(x->compute_us)) {
 		fprintf(stderr, "inca-check: rank %d: the computation beside the collectives "
 			"came out wrong\n", x->rank);
@@ -263,8 +273,8 @@ int main(int argc, char **argv)
 {
 	int colls[5] = { 0 }, ncoll = 1, dts[6] = { 0 }, ops[7] = { 0 }, ndt = 6, nop = 7, opt;
 	int repeat = 1, fixed_root = -1, inflight = 1;
-	long compute_us = 0, sleep_us = 0, late_us = 0;
-	int late_rank = -1;
+	long compute_us = 0, sleep_us = 0, late_us = 0, away_us = 0;
+	int late_rank = -1, away_rank = -1;
 	size_t counts[32] = { 1, 3, 257, 1000 };
 	int ncount = 4;
 	bool in_place = false, coll = false;
@@ -273,7 +283,7 @@ int main(int argc, char **argv)
 		dts[i] = i;
 	for (int i = 0; i < 7; i++)
 		ops[i] = i;
-	while ((opt = getopt(argc, argv, "c:d:o:n:r:R:p:W:s:L:ibh")) != -1) {
+	while ((opt = getopt(argc, argv, "c:d:o:n:r:R:p:W:s:L:A:ibh")) != -1) {
 		switch (opt) {
 		case 'c':
 			ncoll = parse_list(optarg, parse_coll, colls, 5);
@@ -298,12 +308,20 @@ int main(int argc, char **argv)
 		case 'p': inflight = atoi(optarg); break;
 		case 'W': compute_us = atol(optarg); break;
 		case 's': sleep_us = atol(optarg); break;
-		case 'L': {
+		case 'L':
+		case 'A': {
 			char *end;
-			late_rank = (int)strtol(optarg, &end, 10);
-			late_us = *end == ':' ? strtol(end + 1, &end, 10) : -1;
-			if (*end || late_rank < 0)
-				late_us = -1;
+			int r = (int)strtol(optarg, &end, 10);
+			long us = *end == ':' ? strtol(end + 1, &end, 10) : -1;
+			if (*end || r < 0)
+				us = -1;
+			if (opt == 'L') {
+				late_rank = r;
+				late_us = us;
+			} else {
+				away_rank = r;
+				away_us = us;
+			}
 			break;
 		}
 		case 'i': in_place = true; break;
@@ -314,7 +332,8 @@ int main(int argc, char **argv)
 	}
 	if (ncoll <= 0 || ndt <= 0 || nop <= 0 || ncount <= 0 || repeat < 1 || inflight < 1 ||
 	    inflight > INCA_MAX_INFLIGHT || compute_us < 0 || compute_us > 10000000 ||
-	    sleep_us < 0 || sleep_us > 60000000 || late_us < 0 || late_us > 60000000) {
+	    sleep_us < 0 || sleep_us > 60000000 || late_us < 0 || late_us > 60000000 ||
+	    away_us < 0 || away_us > 60000000) {
 		usage(stderr);
 		return 2;
 	}
@@ -326,13 +345,18 @@ int main(int argc, char **argv)
 	}
 	struct check_ctx x = { .c = c, .rank = inca_comm_rank(c), .size = inca_comm_size(c),
 			       .inflight = inflight, .fixed_root = fixed_root,
-			       .compute_us = (unsigned)compute_us };
+			       .compute_us = (unsigned)compute_us, .away_rank = away_rank,
+			       .away_us = away_us };
 	if (fixed_root >= x.size) {
 		fprintf(stderr, "inca-check: -R %d: not a rank (0..%d)\n", fixed_root, x.size - 1);
 		return 2;
 	}
 	if (late_rank >= x.size) {
 		fprintf(stderr, "inca-check: -L %d: not a rank (0..%d)\n", late_rank, x.size - 1);
+		return 2;
+	}
+	if (away_rank >= x.size) {
+		fprintf(stderr, "inca-check: -A %d: not a rank (0..%d)\n", away_rank, x.size - 1);
 		return 2;
 	}
 	size_t maxc = 0;
