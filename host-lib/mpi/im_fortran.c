@@ -378,3 +378,263 @@ void mpi_request_free_(MPI_Fint *request, MPI_Fint *ierr)
 	real(request, ierr);
 }
 F_ALIASES(mpi_request_free, MPI_REQUEST_FREE);
+
+/* ---- `use mpi_f08` ----
+ *
+ * Open MPI's mpi_f08 module binds MPI_Allreduce and the rest to routines of
+ * its own (mpi_allreduce_f08_, ...), which call the mpif.h layer's C
+ * functions and so PMPI_* again. Their arguments are those of the mpif.h
+ * routines as C sees them: buffers by address (Open MPI builds the module
+ * with gfortran's NO_ARG_CHECK, "Fort ignore TKR" in ompi_info), each
+ * handle a derived type holding only its Fortran integer (MPI_VAL) and
+ * passed by reference, so a pointer to that integer, statuses as MPI's
+ * own routines take them. The one difference: ierror is OPTIONAL, NULL
+ * when the caller left it out. */
+
+#define F08_IERR                                                                       \
+	MPI_Fint ierr_unused_ = 0;                                                     \
+	if (!ierror)                                                                   \
+		ierror = &ierr_unused_
+
+void mpi_init_f08_(MPI_Fint *ierror)
+{
+	F08_IERR;
+	mpi_init_(ierror);
+}
+
+void mpi_init_thread_f08_(MPI_Fint *required, MPI_Fint *provided, MPI_Fint *ierror)
+{
+	F08_IERR;
+	mpi_init_thread_(required, provided, ierror);
+}
+
+void mpi_finalize_f08_(MPI_Fint *ierror)
+{
+	F08_IERR;
+	mpi_finalize_(ierror);
+}
+
+void mpi_comm_free_f08_(MPI_Fint *comm, MPI_Fint *ierror)
+{
+	F08_IERR;
+	mpi_comm_free_(comm, ierror);
+}
+
+void mpi_allreduce_f08_(const void *sendbuf, void *recvbuf, MPI_Fint *count, MPI_Fint *type,
+			MPI_Fint *op, MPI_Fint *comm, MPI_Fint *ierror)
+{
+	F08_IERR;
+	mpi_allreduce_(sendbuf, recvbuf, count, type, op, comm, ierror);
+}
+
+void mpi_iallreduce_f08_(const void *sendbuf, void *recvbuf, MPI_Fint *count, MPI_Fint *type,
+			 MPI_Fint *op, MPI_Fint *comm, MPI_Fint *request, MPI_Fint *ierror)
+{
+	F08_IERR;
+	mpi_iallreduce_(sendbuf, recvbuf, count, type, op, comm, request, ierror);
+}
+
+void mpi_reduce_f08_(const void *sendbuf, void *recvbuf, MPI_Fint *count, MPI_Fint *type,
+		     MPI_Fint *op, MPI_Fint *root, MPI_Fint *comm, MPI_Fint *ierror)
+{
+	F08_IERR;
+	mpi_reduce_(sendbuf, recvbuf, count, type, op, root, comm, ierror);
+}
+
+void mpi_ireduce_f08_(const void *sendbuf, void *recvbuf, MPI_Fint *count, MPI_Fint *type,
+		      MPI_Fint *op, MPI_Fint *root, MPI_Fint *comm, MPI_Fint *request,
+		      MPI_Fint *ierror)
+{
+	F08_IERR;
+	mpi_ireduce_(sendbuf, recvbuf, count, type, op, root, comm, request, ierror);
+}
+
+void mpi_reduce_scatter_block_f08_(const void *sendbuf, void *recvbuf, MPI_Fint *rcount,
+				   MPI_Fint *type, MPI_Fint *op, MPI_Fint *comm, MPI_Fint *ierror)
+{
+	F08_IERR;
+	mpi_reduce_scatter_block_(sendbuf, recvbuf, rcount, type, op, comm, ierror);
+}
+
+void mpi_ireduce_scatter_block_f08_(const void *sendbuf, void *recvbuf, MPI_Fint *rcount,
+				    MPI_Fint *type, MPI_Fint *op, MPI_Fint *comm,
+				    MPI_Fint *request, MPI_Fint *ierror)
+{
+	F08_IERR;
+	mpi_ireduce_scatter_block_(sendbuf, recvbuf, rcount, type, op, comm, request, ierror);
+}
+
+void mpi_reduce_scatter_f08_(const void *sendbuf, void *recvbuf, MPI_Fint *counts,
+			     MPI_Fint *type, MPI_Fint *op, MPI_Fint *comm, MPI_Fint *ierror)
+{
+	F08_IERR;
+	mpi_reduce_scatter_(sendbuf, recvbuf, counts, type, op, comm, ierror);
+}
+
+void mpi_ireduce_scatter_f08_(const void *sendbuf, void *recvbuf, MPI_Fint *counts,
+			      MPI_Fint *type, MPI_Fint *op, MPI_Fint *comm, MPI_Fint *request,
+			      MPI_Fint *ierror)
+{
+	F08_IERR;
+	mpi_ireduce_scatter_(sendbuf, recvbuf, counts, type, op, comm, request, ierror);
+}
+
+void mpi_allgather_f08_(const void *sendbuf, MPI_Fint *scount, MPI_Fint *stype, void *recvbuf,
+			MPI_Fint *rcount, MPI_Fint *rtype, MPI_Fint *comm, MPI_Fint *ierror)
+{
+	F08_IERR;
+	mpi_allgather_(sendbuf, scount, stype, recvbuf, rcount, rtype, comm, ierror);
+}
+
+void mpi_iallgather_f08_(const void *sendbuf, MPI_Fint *scount, MPI_Fint *stype, void *recvbuf,
+			 MPI_Fint *rcount, MPI_Fint *rtype, MPI_Fint *comm, MPI_Fint *request,
+			 MPI_Fint *ierror)
+{
+	F08_IERR;
+	mpi_iallgather_(sendbuf, scount, stype, recvbuf, rcount, rtype, comm, request, ierror);
+}
+
+void mpi_bcast_f08_(void *buf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *root, MPI_Fint *comm,
+		    MPI_Fint *ierror)
+{
+	F08_IERR;
+	mpi_bcast_(buf, count, type, root, comm, ierror);
+}
+
+void mpi_ibcast_f08_(void *buf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *root, MPI_Fint *comm,
+		     MPI_Fint *request, MPI_Fint *ierror)
+{
+	F08_IERR;
+	mpi_ibcast_(buf, count, type, root, comm, request, ierror);
+}
+
+void mpi_barrier_f08_(MPI_Fint *comm, MPI_Fint *ierror)
+{
+	F08_IERR;
+	mpi_barrier_(comm, ierror);
+}
+
+void mpi_ibarrier_f08_(MPI_Fint *comm, MPI_Fint *request, MPI_Fint *ierror)
+{
+	F08_IERR;
+	mpi_ibarrier_(comm, request, ierror);
+}
+
+/* completion: ours first, then the module's own routine (which converts
+ * statuses to TYPE(MPI_Status)), ierror always given */
+
+void mpi_wait_f08_(MPI_Fint *request, void *status, MPI_Fint *ierror)
+{
+	typedef void (*f_t)(MPI_Fint *, void *, MPI_Fint *);
+	F08_IERR;
+	MPI_Fint *ierr = ierror;
+	NEXT(real, f_t, "mpi_wait_f08_");
+	drive_all(1, request, true);
+	real(request, status, ierr);
+}
+
+void mpi_test_f08_(MPI_Fint *request, MPI_Fint *flag, void *status, MPI_Fint *ierror)
+{
+	typedef void (*f_t)(MPI_Fint *, MPI_Fint *, void *, MPI_Fint *);
+	F08_IERR;
+	MPI_Fint *ierr = ierror;
+	NEXT(real, f_t, "mpi_test_f08_");
+	drive_all(1, request, false);
+	real(request, flag, status, ierr);
+}
+
+void mpi_waitall_f08_(MPI_Fint *count, MPI_Fint *requests, void *statuses, MPI_Fint *ierror)
+{
+	typedef void (*f_t)(MPI_Fint *, MPI_Fint *, void *, MPI_Fint *);
+	F08_IERR;
+	MPI_Fint *ierr = ierror;
+	NEXT(real, f_t, "mpi_waitall_f08_");
+	drive_all(*count, requests, true);
+	real(count, requests, statuses, ierr);
+}
+
+void mpi_testall_f08_(MPI_Fint *count, MPI_Fint *requests, MPI_Fint *flag, void *statuses,
+		      MPI_Fint *ierror)
+{
+	typedef void (*f_t)(MPI_Fint *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *);
+	F08_IERR;
+	MPI_Fint *ierr = ierror;
+	NEXT(real, f_t, "mpi_testall_f08_");
+	drive_all(*count, requests, false);
+	real(count, requests, flag, statuses, ierr);
+}
+
+void mpi_testany_f08_(MPI_Fint *count, MPI_Fint *requests, MPI_Fint *index, MPI_Fint *flag,
+		      void *status, MPI_Fint *ierror)
+{
+	typedef void (*f_t)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *);
+	F08_IERR;
+	MPI_Fint *ierr = ierror;
+	NEXT(real, f_t, "mpi_testany_f08_");
+	drive_all(*count, requests, false);
+	real(count, requests, index, flag, status, ierr);
+}
+
+void mpi_waitany_f08_(MPI_Fint *count, MPI_Fint *requests, MPI_Fint *index, void *status,
+		      MPI_Fint *ierror)
+{
+	typedef void (*f_t)(MPI_Fint *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *);
+	F08_IERR;
+	MPI_Fint *ierr = ierror, flag = 0;
+	MPI_Request *c = ours(*count, requests);
+
+	if (!c) {
+		NEXT(real, f_t, "mpi_waitany_f08_");
+		real(count, requests, index, status, ierr);
+		return;
+	}
+	free(c);
+	/* until one completes: ours progressed, then the module's test */
+	do {
+		mpi_testany_f08_(count, requests, index, &flag, status, ierr);
+	} while (*ierr == MPI_SUCCESS && !flag);
+}
+
+void mpi_testsome_f08_(MPI_Fint *count, MPI_Fint *requests, MPI_Fint *outcount,
+		       MPI_Fint *indices, void *statuses, MPI_Fint *ierror)
+{
+	typedef void (*f_t)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *);
+	F08_IERR;
+	MPI_Fint *ierr = ierror;
+	NEXT(real, f_t, "mpi_testsome_f08_");
+	drive_all(*count, requests, false);
+	real(count, requests, outcount, indices, statuses, ierr);
+}
+
+void mpi_waitsome_f08_(MPI_Fint *count, MPI_Fint *requests, MPI_Fint *outcount,
+		       MPI_Fint *indices, void *statuses, MPI_Fint *ierror)
+{
+	typedef void (*f_t)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *);
+	F08_IERR;
+	MPI_Fint *ierr = ierror;
+	MPI_Request *c = ours(*count, requests);
+
+	if (!c) {
+		NEXT(real, f_t, "mpi_waitsome_f08_");
+		real(count, requests, outcount, indices, statuses, ierr);
+		return;
+	}
+	free(c);
+	do {
+		mpi_testsome_f08_(count, requests, outcount, indices, statuses, ierr);
+	} while (*ierr == MPI_SUCCESS && *outcount == 0);
+}
+
+void mpi_request_free_f08_(MPI_Fint *request, MPI_Fint *ierror)
+{
+	typedef void (*f_t)(MPI_Fint *, MPI_Fint *);
+	F08_IERR;
+	MPI_Fint *ierr = ierror;
+	if (im_request_free(PMPI_Request_f2c(*request))) {
+		*request = PMPI_Request_c2f(MPI_REQUEST_NULL);
+		*ierr = MPI_SUCCESS;
+		return;
+	}
+	NEXT(real, f_t, "mpi_request_free_f08_");
+	real(request, ierr);
+}

@@ -116,25 +116,29 @@ expect_eq "short-lived, INCA_MPI_POOL=0: mpi-check exit status" "$?" 0
 expect_eq "short-lived, INCA_MPI_POOL=0: every split's halves create their own groups" \
 	"$(grep -c "a freed communicator's group" "$WORK/s3.err") $(grep -c 'ms to create' "$WORK/s3.err")" "0 7"
 
-echo "# Fortran 90 program (use mpi, built with mpif90)"
-CHECK_F=$BUILD/tests/mpi/mpi-check-f
-if [ -x "$CHECK_F" ]; then
-	INCA_MPI_OFFLOAD_AFTER=1 mpi8 "$CHECK_F" > "$WORK/f.out" 2> "$WORK/f.err"
-	expect_eq "mpi-check-f exit status" "$?" 0
-	check "mpi-check-f: every result exact" grep -q "mpi-check-f: [1-9][0-9]* passed, 0 failed" "$WORK/f.out"
-	grep "mpi-check-f:" "$WORK/f.out"
-	grep -A15 "calls summed" "$WORK/f.err"
-	for c in MPI_Allreduce MPI_Iallreduce MPI_Reduce MPI_Ireduce MPI_Reduce_scatter_block \
-		MPI_Ireduce_scatter_block MPI_Reduce_scatter MPI_Allgather MPI_Iallgather MPI_Bcast \
-		MPI_Ibcast MPI_Barrier MPI_Ibarrier; do
-		n=$(stat "$WORK/f.err" "$c" 2)
-		check "Fortran: $c offloaded ($n calls)" [ "${n:-0}" -gt 0 ]
-	done
-	expect_eq "Fortran: nothing passed through (the world and a split, all mapped)" \
-		"$(awk '$1 ~ /^MPI_/ { s += $3 } END { print s + 0 }' "$WORK/f.err")" 0
-else
-	not_ok "the Fortran program is built (mpif90: gfortran, libopenmpi-dev)"
-fi
+for f in f f08; do
+	mod="use mpi"; [ "$f" = f08 ] && mod="use mpi_f08"
+	echo "# Fortran program ($mod, built with mpif90)"
+	CHECK_F=$BUILD/tests/mpi/mpi-check-$f
+	if [ -x "$CHECK_F" ]; then
+		INCA_MPI_OFFLOAD_AFTER=1 mpi8 "$CHECK_F" > "$WORK/$f.out" 2> "$WORK/$f.err"
+		expect_eq "mpi-check-$f exit status" "$?" 0
+		check "mpi-check-$f: every result exact" \
+			grep -q "mpi-check-$f: [1-9][0-9]* passed, 0 failed" "$WORK/$f.out"
+		grep "mpi-check-$f:" "$WORK/$f.out"
+		grep -A15 "calls summed" "$WORK/$f.err"
+		for c in MPI_Allreduce MPI_Iallreduce MPI_Reduce MPI_Ireduce MPI_Reduce_scatter_block \
+			MPI_Ireduce_scatter_block MPI_Reduce_scatter MPI_Allgather MPI_Iallgather MPI_Bcast \
+			MPI_Ibcast MPI_Barrier MPI_Ibarrier; do
+			n=$(stat "$WORK/$f.err" "$c" 2)
+			check "Fortran ($mod): $c offloaded ($n calls)" [ "${n:-0}" -gt 0 ]
+		done
+		expect_eq "Fortran ($mod): nothing passed through (the world and a split, all mapped)" \
+			"$(awk '$1 ~ /^MPI_/ { s += $3 } END { print s + 0 }' "$WORK/$f.err")" 0
+	else
+		not_ok "the Fortran program mpi-check-$f is built (mpif90: gfortran, libopenmpi-dev)"
+	fi
+done
 
 echo "# Python (mpi4py) program"
 mpi8 /usr/bin/python3 -X faulthandler "$SRC/tests/mpi/mpi_check.py" --max 16777216 > "$WORK/py.out" 2> "$WORK/py.err"

@@ -8,10 +8,27 @@
 ! (in place and not), bcast, barrier, and the nonblocking forms completed
 ! by mpi_wait, mpi_test, mpi_waitall, mpi_testall and mpi_waitany.
 ! Prints "mpi-check-f: N passed, M failed" (rank 0); exits 1 on failure.
+! Built with -cpp; with -DF08 the same program uses the mpi_f08 module
+! (handles of TYPE(MPI_Comm) and TYPE(MPI_Request)) and prints
+! "mpi-check-f08: ...".
+#ifdef F08
+#define COMM_T type(MPI_Comm)
+#define REQUEST_T type(MPI_Request)
+#define NAME 'mpi-check-f08: '
+#else
+#define COMM_T integer
+#define REQUEST_T integer
+#define NAME 'mpi-check-f: '
+#endif
 program mpi_check_f
+#ifdef F08
+  use mpi_f08
+#else
   use mpi
+#endif
   implicit none
-  integer :: ierr, wrank, wsize, split, s
+  integer :: ierr, wrank, wsize, s
+  COMM_T :: split
   integer :: counts(3) = (/ 1, 1000, 300000 /)
   integer :: passed = 0, failed = 0, tot(2), mine(2)
 
@@ -26,7 +43,7 @@ program mpi_check_f
   call mpi_comm_free(split, ierr)
   mine = (/ passed, failed /)
   call mpi_reduce(mine, tot, 2, MPI_INTEGER, MPI_SUM, 0, MPI_COMM_WORLD, ierr)
-  if (wrank == 0) print '(a,i0,a,i0,a)', 'mpi-check-f: ', tot(1), ' passed, ', tot(2), ' failed'
+  if (wrank == 0) print '(a,i0,a,i0,a)', NAME, tot(1), ' passed, ', tot(2), ' failed'
   call mpi_bcast(tot, 2, MPI_INTEGER, 0, MPI_COMM_WORLD, ierr)
   call mpi_finalize(ierr)
   if (tot(2) /= 0) stop 1
@@ -52,13 +69,15 @@ contains
   end function v
 
   subroutine cases(comm, cname, n)
-    integer, intent(in) :: comm, n
+    COMM_T, intent(in) :: comm
+    integer, intent(in) :: n
     character(*), intent(in) :: cname
     real, allocatable :: a(:), b(:), want(:)
     double precision, allocatable :: d(:), e(:)
     integer, allocatable :: ia(:), ib(:), g(:), rc(:)
     integer(kind=8), allocatable :: la(:), lb(:)
-    integer :: rank, size, i, r, root, req, reqs(3), idx, bad, blk
+    integer :: rank, size, i, r, root, idx, bad, blk
+    REQUEST_T :: req, reqs(3)
     logical :: done
 
     call mpi_comm_rank(comm, rank, ierr)
