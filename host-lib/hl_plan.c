@@ -295,16 +295,31 @@ static int apply_cut(struct inca_comm *c, const struct hl_plan_msg *m)
 	return 0;
 }
 
+static int apply_all(struct inca_comm *c);
+
 /* Newer plans with their cuts: apply them, in order. 0, or an INCA error
  * (a cut cannot be made: every call fails so from now on). */
 static int apply(struct inca_comm *c)
 {
 	struct hl_plan *pl = c->plan;
+	int rc;
+
+	if (!__atomic_load_n(&pl->news, __ATOMIC_ACQUIRE) || pl->applying)
+		return pl->broken[0] ? INCA_ERR_SWITCH : 0;
+	/* one cut at a time: a cut's recovery runs collectives, and a newer
+	 * cut applied from inside it would be undone when it returns */
+	pl->applying = true;
+	rc = apply_all(c);
+	pl->applying = false;
+	return rc;
+}
+
+static int apply_all(struct inca_comm *c)
+{
+	struct hl_plan *pl = c->plan;
 	struct hl_plan_msg m;
 	int rc;
 
-	if (!__atomic_load_n(&pl->news, __ATOMIC_ACQUIRE))
-		return pl->broken[0] ? INCA_ERR_SWITCH : 0;
 	for (;;) {
 		pthread_mutex_lock(&pl->lock);
 		bool missed = pl->nmissed > 0, overflow = pl->missed_overflow;

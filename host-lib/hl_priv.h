@@ -277,6 +277,7 @@ struct hl_plan {
 	uint32_t stall_epoch;     /*   the manager this plan's tree gave nothing */
 	unsigned stall_ms;        /*   for this long */
 	/* the caller's thread only */
+	bool applying;            /* inside apply(): no cut applied from within another */
 	bool tree;                /* the plan is a tree: in-network from switch_seq */
 	uint32_t switch_seq;
 	bool installed;           /* its group is c->g */
