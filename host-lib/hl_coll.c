@@ -1053,9 +1053,14 @@ int hl_coll_finish(struct hl_coll *op)
 	/* in-network here, maybe not yet at another rank: should the switch
 	 * die first, the ring may need it again (a static group's fallback;
 	 * a plan's cut, which comes whatever the policy) */
-	if (op->finished && rc == 0 && !op->ring && may_rerun(c) && c->size > 1 &&
-	    !c->switch_failed)
-		keep_input(op);
+	if (op->finished && rc == 0 && !op->ring) {
+		if (may_rerun(c) && c->size > 1 && !c->switch_failed)
+			keep_input(op);
+		else
+			hl_keep_lost(c, op->seq);
+	} else if (op->finished && rc == 0) {
+		hl_keep_ring_done(c, op->seq);
+	}
 
 	if (!op->finished && !op->ring) {
 		/* abandoned in flight (the communicator goes): its slots must

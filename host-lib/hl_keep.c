@@ -82,12 +82,13 @@ static void note_lost(struct hl_keep *k, uint32_t seq)
 	}
 }
 
-static void drop(struct hl_keep *k, unsigned i, bool lost)
+/* i held no more: lost (INCA_KEEP, INCA_KEEP_MB) or every rank completed
+ * it; either way this rank cannot replay it from now on */
+static void drop(struct hl_keep *k, unsigned i)
 {
 	struct hl_kept *e = &k->kept[i];
 
-	if (lost)
-		note_lost(k, e->seq);
+	note_lost(k, e->seq);
 	k->bytes -= e->bytes;
 	spare_put(k, e->in, e->cap);
 	memmove(e, e + 1, sizeof(*e) * (k->n - i - 1));
@@ -114,7 +115,7 @@ static void prune(struct inca_comm *c)
 	front = hl_stream_frontier(c);
 	for (unsigned i = 0; i < k->n;)
 		if (k->kept[i].gen == c->stream_gen && k->kept[i].gend + w <= front)
-			drop(k, i, false);
+			drop(k, i);
 		else
 			i++;
 }
@@ -160,7 +161,7 @@ void hl_keep_put(struct inca_comm *c, struct hl_kept *e)
 		return;
 	}
 	while (k->n && (k->n >= k->max || k->bytes + e->bytes > k->bytes_max))
-		drop(k, 0, true);
+		drop(k, 0);
 	if (k->n == k->cap) {
 		unsigned cap = k->cap ? 2 * k->cap : 8;
 		void *p = realloc(k->kept, sizeof(*k->kept) * cap);
@@ -178,19 +179,53 @@ void hl_keep_put(struct inca_comm *c, struct hl_kept *e)
 	hl_plan_position(c);
 }
 
+void hl_keep_lost(struct inca_comm *c, uint32_t seq)
+{
+	note_lost(&c->keep, seq);
+}
+
+void hl_keep_ring_done(struct inca_comm *c, uint32_t seq)
+{
+	struct hl_keep *k = &c->keep;
+
+	if (!k->ring_any || hl_seq_diff(seq, k->ring_low) < 0 ||
+	    (k->lost_any && hl_seq_diff(k->ring_low, k->lost) <= 0)) {
+		k->ring_low = seq;
+		k->ring_any = true;
+	}
+}
+
+/* Older than this many collectives before the next: long complete at
+ * every rank (at most INCA_MAX_INFLIGHT are in flight), and kept out of
+ * the comparisons, which wrap at 2^31. */
+#define KEEP_HORIZON (1u << 30)
+
 uint32_t hl_keep_from(struct inca_comm *c)
 {
 	struct hl_keep *k = &c->keep;
+	uint32_t horizon = c->next_seq - KEEP_HORIZON;
 	/* the oldest this rank holds an input of: kept, or a collective
-	 * still in the stream (hl_coll_recover replays from its input);
-	 * everything older was completed by every rank (prune) or lost */
+	 * still in the stream (hl_coll_recover replays from its input) */
 	uint32_t from = hl_coll_oldest(c);
 
 	for (unsigned i = 0; i < k->n; i++)
 		if (hl_seq_diff(k->kept[i].seq, from) < 0)
 			from = k->kept[i].seq;
-	/* not kept (too large, INCA_KEEP=0): nothing up to it */
-	if (k->lost_any && hl_seq_diff(k->lost + 1, from) > 0)
+	/* a collective completed on the ring needs no replay: one that
+	 * joined on the ring, or ran there since a cut, can replay "from"
+	 * the oldest of them (else a dead tree's cut would ask it for inputs
+	 * of collectives that never ran on the tree) */
+	if (k->ring_any) {
+		uint32_t r = (uint32_t)hl_seq_diff(c->next_seq, k->ring_low) > KEEP_HORIZON ?
+			     horizon : k->ring_low;
+		if (hl_seq_diff(r, from) < 0)
+			from = r;
+	}
+	/* but nothing up to the latest completed in-network whose input is
+	 * not held: lost (too large, INCA_KEEP=0, INCA_KEEP_MB), dropped as
+	 * every rank completed it, or never kept */
+	if (k->lost_any && (uint32_t)hl_seq_diff(c->next_seq, k->lost) <= KEEP_HORIZON &&
+	    hl_seq_diff(k->lost + 1, from) > 0)
 		from = k->lost + 1;
 	return from;
 }
@@ -201,7 +236,7 @@ void hl_keep_drop_before(struct inca_comm *c, uint32_t from)
 
 	for (unsigned i = 0; i < k->n;)
 		if (hl_seq_diff(k->kept[i].seq, from) < 0)
-			drop(k, i, false);      /* every rank completed it */
+			drop(k, i);      /* every rank completed it */
 		else
 			i++;
 }

@@ -291,8 +291,10 @@ struct hl_keep {
 	struct hl_kept *kept;
 	unsigned n, cap, max;     /* max: INCA_KEEP */
 	size_t bytes, bytes_max;  /* bytes_max: INCA_KEEP_MB */
-	bool lost_any;            /* an input not kept: */
-	uint32_t lost;            /*   the latest such collective */
+	bool lost_any;            /* completed in-network, its input not held (lost, */
+	uint32_t lost;            /*   pruned, never kept): the latest such collective */
+	bool ring_any;            /* completed on the ring (needs no replay): */
+	uint32_t ring_low;        /*   the oldest such collective since the last lost */
 	uint8_t *spare;           /* a dropped kept input's buffer, for the next */
 	size_t spare_cap;
 };
@@ -495,6 +497,10 @@ uint8_t *hl_keep_buffer(struct inca_comm *c, size_t n, size_t *cap);
 void hl_keep_unbuffer(struct inca_comm *c, uint8_t *p, size_t cap);
 /* The first collective this rank can still replay (or never ran). */
 uint32_t hl_keep_from(struct inca_comm *c);
+/* seq completed in-network here and not kept (no replay possible) */
+void hl_keep_lost(struct inca_comm *c, uint32_t seq);
+/* seq completed on the ring here (no replay needed) */
+void hl_keep_ring_done(struct inca_comm *c, uint32_t seq);
 /* Drop those before from: every rank completed them. */
 void hl_keep_drop_before(struct inca_comm *c, uint32_t from);
 /* The stream's frontier: every packet below it has its result here. */
