@@ -61,7 +61,8 @@ JSON
 # holding hosts 1..N, tenant "demo", room for 256 jobs of 64 slots: an MPI
 # program maps each communicator to a job), an admin token and a tenant token in
 # DIR; exports the libinca environment for manager mode (INCA_MANAGER, ...)
-# and unsets the static group variables
+# and unsets the static group variables. MANAGER_TENANTS_EXTRA: more tenants
+# (JSON objects, each with a leading comma)
 manager_setup() {
 	local n=$1 dir=$2 port=$3 i hosts=""
 	head -c 24 /dev/urandom | base64 | tr -d '/+=' > "$dir/admin.token"
@@ -73,7 +74,7 @@ manager_setup() {
 { "switches": [ { "name": "switch1", "role": "leaf", "ip": "10.0.0.254" } ],
   "hosts": [ $hosts ],
   "tenants": [ { "name": "demo", "token": "$(cat "$dir/demo.token")",
-                 "max_slots_per_switch": 16384, "max_jobs": 256 } ] }
+                 "max_slots_per_switch": 16384, "max_jobs": 256 }${MANAGER_TENANTS_EXTRA:-} ] }
 JSON
 	unset INCA_SWITCH INCA_GROUP INCA_GROUP_QPN INCA_QKEY INCA_MEMBERS
 	export INCA_MANAGER="http://192.168.77.254:$port" INCA_MANAGER_TOKEN_FILE="$dir/demo.token" \

@@ -420,6 +420,9 @@ static void comm_decide(struct im_comm *ic)
 		inca_comm_destroy(ic->inca);
 		ic->inca = NULL;
 		pool_flush();
+		/* every rank of this communicator has left its kept groups' jobs
+		 * before any asks again (else the manager may still count them) */
+		(void)agree_min(ic->shadow, 1);
 		job_name(ic);
 		rc = inca_comm_create(&attr, &ic->inca);
 		ok = agree_min(ic->shadow, rc == INCA_OK);

@@ -31,6 +31,10 @@ trap testbed_cleanup EXIT
 # shellcheck source=deploy/jobs.sh
 here=$SRC
 source "$SRC/deploy/jobs.sh"
+# a second tenant that may hold 2 jobs (the pool's retry below)
+head -c 24 /dev/urandom | base64 | tr -d '/+=' > "$WORK/small.token"
+export MANAGER_TENANTS_EXTRA=", { \"name\": \"small\", \"token\": \"$(cat "$WORK/small.token")\",
+                 \"max_slots_per_switch\": 16384, \"max_jobs\": 2 }"
 if ! manager_testbed 4 "$WORK" "$PORT" "$BUILD"; then
 	not_ok "manager and testbed up"
 	finish
@@ -115,6 +119,19 @@ INCA_MPI_POOL=0 INCA_MPI_OFFLOAD_AFTER=2 mpi8 "$CHECK" -s 3 > "$WORK/s3.out" 2> 
 expect_eq "short-lived, INCA_MPI_POOL=0: mpi-check exit status" "$?" 0
 expect_eq "short-lived, INCA_MPI_POOL=0: every split's halves create their own groups" \
 	"$(grep -c "a freed communicator's group" "$WORK/s3.err") $(grep -c 'ms to create' "$WORK/s3.err")" "0 7"
+# a tenant at its quota (2 jobs) while the halves' groups are kept (jobs on
+# the manager): the world's group, made at its second call after the
+# splits, is refused; every rank lets its kept groups go and it is made
+# once more, as a new job
+INCA_MANAGER_TOKEN_FILE=$WORK/small.token INCA_MPI_OFFLOAD_AFTER=2 mpi8 "$CHECK" -s 3 \
+	> "$WORK/s4.out" 2> "$WORK/s4.err"
+expect_eq "quota of 2 jobs, groups kept: mpi-check exit status" "$?" 0
+check "quota of 2 jobs, groups kept: every result exact" \
+	grep -q "mpi-check: [1-9][0-9]* passed, 0 failed" "$WORK/s4.out"
+check "quota of 2 jobs, groups kept: the world's group refused, the kept ones let go, tried once more" \
+	grep -q "groups were kept: they are let go, and it is tried once more" "$WORK/s4.err"
+check "quota of 2 jobs, groups kept: 3 new groups (the halves', the world's after the retry), 4 kept ones" \
+	grep -q "communicators offloaded: 3 with a new group, 4 with a freed communicator's" "$WORK/s4.err"
 
 for f in f f08; do
 	mod="use mpi"; [ "$f" = f08 ] && mod="use mpi_f08"
