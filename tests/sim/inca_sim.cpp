@@ -39,6 +39,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <functional>
+#include <map>
+#include <queue>
 #include <getopt.h>
 #include <string>
 #include <vector>
@@ -81,15 +84,22 @@ params P;
 sim_switch_cost cost;
 sim_fabric fab;
 
-/* What a chunk of the vector is: its packets and wire bytes. */
+/*
+ * The vector cut into chunks: packets first[c] .. first[c] + size[c] - 1.
+ * Chunks are at most `max` packets; the first and last ones grow and
+ * shrink by doubling (1, 2, 4 .. max .. 4, 2, 1) so that the pipeline
+ * fills and drains as it does packet by packet: a chunk is stored and
+ * forwarded whole at each tier, and a big first or last one would cost
+ * depth x its time.
+ */
 struct chunking {
 	long long pkts;                   /* packets in the vector */
-	long long chunks, per_chunk;      /* chunks of per_chunk packets (the last fewer) */
-	int inflight;                     /* chunks of a rank unanswered at most */
-	double rate_cap;                  /* bytes/s per member flow; 0: none */
-	long long chunk_pkts(long long c) const
+	long long max;                    /* the biggest chunk */
+	std::vector<long long> first, size;
+	double rate_cap;                  /* bytes/s of a chunk bigger than the window */
+	long long chunks() const
 	{
-		return std::min(per_chunk, pkts - c * per_chunk);
+		return (long long)size.size();
 	}
 };
 chunking CH;
@@ -105,7 +115,7 @@ double wire_bytes(long long first, long long n)
 
 double chunk_bytes(long long c)
 {
-	return wire_bytes(c * CH.per_chunk, CH.chunk_pkts(c));
+	return wire_bytes(CH.first[c], CH.size[c]);
 }
 
 /* A switch worker's ns for one packet in (aggregation) and one passed on. */
@@ -119,6 +129,30 @@ double agg_ns_per_pkt()
 struct msg {
 	long long chunk;
 	bool result;                      /* true: the result going down */
+	double arrived;                   /* when the node's receiver took it */
+};
+
+/*
+ * Sends an actor has started and not yet seen finish. Detached sends would
+ * do, but SimGrid 3.32 keeps every detached comm on one list that it
+ * searches as each finishes: quadratic in the sends in flight, minutes at
+ * thousands of ranks. Finished ones are let go as new ones are added.
+ */
+struct outbox {
+	std::deque<sg4::CommPtr> sent;
+
+	void add(const sg4::CommPtr &c)
+	{
+		sent.push_back(c);
+		while (!sent.empty() && sent.front()->test())
+			sent.pop_front();
+	}
+	void drain()
+	{
+		for (auto &c : sent)
+			c->wait();
+		sent.clear();
+	}
 };
 
 struct node;
@@ -137,39 +171,55 @@ struct node {
 	sg4::Mailbox *box;
 	std::deque<msg *> queue;
 	sg4::SemaphorePtr work;
+	double cores_free_at = 0;         /* when the worker cores can take more */
 	std::vector<int> arrived;         /* per chunk: contributions aggregated */
+	outbox out;
 	long long done_chunks = 0;
 
 	void send_down(long long c)
 	{
 		double b = chunk_bytes(c);
 		for (int k : child_nodes)
-			nodes[k]->box->put_init(new msg{ c, true }, b)->detach();
+			out.add(nodes[k]->box->put_async(new msg{ c, true, 0 }, b));
 		for (int r : child_ranks)
-			rank_box[r]->put_init(new msg{ c, true }, b)->detach();
+			out.add(rank_box[r]->put_async(new msg{ c, true, 0 }, b));
 	}
 
-	/* A worker: one item at a time, at one core's speed. */
+	/*
+	 * The worker cores, as one server: a group's slots are spread over
+	 * them, so an item of k packets takes k x cost / cores of their
+	 * capacity, in arrival order, and is done no sooner than one packet's
+	 * cost after it started (a packet is on one core). One actor keeps
+	 * the time: an actor per core runs out of memory mappings at
+	 * thousands of nodes.
+	 */
 	void worker()
 	{
 		for (;;) {
 			work->acquire();
 			msg *m = queue.front();
 			queue.pop_front();
-			if (!m)
+			if (!m) {
+				out.drain();
 				return;
-			long long c = m->chunk, k = CH.chunk_pkts(c);
+			}
+			long long c = m->chunk, k = CH.size[c];
+			double ns = (double)k * (m->result ? cost.fwd_ns_per_pkt : agg_ns_per_pkt());
+			double start = std::max(m->arrived, cores_free_at);
+			double one = ns / (double)k;
+			cores_free_at = start + ns / P.cores * 1e-9;
+			double done = start + std::max(ns / P.cores, one) * 1e-9;
+			if (done > sg4::Engine::get_clock())
+				sg4::this_actor::sleep_until(done);
 			if (m->result) {
-				sg4::this_actor::execute((double)k * cost.fwd_ns_per_pkt);
 				send_down(c);
 			} else {
-				sg4::this_actor::execute((double)k * agg_ns_per_pkt());
 				if (++arrived[c] == members) {
 					if (parent < 0)
 						send_down(c);
 					else
-						nodes[parent]->box->put_init(new msg{ c, false },
-									     chunk_bytes(c))->detach();
+						out.add(nodes[parent]->box->put_async(
+							new msg{ c, false, 0 }, chunk_bytes(c)));
 				}
 			}
 			delete m;
@@ -180,15 +230,15 @@ struct node {
 	void receiver()
 	{
 		box->set_receiver(sg4::Actor::self());
-		long long expect = CH.chunks * members + (parent >= 0 ? CH.chunks : 0);
+		long long expect = CH.chunks() * (members + (parent >= 0));
 		for (long long i = 0; i < expect; i++) {
-			queue.push_back(box->get<msg>());
+			msg *m = box->get<msg>();
+			m->arrived = sg4::Engine::get_clock();
+			queue.push_back(m);
 			work->release();
 		}
-		for (int w = 0; w < P.cores; w++) {
-			queue.push_back(nullptr);
-			work->release();
-		}
+		queue.push_back(nullptr);
+		work->release();
 		box->set_receiver(nullptr);
 	}
 };
@@ -211,30 +261,40 @@ void inca_rank(int r)
 {
 	sg4::Mailbox *me = rank_box[r];
 	node *leaf = nodes[fab.rank_node[r]];
-	long long sent = 0, got = 0;
+	long long sent = 0, got = 0, unanswered = 0;   /* packets */
+	outbox out;
 
 	me->set_receiver(sg4::Actor::self());
 	rank_cpu(P.call_overhead * 1e9);
-	while (got < CH.chunks) {
-		if (sent < CH.chunks && sent - got < CH.inflight) {
+	/* per packet: a packet goes when fewer than W are unanswered; chunks:
+	 * every one capped at the rate the window sustains (a vector of W
+	 * packets or fewer never waits for the window) */
+	while (got < CH.chunks()) {
+		if (sent < CH.chunks() && (!P.per_packet || unanswered < P.window)) {
+			long long k = CH.size[sent];
 			double b = chunk_bytes(sent), rate = P.rate_bps / 8;
-			rank_cpu((double)CH.chunk_pkts(sent) * P.host_ns_per_pkt);
-			sg4::CommPtr c = leaf->box->put_init(new msg{ sent, false }, b);
-			if (CH.rate_cap > 0) {
+			rank_cpu((double)k * P.host_ns_per_pkt);
+			sg4::CommPtr c = leaf->box->put_init(new msg{ sent, false, 0 }, b);
+			if (!P.per_packet && CH.pkts > (long long)P.window) {
 				c->set_rate(CH.rate_cap);
 				rate = std::min(rate, CH.rate_cap);
 			}
-			c->detach();
+			c->start();
+			out.add(c);
 			/* the NIC sends its queue in order: the next chunk leaves
 			 * once this one is on the wire (flows would share instead) */
 			sg4::this_actor::sleep_for(b / rate);
+			unanswered += k;
 			sent++;
 		} else {
-			delete me->get<msg>();
+			msg *m = me->get<msg>();
+			unanswered -= CH.size[m->chunk];
+			delete m;
 			got++;
 		}
 	}
 	rank_done[r] = sg4::Engine::get_clock();
+	out.drain();
 	me->set_receiver(nullptr);
 }
 
@@ -252,7 +312,7 @@ void ring_rank(int r)
 		wire = seg / P.ring_payload * P.ring_frame + P.ring_frame - P.ring_payload;
 	rank_cpu(P.call_overhead * 1e9);
 	for (int step = 0; step < 2 * (n - 1); step++) {
-		sg4::CommPtr s = next->put_async(new msg{ step, false }, wire);
+		sg4::CommPtr s = next->put_async(new msg{ step, false, 0 }, wire);
 		delete me->get<msg>();
 		if (step < n - 1)
 			rank_cpu(seg * P.ring_ns_per_byte);
@@ -264,43 +324,82 @@ void ring_rank(int r)
 /* ---- the platform ---- */
 std::vector<sg4::Host *> host_of_rank;
 std::vector<sg4::Host *> host_of_switch;
+std::vector<sg4::Link *> host_link;           /* per rank: to its leaf */
+std::map<std::pair<int, int>, sg4::Link *> uplink;   /* (lower, upper) switch */
 
+using sg4::LinkInRoute;
+
+/* The links from rank a to rank b (the ring's neighbours): up the job's
+ * tree to the lowest node over both, down to b. */
+std::vector<LinkInRoute> rank_route(int a, int b)
+{
+	std::vector<LinkInRoute> up{ LinkInRoute(host_link[a], LinkInRoute::Direction::UP) };
+	std::vector<LinkInRoute> down{ LinkInRoute(host_link[b], LinkInRoute::Direction::DOWN) };
+	int x = fab.rank_node[a], y = fab.rank_node[b];
+
+	while (x != y) {
+		/* nodes are laid out a tier at a time from the root: climb the deeper */
+		int &k = x > y ? x : y;
+		int parent = fab.node_parent[k];
+		sg4::Link *l = uplink.at({ fab.node_sw[k], fab.node_sw[parent] });
+		if (&k == &x)
+			up.emplace_back(l, LinkInRoute::Direction::UP);
+		else
+			down.emplace_back(l, LinkInRoute::Direction::DOWN);
+		k = parent;
+	}
+	up.insert(up.end(), down.rbegin(), down.rend());
+	return up;
+}
+
+/*
+ * One full-routing zone: every route the model uses is added by hand
+ * (rank-leaf, switch-switch over their cable, the ring's neighbours over
+ * the tree's switches), shortest-path routing computed per source costs
+ * minutes at thousands of hosts.
+ */
 void build_platform()
 {
-	auto *zone = sg4::create_dijkstra_zone("fabric", true);
-	std::vector<int> hosts_on(fab.nswitches, 0);
+	auto *zone = sg4::create_full_zone("fabric");
 
 	for (int s = 0; s < fab.nswitches; s++)
-		host_of_switch.push_back(zone->create_host(fab.switch_name[s], 1e9)
-						 ->set_core_count(P.cores)->seal());
+		host_of_switch.push_back(zone->create_host(fab.switch_name[s], 1e9)->seal());
 	for (int h = 0; h < fab.nhosts; h++) {
 		sg4::Host *host = zone->create_host("h" + std::to_string(h), 1e9)->seal();
 		sg4::Link *l = zone->create_split_duplex_link("hl" + std::to_string(h),
 							      P.rate_bps / 8)
 				       ->set_latency(P.link_latency)->seal();
 		zone->add_route(host->get_netpoint(), host_of_switch[fab.host_leaf[h]]->get_netpoint(),
-				nullptr, nullptr, { sg4::LinkInRoute(l, sg4::LinkInRoute::Direction::UP) },
-				true);
+				nullptr, nullptr, { LinkInRoute(l, LinkInRoute::Direction::UP) }, true);
 		host_of_rank.push_back(host);
-		hosts_on[fab.host_leaf[h]]++;
+		host_link.push_back(l);
 	}
+	std::vector<int> nup(fab.nswitches, 0);
+	for (int i = 0; i < fab.nlinks; i++)
+		nup[fab.link_lower[i]]++;
 	for (int i = 0; i < fab.nlinks; i++) {
 		int lo = fab.link_lower[i], up = fab.link_upper[i];
-		int nup = 0;
-		for (int k = 0; k < fab.nlinks; k++)
-			nup += fab.link_lower[k] == lo;
 		/* non-blocking: what comes into lo from below, spread over its uplinks */
-		double below = fab.role[lo] == 0 ? hosts_on[lo] : fab.ports_down[lo];
 		double factor = P.uplink_factor > 0 ? P.uplink_factor
-						    : std::max(1.0, below / std::max(1, nup));
+						    : std::max(1.0, (double)fab.ports_down[lo] / nup[lo]);
 		sg4::Link *l = zone->create_split_duplex_link(std::string("sl") + fab.switch_name[lo] +
 							      "-" + fab.switch_name[up],
 							      P.rate_bps / 8 * factor)
 				       ->set_latency(P.link_latency)->seal();
 		zone->add_route(host_of_switch[lo]->get_netpoint(),
 				host_of_switch[up]->get_netpoint(), nullptr, nullptr,
-				{ sg4::LinkInRoute(l, sg4::LinkInRoute::Direction::UP) }, true);
+				{ LinkInRoute(l, LinkInRoute::Direction::UP) }, true);
+		uplink[{ lo, up }] = l;
 	}
+	if (P.ring && fab.nhosts > 1)
+		for (int r = 0; r < fab.nhosts; r++) {
+			int next = (r + 1) % fab.nhosts;
+			if (next == 0 && fab.nhosts == 2)
+				break;         /* 1 -> 0 is 0 -> 1's way back */
+			zone->add_route(host_of_rank[r]->get_netpoint(),
+					host_of_rank[next]->get_netpoint(), nullptr, nullptr,
+					rank_route(r, next), true);
+		}
 	if (P.shared_cpu_cores > 0)
 		shared_cpu = zone->create_host("shared-cpu", 1e9)
 				     ->set_core_count(P.shared_cpu_cores)->seal();
@@ -326,20 +425,35 @@ double packet_rtt()
 void plan_chunks()
 {
 	long long elems = (long long)std::ceil(P.bytes / 4);
+	std::vector<long long> ramp;
+
 	CH.pkts = std::max(1LL, (elems + P.elems_per_pkt - 1) / P.elems_per_pkt);
-	if (P.per_packet) {
-		CH.per_chunk = 1;
-	} else {
-		CH.per_chunk = (CH.pkts + P.max_chunks - 1) / P.max_chunks;
+	CH.max = P.per_packet ? 1 : (CH.pkts + P.max_chunks - 1) / P.max_chunks;
+	for (long long k = 1; k < CH.max; k *= 2)
+		ramp.push_back(k);
+	/* up the ramp, the middle at max, down the ramp: as long as the ramps fit */
+	long long left = CH.pkts, at = 0;
+	std::vector<long long> tail;
+	for (long long k : ramp) {
+		if (left < 2 * k)
+			break;
+		CH.size.push_back(k);
+		tail.push_back(k);
+		left -= 2 * k;
 	}
-	CH.chunks = (CH.pkts + CH.per_chunk - 1) / CH.per_chunk;
-	if (CH.per_chunk <= (long long)P.window) {
-		CH.inflight = (int)(P.window / CH.per_chunk);
-		CH.rate_cap = 0;
-	} else {
-		CH.inflight = 2;
-		CH.rate_cap = P.window * wire_bytes(0, 1) / packet_rtt();
+	std::vector<long long> middle;
+	while (left > 0) {
+		long long k = std::min(CH.max, left);
+		middle.push_back(k);
+		left -= k;
 	}
+	CH.size.insert(CH.size.end(), middle.begin(), middle.end());
+	CH.size.insert(CH.size.end(), tail.rbegin(), tail.rend());
+	for (long long k : CH.size) {
+		CH.first.push_back(at);
+		at += k;
+	}
+	CH.rate_cap = P.window * wire_bytes(0, 1) / packet_rtt();
 }
 
 double parse_rate(const char *s)
@@ -475,7 +589,7 @@ int main(int argc, char **argv)
 			nd->host = host_of_switch[fab.node_sw[k]];
 			nd->box = sg4::Mailbox::by_name("node-" + std::to_string(k));
 			nd->work = sg4::Semaphore::create(0);
-			nd->arrived.assign(CH.chunks, 0);
+			nd->arrived.assign(CH.chunks(), 0);
 			nodes.push_back(nd);
 		}
 		for (int k = 0; k < fab.nnodes; k++)
@@ -486,9 +600,8 @@ int main(int argc, char **argv)
 		for (node *nd : nodes) {
 			sg4::Actor::create("recv-" + std::to_string(nd->index), nd->host,
 					   [nd] { nd->receiver(); });
-			for (int w = 0; w < P.cores; w++)
-				sg4::Actor::create("work-" + std::to_string(nd->index), nd->host,
-						   [nd] { nd->worker(); });
+			sg4::Actor::create("work-" + std::to_string(nd->index), nd->host,
+					   [nd] { nd->worker(); });
 		}
 		for (int r = 0; r < n; r++)
 			sg4::Actor::create("rank-" + std::to_string(r), host_of_rank[r], inca_rank, r);
@@ -497,10 +610,10 @@ int main(int argc, char **argv)
 
 	double t = *std::max_element(rank_done.begin(), rank_done.end());
 	printf("%s hosts=%d tiers=%d nodes=%d bytes=%.0f time_us=%.3f algbw_GBps=%.4f "
-	       "pkts=%lld chunks=%lld per_chunk=%lld inflight=%d rate_cap_Bps=%.0f "
+	       "pkts=%lld chunks=%lld max_chunk=%lld window_rate_cap_Bps=%.0f "
 	       "agg_ns_per_pkt=%.1f cores=%d window=%u\n",
 	       P.ring ? "ring" : "inca", n, fab.depth, fab.nnodes, P.bytes, t * 1e6,
-	       P.bytes / t / 1e9, CH.pkts, CH.chunks, CH.per_chunk, CH.inflight, CH.rate_cap,
+	       P.bytes / t / 1e9, CH.pkts, CH.chunks(), CH.max, CH.rate_cap,
 	       agg_ns_per_pkt(), P.cores, P.window);
 	for (node *nd : nodes)
 		delete nd;
