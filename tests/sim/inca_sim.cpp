@@ -304,12 +304,8 @@ void ring_rank(int r)
 	int n = fab.nhosts;
 	sg4::Mailbox *me = rank_box[r], *next = rank_box[(r + 1) % n];
 	double seg = P.bytes / n;
-	double wire = std::ceil(seg / P.ring_payload) * P.ring_frame;
-
-	if (seg <= 0 || wire <= 0)
-		wire = P.ring_frame;
-	else
-		wire = seg / P.ring_payload * P.ring_frame + P.ring_frame - P.ring_payload;
+	/* a segment's bytes and its frames' headers */
+	double wire = seg + std::ceil(seg / P.ring_payload) * (P.ring_frame - P.ring_payload);
 	rank_cpu(P.call_overhead * 1e9);
 	for (int step = 0; step < 2 * (n - 1); step++) {
 		sg4::CommPtr s = next->put_async(new msg{ step, false, 0 }, wire);
@@ -609,7 +605,7 @@ int main(int argc, char **argv)
 	e.run();
 
 	double t = *std::max_element(rank_done.begin(), rank_done.end());
-	printf("%s hosts=%d tiers=%d nodes=%d bytes=%.0f time_us=%.3f algbw_GBps=%.4f "
+	printf("%s hosts=%d tiers=%d nodes=%d bytes=%.0f time_us=%.6f algbw_GBps=%.4f "
 	       "pkts=%lld chunks=%lld max_chunk=%lld window_rate_cap_Bps=%.0f "
 	       "agg_ns_per_pkt=%.1f cores=%d window=%u\n",
 	       P.ring ? "ring" : "inca", n, fab.depth, fab.nnodes, P.bytes, t * 1e6,
