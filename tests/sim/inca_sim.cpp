@@ -262,6 +262,7 @@ void inca_rank(int r)
 	sg4::Mailbox *me = rank_box[r];
 	node *leaf = nodes[fab.rank_node[r]];
 	long long sent = 0, got = 0, unanswered = 0;   /* packets */
+	double nic_free_at = 0;
 	outbox out;
 
 	me->set_receiver(sg4::Actor::self());
@@ -279,11 +280,14 @@ void inca_rank(int r)
 				c->set_rate(CH.rate_cap);
 				rate = std::min(rate, CH.rate_cap);
 			}
+			/* the NIC sends its queue in order: a chunk leaves once the
+			 * one before it is on the wire (flows would share the link
+			 * instead), while the CPU readies the next */
+			if (nic_free_at > sg4::Engine::get_clock())
+				sg4::this_actor::sleep_until(nic_free_at);
 			c->start();
 			out.add(c);
-			/* the NIC sends its queue in order: the next chunk leaves
-			 * once this one is on the wire (flows would share instead) */
-			sg4::this_actor::sleep_for(b / rate);
+			nic_free_at = sg4::Engine::get_clock() + b / rate;
 			unanswered += k;
 			sent++;
 		} else {
@@ -310,8 +314,8 @@ void ring_rank(int r)
 	for (int step = 0; step < 2 * (n - 1); step++) {
 		sg4::CommPtr s = next->put_async(new msg{ step, false, 0 }, wire);
 		delete me->get<msg>();
-		if (step < n - 1)
-			rank_cpu(seg * P.ring_ns_per_byte);
+		/* the CPU a rank spends per byte of the vector, spread over the steps */
+		rank_cpu(P.bytes * P.ring_ns_per_byte / (2 * (n - 1)));
 		s->wait();
 	}
 	rank_done[r] = sg4::Engine::get_clock();
