@@ -67,8 +67,12 @@ struct params {
 	int shared_cpu_cores = 0;         /* >0: every rank on one CPU of that many cores (the
 					     lab: namespaces on one machine) */
 	double call_overhead = 0;         /* a rank's fixed cost per call, seconds */
-	int cores = 1;                    /* worker cores per switch node */
-	unsigned window = 64;             /* packets per member in flight (the job's window) */
+	int cores = 1;                    /* worker cores per switch node; 0: as many as
+					     its members need at line rate (sizing) */
+	bool sizing = false;              /* print what each switch node needs */
+	unsigned window = 64;             /* packets per member in flight (the job's window);
+					     0: what an unloaded round trip at line rate needs
+					     (at least 64, at most AGG_MAX_WINDOW) */
 	int elems_per_pkt = 248;          /* fp32 per packet (IB MTU 1024: 992 bytes) */
 	int header_bytes = 98 + 24;       /* Ethernet..ICRC, + preamble, FCS, gap */
 	double bytes = 4096;              /* the vector, per rank */
@@ -165,6 +169,7 @@ struct node {
 	int index;
 	int parent;
 	int members;                      /* its group's members */
+	int cores;                        /* its worker cores */
 	std::vector<int> child_nodes;     /* inner node: children nodes; */
 	std::vector<int> child_ranks;     /* leaf node: its ranks */
 	sg4::Host *host;
@@ -207,8 +212,8 @@ struct node {
 			double ns = (double)k * (m->result ? cost.fwd_ns_per_pkt : agg_ns_per_pkt());
 			double start = std::max(m->arrived, cores_free_at);
 			double one = ns / (double)k;
-			cores_free_at = start + ns / P.cores * 1e-9;
-			double done = start + std::max(ns / P.cores, one) * 1e-9;
+			cores_free_at = start + ns / cores * 1e-9;
+			double done = start + std::max(ns / cores, one) * 1e-9;
 			if (done > sg4::Engine::get_clock())
 				sg4::this_actor::sleep_until(done);
 			if (m->result) {
@@ -422,6 +427,56 @@ double packet_rtt()
 	return t;
 }
 
+/* Worker cores a node of `members` needs to aggregate at line rate: each
+ * member's port brings rate / frame packets a second. */
+int cores_needed(int members)
+{
+	double pps = P.rate_bps / 8 / wire_bytes(0, 1);
+	return std::max(1, (int)std::ceil(members * pps * agg_ns_per_pkt() * 1e-9));
+}
+
+/* A group's slot memory on its switch (aggregation/agg_group.c,
+ * agg_group_create): window x 2 sets, each an accumulator row of 8 bytes an
+ * element, the result frame (+4, 64-byte aligned) and two member bitmaps
+ * (64-byte aligned); the sets' descriptors not counted. */
+double slot_bytes(int members)
+{
+	double row = (double)P.elems_per_pkt * 8;
+	double bitmap = std::ceil((double)members / 64) * 8;
+	auto align = [](double b) { return std::ceil(b / 64) * 64; };
+	return (double)P.window * 2 * (row + align(row + 4) + 2 * align(bitmap));
+}
+
+/*
+ * What an operator sizes (--sizing): per node of the job's tree its
+ * members, worker cores for line rate, slot memory; the window the round
+ * trip needs; and, after the run, the in-network time against a ring's
+ * bound on the same links (2(N-1)/N x S over TCP's payload share, 2(N-1)
+ * steps of two cables).
+ */
+void print_sizing()
+{
+	double rtt = packet_rtt();
+	double need_w = std::ceil(rtt * P.rate_bps / 8 / wire_bytes(0, 1));
+
+	printf("# %d ranks, %d switch node(s), tree depth %d, %.4g bit/s links, %d floats a packet\n",
+	       fab.nhosts, fab.nnodes, fab.depth, P.rate_bps, P.elems_per_pkt);
+	printf("# switch cost: %.1f ns a packet in (inca-bench-switch: %.1f ns at %d floats, "
+	       "forwarding %.1f)\n", agg_ns_per_pkt(), cost.agg_ns_per_pkt, cost.elems_per_pkt,
+	       cost.fwd_ns_per_pkt);
+	printf("# window: %u packets; an unloaded round trip %.2f us needs %.0f at line rate%s\n",
+	       P.window, rtt * 1e6, need_w, need_w > P.window ? " (the window limits)" : "");
+	printf("%-24s %-10s %8s %8s %12s %14s\n", "switch", "role", "members", "fan-in",
+	       "cores (line)", "slot memory");
+	for (int k = 0; k < fab.nnodes; k++) {
+		int members = fab.node_children[k] ? fab.node_children[k] : fab.node_fanin[k];
+		static const char *const roles[] = { "leaf", "spine", "superspine" };
+		printf("%-24s %-10s %8d %8d %12d %11.2f MiB\n", fab.switch_name[fab.node_sw[k]],
+		       roles[fab.role[fab.node_sw[k]]], members, fab.node_fanin[k],
+		       cores_needed(members), slot_bytes(members) / 1048576);
+	}
+}
+
 void plan_chunks()
 {
 	long long elems = (long long)std::ceil(P.bytes / 4);
@@ -475,10 +530,10 @@ void usage()
 		"usage: inca-sim --bench FILE [--topology FILE | --tiers 1|2|3 --hosts N\n"
 		"         [--hosts-per-leaf H] [--spines S] [--leaves-per-pod L]\n"
 		"         [--supers-per-plane X]] [--rate 100G] [--uplink-factor F]\n"
-		"         [--latency S] [--cores C] [--window W] [--elems E] [--header B]\n"
+		"         [--latency S] [--cores C|auto] [--window W|auto] [--elems E] [--header B]\n"
 		"         [--bytes S] [--chunks K | --per-packet] [--host-ns NS]\n"
 		"         [--shared-cpu CORES] [--call-overhead S] [--ring]\n"
-		"         [--ring-ns-per-byte NS] [SimGrid --cfg=... options]\n");
+		"         [--ring-ns-per-byte NS] [--sizing] [SimGrid --cfg=... options]\n");
 }
 
 } // namespace
@@ -526,6 +581,7 @@ int main(int argc, char **argv)
 		{ "call-overhead", required_argument, nullptr, 'O' },
 		{ "ring", no_argument, nullptr, 'R' },
 		{ "ring-ns-per-byte", required_argument, nullptr, 'B' },
+		{ "sizing", no_argument, nullptr, 'Z' },
 		{ nullptr, 0, nullptr, 0 },
 	};
 	int o;
@@ -542,8 +598,9 @@ int main(int argc, char **argv)
 		case 'r': P.rate_bps = parse_rate(optarg); break;
 		case 'u': P.uplink_factor = atof(optarg); break;
 		case 'l': P.link_latency = atof(optarg); break;
-		case 'c': P.cores = atoi(optarg); break;
-		case 'w': P.window = (unsigned)atoi(optarg); break;
+		case 'c': P.cores = strcmp(optarg, "auto") ? atoi(optarg) : 0; break;
+		case 'Z': P.sizing = true; break;
+		case 'w': P.window = strcmp(optarg, "auto") ? (unsigned)atoi(optarg) : 0; break;
 		case 'E': P.elems_per_pkt = atoi(optarg); break;
 		case 'h': P.header_bytes = atoi(optarg); break;
 		case 's': P.bytes = parse_rate(optarg); break;
@@ -557,7 +614,7 @@ int main(int argc, char **argv)
 		default: usage(); return 2;
 		}
 	}
-	if (!bench || optind != argc || P.rate_bps <= 0 || P.cores < 1 || P.window < 1 ||
+	if (!bench || optind != argc || P.rate_bps <= 0 || P.cores < 0 || P.window > 4096 ||
 	    P.elems_per_pkt < 1 || P.bytes < 4 || P.max_chunks < 1) {
 		usage();
 		return 2;
@@ -566,9 +623,16 @@ int main(int argc, char **argv)
 		fprintf(stderr, "inca-sim: %s\n", why);
 		return 1;
 	}
+	bool auto_window = P.window == 0;
+	if (auto_window)
+		P.window = 64;
 	if (sim_fabric_build(&shape, P.window, &fab, why, sizeof(why))) {
 		fprintf(stderr, "inca-sim: %s\n", why);
 		return 1;
+	}
+	if (auto_window) {
+		double need = std::ceil(packet_rtt() * P.rate_bps / 8 / wire_bytes(0, 1));
+		P.window = (unsigned)std::min(4096.0, std::max(64.0, need));
 	}
 	build_platform();
 	plan_chunks();
@@ -586,6 +650,7 @@ int main(int argc, char **argv)
 			nd->index = k;
 			nd->parent = fab.node_parent[k];
 			nd->members = fab.node_children[k] ? fab.node_children[k] : fab.node_fanin[k];
+			nd->cores = P.cores ? P.cores : cores_needed(nd->members);
 			nd->host = host_of_switch[fab.node_sw[k]];
 			nd->box = sg4::Mailbox::by_name("node-" + std::to_string(k));
 			nd->work = sg4::Semaphore::create(0);
@@ -609,12 +674,20 @@ int main(int argc, char **argv)
 	e.run();
 
 	double t = *std::max_element(rank_done.begin(), rank_done.end());
+	if (P.sizing) {
+		int n = fab.nhosts;
+		double ring = n < 2 ? 0 : 2.0 * (n - 1) / n * P.bytes / (P.rate_bps / 8 * 1448 / 1538) +
+					 2.0 * (n - 1) * 2 * P.link_latency;
+		print_sizing();
+		printf("# all-reduce of %.0f bytes: in-network %.1f us (simulated), a ring at best "
+		       "%.1f us (bound): %.2fx\n", P.bytes, t * 1e6, ring * 1e6, ring / t);
+	}
 	printf("%s hosts=%d tiers=%d nodes=%d bytes=%.0f time_us=%.6f algbw_GBps=%.4f "
 	       "pkts=%lld chunks=%lld max_chunk=%lld window_rate_cap_Bps=%.0f "
-	       "agg_ns_per_pkt=%.1f cores=%d window=%u\n",
+	       "agg_ns_per_pkt=%.1f root_cores=%d window=%u\n",
 	       P.ring ? "ring" : "inca", n, fab.depth, fab.nnodes, P.bytes, t * 1e6,
 	       P.bytes / t / 1e9, CH.pkts, CH.chunks(), CH.max, CH.rate_cap,
-	       agg_ns_per_pkt(), P.cores, P.window);
+	       agg_ns_per_pkt(), nodes.empty() ? P.cores : nodes[0]->cores, P.window);
 	for (node *nd : nodes)
 		delete nd;
 	sim_fabric_free(&fab);

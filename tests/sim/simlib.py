@@ -5,6 +5,7 @@ run by smpirun on a SimGrid platform of the same shape (SMPI's ring,
 Rabenseifner and recursive doubling, the fastest per size)."""
 import os
 import re
+import signal
 import subprocess
 import tempfile
 
@@ -37,6 +38,19 @@ def inca_sim(build, **opts):
     fields = dict(kv.split("=", 1) for kv in line.split()[1:])
     fields["kind"] = line.split()[0]
     return fields
+
+
+def run_bounded(cmd, timeout):
+    """cmd's stdout, or None when it ran out of time (then it and every
+    process it started are killed: smpirun's smpimain outlives smpirun)."""
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                         start_new_session=True)
+    try:
+        return p.communicate(timeout=timeout)[0]
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.communicate()
+        return None
 
 
 def smpi_build(build):
@@ -100,10 +114,8 @@ def smpi_allreduce(build, hosts, rate_bps, latency, sizes, algos=SMPI_ALGOS, tie
                 cmd.append("--cfg=smpi/auto-shared-malloc-thresh:65536")
             cmd += [exe, "-b", str(min(sizes)), "-e", str(max(sizes)), "-f", "2",
                     "-n", str(iters), "-w", "1"]
-            try:
-                out = subprocess.run(nice(cmd), capture_output=True, text=True,
-                                     timeout=timeout).stdout
-            except subprocess.TimeoutExpired:
+            out = run_bounded(nice(cmd), timeout)
+            if out is None:
                 continue
             times = {}
             for line in out.splitlines():
