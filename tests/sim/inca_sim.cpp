@@ -67,8 +67,9 @@ struct params {
 	int shared_cpu_cores = 0;         /* >0: every rank on one CPU of that many cores (the
 					     lab: namespaces on one machine) */
 	double call_overhead = 0;         /* a rank's fixed cost per call, seconds */
-	int cores = 1;                    /* worker cores per switch node; 0: as many as
-					     its members need at line rate (sizing) */
+	int cores = -1;                   /* worker cores per switch node; 0: as many as
+					     its members need at line rate; -1 (not given):
+					     1, or 0 with --sizing */
 	bool sizing = false;              /* print what each switch node needs */
 	unsigned window = 64;             /* packets per member in flight (the job's window);
 					     0: what an unloaded round trip at line rate needs
@@ -91,7 +92,8 @@ sim_fabric fab;
 /*
  * The vector cut into chunks: packets first[c] .. first[c] + size[c] - 1.
  * Chunks are at most `max` packets; the first and last ones grow and
- * shrink by doubling (1, 2, 4 .. max .. 4, 2, 1) so that the pipeline
+ * shrink by doubling (1, 2, 4 .. max .. 4, 2, 1, from max / 64 up when max
+ * is bigger) so that the pipeline
  * fills and drains as it does packet by packet: a chunk is stored and
  * forwarded whole at each tier, and a big first or last one would cost
  * depth x its time.
@@ -484,7 +486,8 @@ void plan_chunks()
 
 	CH.pkts = std::max(1LL, (elems + P.elems_per_pkt - 1) / P.elems_per_pkt);
 	CH.max = P.per_packet ? 1 : (CH.pkts + P.max_chunks - 1) / P.max_chunks;
-	for (long long k = 1; k < CH.max; k *= 2)
+	/* from max / 64 (a fill of depth x that is under 2% of the call) */
+	for (long long k = std::max(1LL, CH.max / 64); k < CH.max; k *= 2)
 		ramp.push_back(k);
 	/* up the ramp, the middle at max, down the ramp: as long as the ramps fit */
 	long long left = CH.pkts, at = 0;
@@ -614,11 +617,13 @@ int main(int argc, char **argv)
 		default: usage(); return 2;
 		}
 	}
-	if (!bench || optind != argc || P.rate_bps <= 0 || P.cores < 0 || P.window > 4096 ||
+	if (!bench || optind != argc || P.rate_bps <= 0 || P.cores < -1 || P.window > 4096 ||
 	    P.elems_per_pkt < 1 || P.bytes < 4 || P.max_chunks < 1) {
 		usage();
 		return 2;
 	}
+	if (P.cores < 0)
+		P.cores = P.sizing ? 0 : 1;
 	if (sim_switch_cost_load(bench, &cost, why, sizeof(why))) {
 		fprintf(stderr, "inca-sim: %s\n", why);
 		return 1;

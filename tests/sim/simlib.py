@@ -23,9 +23,9 @@ def nice(cmd):
     return ["nice", "-n", "19"] + cmd
 
 
-def inca_sim(build, **opts):
+def inca_sim(build, timeout=None, **opts):
     """One inca-sim run: opts are its long options (True: a flag). Returns
-    its key=value line as a dict."""
+    its key=value line as a dict, or None when it ran out of time."""
     cmd = [os.path.join(build, "tests", "sim", "inca-sim"), "--bench",
            opts.pop("bench", BENCH_FILE), "--log=root.thres:warning"]
     for k, v in opts.items():
@@ -33,7 +33,12 @@ def inca_sim(build, **opts):
             cmd.append("--" + k.replace("_", "-"))
         elif v is not None and v is not False:
             cmd += ["--" + k.replace("_", "-"), str(v)]
-    out = subprocess.run(nice(cmd), check=True, capture_output=True, text=True).stdout
+    if timeout:
+        out = run_bounded(nice(cmd), timeout)
+        if out is None:
+            return None
+    else:
+        out = subprocess.run(nice(cmd), check=True, capture_output=True, text=True).stdout
     line = out.strip().splitlines()[-1]
     fields = dict(kv.split("=", 1) for kv in line.split()[1:])
     fields["kind"] = line.split()[0]
