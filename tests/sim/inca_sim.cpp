@@ -6,26 +6,27 @@
  * The fabric is a topology in the manager's format (sim_fabric.c: a file
  * or a generated star, leaf/spine or pods + super-spines); every switch
  * is a SimGrid host (an INCA switch is a server), every cable a split-duplex
- * link, routes shortest paths (Dijkstra). The job's tree is the manager's
- * own (mgr_tree_build). Ranks are actors on the hosts; each tree node is a
- * set of actors on its switch: a receiver taking what arrives (the NIC) and
- * `cores` workers (the switch's worker lcores) that aggregate a member's
- * contribution at the cost inca-bench-switch measured (per packet: the
- * forwarding cost plus the aggregation's per-element cost for its
- * elements; sim_switch_cost.c reads the file), then send the partial up or
- * the result down.
+ * link; the routes the model uses are added by hand. The job's tree is the
+ * manager's own (mgr_tree_build). Ranks are actors on the hosts; each tree
+ * node is two actors on its switch: a receiver taking what arrives (the
+ * NIC) and the worker cores, one queue of their total rate, that aggregate
+ * a member's contribution at the cost inca-bench-switch measured (per
+ * packet: the forwarding cost plus the aggregation's per-element cost for
+ * its elements; sim_switch_cost.c reads the file), then send the partial
+ * up or the result down.
  *
- * The unit of simulation is a chunk of k packets: k = 1 is the per-packet
- * mode (the window of W packets per member enforced exactly: at most W
- * packets of a rank unanswered); k > 1 moves k packets as one flow. With
- * k <= W a rank keeps W / k chunks in flight; with k > W the window is
- * enforced as a rate cap of W packets per unloaded round trip on every
- * member's flow (what a sliding window sustains). Store-and-forward of a
- * chunk at each tier costs the coarse mode a fill of depth chunks, hence
- * many chunks (--chunks). The network is SimGrid's CM02 model with no TCP
- * factors: a flow takes latency + bytes / bandwidth, flows share links
- * max-min fairly. Bytes on the wire are the frame plus preamble, FCS and
- * gap (the switch's shaper counts them the same way, dp_qos.c).
+ * The unit of simulation is a chunk of packets. Per packet (--per-packet)
+ * the window of W packets per member is exact: a rank sends while fewer
+ * than W are unanswered. Otherwise a rank's vector moves as at most
+ * --chunks chunks (smaller ones at both ends, so the pipeline fills and
+ * drains nearly as packets do), each stored and forwarded whole at every
+ * tier, and the window is a rate cap of W packets per unloaded round trip
+ * on every member's flow (what a sliding window sustains). A rank's NIC
+ * sends its chunks one after the other while its CPU readies the next. The
+ * network is SimGrid's CM02 model with no TCP factors: a flow takes
+ * latency + bytes / bandwidth, flows share links max-min fairly. Bytes on
+ * the wire are the frame plus preamble, FCS and gap (the switch's shaper
+ * counts them the same way, dp_qos.c).
  *
  * What is left out: loss and retransmission, the shaper's 1 ms burst, the
  * hosts' scheduling, PFC and ECN, ECMP (one shortest path per pair),

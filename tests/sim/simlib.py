@@ -95,12 +95,12 @@ def smpi_platform(path, hosts, rate_bps, latency, tiers=1, hosts_per_leaf=32):
 
 
 def smpi_allreduce(build, hosts, rate_bps, latency, sizes, algos=SMPI_ALGOS, tiers=1,
-                   iters=3, timeout=120):
+                   iters=3, timeout=120, each=False, warmup=1):
     """{algo: {bytes: time_us}} from mpi-allreduce-perf under smpirun, one
-    rank per host; sizes a power-of-two series. Buffers past 64 KiB are
-    SMPI's shared memory above 64 ranks (the results are then wrong: only
-    the times count). An algorithm that fails or runs out of time is left
-    out."""
+    rank per host; sizes a power-of-two series (each: one run per size).
+    Buffers past 64 KiB are SMPI's shared memory from 64 ranks (the results
+    are then wrong: only the times count). A run that fails or runs out of
+    time is left out."""
     exe = smpi_build(build)
     res = {}
     with tempfile.TemporaryDirectory(prefix="inca-smpi-") as tmp:
@@ -115,18 +115,17 @@ def smpi_allreduce(build, hosts, rate_bps, latency, sizes, algos=SMPI_ALGOS, tie
                    "--cfg=network/TCP-gamma:0", "--cfg=network/crosstraffic:0",
                    "--cfg=smpi/simulate-computation:no", "--cfg=smpi/host-speed:1e9",
                    "--log=root.thres:critical", "--cfg=smpi/tmpdir:" + tmp]
-            if hosts > 64:
+            if hosts >= 64:
                 cmd.append("--cfg=smpi/auto-shared-malloc-thresh:65536")
-            cmd += [exe, "-b", str(min(sizes)), "-e", str(max(sizes)), "-f", "2",
-                    "-n", str(iters), "-w", "1"]
-            out = run_bounded(nice(cmd), timeout)
-            if out is None:
-                continue
             times = {}
-            for line in out.splitlines():
-                m = re.match(r"\s*(\d+)\s+\d+\s+float\s+sum\s+([\d.]+)", line)
-                if m and int(m.group(1)) in sizes:
-                    times[int(m.group(1))] = float(m.group(2))
+            # the whole doubling series in one run, or (each) one run a size
+            for lo, hi in ([(s, s) for s in sizes] if each else [(min(sizes), max(sizes))]):
+                out = run_bounded(nice(cmd + [exe, "-b", str(lo), "-e", str(hi), "-f", "2",
+                                              "-n", str(iters), "-w", str(warmup)]), timeout)
+                for line in (out or "").splitlines():
+                    m = re.match(r"\s*(\d+)\s+\d+\s+float\s+sum\s+([\d.]+)", line)
+                    if m and int(m.group(1)) in sizes:
+                        times[int(m.group(1))] = float(m.group(2))
             if times:
                 res[algo] = times
     return res
