@@ -125,6 +125,13 @@ double chunk_bytes(long long c)
 	return wire_bytes(CH.first[c], CH.size[c]);
 }
 
+/* A full packet on the wire (what sizing and the window are about, whatever
+ * the size of this call's vector). */
+double full_frame()
+{
+	return (double)P.elems_per_pkt * 4 + P.header_bytes;
+}
+
 /* A switch worker's ns for one packet in (aggregation) and one passed on. */
 double agg_ns_per_pkt()
 {
@@ -417,7 +424,7 @@ void build_platform()
 /* The unloaded round trip of one packet, rank 0 to the root and back. */
 double packet_rtt()
 {
-	double frame = wire_bytes(0, 1), t = 0;
+	double frame = full_frame(), t = 0;
 	int depth = 0;
 
 	for (int k = fab.rank_node[0]; k >= 0; k = fab.node_parent[k])
@@ -434,7 +441,7 @@ double packet_rtt()
  * member's port brings rate / frame packets a second. */
 int cores_needed(int members)
 {
-	double pps = P.rate_bps / 8 / wire_bytes(0, 1);
+	double pps = P.rate_bps / 8 / full_frame();
 	return std::max(1, (int)std::ceil(members * pps * agg_ns_per_pkt() * 1e-9));
 }
 
@@ -460,7 +467,7 @@ double slot_bytes(int members)
 void print_sizing()
 {
 	double rtt = packet_rtt();
-	double need_w = std::ceil(rtt * P.rate_bps / 8 / wire_bytes(0, 1));
+	double need_w = std::ceil(rtt * P.rate_bps / 8 / full_frame());
 
 	printf("# %d ranks, %d switch node(s), tree depth %d, %.4g bit/s links, %d floats a packet\n",
 	       fab.nhosts, fab.nnodes, fab.depth, P.rate_bps, P.elems_per_pkt);
@@ -512,7 +519,7 @@ void plan_chunks()
 		CH.first.push_back(at);
 		at += k;
 	}
-	CH.rate_cap = P.window * wire_bytes(0, 1) / packet_rtt();
+	CH.rate_cap = P.window * full_frame() / packet_rtt();
 }
 
 double parse_rate(const char *s)
@@ -637,7 +644,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	if (auto_window) {
-		double need = std::ceil(packet_rtt() * P.rate_bps / 8 / wire_bytes(0, 1));
+		double need = std::ceil(packet_rtt() * P.rate_bps / 8 / full_frame());
 		P.window = (unsigned)std::min(4096.0, std::max(64.0, need));
 	}
 	build_platform();
