@@ -40,10 +40,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
-#include <functional>
-#include <map>
-#include <queue>
 #include <getopt.h>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -64,7 +62,8 @@ struct params {
 					     non-blocking (a switch's hosts' or children's
 					     worth over its uplinks) */
 	double link_latency = 1e-6;       /* every cable, one way (propagation + switching) */
-	double host_ns_per_pkt = 0;       /* a rank's CPU per packet sent (and its result) */
+	double host_ns_per_pkt = 0;       /* a rank's CPU per packet (sending it, taking its
+					     result) */
 	int shared_cpu_cores = 0;         /* >0: every rank on one CPU of that many cores (the
 					     lab: namespaces on one machine) */
 	double call_overhead = 0;         /* a rank's fixed cost per call, seconds */
@@ -93,17 +92,17 @@ sim_fabric fab;
 /*
  * The vector cut into chunks: packets first[c] .. first[c] + size[c] - 1.
  * Chunks are at most `max` packets; the first and last ones grow and
- * shrink by doubling (1, 2, 4 .. max .. 4, 2, 1, from max / 64 up when max
- * is bigger) so that the pipeline
- * fills and drains as it does packet by packet: a chunk is stored and
- * forwarded whole at each tier, and a big first or last one would cost
- * depth x its time.
+ * shrink by doubling (1, 2, 4 .. max .. 4, 2, 1; from max / 64 when max is
+ * bigger) so that the pipeline fills and drains nearly as it does packet by
+ * packet: a chunk is stored and forwarded whole at each tier, and a big
+ * first or last one would cost depth x its time.
  */
 struct chunking {
 	long long pkts;                   /* packets in the vector */
 	long long max;                    /* the biggest chunk */
 	std::vector<long long> first, size;
-	double rate_cap;                  /* bytes/s of a chunk bigger than the window */
+	double rate_cap;                  /* bytes/s a member's flow (chunks, vectors of more
+					     than W packets): W packets per round trip */
 	long long chunks() const
 	{
 		return (long long)size.size();
@@ -147,10 +146,12 @@ struct msg {
 };
 
 /*
- * Sends an actor has started and not yet seen finish. Detached sends would
- * do, but SimGrid 3.32 keeps every detached comm on one list that it
- * searches as each finishes: quadratic in the sends in flight, minutes at
- * thousands of ranks. Finished ones are let go as new ones are added.
+ * Sends an actor has started and not yet seen finish, tested as new ones
+ * are added so that finished ones are let go. Detached sends ran slower
+ * here (1024 hosts, 256 KiB: 32 s against 13 s); either way most of a big
+ * run goes to a list search in SimGrid 3.32's CommImpl::finish (perf), a
+ * cost per message that grows with the hosts: 8192 hosts x 1 GiB took
+ * 94-131 s, 1024 hosts 3-9 s.
  */
 struct outbox {
 	std::deque<sg4::CommPtr> sent;
@@ -189,7 +190,6 @@ struct node {
 	double cores_free_at = 0;         /* when the worker cores can take more */
 	std::vector<int> arrived;         /* per chunk: contributions aggregated */
 	outbox out;
-	long long done_chunks = 0;
 
 	void send_down(long long c)
 	{
