@@ -26,6 +26,8 @@ PKGS=(
 	qemu-system-x86 busybox-static cpio
 	# the torch.distributed backend (host-lib/torch) and its demo
 	python3-torch libtorch-dev python3-dev pybind11-dev
+	# the scale model (tests/sim: SimGrid S4U, SMPI's smpicc/smpirun)
+	libsimgrid-dev
 	# benchmark plots (PNG)
 	python3-matplotlib
 )

@@ -1,0 +1,127 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
+"""The model of the lab against the lab: 4 and 8 hosts on one switch, 200
+Mbit/s and 1 Gbit/s, 4 KiB to 16 MiB, against the times run-allreduce.sh
+measured (docs/performance/allreduce.csv: inca-udp and openmpi-ring). Prints
+the error of every point; nothing is run on the real system.
+
+The lab as modelled (tests/bench/run-allreduce.sh, docs/performance.md):
+* one inca-switch, one worker core, costs from the committed inca-bench-switch
+  output; window 64, 248 floats a packet in 1114 bytes on the wire;
+* every cable at the rate, one way a quarter of the measured host-to-host
+  ping (docs/performance/floor.csv: a ping crosses four cables);
+* the ranks share one core (2 cores, the switch's worker busy-polling the
+  other), each packet costing a rank the CPU it measured (the CSV's
+  cpu_s_per_GB at 1 Gbit/s, where the CPU is the limit, median over
+  64 KiB..16 MiB, for that tool and rank count), overlapping the wire;
+* in-network, a fixed cost per call fitted to the 8-byte row (outside the
+  range judged); the rings none.
+In-network: inca-sim. Open MPI: SMPI's ring (lr, what the lab's rules pick
+from 4 KiB) on links at the rate x 1448/1538, network only ('smpi'), and
+inca-sim's own ring with the measured CPU per byte on the shared core
+('ring+cpu').
+
+Usage: tests/sim/calibrate.py [--build build] [--csv OUT.csv]
+"""
+import argparse
+import csv
+import os
+import statistics
+import sys
+
+import simlib
+
+SIZES = [4096 << i for i in range(13)]            # 4 KiB .. 16 MiB
+RATES = {"200mbit": 200e6, "1gbit": 1e9}
+RANKS = [4, 8]
+LIMIT = 0.15
+# the CPU a rank spends, from the rate where the CPU is what limits (at 200
+# Mbit/s getrusage also counts what waking and waiting for the link cost)
+CPU_RATE = "1gbit"
+
+
+def load_lab():
+    rows, floor = {}, {}
+    with open(os.path.join(simlib.ROOT, "docs", "performance", "allreduce.csv")) as f:
+        for r in csv.DictReader(f):
+            rows[(r["rate"], r["tool"], int(r["ranks"]), int(r["bytes"]))] = r
+    with open(os.path.join(simlib.ROOT, "docs", "performance", "floor.csv")) as f:
+        for r in csv.DictReader(f):
+            floor[(r["rate"], int(r["ranks"]), r["what"])] = float(r["median_us"])
+    return rows, floor
+
+
+def cpu_per_gb(rows, rate, tool, n):
+    v = [float(rows[(rate, tool, n, s)]["cpu_s_per_GB"]) for s in SIZES
+         if s >= 65536 and (rate, tool, n, s) in rows]
+    return statistics.median(v)
+
+
+def err(model, measured):
+    return (model - measured) / measured
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--csv", help="write every point here")
+    a = ap.parse_args()
+    rows, floor = load_lab()
+    out = []
+    for rate_name, rate in RATES.items():
+        for n in RANKS:
+            lat = floor[(rate_name, n, "ping-host")] / 4 * 1e-6
+            lab = dict(hosts=n, rate=rate, latency=lat, shared_cpu=1, cores=1, window=64,
+                       elems=248)
+            inca_cpu = cpu_per_gb(rows, CPU_RATE, "inca-udp", n) * 992   # ns a packet
+            ring_cpu = cpu_per_gb(rows, CPU_RATE, "openmpi-ring", n)     # ns a byte
+            # the fixed cost per call, from the 8-byte row: the model is
+            # linear in it (0 and 10 us)
+            t8 = float(rows[(rate_name, "inca-udp", n, 8)]["time_us"])
+            m0 = float(simlib.inca_sim(a.build, bytes=8, host_ns=inca_cpu, **lab)["time_us"])
+            m1 = float(simlib.inca_sim(a.build, bytes=8, host_ns=inca_cpu, call_overhead=1e-5,
+                                       **lab)["time_us"])
+            call = max(0.0, (t8 - m0) / (m1 - m0) * 1e-5)
+            smpi = simlib.smpi_allreduce(a.build, n, rate, lat, SIZES, algos=["lr"])
+            print("# %s, %d ranks: cable %.1f us, in-network %.0f ns CPU a packet, ring %.2f "
+                  "ns a byte, %.1f us a call" % (rate_name, n, lat * 1e6, inca_cpu, ring_cpu,
+                                                  call * 1e6), flush=True)
+            for s in SIZES:
+                mi = float(simlib.inca_sim(a.build, bytes=s, host_ns=inca_cpu,
+                                           call_overhead=call, **lab)["time_us"])
+                mr = float(simlib.inca_sim(a.build, bytes=s, ring=True, ring_ns_per_byte=ring_cpu,
+                                           **lab)["time_us"])
+                ms = smpi.get("lr", {}).get(s)
+                li = float(rows[(rate_name, "inca-udp", n, s)]["time_us"])
+                lo = float(rows[(rate_name, "openmpi-ring", n, s)]["time_us"])
+                out.append(dict(rate=rate_name, ranks=n, bytes=s, inca_lab_us=li, inca_model_us=mi,
+                                inca_err=err(mi, li), ompi_lab_us=lo, smpi_ring_us=ms,
+                                smpi_err=err(ms, lo) if ms else None, ring_cpu_us=mr,
+                                ring_cpu_err=err(mr, lo)))
+    print("%-7s %5s %9s | %11s %11s %7s | %11s %11s %7s %11s %7s" % (
+        "rate", "ranks", "bytes", "inca lab", "inca model", "err", "ompi lab", "smpi ring",
+        "err", "ring+cpu", "err"))
+    for o in out:
+        print("%-7s %5d %9d | %11.1f %11.1f %+6.1f%% | %11.1f %11s %7s %11.1f %+6.1f%%" % (
+            o["rate"], o["ranks"], o["bytes"], o["inca_lab_us"], o["inca_model_us"],
+            100 * o["inca_err"], o["ompi_lab_us"],
+            "%.1f" % o["smpi_ring_us"] if o["smpi_ring_us"] else "-",
+            "%+.1f%%" % (100 * o["smpi_err"]) if o["smpi_err"] is not None else "-",
+            o["ring_cpu_us"], 100 * o["ring_cpu_err"]))
+    for rate_name in RATES:
+        for key, what in (("inca_err", "in-network"), ("smpi_err", "Open MPI, smpi ring"),
+                          ("ring_cpu_err", "Open MPI, ring+cpu")):
+            e = [abs(o[key]) for o in out if o["rate"] == rate_name and o[key] is not None]
+            print("# %s %s: %d of %d points within %d%%, largest %.1f%%, median %.1f%%" % (
+                rate_name, what, sum(x <= LIMIT for x in e), len(e), 100 * LIMIT, 100 * max(e),
+                100 * statistics.median(e)))
+    if a.csv:
+        with open(a.csv, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(out[0]))
+            w.writeheader()
+            w.writerows(out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,708 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * inca-sim: a SimGrid (S4U) model of one INCA all-reduce on a fabric, and
+ * of a host ring all-reduce on the same fabric as a sanity check.
+ *
+ * The fabric is a topology in the manager's format (sim_fabric.c: a file
+ * or a generated star, leaf/spine or pods + super-spines); every switch
+ * is a SimGrid host (an INCA switch is a server), every cable a split-duplex
+ * link; the routes the model uses are added by hand. The job's tree is the
+ * manager's own (mgr_tree_build). Ranks are actors on the hosts; each tree
+ * node is two actors on its switch: a receiver taking what arrives (the
+ * NIC) and the worker cores, one queue of their total rate, that aggregate
+ * a member's contribution at the cost inca-bench-switch measured (per
+ * packet: the forwarding cost plus the aggregation's per-element cost for
+ * its elements; sim_switch_cost.c reads the file), then send the partial
+ * up or the result down.
+ *
+ * The unit of simulation is a chunk of packets. Per packet (--per-packet)
+ * the window of W packets per member is exact: a rank sends while fewer
+ * than W are unanswered. Otherwise a rank's vector moves as at most
+ * --chunks chunks (smaller ones at both ends, so the pipeline fills and
+ * drains nearly as packets do), each stored and forwarded whole at every
+ * tier, and the window is a rate cap of W packets per unloaded round trip
+ * on every member's flow (what a sliding window sustains). A rank's NIC
+ * sends its chunks one after the other while its CPU readies the next. The
+ * network is SimGrid's CM02 model with no TCP factors: a flow takes
+ * latency + bytes / bandwidth, flows share links max-min fairly. Bytes on
+ * the wire are the frame plus preamble, FCS and gap (the switch's shaper
+ * counts them the same way, dp_qos.c).
+ *
+ * What is left out: loss and retransmission, the shaper's 1 ms burst, the
+ * hosts' scheduling, PFC and ECN, ECMP (one shortest path per pair),
+ * several jobs sharing a switch; docs/scale.md says what that means.
+ *
+ * Output: one line of key=value pairs (time_us is the last rank's result).
+ */
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <getopt.h>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <simgrid/s4u.hpp>
+
+#include "sim_fabric.h"
+
+namespace sg4 = simgrid::s4u;
+
+XBT_LOG_NEW_DEFAULT_CATEGORY(inca_sim, "the INCA all-reduce model");
+
+namespace {
+
+/* ---- the model's parameters (options) ---- */
+struct params {
+	double rate_bps = 100e9;          /* host link */
+	double uplink_factor = 0;         /* switch-to-switch links: x the host rate; 0:
+					     non-blocking (a switch's hosts' or children's
+					     worth over its uplinks) */
+	double link_latency = 1e-6;       /* every cable, one way (propagation + switching) */
+	double host_ns_per_pkt = 0;       /* a rank's CPU per packet (sending it, taking its
+					     result) */
+	int shared_cpu_cores = 0;         /* >0: every rank on one CPU of that many cores (the
+					     lab: namespaces on one machine) */
+	double call_overhead = 0;         /* a rank's fixed cost per call, seconds */
+	int cores = -1;                   /* worker cores per switch node; 0: as many as
+					     its members need at line rate; -1 (not given):
+					     1, or 0 with --sizing */
+	bool sizing = false;              /* print what each switch node needs */
+	unsigned window = 64;             /* packets per member in flight (the job's window);
+					     0: what an unloaded round trip at line rate needs
+					     (at least 64, at most AGG_MAX_WINDOW) */
+	int elems_per_pkt = 248;          /* fp32 per packet (IB MTU 1024: 992 bytes) */
+	int header_bytes = 98 + 24;       /* Ethernet..ICRC, + preamble, FCS, gap */
+	double bytes = 4096;              /* the vector, per rank */
+	int max_chunks = 64;              /* coarse mode: chunks per call at most */
+	bool per_packet = false;
+	bool ring = false;                /* the host ring instead */
+	int ring_payload = 1448;          /* ring: TCP payload per segment */
+	int ring_frame = 1538;            /* ring: its frame on the wire */
+	double ring_ns_per_byte = 0;      /* ring: a rank's CPU per byte reduced */
+};
+
+params P;
+sim_switch_cost cost;
+sim_fabric fab;
+
+/*
+ * The vector cut into chunks: packets first[c] .. first[c] + size[c] - 1.
+ * Chunks are at most `max` packets; the first and last ones grow and
+ * shrink by doubling (1, 2, 4 .. max .. 4, 2, 1; from max / 64 when max is
+ * bigger) so that the pipeline fills and drains nearly as it does packet by
+ * packet: a chunk is stored and forwarded whole at each tier, and a big
+ * first or last one would cost depth x its time.
+ */
+struct chunking {
+	long long pkts;                   /* packets in the vector */
+	long long max;                    /* the biggest chunk */
+	std::vector<long long> first, size;
+	double rate_cap;                  /* bytes/s a member's flow (chunks, vectors of more
+					     than W packets): W packets per round trip */
+	long long chunks() const
+	{
+		return (long long)size.size();
+	}
+};
+chunking CH;
+
+/* Wire bytes of packets [first, first + n) of the vector. */
+double wire_bytes(long long first, long long n)
+{
+	long long elems = (long long)std::ceil(P.bytes / 4);
+	long long e0 = first * P.elems_per_pkt;
+	long long e1 = std::min(elems, (first + n) * P.elems_per_pkt);
+	return (double)(e1 - e0) * 4 + (double)n * P.header_bytes;
+}
+
+double chunk_bytes(long long c)
+{
+	return wire_bytes(CH.first[c], CH.size[c]);
+}
+
+/* A full packet on the wire (what sizing and the window are about, whatever
+ * the size of this call's vector). */
+double full_frame()
+{
+	return (double)P.elems_per_pkt * 4 + P.header_bytes;
+}
+
+/* A switch worker's ns for one packet in (aggregation) and one passed on. */
+double agg_ns_per_pkt()
+{
+	double per_elem = (cost.agg_ns_per_pkt - cost.fwd_ns_per_pkt) / cost.elems_per_pkt;
+	return cost.fwd_ns_per_pkt + per_elem * P.elems_per_pkt;
+}
+
+/* ---- messages between actors ---- */
+struct msg {
+	long long chunk;
+	bool result;                      /* true: the result going down */
+	double arrived;                   /* when the node's receiver took it */
+};
+
+/*
+ * Sends an actor has started and not yet seen finish, tested as new ones
+ * are added so that finished ones are let go. Detached sends ran slower
+ * here (1024 hosts, 256 KiB: 32 s against 13 s); either way most of a big
+ * run goes to a list search in SimGrid 3.32's CommImpl::finish (perf), a
+ * cost per message that grows with the hosts: 8192 hosts x 1 GiB took
+ * 94-131 s, 1024 hosts 3-9 s.
+ */
+struct outbox {
+	std::deque<sg4::CommPtr> sent;
+
+	void add(const sg4::CommPtr &c)
+	{
+		sent.push_back(c);
+		while (!sent.empty() && sent.front()->test())
+			sent.pop_front();
+	}
+	void drain()
+	{
+		for (auto &c : sent)
+			c->wait();
+		sent.clear();
+	}
+};
+
+struct node;
+std::vector<node *> nodes;
+std::vector<sg4::Mailbox *> rank_box;
+std::vector<double> rank_done;
+
+/* ---- a tree node: receiver + workers on its switch ---- */
+struct node {
+	int index;
+	int parent;
+	int members;                      /* its group's members */
+	int cores;                        /* its worker cores */
+	std::vector<int> child_nodes;     /* inner node: children nodes; */
+	std::vector<int> child_ranks;     /* leaf node: its ranks */
+	sg4::Host *host;
+	sg4::Mailbox *box;
+	std::deque<msg *> queue;
+	sg4::SemaphorePtr work;
+	double cores_free_at = 0;         /* when the worker cores can take more */
+	std::vector<int> arrived;         /* per chunk: contributions aggregated */
+	outbox out;
+
+	void send_down(long long c)
+	{
+		double b = chunk_bytes(c);
+		for (int k : child_nodes)
+			out.add(nodes[k]->box->put_async(new msg{ c, true, 0 }, b));
+		for (int r : child_ranks)
+			out.add(rank_box[r]->put_async(new msg{ c, true, 0 }, b));
+	}
+
+	/*
+	 * The worker cores, as one server: a group's slots are spread over
+	 * them, so an item of k packets takes k x cost / cores of their
+	 * capacity, in arrival order, and is done no sooner than one packet's
+	 * cost after it started (a packet is on one core). One actor keeps
+	 * the time: an actor per core runs out of memory mappings at
+	 * thousands of nodes.
+	 */
+	void worker()
+	{
+		for (;;) {
+			work->acquire();
+			msg *m = queue.front();
+			queue.pop_front();
+			if (!m) {
+				out.drain();
+				return;
+			}
+			long long c = m->chunk, k = CH.size[c];
+			double ns = (double)k * (m->result ? cost.fwd_ns_per_pkt : agg_ns_per_pkt());
+			double start = std::max(m->arrived, cores_free_at);
+			double one = ns / (double)k;
+			cores_free_at = start + ns / cores * 1e-9;
+			double done = start + std::max(ns / cores, one) * 1e-9;
+			if (done > sg4::Engine::get_clock())
+				sg4::this_actor::sleep_until(done);
+			if (m->result) {
+				send_down(c);
+			} else {
+				if (++arrived[c] == members) {
+					if (parent < 0)
+						send_down(c);
+					else
+						out.add(nodes[parent]->box->put_async(
+							new msg{ c, false, 0 }, chunk_bytes(c)));
+				}
+			}
+			delete m;
+		}
+	}
+
+	/* The receiver: everything addressed to the node, in arrival order. */
+	void receiver()
+	{
+		box->set_receiver(sg4::Actor::self());
+		long long expect = CH.chunks() * (members + (parent >= 0));
+		for (long long i = 0; i < expect; i++) {
+			msg *m = box->get<msg>();
+			m->arrived = sg4::Engine::get_clock();
+			queue.push_back(m);
+			work->release();
+		}
+		queue.push_back(nullptr);
+		work->release();
+		box->set_receiver(nullptr);
+	}
+};
+
+sg4::Host *shared_cpu;
+
+/* A rank's CPU work: on its own host, or on the lab's shared CPU. */
+void rank_cpu(double ns)
+{
+	if (ns <= 0)
+		return;
+	if (shared_cpu)
+		sg4::this_actor::exec_init(ns)->set_host(shared_cpu)->wait();
+	else
+		sg4::this_actor::execute(ns);
+}
+
+/* ---- a rank of the in-network all-reduce ---- */
+void inca_rank(int r)
+{
+	sg4::Mailbox *me = rank_box[r];
+	node *leaf = nodes[fab.rank_node[r]];
+	long long sent = 0, got = 0, unanswered = 0;   /* packets */
+	double nic_free_at = 0;
+	outbox out;
+
+	me->set_receiver(sg4::Actor::self());
+	rank_cpu(P.call_overhead * 1e9);
+	/* per packet: a packet goes when fewer than W are unanswered; chunks:
+	 * every one capped at the rate the window sustains (a vector of W
+	 * packets or fewer never waits for the window) */
+	while (got < CH.chunks()) {
+		if (sent < CH.chunks() && (!P.per_packet || unanswered < P.window)) {
+			long long k = CH.size[sent];
+			double b = chunk_bytes(sent), rate = P.rate_bps / 8;
+			rank_cpu((double)k * P.host_ns_per_pkt);
+			sg4::CommPtr c = leaf->box->put_init(new msg{ sent, false, 0 }, b);
+			if (!P.per_packet && CH.pkts > (long long)P.window) {
+				c->set_rate(CH.rate_cap);
+				rate = std::min(rate, CH.rate_cap);
+			}
+			/* the NIC sends its queue in order: a chunk leaves once the
+			 * one before it is on the wire (flows would share the link
+			 * instead), while the CPU readies the next */
+			if (nic_free_at > sg4::Engine::get_clock())
+				sg4::this_actor::sleep_until(nic_free_at);
+			c->start();
+			out.add(c);
+			nic_free_at = sg4::Engine::get_clock() + b / rate;
+			unanswered += k;
+			sent++;
+		} else {
+			msg *m = me->get<msg>();
+			unanswered -= CH.size[m->chunk];
+			delete m;
+			got++;
+		}
+	}
+	rank_done[r] = sg4::Engine::get_clock();
+	out.drain();
+	me->set_receiver(nullptr);
+}
+
+/* ---- the host ring: reduce-scatter then allgather, 2(N-1) steps of S/N ---- */
+void ring_rank(int r)
+{
+	int n = fab.nhosts;
+	sg4::Mailbox *me = rank_box[r], *next = rank_box[(r + 1) % n];
+	double seg = P.bytes / n;
+	/* a segment's bytes and its frames' headers */
+	double wire = seg + std::ceil(seg / P.ring_payload) * (P.ring_frame - P.ring_payload);
+	rank_cpu(P.call_overhead * 1e9);
+	for (int step = 0; step < 2 * (n - 1); step++) {
+		sg4::CommPtr s = next->put_async(new msg{ step, false, 0 }, wire);
+		delete me->get<msg>();
+		/* the CPU a rank spends per byte of the vector, spread over the steps */
+		rank_cpu(P.bytes * P.ring_ns_per_byte / (2 * (n - 1)));
+		s->wait();
+	}
+	rank_done[r] = sg4::Engine::get_clock();
+}
+
+/* ---- the platform ---- */
+std::vector<sg4::Host *> host_of_rank;
+std::vector<sg4::Host *> host_of_switch;
+std::vector<sg4::Link *> host_link;           /* per rank: to its leaf */
+std::map<std::pair<int, int>, sg4::Link *> uplink;   /* (lower, upper) switch */
+
+using sg4::LinkInRoute;
+
+/* The links from rank a to rank b (the ring's neighbours): up the job's
+ * tree to the lowest node over both, down to b. */
+std::vector<LinkInRoute> rank_route(int a, int b)
+{
+	std::vector<LinkInRoute> up{ LinkInRoute(host_link[a], LinkInRoute::Direction::UP) };
+	std::vector<LinkInRoute> down{ LinkInRoute(host_link[b], LinkInRoute::Direction::DOWN) };
+	int x = fab.rank_node[a], y = fab.rank_node[b];
+
+	while (x != y) {
+		/* nodes are laid out a tier at a time from the root: climb the deeper */
+		int &k = x > y ? x : y;
+		int parent = fab.node_parent[k];
+		sg4::Link *l = uplink.at({ fab.node_sw[k], fab.node_sw[parent] });
+		if (&k == &x)
+			up.emplace_back(l, LinkInRoute::Direction::UP);
+		else
+			down.emplace_back(l, LinkInRoute::Direction::DOWN);
+		k = parent;
+	}
+	up.insert(up.end(), down.rbegin(), down.rend());
+	return up;
+}
+
+/*
+ * One full-routing zone: every route the model uses is added by hand
+ * (rank-leaf, switch-switch over their cable, the ring's neighbours over
+ * the tree's switches), shortest-path routing computed per source costs
+ * minutes at thousands of hosts.
+ */
+void build_platform()
+{
+	auto *zone = sg4::create_full_zone("fabric");
+
+	for (int s = 0; s < fab.nswitches; s++)
+		host_of_switch.push_back(zone->create_host(fab.switch_name[s], 1e9)->seal());
+	for (int h = 0; h < fab.nhosts; h++) {
+		sg4::Host *host = zone->create_host("h" + std::to_string(h), 1e9)->seal();
+		sg4::Link *l = zone->create_split_duplex_link("hl" + std::to_string(h),
+							      P.rate_bps / 8)
+				       ->set_latency(P.link_latency)->seal();
+		zone->add_route(host->get_netpoint(), host_of_switch[fab.host_leaf[h]]->get_netpoint(),
+				nullptr, nullptr, { LinkInRoute(l, LinkInRoute::Direction::UP) }, true);
+		host_of_rank.push_back(host);
+		host_link.push_back(l);
+	}
+	std::vector<int> nup(fab.nswitches, 0);
+	for (int i = 0; i < fab.nlinks; i++)
+		nup[fab.link_lower[i]]++;
+	for (int i = 0; i < fab.nlinks; i++) {
+		int lo = fab.link_lower[i], up = fab.link_upper[i];
+		/* non-blocking: what comes into lo from below, spread over its uplinks */
+		double factor = P.uplink_factor > 0 ? P.uplink_factor
+						    : std::max(1.0, (double)fab.ports_down[lo] / nup[lo]);
+		sg4::Link *l = zone->create_split_duplex_link(std::string("sl") + fab.switch_name[lo] +
+							      "-" + fab.switch_name[up],
+							      P.rate_bps / 8 * factor)
+				       ->set_latency(P.link_latency)->seal();
+		zone->add_route(host_of_switch[lo]->get_netpoint(),
+				host_of_switch[up]->get_netpoint(), nullptr, nullptr,
+				{ LinkInRoute(l, LinkInRoute::Direction::UP) }, true);
+		uplink[{ lo, up }] = l;
+	}
+	if (P.ring && fab.nhosts > 1)
+		for (int r = 0; r < fab.nhosts; r++) {
+			int next = (r + 1) % fab.nhosts;
+			if (next == 0 && fab.nhosts == 2)
+				break;         /* 1 -> 0 is 0 -> 1's way back */
+			zone->add_route(host_of_rank[r]->get_netpoint(),
+					host_of_rank[next]->get_netpoint(), nullptr, nullptr,
+					rank_route(r, next), true);
+		}
+	if (P.shared_cpu_cores > 0)
+		shared_cpu = zone->create_host("shared-cpu", 1e9)
+				     ->set_core_count(P.shared_cpu_cores)->seal();
+	zone->seal();
+}
+
+/* The unloaded round trip of one packet, rank 0 to the root and back. */
+double packet_rtt()
+{
+	double frame = full_frame(), t = 0;
+	int depth = 0;
+
+	for (int k = fab.rank_node[0]; k >= 0; k = fab.node_parent[k])
+		depth++;
+	/* every hop up and down: latency + serialisation (the uplinks are at
+	 * least the host rate) */
+	t += 2 * depth * (P.link_latency + frame / (P.rate_bps / 8));
+	t += depth * agg_ns_per_pkt() * 1e-9 + (depth - 1) * cost.fwd_ns_per_pkt * 1e-9;
+	t += P.host_ns_per_pkt * 1e-9;
+	return t;
+}
+
+/* Worker cores a node of `members` needs to aggregate at line rate: each
+ * member's port brings rate / frame packets a second. */
+int cores_needed(int members)
+{
+	double pps = P.rate_bps / 8 / full_frame();
+	return std::max(1, (int)std::ceil(members * pps * agg_ns_per_pkt() * 1e-9));
+}
+
+/* A group's slot memory on its switch (aggregation/agg_group.c,
+ * agg_group_create): window x 2 sets, each an accumulator row of 8 bytes an
+ * element, the result frame (+4, 64-byte aligned) and two member bitmaps
+ * (64-byte aligned); the sets' descriptors not counted. */
+double slot_bytes(int members)
+{
+	double row = (double)P.elems_per_pkt * 8;
+	double bitmap = std::ceil((double)members / 64) * 8;
+	auto align = [](double b) { return std::ceil(b / 64) * 64; };
+	return (double)P.window * 2 * (row + align(row + 4) + 2 * align(bitmap));
+}
+
+/*
+ * What an operator sizes (--sizing): per node of the job's tree its
+ * members, worker cores for line rate, slot memory; the window the round
+ * trip needs; and, after the run, the in-network time against a ring's
+ * bound on the same links (2(N-1)/N x S over TCP's payload share, 2(N-1)
+ * steps of two cables).
+ */
+void print_sizing()
+{
+	double rtt = packet_rtt();
+	double need_w = std::ceil(rtt * P.rate_bps / 8 / full_frame());
+
+	printf("# %d ranks, %d switch node(s), tree depth %d, %.4g bit/s links, %d floats a packet\n",
+	       fab.nhosts, fab.nnodes, fab.depth, P.rate_bps, P.elems_per_pkt);
+	printf("# switch cost: %.1f ns a packet in (inca-bench-switch: %.1f ns at %d floats, "
+	       "forwarding %.1f)\n", agg_ns_per_pkt(), cost.agg_ns_per_pkt, cost.elems_per_pkt,
+	       cost.fwd_ns_per_pkt);
+	printf("# window: %u packets; an unloaded round trip %.2f us needs %.0f at line rate%s\n",
+	       P.window, rtt * 1e6, need_w, need_w > P.window ? " (the window limits)" : "");
+	printf("%-24s %-10s %8s %8s %12s %14s\n", "switch", "role", "members", "fan-in",
+	       "cores (line)", "slot memory");
+	for (int k = 0; k < fab.nnodes; k++) {
+		int members = fab.node_children[k] ? fab.node_children[k] : fab.node_fanin[k];
+		static const char *const roles[] = { "leaf", "spine", "superspine" };
+		printf("%-24s %-10s %8d %8d %12d %11.2f MiB\n", fab.switch_name[fab.node_sw[k]],
+		       roles[fab.role[fab.node_sw[k]]], members, fab.node_fanin[k],
+		       cores_needed(members), slot_bytes(members) / 1048576);
+	}
+}
+
+void plan_chunks()
+{
+	long long elems = (long long)std::ceil(P.bytes / 4);
+	std::vector<long long> ramp;
+
+	CH.pkts = std::max(1LL, (elems + P.elems_per_pkt - 1) / P.elems_per_pkt);
+	CH.max = P.per_packet ? 1 : (CH.pkts + P.max_chunks - 1) / P.max_chunks;
+	/* from max / 64 (a fill of depth x that is under 2% of the call) */
+	for (long long k = std::max(1LL, CH.max / 64); k < CH.max; k *= 2)
+		ramp.push_back(k);
+	/* up the ramp, the middle at max, down the ramp: as long as the ramps fit */
+	long long left = CH.pkts, at = 0;
+	std::vector<long long> tail;
+	for (long long k : ramp) {
+		if (left < 2 * k)
+			break;
+		CH.size.push_back(k);
+		tail.push_back(k);
+		left -= 2 * k;
+	}
+	std::vector<long long> middle;
+	while (left > 0) {
+		long long k = std::min(CH.max, left);
+		middle.push_back(k);
+		left -= k;
+	}
+	CH.size.insert(CH.size.end(), middle.begin(), middle.end());
+	CH.size.insert(CH.size.end(), tail.rbegin(), tail.rend());
+	for (long long k : CH.size) {
+		CH.first.push_back(at);
+		at += k;
+	}
+	CH.rate_cap = P.window * full_frame() / packet_rtt();
+}
+
+double parse_rate(const char *s)
+{
+	char *end;
+	double v = strtod(s, &end);
+	switch (*end) {
+	case 'k': case 'K': v *= 1e3; break;
+	case 'm': case 'M': v *= 1e6; break;
+	case 'g': case 'G': v *= 1e9; break;
+	default: break;
+	}
+	return v;
+}
+
+void usage()
+{
+	fprintf(stderr,
+		"usage: inca-sim --bench FILE [--topology FILE | --tiers 1|2|3 --hosts N\n"
+		"         [--hosts-per-leaf H] [--spines S] [--leaves-per-pod L]\n"
+		"         [--supers-per-plane X]] [--rate 100G] [--uplink-factor F]\n"
+		"         [--latency S] [--cores C|auto] [--window W|auto] [--elems E] [--header B]\n"
+		"         [--bytes S] [--chunks K | --per-packet] [--host-ns NS]\n"
+		"         [--shared-cpu CORES] [--call-overhead S] [--ring]\n"
+		"         [--ring-ns-per-byte NS] [--sizing] [SimGrid --cfg=... options]\n");
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+	sim_shape shape = {};
+	const char *bench = nullptr;
+	char why[256];
+
+	shape.tiers = 1;
+	shape.hosts = 2;
+	shape.hosts_per_leaf = 32;
+	shape.spines = 4;
+	shape.leaves_per_pod = 8;
+	shape.supers_per_plane = 4;
+
+	/* SimGrid takes its --cfg options first */
+	sg4::Engine e(&argc, argv);
+	e.set_config("network/model:CM02");
+	e.set_config("network/crosstraffic:0");
+	e.set_config("network/TCP-gamma:0");
+
+	static const option opts[] = {
+		{ "bench", required_argument, nullptr, 'b' },
+		{ "topology", required_argument, nullptr, 'T' },
+		{ "tiers", required_argument, nullptr, 't' },
+		{ "hosts", required_argument, nullptr, 'n' },
+		{ "hosts-per-leaf", required_argument, nullptr, 'H' },
+		{ "spines", required_argument, nullptr, 'S' },
+		{ "leaves-per-pod", required_argument, nullptr, 'L' },
+		{ "supers-per-plane", required_argument, nullptr, 'X' },
+		{ "rate", required_argument, nullptr, 'r' },
+		{ "uplink-factor", required_argument, nullptr, 'u' },
+		{ "latency", required_argument, nullptr, 'l' },
+		{ "cores", required_argument, nullptr, 'c' },
+		{ "window", required_argument, nullptr, 'w' },
+		{ "elems", required_argument, nullptr, 'E' },
+		{ "header", required_argument, nullptr, 'h' },
+		{ "bytes", required_argument, nullptr, 's' },
+		{ "chunks", required_argument, nullptr, 'k' },
+		{ "per-packet", no_argument, nullptr, 'p' },
+		{ "host-ns", required_argument, nullptr, 'o' },
+		{ "shared-cpu", required_argument, nullptr, 'C' },
+		{ "call-overhead", required_argument, nullptr, 'O' },
+		{ "ring", no_argument, nullptr, 'R' },
+		{ "ring-ns-per-byte", required_argument, nullptr, 'B' },
+		{ "sizing", no_argument, nullptr, 'Z' },
+		{ nullptr, 0, nullptr, 0 },
+	};
+	int o;
+	while ((o = getopt_long(argc, argv, "", opts, nullptr)) != -1) {
+		switch (o) {
+		case 'b': bench = optarg; break;
+		case 'T': shape.topo_path = optarg; break;
+		case 't': shape.tiers = atoi(optarg); break;
+		case 'n': shape.hosts = atoi(optarg); break;
+		case 'H': shape.hosts_per_leaf = atoi(optarg); break;
+		case 'S': shape.spines = atoi(optarg); break;
+		case 'L': shape.leaves_per_pod = atoi(optarg); break;
+		case 'X': shape.supers_per_plane = atoi(optarg); break;
+		case 'r': P.rate_bps = parse_rate(optarg); break;
+		case 'u': P.uplink_factor = atof(optarg); break;
+		case 'l': P.link_latency = atof(optarg); break;
+		case 'c': P.cores = strcmp(optarg, "auto") ? atoi(optarg) : 0; break;
+		case 'Z': P.sizing = true; break;
+		case 'w': P.window = strcmp(optarg, "auto") ? (unsigned)atoi(optarg) : 0; break;
+		case 'E': P.elems_per_pkt = atoi(optarg); break;
+		case 'h': P.header_bytes = atoi(optarg); break;
+		case 's': P.bytes = parse_rate(optarg); break;
+		case 'k': P.max_chunks = atoi(optarg); break;
+		case 'p': P.per_packet = true; break;
+		case 'o': P.host_ns_per_pkt = atof(optarg); break;
+		case 'C': P.shared_cpu_cores = atoi(optarg); break;
+		case 'O': P.call_overhead = atof(optarg); break;
+		case 'R': P.ring = true; break;
+		case 'B': P.ring_ns_per_byte = atof(optarg); break;
+		default: usage(); return 2;
+		}
+	}
+	if (!bench || optind != argc || P.rate_bps <= 0 || P.cores < -1 || P.window > 4096 ||
+	    P.elems_per_pkt < 1 || P.bytes < 4 || P.max_chunks < 1) {
+		usage();
+		return 2;
+	}
+	if (P.cores < 0)
+		P.cores = P.sizing ? 0 : 1;
+	if (sim_switch_cost_load(bench, &cost, why, sizeof(why))) {
+		fprintf(stderr, "inca-sim: %s\n", why);
+		return 1;
+	}
+	bool auto_window = P.window == 0;
+	if (auto_window)
+		P.window = 64;
+	if (sim_fabric_build(&shape, P.window, &fab, why, sizeof(why))) {
+		fprintf(stderr, "inca-sim: %s\n", why);
+		return 1;
+	}
+	if (auto_window) {
+		double need = std::ceil(packet_rtt() * P.rate_bps / 8 / full_frame());
+		P.window = (unsigned)std::min(4096.0, std::max(64.0, need));
+	}
+	build_platform();
+	plan_chunks();
+
+	int n = fab.nhosts;
+	rank_done.assign(n, 0);
+	for (int r = 0; r < n; r++)
+		rank_box.push_back(sg4::Mailbox::by_name("rank-" + std::to_string(r)));
+	if (P.ring) {
+		for (int r = 0; r < n; r++)
+			sg4::Actor::create("ring-" + std::to_string(r), host_of_rank[r], ring_rank, r);
+	} else {
+		for (int k = 0; k < fab.nnodes; k++) {
+			node *nd = new node;
+			nd->index = k;
+			nd->parent = fab.node_parent[k];
+			nd->members = fab.node_children[k] ? fab.node_children[k] : fab.node_fanin[k];
+			nd->cores = P.cores ? P.cores : cores_needed(nd->members);
+			nd->host = host_of_switch[fab.node_sw[k]];
+			nd->box = sg4::Mailbox::by_name("node-" + std::to_string(k));
+			nd->work = sg4::Semaphore::create(0);
+			nd->arrived.assign(CH.chunks(), 0);
+			nodes.push_back(nd);
+		}
+		for (int k = 0; k < fab.nnodes; k++)
+			if (fab.node_parent[k] >= 0)
+				nodes[fab.node_parent[k]]->child_nodes.push_back(k);
+		for (int r = 0; r < n; r++)
+			nodes[fab.rank_node[r]]->child_ranks.push_back(r);
+		for (node *nd : nodes) {
+			sg4::Actor::create("recv-" + std::to_string(nd->index), nd->host,
+					   [nd] { nd->receiver(); });
+			sg4::Actor::create("work-" + std::to_string(nd->index), nd->host,
+					   [nd] { nd->worker(); });
+		}
+		for (int r = 0; r < n; r++)
+			sg4::Actor::create("rank-" + std::to_string(r), host_of_rank[r], inca_rank, r);
+	}
+	e.run();
+
+	double t = *std::max_element(rank_done.begin(), rank_done.end());
+	if (P.sizing) {
+		int n = fab.nhosts;
+		double ring = n < 2 ? 0 : 2.0 * (n - 1) / n * P.bytes / (P.rate_bps / 8 * 1448 / 1538) +
+					 2.0 * (n - 1) * 2 * P.link_latency;
+		print_sizing();
+		printf("# all-reduce of %.0f bytes: in-network %.1f us (simulated), a ring at best "
+		       "%.1f us (bound): %.2fx\n", P.bytes, t * 1e6, ring * 1e6, ring / t);
+	}
+	printf("%s hosts=%d tiers=%d nodes=%d bytes=%.0f time_us=%.6f algbw_GBps=%.4f "
+	       "pkts=%lld chunks=%lld max_chunk=%lld window_rate_cap_Bps=%.0f "
+	       "agg_ns_per_pkt=%.1f root_cores=%d window=%u\n",
+	       P.ring ? "ring" : "inca", n, fab.depth, fab.nnodes, P.bytes, t * 1e6,
+	       P.bytes / t / 1e9, CH.pkts, CH.chunks(), CH.max, CH.rate_cap,
+	       agg_ns_per_pkt(), nodes.empty() ? P.cores : nodes[0]->cores, P.window);
+	for (node *nd : nodes)
+		delete nd;
+	sim_fabric_free(&fab);
+	return 0;
+}

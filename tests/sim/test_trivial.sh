@@ -1,0 +1,65 @@
+#!/bin/sh
+# The model on platforms small enough to work out by hand (suite 'sim').
+# Usage: test_trivial.sh INCA_SIM BENCH_SWITCH_FILE
+#
+# Every case: 100 Gbit/s links (12.5e9 B/s), 1 us a cable, one worker core,
+# float sum, 248 floats a packet (992 B) in a 1114-byte frame on the wire
+# (98 bytes Ethernet..ICRC, 24 preamble, FCS and gap). The switch's costs
+# from the committed inca-bench-switch output: aggregation 957.5 ns per
+# packet of 1024 floats, forwarding 74.3 ns; a packet of 248 floats costs
+# 74.3 + (957.5 - 74.3) * 248 / 1024 = 288.2 ns. A cable: 1000 ns + 1114 B
+# / 12.5e9 B/s = 1000 + 89.12 = 1089.12 ns.
+#
+# 1. 2 hosts, one switch, one packet: both packets reach the switch at
+#    1089.12; one core aggregates them one after the other (2 x 288.2);
+#    the result goes back over a cable: 1089.12 + 576.4 + 1089.12
+#    = 2754.64 ns.
+# 2. 2 hosts, one switch, two packets, per packet: each host's second
+#    packet leaves 89.12 ns after its first. The core takes the four in
+#    arrival order: 1089.12 -> 1665.52 (both firsts, result 0 sent),
+#    then the seconds (arrived at 1178.24, core busy) -> 2241.92; result 1
+#    arrives 2241.92 + 1089.12 = 3331.04 ns.
+# 3. 2 hosts on two leaves under one spine, one packet: host -> leaf
+#    1089.12, the leaf aggregates its one member (288.2) -> 1377.32, leaf
+#    -> spine 1089.12 -> 2466.44, the spine aggregates two (576.4) ->
+#    3042.84, spine -> leaf 1089.12 -> 4131.96, the leaf passes the result
+#    on (74.3) -> 4206.26, leaf -> host 1089.12 -> 5295.38 ns.
+# 4. The host ring, 2 hosts, 2896 B at 200 Mbit/s (25e6 B/s): 2 steps of
+#    1448 B (one 1538-byte frame) over two cables: 2 x (2 x 1000 ns +
+#    1538 / 25e6 s) = 2 x 63.52 = 127.04 us.
+# 5. Chunks against packets: 4 hosts on one switch, 1 MiB at 200 Mbit/s
+#    (the lab's shape), the chunked run within 3% of the per-packet run
+#    (measured when written: 47885.2 and 47153.8 us, 1.6%).
+set -eu
+sim=$1
+bench=$2
+fail=0
+
+# run NAME EXPECTED_US TOLERANCE ARGS...: inca-sim's time_us within
+# TOLERANCE (relative) of EXPECTED_US
+run() {
+	name=$1 want=$2 tol=$3
+	shift 3
+	got=$("$sim" --bench "$bench" --log=root.thres:warning --rate 100G --latency 1e-6 "$@" |
+		sed -n 's/.* time_us=\([0-9.]*\) .*/\1/p')
+	if [ -z "$got" ]; then
+		echo "FAIL $name: no time from inca-sim $*"
+		fail=1
+	elif awk -v g="$got" -v w="$want" -v t="$tol" \
+		'BEGIN { d = g - w; if (d < 0) d = -d; exit !(d <= t * w) }'; then
+		echo "ok   $name: $got us (expected $want)"
+	else
+		echo "FAIL $name: $got us, expected $want (tolerance $tol)"
+		fail=1
+	fi
+}
+
+run "one switch, one packet" 2.75464 1e-6 --hosts 2 --bytes 992
+run "one switch, two packets" 3.33104 1e-6 --hosts 2 --bytes 1984 --per-packet
+run "leaf/spine, one packet" 5.29538 1e-6 --tiers 2 --hosts 2 --hosts-per-leaf 1 \
+	--spines 1 --bytes 992
+run "ring, two hosts" 127.04 1e-6 --hosts 2 --bytes 2896 --rate 200M --ring
+per_packet=$("$sim" --bench "$bench" --log=root.thres:warning --rate 200M --hosts 4 \
+	--bytes 1048576 --per-packet | sed -n 's/.* time_us=\([0-9.]*\) .*/\1/p')
+run "chunks against packets" "${per_packet:-0}" 0.03 --rate 200M --hosts 4 --bytes 1048576
+exit $fail
