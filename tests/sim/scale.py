@@ -14,7 +14,9 @@ projections from there instead of simulating them again):
    formula (SMPI's runs of thousands of ranks do not fit the time here);
 4. in-network (inca-sim) on generated fat-trees, 64..8192 hosts, 100 and 400
    Gbit/s, 8 B .. 1 GiB, every switch node with the cores line rate needs
-   (--cores auto) and the window its round trip needs (--window auto).
+   (--cores auto) and the window its round trip needs (--window auto);
+5. PNG plots of the projections (docs/scale/time.png, speedup.png; with
+   python3-matplotlib, which install-deps installs).
 
 Usage: tests/sim/scale.py [--build build] [--reuse] [--out docs/scale.md]
 """
@@ -446,6 +448,58 @@ def simgrid_version():
         return "?"
 
 
+def plots(outdir, proj):
+    """PNG plots of the projections (write_doc has set each row's base_us):
+    [(file, caption)], none without matplotlib."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib missing (python3-matplotlib): no plots", file=sys.stderr)
+        return []
+    keys = sorted({(float(p["rate"]), int(p["tiers"]), int(p["hosts"])) for p in proj})
+    out = []
+    for what, fname, ylabel, val in (
+            ("time of one all-reduce", "time.png", "time (us)",
+             lambda p: float(p["inca_us"])),
+            ("in-network speed-up over the best host algorithm", "speedup.png",
+             "best host algorithm time / in-network time",
+             lambda p: float(p["base_us"]) / float(p["inca_us"]))):
+        fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
+        for ax, rate in zip(axes, sorted({k[0] for k in keys})):
+            for (r, tiers, hosts) in keys:
+                if r != rate:
+                    continue
+                rows = sorted((int(p["bytes"]), val(p)) for p in proj
+                              if float(p["rate"]) == r and int(p["tiers"]) == tiers
+                              and int(p["hosts"]) == hosts and p["inca_us"] not in ("", None))
+                if not rows:
+                    continue
+                ax.plot([b for b, _ in rows], [v for _, v in rows], marker="o",
+                        label="%d hosts, %d tiers" % (hosts, tiers))
+                if fname == "time.png":
+                    base = sorted((int(p["bytes"]), float(p["base_us"])) for p in proj
+                                  if float(p["rate"]) == r and int(p["tiers"]) == tiers
+                                  and int(p["hosts"]) == hosts)
+                    ax.plot([b for b, _ in base], [v for _, v in base], linestyle="--",
+                            color=ax.lines[-1].get_color(), label="  best host algorithm")
+            ax.set_xscale("log", base=2)
+            if fname == "time.png":
+                ax.set_yscale("log")
+            ax.set_title("%g Gbit/s links" % (rate / 1e9))
+            ax.set_xlabel("bytes")
+            ax.grid(True, alpha=0.3)
+        axes[0].set_ylabel(ylabel)
+        axes[1].legend(fontsize=7)
+        fig.suptitle(what + " (projections, inca-sim)")
+        fig.tight_layout()
+        fig.savefig(os.path.join(outdir, fname), dpi=90)
+        plt.close(fig)
+        out.append((fname, what))
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--build", default=os.path.join(simlib.ROOT, "build"))
@@ -474,6 +528,13 @@ def main():
         with open(steps_json, "w") as f:
             json.dump(st, f, indent=1)
     write_doc(a.out, st, proj)
+    pngs = plots(outdir, proj)
+    if pngs:
+        with open(a.out, "a") as f:
+            f.write("\n## Plots\n\nThe projections above (in-network from inca-sim, the best host "
+                    "algorithm from the formulas SMPI checked at 64 hosts):\n\n")
+            for name, what in pngs:
+                f.write("![%s](scale/%s)\n\n" % (what, name))
     print("wrote %s (%.0f s)" % (a.out, time.time() - t0), file=sys.stderr)
     return 0
 
