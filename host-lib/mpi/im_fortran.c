@@ -321,23 +321,46 @@ void mpi_testany_(MPI_Fint *count, MPI_Fint *requests, MPI_Fint *index, MPI_Fint
 }
 F_ALIASES(mpi_testany, MPI_TESTANY);
 
-void mpi_waitany_(MPI_Fint *count, MPI_Fint *requests, MPI_Fint *index, MPI_Fint *status,
-		  MPI_Fint *ierr)
+/* MPI_Waitany over ours and MPI's: MPI's own (real) when none is ours,
+ * else testany (which progresses ours first) until one completes */
+static void waitany(f_any_t real, f_test_any_t testany, MPI_Fint *count, MPI_Fint *requests,
+		    MPI_Fint *index, MPI_Fint *status, MPI_Fint *ierr)
 {
 	MPI_Request *c = ours(*count, requests);
 	MPI_Fint flag = 0;
 
 	if (!c) {
-		NEXT(real, f_any_t, "mpi_waitany_");
 		real(count, requests, index, status, ierr);
 		return;
 	}
 	free(c);
-	/* until one completes: ours progressed, then MPI's test */
-	do {
-		drive_all(*count, requests, false);
-		mpi_testany_(count, requests, index, &flag, status, ierr);
-	} while (*ierr == MPI_SUCCESS && !flag);
+	do
+		testany(count, requests, index, &flag, status, ierr);
+	while (*ierr == MPI_SUCCESS && !flag);
+}
+
+/* MPI_Waitsome the same way, with testsome */
+static void waitsome(f_test_any_t real, f_test_any_t testsome, MPI_Fint *count,
+		     MPI_Fint *requests, MPI_Fint *outcount, MPI_Fint *indices,
+		     MPI_Fint *statuses, MPI_Fint *ierr)
+{
+	MPI_Request *c = ours(*count, requests);
+
+	if (!c) {
+		real(count, requests, outcount, indices, statuses, ierr);
+		return;
+	}
+	free(c);
+	do
+		testsome(count, requests, outcount, indices, statuses, ierr);
+	while (*ierr == MPI_SUCCESS && *outcount == 0);
+}
+
+void mpi_waitany_(MPI_Fint *count, MPI_Fint *requests, MPI_Fint *index, MPI_Fint *status,
+		  MPI_Fint *ierr)
+{
+	NEXT(real, f_any_t, "mpi_waitany_");
+	waitany(real, mpi_testany_, count, requests, index, status, ierr);
 }
 F_ALIASES(mpi_waitany, MPI_WAITANY);
 
@@ -353,17 +376,8 @@ F_ALIASES(mpi_testsome, MPI_TESTSOME);
 void mpi_waitsome_(MPI_Fint *count, MPI_Fint *requests, MPI_Fint *outcount, MPI_Fint *indices,
 		   MPI_Fint *statuses, MPI_Fint *ierr)
 {
-	MPI_Request *c = ours(*count, requests);
-
-	if (!c) {
-		NEXT(real, f_test_any_t, "mpi_waitsome_");
-		real(count, requests, outcount, indices, statuses, ierr);
-		return;
-	}
-	free(c);
-	do {
-		mpi_testsome_(count, requests, outcount, indices, statuses, ierr);
-	} while (*ierr == MPI_SUCCESS && *outcount == 0);
+	NEXT(real, f_test_any_t, "mpi_waitsome_");
+	waitsome(real, mpi_testsome_, count, requests, outcount, indices, statuses, ierr);
 }
 F_ALIASES(mpi_waitsome, MPI_WAITSOME);
 
@@ -523,111 +537,83 @@ void mpi_ibarrier_f08_(MPI_Fint *comm, MPI_Fint *request, MPI_Fint *ierror)
 /* completion: ours first, then the module's own routine (which converts
  * statuses to TYPE(MPI_Status)), ierror always given */
 
-void mpi_wait_f08_(MPI_Fint *request, void *status, MPI_Fint *ierror)
+void mpi_wait_f08_(MPI_Fint *request, MPI_Fint *status, MPI_Fint *ierror)
 {
-	typedef void (*f_t)(MPI_Fint *, void *, MPI_Fint *);
 	F08_IERR;
 	MPI_Fint *ierr = ierror;
-	NEXT(real, f_t, "mpi_wait_f08_");
+	NEXT(real, f_wait_t, "mpi_wait_f08_");
 	drive_all(1, request, true);
 	real(request, status, ierr);
 }
 
-void mpi_test_f08_(MPI_Fint *request, MPI_Fint *flag, void *status, MPI_Fint *ierror)
+void mpi_test_f08_(MPI_Fint *request, MPI_Fint *flag, MPI_Fint *status, MPI_Fint *ierror)
 {
-	typedef void (*f_t)(MPI_Fint *, MPI_Fint *, void *, MPI_Fint *);
 	F08_IERR;
 	MPI_Fint *ierr = ierror;
-	NEXT(real, f_t, "mpi_test_f08_");
+	NEXT(real, f_test_t, "mpi_test_f08_");
 	drive_all(1, request, false);
 	real(request, flag, status, ierr);
 }
 
-void mpi_waitall_f08_(MPI_Fint *count, MPI_Fint *requests, void *statuses, MPI_Fint *ierror)
+void mpi_waitall_f08_(MPI_Fint *count, MPI_Fint *requests, MPI_Fint *statuses, MPI_Fint *ierror)
 {
-	typedef void (*f_t)(MPI_Fint *, MPI_Fint *, void *, MPI_Fint *);
 	F08_IERR;
 	MPI_Fint *ierr = ierror;
-	NEXT(real, f_t, "mpi_waitall_f08_");
+	NEXT(real, f_many_t, "mpi_waitall_f08_");
 	drive_all(*count, requests, true);
 	real(count, requests, statuses, ierr);
 }
 
-void mpi_testall_f08_(MPI_Fint *count, MPI_Fint *requests, MPI_Fint *flag, void *statuses,
+void mpi_testall_f08_(MPI_Fint *count, MPI_Fint *requests, MPI_Fint *flag, MPI_Fint *statuses,
 		      MPI_Fint *ierror)
 {
-	typedef void (*f_t)(MPI_Fint *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *);
 	F08_IERR;
 	MPI_Fint *ierr = ierror;
-	NEXT(real, f_t, "mpi_testall_f08_");
+	NEXT(real, f_test_many_t, "mpi_testall_f08_");
 	drive_all(*count, requests, false);
 	real(count, requests, flag, statuses, ierr);
 }
 
 void mpi_testany_f08_(MPI_Fint *count, MPI_Fint *requests, MPI_Fint *index, MPI_Fint *flag,
-		      void *status, MPI_Fint *ierror)
+		      MPI_Fint *status, MPI_Fint *ierror)
 {
-	typedef void (*f_t)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *);
 	F08_IERR;
 	MPI_Fint *ierr = ierror;
-	NEXT(real, f_t, "mpi_testany_f08_");
+	NEXT(real, f_test_any_t, "mpi_testany_f08_");
 	drive_all(*count, requests, false);
 	real(count, requests, index, flag, status, ierr);
 }
 
-void mpi_waitany_f08_(MPI_Fint *count, MPI_Fint *requests, MPI_Fint *index, void *status,
+void mpi_waitany_f08_(MPI_Fint *count, MPI_Fint *requests, MPI_Fint *index, MPI_Fint *status,
 		      MPI_Fint *ierror)
 {
-	typedef void (*f_t)(MPI_Fint *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *);
 	F08_IERR;
-	MPI_Fint *ierr = ierror, flag = 0;
-	MPI_Request *c = ours(*count, requests);
-
-	if (!c) {
-		NEXT(real, f_t, "mpi_waitany_f08_");
-		real(count, requests, index, status, ierr);
-		return;
-	}
-	free(c);
-	/* until one completes: ours progressed, then the module's test */
-	do {
-		mpi_testany_f08_(count, requests, index, &flag, status, ierr);
-	} while (*ierr == MPI_SUCCESS && !flag);
+	MPI_Fint *ierr = ierror;
+	NEXT(real, f_any_t, "mpi_waitany_f08_");
+	waitany(real, mpi_testany_f08_, count, requests, index, status, ierr);
 }
 
 void mpi_testsome_f08_(MPI_Fint *count, MPI_Fint *requests, MPI_Fint *outcount,
-		       MPI_Fint *indices, void *statuses, MPI_Fint *ierror)
+		       MPI_Fint *indices, MPI_Fint *statuses, MPI_Fint *ierror)
 {
-	typedef void (*f_t)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *);
 	F08_IERR;
 	MPI_Fint *ierr = ierror;
-	NEXT(real, f_t, "mpi_testsome_f08_");
+	NEXT(real, f_test_any_t, "mpi_testsome_f08_");
 	drive_all(*count, requests, false);
 	real(count, requests, outcount, indices, statuses, ierr);
 }
 
 void mpi_waitsome_f08_(MPI_Fint *count, MPI_Fint *requests, MPI_Fint *outcount,
-		       MPI_Fint *indices, void *statuses, MPI_Fint *ierror)
+		       MPI_Fint *indices, MPI_Fint *statuses, MPI_Fint *ierror)
 {
-	typedef void (*f_t)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *);
 	F08_IERR;
 	MPI_Fint *ierr = ierror;
-	MPI_Request *c = ours(*count, requests);
-
-	if (!c) {
-		NEXT(real, f_t, "mpi_waitsome_f08_");
-		real(count, requests, outcount, indices, statuses, ierr);
-		return;
-	}
-	free(c);
-	do {
-		mpi_testsome_f08_(count, requests, outcount, indices, statuses, ierr);
-	} while (*ierr == MPI_SUCCESS && *outcount == 0);
+	NEXT(real, f_test_any_t, "mpi_waitsome_f08_");
+	waitsome(real, mpi_testsome_f08_, count, requests, outcount, indices, statuses, ierr);
 }
 
 void mpi_request_free_f08_(MPI_Fint *request, MPI_Fint *ierror)
 {
-	typedef void (*f_t)(MPI_Fint *, MPI_Fint *);
 	F08_IERR;
 	MPI_Fint *ierr = ierror;
 	if (im_request_free(PMPI_Request_f2c(*request))) {
@@ -635,6 +621,6 @@ void mpi_request_free_f08_(MPI_Fint *request, MPI_Fint *ierror)
 		*ierr = MPI_SUCCESS;
 		return;
 	}
-	NEXT(real, f_t, "mpi_request_free_f08_");
+	NEXT(real, f_free_t, "mpi_request_free_f08_");
 	real(request, ierr);
 }

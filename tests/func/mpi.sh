@@ -49,6 +49,18 @@ stat() {
 
 contributions() { telemetry /inca/info contributions; }
 
+# all_offloaded ERR LABEL: each of the 13 calls libinca-mpi offloads was,
+# some times, in ERR's INCA_MPI_STATS table
+all_offloaded() {
+	local c n
+	for c in MPI_Allreduce MPI_Iallreduce MPI_Reduce MPI_Ireduce MPI_Reduce_scatter_block \
+		MPI_Ireduce_scatter_block MPI_Reduce_scatter MPI_Allgather MPI_Iallgather MPI_Bcast \
+		MPI_Ibcast MPI_Barrier MPI_Ibarrier; do
+		n=$(stat "$1" "$c" 2)
+		check "$2$c offloaded ($n calls)" [ "${n:-0}" -gt 0 ]
+	done
+}
+
 echo "# C program: world, dup, split; every mapped type x op; 1 element .. 16 MiB"
 before=$(contributions)
 # every communicator decided at its first offloadable call (the refused one
@@ -60,12 +72,7 @@ expect_eq "mpi-check exit status" "$rc" 0
 check "mpi-check: every result exact" grep -q "mpi-check: [1-9][0-9]* passed, 0 failed" "$WORK/c.out"
 grep "mpi-check:" "$WORK/c.out"
 grep -A15 "calls summed" "$WORK/c.err"
-for c in MPI_Allreduce MPI_Iallreduce MPI_Reduce MPI_Ireduce MPI_Reduce_scatter_block \
-	MPI_Ireduce_scatter_block MPI_Reduce_scatter MPI_Allgather MPI_Iallgather MPI_Bcast \
-	MPI_Ibcast MPI_Barrier MPI_Ibarrier; do
-	n=$(stat "$WORK/c.err" "$c" 2)
-	check "$c offloaded ($n calls)" [ "${n:-0}" -gt 0 ]
-done
+all_offloaded "$WORK/c.err" ""
 # the table's columns: 8 p_comm, 9 p_type, 10 p_op, 11 p_size, 12 p_shape, 13 p_failed
 check "MINLOC and a derived type passed through, counted by type ($(stat "$WORK/c.err" MPI_Allreduce 9))" \
 	[ "$(stat "$WORK/c.err" MPI_Allreduce 9)" -gt 0 ]
@@ -144,12 +151,7 @@ for f in f f08; do
 			grep -q "mpi-check-$f: [1-9][0-9]* passed, 0 failed" "$WORK/$f.out"
 		grep "mpi-check-$f:" "$WORK/$f.out"
 		grep -A15 "calls summed" "$WORK/$f.err"
-		for c in MPI_Allreduce MPI_Iallreduce MPI_Reduce MPI_Ireduce MPI_Reduce_scatter_block \
-			MPI_Ireduce_scatter_block MPI_Reduce_scatter MPI_Allgather MPI_Iallgather MPI_Bcast \
-			MPI_Ibcast MPI_Barrier MPI_Ibarrier; do
-			n=$(stat "$WORK/$f.err" "$c" 2)
-			check "Fortran ($mod): $c offloaded ($n calls)" [ "${n:-0}" -gt 0 ]
-		done
+		all_offloaded "$WORK/$f.err" "Fortran ($mod): "
 		expect_eq "Fortran ($mod): nothing passed through (the world and a split, all mapped)" \
 			"$(awk '$1 ~ /^MPI_/ { s += $3 } END { print s + 0 }' "$WORK/$f.err")" 0
 	else
