@@ -366,7 +366,10 @@ int main(int argc, char **argv)
 	int opt, failed = 0;
 	const char *huge_dir = NULL;
 
-	while ((opt = getopt(argc, argv, "m:e:d:p:n:w:H:afh")) != -1) {
+	static const struct option longopts[] = { { "help", no_argument, NULL, 'h' },
+						   { NULL, 0, NULL, 0 } };
+
+	while ((opt = getopt_long(argc, argv, "m:e:d:p:n:w:H:afh", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'm': members = atoi(optarg); break;
 		case 'e': elems = atoi(optarg); break;
@@ -398,8 +401,14 @@ int main(int argc, char **argv)
 			       "completions).\n");
 			return 0;
 		default:
+			fprintf(stderr, "inca-bench-switch: -h for the options\n");
 			return 2;
 		}
+	}
+	if (optind != argc) {
+		fprintf(stderr, "inca-bench-switch: unexpected argument '%s' (-h for the options)\n",
+			argv[optind]);
+		return 2;
 	}
 	if (members < 1 || members > 64 || elems < 1 || (size_t)elems * dsize > AGG_MAX_PAYLOAD ||
 	    runs < 1 || runs > 99 || workers < 1 || workers > MAX_W || pkts_per_run < 1 ||

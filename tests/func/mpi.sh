@@ -171,7 +171,7 @@ check "mpi4py's Allreduce offloaded ($n calls)" [ "${n:-0}" -gt 0 ]
 # live switch (INCA_SWITCH_TIMEOUT_MS without a result)
 echo "# recoveries with the switch alive: $(cat "$WORK/c.err" "$WORK/py.err" | grep -c "switch path failed")"
 echo "# the switch killed mid-job"
-mpi8 "$CHECK" -l 300 > "$WORK/kill.out" 2> "$WORK/kill.err" &
+INCA_MPI_VERBOSE=2 mpi8 "$CHECK" -l 300 > "$WORK/kill.out" 2> "$WORK/kill.err" &
 JOB_PID=$!
 wait_for_line "$WORK/kill.out" "loop 60 " "$JOB_PID"
 check "the job was running when the switch was killed" kill -0 "$JOB_PID"
@@ -184,5 +184,12 @@ check "every result exact after the switch died" \
 	grep -q "mpi-check: [1-9][0-9]* passed, 0 failed" "$WORK/kill.out"
 check "the ranks said the switch path failed" grep -q "switch path failed" "$WORK/kill.err"
 grep -E "switch path failed|plan [0-9]+:|libinca: (warning|error)" "$WORK/kill.err" | sort | uniq -c | sort -rn | head -8 | sed "s/^/# /"
+if [ "$rc" != 0 ]; then
+	# what went wrong, in the program's words (its FAIL lines, its last
+	# lines) and in libinca-mpi's (every recovery, per rank)
+	grep -m 20 -E "FAIL|mpi-check: [0-9]+ passed" "$WORK/kill.out" "$WORK/kill.err" | sed "s/^/# /"
+	grep -E "libinca-mpi\[[0-9]+\]" "$WORK/kill.err" | cut -c1-220 | sort | uniq -c | head -30 | sed "s/^/# /"
+	tail -n 5 "$WORK/kill.out" | sed "s/^/# /"
+fi
 grep -A15 "calls summed" "$WORK/kill.err"
 finish

@@ -544,7 +544,46 @@ void usage()
 		"         [--latency S] [--cores C|auto] [--window W|auto] [--elems E] [--header B]\n"
 		"         [--bytes S] [--chunks K | --per-packet] [--host-ns NS]\n"
 		"         [--shared-cpu CORES] [--call-overhead S] [--ring]\n"
-		"         [--ring-ns-per-byte NS] [--sizing] [SimGrid --cfg=... options]\n");
+		"         [--ring-ns-per-byte NS] [--sizing] [SimGrid --cfg=... options]\n"
+		"       inca-sim --help\n");
+}
+
+/* --help: what each option means (on stdout, before SimGrid's engine,
+ * which would answer --help with its own configuration instead) */
+void help()
+{
+	printf("inca-sim: one all-reduce of INCA (or of the host ring) on a simulated\n"
+	       "fat-tree, with the switch cost inca-bench-switch measured; prints the\n"
+	       "time and, with --sizing, what each INCA switch node needs (docs/scale.md).\n\n"
+	       "  --bench FILE            inca-bench-switch's output (its per-packet cost); required\n"
+	       "  --topology FILE         a topology in the manager's format (docs/manager.md);\n"
+	       "                          else a generated fat-tree:\n"
+	       "  --tiers 1|2|3           leaf / leaf-spine / with super-spines (default 1)\n"
+	       "  --hosts N               hosts (default 2)\n"
+	       "  --hosts-per-leaf H      (32)  --spines S (4)  --leaves-per-pod L (8)\n"
+	       "  --supers-per-plane X    (4)\n"
+	       "  --rate R                host link rate, e.g. 100G, 400G, 200M (default 100G)\n"
+	       "  --uplink-factor F       switch-to-switch links as F x the host rate\n"
+	       "                          (default: non-blocking)\n"
+	       "  --latency S             one cable, one way, seconds (default 1e-6)\n"
+	       "  --cores C|auto          worker cores per switch node (default 1; auto: as\n"
+	       "                          many as line rate needs, the default with --sizing)\n"
+	       "  --window W|auto         packets in flight per member (default 64; auto: what\n"
+	       "                          an unloaded round trip at line rate needs)\n"
+	       "  --elems E               fp32 elements per packet (default 248: IB MTU 1024)\n"
+	       "  --header B              bytes a packet carries besides its elements, on the\n"
+	       "                          wire (default 122: Ethernet..ICRC, preamble, FCS, gap)\n"
+	       "  --bytes S               the vector per rank, e.g. 4096, 16M, 1G (default 4096)\n"
+	       "  --chunks K              simulate in chunks of at most K packets (default 64)\n"
+	       "  --per-packet            simulate packet by packet (slow; the reference)\n"
+	       "  --host-ns NS            a rank's CPU per packet, ns\n"
+	       "  --shared-cpu CORES      every rank on one CPU of CORES cores (the lab)\n"
+	       "  --call-overhead S       a rank's fixed cost per call, seconds\n"
+	       "  --ring                  the host ring all-reduce instead of INCA\n"
+	       "  --ring-ns-per-byte NS   the ring: a rank's CPU per byte reduced\n"
+	       "  --sizing                print each switch node's worker cores, slot memory\n"
+	       "                          and ports\n"
+	       "  --cfg=NAME:VALUE        a SimGrid option (--cfg=help lists them)\n");
 }
 
 } // namespace
@@ -562,6 +601,11 @@ int main(int argc, char **argv)
 	shape.leaves_per_pod = 8;
 	shape.supers_per_plane = 4;
 
+	for (int i = 1; i < argc; i++)
+		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			help();
+			return 0;
+		}
 	/* SimGrid takes its --cfg options first */
 	sg4::Engine e(&argc, argv);
 	e.set_config("network/model:CM02");

@@ -62,4 +62,16 @@ run "ring, two hosts" 127.04 1e-6 --hosts 2 --bytes 2896 --rate 200M --ring
 per_packet=$("$sim" --bench "$bench" --log=root.thres:warning --rate 200M --hosts 4 \
 	--bytes 1048576 --per-packet | sed -n 's/.* time_us=\([0-9.]*\) .*/\1/p')
 run "chunks against packets" "${per_packet:-0}" 0.03 --rate 200M --hosts 4 --bytes 1048576
+# --help is ours (SimGrid's engine would answer it with its configuration);
+# a bad option is refused with the usage, exit 2
+if "$sim" --help | grep -q "^  --sizing " &&
+	! "$sim" --help 2>&1 | grep -q "configuration accepted by this simulator"; then
+	echo "ok --help"
+else
+	echo "FAIL --help: not inca-sim's own"
+	fail=1
+fi
+rc=0
+"$sim" --bench "$bench" --no-such-option > /dev/null 2>&1 || rc=$?
+if [ "$rc" = 2 ]; then echo "ok bad option: exit 2"; else echo "FAIL bad option: exit $rc, want 2"; fail=1; fi
 exit $fail
