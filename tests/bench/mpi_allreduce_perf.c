@@ -6,7 +6,7 @@
  * MPI_Reduce_scatter_block, MPI_Allgather, MPI_Bcast, MPI_Reduce,
  * MPI_Barrier); only this harness is ours.
  * Usage: mpirun ... mpi-allreduce-perf [-c COLL] [-r ROOT] [-b MIN] [-e MAX]
- *                   [-f F] [-n N] [-N N] [-w W] [-o]
+ *                   [-f F] [-n N] [-N N] [-w W] [-W W] [-o]
  * -c: allreduce (default), reduce_scatter, allgather, bcast, reduce, barrier.
  *     The size is the whole buffer as nccl-tests counts it (reduce_scatter:
  *     the send buffer, N shards; allgather: the receive buffer), rounded
@@ -14,7 +14,8 @@
  *     (reduce_scatter, allgather), 1 (bcast, reduce).
  * -r: the root of bcast and reduce (default 0); each of their timed calls
  *     follows an untimed barrier (as in OSU's osu_bcast and osu_reduce).
- * -N: iterations for sizes up to 64 KiB (default -n).
+ * -N: iterations for sizes up to 64 KiB (default -n); -W: warm-up calls
+ * for them (default -w; OSU's benchmarks warm small sizes up with 200).
  * The time is the median over the timed iterations of the slowest rank's
  * time; cpu is a rank's user+system CPU seconds per GB reduced (mean over
  * ranks; Open MPI's daemons not counted).
@@ -22,6 +23,7 @@
  * Run it with libinca-mpi preloaded and the same binary's MPI_Allreduce
  * goes through the switch (tests/bench/run-mpi.sh).
  */
+#include <getopt.h>
 #include <mpi.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -124,13 +126,16 @@ int main(int argc, char **argv)
 {
 	size_t minb = 8, maxb = 64 << 20;
 	double factor = 2;
-	int iters = 20, small_iters = 0, warmup = 5, opt, rank, size, osu = 0, root = 0;
+	int iters = 20, small_iters = 0, warmup = 5, small_warmup = -1, opt, rank, size, osu = 0, root = 0;
 	enum coll coll = ALLREDUCE;
 
 	MPI_Init(&argc, &argv);
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
-	while ((opt = getopt(argc, argv, "c:r:b:e:f:n:N:w:o")) != -1) {
+	static const struct option longopts[] = { { "help", no_argument, NULL, 'h' },
+						   { NULL, 0, NULL, 0 } };
+
+	while ((opt = getopt_long(argc, argv, "c:r:b:e:f:n:N:w:W:oh", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'c': {
 			int k = -1;
@@ -154,20 +159,40 @@ int main(int argc, char **argv)
 		case 'n': iters = atoi(optarg); break;
 		case 'N': small_iters = atoi(optarg); break;
 		case 'w': warmup = atoi(optarg); break;
+		case 'W': small_warmup = atoi(optarg); break;
 		case 'o': osu = 1; break;
+		case 'h':
+			if (rank == 0)
+				printf("usage: mpirun ... mpi-allreduce-perf [-c COLL] [-r ROOT] [-b MIN] "
+				       "[-e MAX] [-f F] [-n N] [-N N] [-w W] [-W W] [-o]\n"
+				       "  -c COLL  allreduce (default), reduce_scatter, allgather, bcast, "
+				       "reduce, barrier\n"
+				       "  -r ROOT  root of bcast and reduce (default 0)\n"
+				       "  -b, -e   smallest and largest size in bytes (default 8, 64M; "
+				       "K, M, G suffixes)\n"
+				       "  -f F     multiply the size by F each step (default 2)\n"
+				       "  -n N     timed iterations per size (default 20); -N N: up to "
+				       "64 KiB (default -n)\n"
+				       "  -w W     warm-up iterations per size (default 5); -W W: up to "
+				       "64 KiB (default -w)\n"
+				       "  -o       the OSU micro-benchmarks' table instead\n");
+			MPI_Finalize();
+			return 0;
 		default:
 			if (rank == 0)
 				fprintf(stderr, "usage: mpi-allreduce-perf [-c COLL] [-r ROOT] [-b MIN] "
-					"[-e MAX] [-f F] [-n N] [-N N] [-w W] [-o]\n");
+					"[-e MAX] [-f F] [-n N] [-N N] [-w W] [-W W] [-o]\n");
 			MPI_Abort(MPI_COMM_WORLD, 2);
 		}
 	}
 	if (!small_iters)
 		small_iters = iters;
-	if (minb < 4 || maxb < minb || factor <= 1 || iters < 1 || small_iters < 1 ||
+	if (small_warmup < 0)
+		small_warmup = warmup;
+	if (minb < 4 || maxb < minb || factor <= 1 || iters < 1 || small_iters < 1 || warmup < 0 ||
 	    root < 0 || root >= size) {
 		if (rank == 0)
-			fprintf(stderr, "mpi-allreduce-perf: need 4 <= -b <= -e, -f > 1, -n >= 1, "
+			fprintf(stderr, "mpi-allreduce-perf: need 4 <= -b <= -e, -f > 1, -n >= 1, -w >= 0, "
 				"0 <= -r < %d\n", size);
 		MPI_Abort(MPI_COMM_WORLD, 2);
 	}
@@ -188,9 +213,9 @@ int main(int argc, char **argv)
 		       "# Size       Avg Latency(us)\n", coll_names[coll], size);
 	} else if (rank == 0) {
 		printf("# mpi-allreduce-perf: %d ranks, Open MPI %s%s, %d iterations (%d up "
-		       "to 64 KiB), %d warm-up\n", size, coll_names[coll],
+		       "to 64 KiB), %d warm-up (%d up to 64 KiB)\n", size, coll_names[coll],
 		       coll == BCAST || coll == REDUCE ? (root ? " (root set)" : " (root 0)") : "",
-		       iters, small_iters, warmup);
+		       iters, small_iters, warmup, small_warmup);
 		printf("#%11s %12s %9s %6s %11s %9s %9s %7s %9s\n", "size", "count", "type", "redop",
 		       "time", "algbw", "busbw", "#wrong", "cpu");
 		printf("#%11s %12s %9s %6s %11s %9s %9s %7s %9s\n", "(B)", "(elements)", "", "",
@@ -202,6 +227,7 @@ int main(int argc, char **argv)
 		size_t bytes = coll == BARRIER ? 0 : count * 4;
 		long wrong = 0;
 		int n_it = b <= PERF_SMALL_BYTES ? small_iters : iters;
+		int n_w = b <= PERF_SMALL_BYTES ? small_warmup : warmup;
 		if (count == 0 && coll != BARRIER)
 			continue;
 		/* allgather sends its own shard: value(rank, j) for j < shard */
@@ -210,7 +236,7 @@ int main(int argc, char **argv)
 		if (coll == BCAST)
 			for (size_t i = 0; i < count; i++)
 				out[i] = rank == root ? value(root, i) : -1000.0f;
-		for (int w = 0; w < warmup; w++)
+		for (int w = 0; w < n_w; w++)
 			run(coll, in, out, count, root, size);
 		MPI_Barrier(MPI_COMM_WORLD);
 		if (coll == BCAST)   /* a bcast that did nothing must show */
