@@ -30,6 +30,8 @@ PKGS=(
 	libsimgrid-dev
 	# benchmark plots (PNG)
 	python3-matplotlib
+	# the func tests show a stuck job's stacks (tests/func/lib.sh wait_job)
+	gdb
 )
 
 usage() {

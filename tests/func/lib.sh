@@ -120,6 +120,53 @@ wait_for_line() {
 	return 1
 }
 
+# mpi_stat ERR CALL COLUMN: one number of libinca-mpi's INCA_MPI_STATS
+# table in ERR (columns: 2 offloaded, 3 passed, 4 bytes offloaded, ...
+# 8 p_comm, 9 p_type, 10 p_op, 11 p_size, 12 p_shape, 13 p_failed)
+mpi_stat() {
+	awk -v c="$2" -v k="$3" '$1 == c { print $k }' "$1"
+}
+
+# mpi_all_offloaded ERR LABEL: each of the 13 calls libinca-mpi offloads
+# (docs/mpi.md) was, some times, in ERR's INCA_MPI_STATS table
+mpi_all_offloaded() {
+	local c n
+	for c in MPI_Allreduce MPI_Iallreduce MPI_Reduce MPI_Ireduce MPI_Reduce_scatter_block \
+		MPI_Ireduce_scatter_block MPI_Reduce_scatter MPI_Allgather MPI_Iallgather MPI_Bcast \
+		MPI_Ibcast MPI_Barrier MPI_Ibarrier; do
+		n=$(mpi_stat "$1" "$c" 2)
+		check "$2$c offloaded ($n calls)" [ "${n:-0}" -gt 0 ]
+	done
+}
+
+# wait_job PID LIMIT_S NAME OUT: wait for job PID (a launcher, mpirun or
+# mpiexec) at most LIMIT_S seconds; if it is still running then, every
+# process whose command line holds NAME gets its threads' stacks written
+# to OUT (gdb, when installed) and is killed, then the job; returns the
+# job's exit status, 124 when it had to be ended
+wait_job() {
+	local pid=$1 limit=$2 name=$3 out=$4 t0 p procs
+	t0=$(date +%s)
+	while kill -0 "$pid" 2>/dev/null && [ $(( $(date +%s) - t0 )) -lt "$limit" ]; do
+		sleep 1
+	done
+	if kill -0 "$pid" 2>/dev/null; then
+		procs=$(pgrep -f -- "$name" | grep -vx -e "$$" -e "$BASHPID")
+		for p in $procs; do
+			echo "== pid $p: $(tr '\0' ' ' < "/proc/$p/cmdline" 2>/dev/null | cut -c1-150)"
+			command -v gdb >/dev/null &&
+				timeout 30 gdb -p "$p" -batch -ex "thread apply all bt" 2>/dev/null | grep -E "^(#|Thread)"
+		done > "$out" 2>&1
+		# shellcheck disable=SC2086
+		[ -z "$procs" ] || kill $procs 2>/dev/null
+		sleep 2
+		kill "$pid" 2>/dev/null
+		wait "$pid"
+		return 124
+	fi
+	wait "$pid"
+}
+
 # kill_switch: SIGKILL the testbed's inca-switch (its recorded PID, and only
 # if that process is still an inca-switch)
 kill_switch() {

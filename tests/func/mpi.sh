@@ -42,25 +42,6 @@ if ! manager_testbed 4 "$WORK" "$PORT" "$BUILD"; then
 fi
 mpi8() { mpi_ranks 8 2 "$LIB" "$@"; }
 
-# stat OUT COLLECTIVE COLUMN: a number from the INCA_MPI_STATS table
-stat() {
-	awk -v c="$2" -v k="$3" '$1 == c { print $k }' "$1"
-}
-
-contributions() { telemetry /inca/info contributions; }
-
-# all_offloaded ERR LABEL: each of the 13 calls libinca-mpi offloads was,
-# some times, in ERR's INCA_MPI_STATS table
-all_offloaded() {
-	local c n
-	for c in MPI_Allreduce MPI_Iallreduce MPI_Reduce MPI_Ireduce MPI_Reduce_scatter_block \
-		MPI_Ireduce_scatter_block MPI_Reduce_scatter MPI_Allgather MPI_Iallgather MPI_Bcast \
-		MPI_Ibcast MPI_Barrier MPI_Ibarrier; do
-		n=$(stat "$1" "$c" 2)
-		check "$2$c offloaded ($n calls)" [ "${n:-0}" -gt 0 ]
-	done
-}
-
 echo "# C program: world, dup, split; every mapped type x op; 1 element .. 16 MiB"
 before=$(contributions)
 # every communicator decided at its first offloadable call (the refused one
@@ -72,19 +53,19 @@ expect_eq "mpi-check exit status" "$rc" 0
 check "mpi-check: every result exact" grep -q "mpi-check: [1-9][0-9]* passed, 0 failed" "$WORK/c.out"
 grep "mpi-check:" "$WORK/c.out"
 grep -A15 "calls summed" "$WORK/c.err"
-all_offloaded "$WORK/c.err" ""
+mpi_all_offloaded "$WORK/c.err" ""
 # the table's columns: 8 p_comm, 9 p_type, 10 p_op, 11 p_size, 12 p_shape, 13 p_failed
-check "MINLOC and a derived type passed through, counted by type ($(stat "$WORK/c.err" MPI_Allreduce 9))" \
-	[ "$(stat "$WORK/c.err" MPI_Allreduce 9)" -gt 0 ]
-check "a user op passed through, counted by op ($(stat "$WORK/c.err" MPI_Allreduce 10))" \
-	[ "$(stat "$WORK/c.err" MPI_Allreduce 10)" -gt 0 ]
+check "MINLOC and a derived type passed through, counted by type ($(mpi_stat "$WORK/c.err" MPI_Allreduce 9))" \
+	[ "$(mpi_stat "$WORK/c.err" MPI_Allreduce 9)" -gt 0 ]
+check "a user op passed through, counted by op ($(mpi_stat "$WORK/c.err" MPI_Allreduce 10))" \
+	[ "$(mpi_stat "$WORK/c.err" MPI_Allreduce 10)" -gt 0 ]
 check "the refused communicator passed through, counted by communicator" \
-	[ "$(stat "$WORK/c.err" MPI_Allreduce 8)" -gt 0 ]
+	[ "$(mpi_stat "$WORK/c.err" MPI_Allreduce 8)" -gt 0 ]
 expect_eq "MPI_Reduce_scatter with unequal counts passed through (by shape: 4 types x 3 sizes x 2 communicators x 8 ranks)" \
-	"$(stat "$WORK/c.err" MPI_Reduce_scatter 12)" 192
+	"$(mpi_stat "$WORK/c.err" MPI_Reduce_scatter 12)" 192
 expect_eq "no call finished through MPI with the switch alive (p_failed)" \
 	"$(awk '$1 ~ /^MPI_/ { s += $13 } END { print s + 0 }' "$WORK/c.err")" 0
-bytes=$(stat "$WORK/c.err" MPI_Allreduce 4)
+bytes=$(mpi_stat "$WORK/c.err" MPI_Allreduce 4)
 # the ranks of a host reduce inside it first, and their leader sends at
 # least one contribution per 992 bytes (IB MTU 1024): half the ranks' bytes
 need=$(( ${bytes:-0} / 2 / 992 ))
@@ -107,7 +88,7 @@ check "short-lived: every result exact" grep -q "mpi-check: 160 passed, 0 failed
 expect_eq "short-lived: no communicator offloaded before its 4th call (INCA_MPI_OFFLOAD_AFTER)" \
 	"$(grep -c 'offloaded to INCA' "$WORK/s.err")" 0
 expect_eq "short-lived: every all-reduce and broadcast passed through (offloaded, passed)" \
-	"$(stat "$WORK/s.err" MPI_Allreduce 2) $(stat "$WORK/s.err" MPI_Allreduce 3) $(stat "$WORK/s.err" MPI_Bcast 2) $(stat "$WORK/s.err" MPI_Bcast 3)" "0 80 0 88"
+	"$(mpi_stat "$WORK/s.err" MPI_Allreduce 2) $(mpi_stat "$WORK/s.err" MPI_Allreduce 3) $(mpi_stat "$WORK/s.err" MPI_Bcast 2) $(mpi_stat "$WORK/s.err" MPI_Bcast 3)" "0 80 0 88"
 INCA_MPI_OFFLOAD_AFTER=2 mpi8 "$CHECK" -s 10 > "$WORK/s2.out" 2> "$WORK/s2.err"
 expect_eq "short-lived, INCA_MPI_OFFLOAD_AFTER=2: mpi-check exit status" "$?" 0
 check "short-lived, INCA_MPI_OFFLOAD_AFTER=2: every result exact" \
@@ -115,7 +96,7 @@ check "short-lived, INCA_MPI_OFFLOAD_AFTER=2: every result exact" \
 # MPI_COMM_WORLD's second offloadable call is the program's last
 # MPI_Bcast (after its MPI_Reduce of the counts)
 expect_eq "short-lived, INCA_MPI_OFFLOAD_AFTER=2: each half of each split offloaded at its all-reduce, the world at its bcast" \
-	"$(grep -c 'offloaded to INCA' "$WORK/s2.err") $(stat "$WORK/s2.err" MPI_Allreduce 2) $(stat "$WORK/s2.err" MPI_Bcast 2)" "21 80 8"
+	"$(grep -c 'offloaded to INCA' "$WORK/s2.err") $(mpi_stat "$WORK/s2.err" MPI_Allreduce 2) $(mpi_stat "$WORK/s2.err" MPI_Bcast 2)" "21 80 8"
 # each split after the first has the ranks of the one freed before it: its
 # halves take the freed halves' groups (INCA_MPI_POOL), no new job
 expect_eq "short-lived, INCA_MPI_OFFLOAD_AFTER=2: the halves of splits 2..10 take the freed halves' groups" \
@@ -151,7 +132,7 @@ for f in f f08; do
 			grep -q "mpi-check-$f: [1-9][0-9]* passed, 0 failed" "$WORK/$f.out"
 		grep "mpi-check-$f:" "$WORK/$f.out"
 		grep -A15 "calls summed" "$WORK/$f.err"
-		all_offloaded "$WORK/$f.err" "Fortran ($mod): "
+		mpi_all_offloaded "$WORK/$f.err" "Fortran ($mod): "
 		expect_eq "Fortran ($mod): nothing passed through (the world and a split, all mapped)" \
 			"$(awk '$1 ~ /^MPI_/ { s += $3 } END { print s + 0 }' "$WORK/$f.err")" 0
 	else
@@ -164,7 +145,7 @@ mpi8 /usr/bin/python3 -X faulthandler "$SRC/tests/mpi/mpi_check.py" --max 167772
 expect_eq "mpi_check.py exit status" "$?" 0
 check "mpi_check.py: every result exact" grep -q "mpi-check.py: [1-9][0-9]* passed, 0 failed" "$WORK/py.out"
 grep "mpi-check.py:" "$WORK/py.out"
-n=$(stat "$WORK/py.err" MPI_Allreduce 2)
+n=$(mpi_stat "$WORK/py.err" MPI_Allreduce 2)
 check "mpi4py's Allreduce offloaded ($n calls)" [ "${n:-0}" -gt 0 ]
 
 # no switch was killed so far: a recovery here means a rank gave up on a
@@ -176,9 +157,15 @@ JOB_PID=$!
 wait_for_line "$WORK/kill.out" "loop 60 " "$JOB_PID"
 check "the job was running when the switch was killed" kill -0 "$JOB_PID"
 kill_switch
-wait "$JOB_PID"
+# recovery takes 10-80 s here; a job still running after 300 s is stuck:
+# its stacks are shown and it is ended
+wait_job "$JOB_PID" 300 "$CHECK -l 300" "$WORK/kill.stacks"
 rc=$?
 JOB_PID=
+if [ "$rc" = 124 ]; then
+	not_ok "the program finished within 300 s of the switch's death (its ranks' stacks follow)"
+	grep -E "^== |^#[0-9]+ +(0x[0-9a-f]+ in )?(im_|hl_|inca_|MPI_|PMPI_|mpi_|main|batch|loop|poll|epoll|futex|nanosleep)" "$WORK/kill.stacks" | head -60 | sed "s/^/# /"
+fi
 expect_eq "the program finished after the switch died (exit status)" "$rc" 0
 check "every result exact after the switch died" \
 	grep -q "mpi-check: [1-9][0-9]* passed, 0 failed" "$WORK/kill.out"
