@@ -141,11 +141,12 @@ mpi_all_offloaded() {
 
 # wait_job PID LIMIT_S NAME OUT: wait for job PID (a launcher, mpirun or
 # mpiexec) at most LIMIT_S seconds; if it is still running then, every
-# process whose command line holds NAME gets its threads' stacks written
-# to OUT (gdb, when installed) and is killed, then the job; returns the
+# process whose command line holds NAME is listed in OUT, with its
+# threads' stacks when it runs NAME's program (gdb, when installed), and
+# is killed, then the job; returns the
 # job's exit status, 124 when it had to be ended
 wait_job() {
-	local pid=$1 limit=$2 name=$3 out=$4 t0 p procs
+	local pid=$1 limit=$2 name=$3 out=$4 t0 p procs exe
 	t0=$(date +%s)
 	while kill -0 "$pid" 2>/dev/null && [ $(( $(date +%s) - t0 )) -lt "$limit" ]; do
 		sleep 1
@@ -154,8 +155,11 @@ wait_job() {
 		procs=$(pgrep -f -- "$name" | grep -vx -e "$$" -e "$BASHPID")
 		for p in $procs; do
 			echo "== pid $p: $(tr '\0' ' ' < "/proc/$p/cmdline" 2>/dev/null | cut -c1-150)"
-			command -v gdb >/dev/null &&
-				timeout 30 gdb -p "$p" -batch -ex "thread apply all bt" 2>/dev/null | grep -E "^(#|Thread)"
+			# the stacks of the program itself (NAME's first word), not
+			# of its launchers'
+			exe=$(readlink "/proc/$p/exe")
+			[ "${exe##*/}" = "$(basename "${name%% *}")" ] && command -v gdb >/dev/null &&
+				timeout 20 gdb -p "$p" -batch -ex "thread apply all bt" 2>/dev/null | grep -E "^(#|Thread)"
 		done > "$out" 2>&1
 		# shellcheck disable=SC2086
 		[ -z "$procs" ] || kill $procs 2>/dev/null
