@@ -41,6 +41,8 @@ if ! manager_testbed 4 "$WORK" "$PORT" "$BUILD"; then
 	exit 1
 fi
 mpi8() { mpi_ranks 8 2 "$LIB" "$@"; }
+# the contributions the switch counted so far
+contributions() { telemetry /inca/info contributions; }
 
 echo "# C program: world, dup, split; every mapped type x op; 1 element .. 16 MiB"
 before=$(contributions)
