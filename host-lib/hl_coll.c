@@ -892,7 +892,10 @@ int hl_coll_progress(struct hl_coll *op, double budget_us)
 			/* a new plan's cut may move this collective to the ring */
 			rc = hl_plan_progress(c);
 			if (rc < 0 && !op->finished) {
-				fail_in_flight(c, rc);
+				/* every collective not finished, on the ring too (a
+				 * failed recovery leaves them there): none may end as
+				 * if it had its result */
+				hl_coll_fail_all(c, rc);
 				return 1;
 			}
 			if (op->finished)
@@ -1062,11 +1065,14 @@ int hl_coll_finish(struct hl_coll *op)
 		hl_keep_ring_done(c, op->seq);
 	}
 
-	if (!op->finished && !op->ring) {
-		/* abandoned in flight (the communicator goes): its slots must
-		 * not point at it */
+	if (!op->finished) {
+		/* abandoned in flight (the communicator goes): no result, and
+		 * its slots must not point at it */
+		bool in_network = !op->ring;
 		op_done(op, INCA_ERR_INVAL);
-		stream_reset(op->c);
+		rc = INCA_ERR_INVAL;
+		if (in_network)
+			stream_reset(op->c);
 	}
 	for (unsigned i = 0; i < st->nops; i++)
 		if (st->ops[i] == op) {
@@ -1212,7 +1218,11 @@ int hl_coll_recover(struct inca_comm *c, uint32_t from)
 		 * (ring_complete: their own) */
 		double deadline = c->now_us(c) + (double)c->timeout_ms * 1000;
 		if (op && !op->finished) {
+			/* a failure ends the recovery: the ranks are no longer
+			 * at the same collective, and the next would wait as
+			 * long only to fail too */
 			ring_complete(op);
+			rc = op->result;
 		} else if (op && op->result == 0 && !op->ring) {
 			/* completed in-network here, maybe not elsewhere */
 			rc = replay(c, s, op->coll, op->dtype, op->op, op->root, op->count,

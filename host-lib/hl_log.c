@@ -77,7 +77,7 @@ const char *inca_strerror(int err)
 		[3] = "missing or malformed group description",
 		[4] = "transport failure",
 		[5] = "deadline passed",
-		[6] = "switch unavailable and fallback disabled",
+		[6] = "switch unavailable and no fallback (off, or it failed)",
 		[7] = "a member was unreachable during fallback",
 		[8] = "not supported by this build",
 		[9] = "too many collectives in flight",

@@ -264,8 +264,18 @@ static int apply_cut(struct inca_comm *c, const struct hl_plan_msg *m)
 	if (m->dead) {
 		hl_keep_drop_before(c, m->cut_from);
 		rc = hl_coll_recover(c, m->cut_from);
-		if (rc)
-			return rc;
+		if (rc) {
+			/* the ranks are no longer at the same collective: this
+			 * one could not run them all again, others may have. No
+			 * later cut can mend that: every call fails from now on,
+			 * at once (not another recovery per call). */
+			snprintf(pl->broken, sizeof(pl->broken), "the collectives from %u could "
+				 "not run again on the host ring after the tree failed (plan %u): "
+				 "%.160s", m->cut_from, m->epoch, c->errmsg);
+			HL_ERR("rank %d: %s", c->rank, pl->broken);
+			hl_coll_fail_all(c, hl_fail(c, INCA_ERR_SWITCH, "%s", pl->broken));
+			return INCA_ERR_SWITCH;
+		}
 	}
 	pl->tree = !m->ring;
 	pl->switch_seq = m->cut_seq;

@@ -52,7 +52,7 @@ typedef enum {
 #define INCA_ERR_CONFIG      -3   /* missing or malformed group description */
 #define INCA_ERR_TRANSPORT   -4   /* the transport could not be opened or failed */
 #define INCA_ERR_TIMEOUT     -5   /* the deadline passed */
-#define INCA_ERR_SWITCH      -6   /* the switch did not answer and fallback is off */
+#define INCA_ERR_SWITCH      -6   /* no switch, and no fallback (off, or it failed) */
 #define INCA_ERR_PEER        -7   /* a member was unreachable during fallback */
 #define INCA_ERR_UNSUPPORTED -8   /* transport or feature not built in */
 #define INCA_ERR_BUSY        -9   /* too many collectives in flight */
@@ -211,7 +211,9 @@ const char *inca_last_errmsg(void);
  *   INCA_ERR_TIMEOUT      the deadline (INCA_TIMEOUT_MS) passed
  *   INCA_ERR_SWITCH       no switch and fallback off (a static group); a
  *                         move to the ring the ranks cannot make: a replay's
- *                         input gone (a plan's cut, a static group's fallback)
+ *                         input gone, or the ring's network down too (a
+ *                         plan's cut, a static group's fallback); after a
+ *                         plan's cut failed, every later call
  *   INCA_ERR_PEER         a member unreachable during the fallback
  *   INCA_ERR_PROTOCOL     the ranks disagreed (e.g. on which call fell back)
  *   INCA_ERR_NOMEM

@@ -78,7 +78,7 @@ job() {
 	for h in $hosts; do
 		timeout 300 "$FAB" exec "$h" env INCA_MANAGER="http://192.168.77.254:$PORT" \
 			INCA_MANAGER_TOKEN="$token" INCA_JOB="$id" INCA_RANK=$r INCA_SIZE="$n" \
-			INCA_LOCAL_IP="10.0.0.$h" INCA_RING_IP="192.168.77.$h" INCA_TRANSPORT=udp INCA_LOG=warn "${JOB_ENV[@]}" \
+			INCA_LOCAL_IP="10.0.0.$h" INCA_RING_IP="${RING_NET:-192.168.77}.$h" INCA_TRANSPORT=udp INCA_LOG=warn "${JOB_ENV[@]}" \
 			"$CHECK" "$@" > "$WORK/$id.r$r" 2>&1 &
 		pids+=($!)
 		r=$((r + 1))
@@ -275,6 +275,41 @@ ctl delete jk >/dev/null 2>&1
 "$FAB" start leaf1
 JOB_ENV=()
 check "leaf1 back: every switch up and programmed" mgr_wait_applied
+
+# the tree dies with the ring's network: the job's ring runs over the
+# switches' network (RING_NET 10.0.0), and leaf1 is killed while rank 3 is
+# away with a collective in flight that the others completed in-network
+# (its contributions sent, its results not taken: -E).
+# The cut runs them again on the ring (replays at ranks 0-2), which cannot
+# work: every rank's call fails with the reason, within the call's
+# deadline, and no call returns as if it had its result. Before, ranks 0-2
+# returned their next collectives with success and their buffers not
+# written (an MPI job got wrong values this way), and every later call
+# tried the cut again, 5 s each.
+RING_NET=10.0.0
+JOB_ENV=(INCA_SWITCH_TIMEOUT_MS=3000 INCA_TIMEOUT_MS=10000)
+job jrn "$TOKEN_A" "1 2 3 4" -d fp32 -o sum -n 1000 -r 50 -A 3:4000000 -E \
+	>/dev/null 2>&1 & R=$!
+for _ in $(seq 200); do
+	[ "$(ctl --json job jrn 2>/dev/null | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["state"])' 2>/dev/null)" = ready ] && break
+	sleep 0.05
+done
+sleep 1
+t0=$(date +%s)
+"$FAB" kill leaf1
+wait $R
+took=$(( $(date +%s) - t0 ))
+RING_NET=
+JOB_ENV=()
+expect_eq "jrn: no rank has a wrong result" \
+	"$(grep -c 'elements wrong' "$WORK"/jrn.r* | awk -F: '{print $2}' | tr '\n' ' ')" "0 0 0 0 "
+expect_eq "jrn: every rank's call failed, saying the collectives could not run again on the ring" \
+	"$(grep -c 'inca-check: rank [0-3]: allreduce .*could not run again on the host ring' "$WORK"/jrn.r* | awk -F: '{print $2}' | tr '\n' ' ')" "1 1 1 1 "
+check "jrn: the job ended within 30 s of the kill ($took s)" test "$took" -le 30
+grep -h "inca-check: rank [0-3]: allreduce" "$WORK"/jrn.r* | cut -c1-200 | sed 's/^/    /'
+ctl delete jrn >/dev/null 2>&1
+"$FAB" start leaf1
+check "leaf1 back again: every switch up and programmed" mgr_wait_applied
 
 # a link down mid-job: leaf1's uplink cut at the spine's end. leaf1 still
 # heartbeats, and reports the spine behind a port without carrier; with one

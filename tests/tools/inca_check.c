@@ -20,7 +20,8 @@ static void usage(FILE *out)
 {
 	fprintf(out,
 		"Usage: inca-check [-c COLLS] [-d TYPES] [-o OPS] [-n COUNTS] [-r REPEAT] [-i]\n"
-		"                  [-R ROOT] [-p INFLIGHT] [-W US] [-s US] [-L RANK:US] [-A RANK:US] [-b]\n"
+		"                  [-R ROOT] [-p INFLIGHT] [-W US] [-s US] [-L RANK:US] [-A RANK:US [-E]]\n"
+		"                  [-b]\n"
 		"  -c  comma-separated collectives (allreduce,reduce,reduce_scatter,allgather,\n"
 		"      bcast) or all (default allreduce)\n"
 		"  -d  comma-separated dtypes (fp32,fp16,bf16,int32,int64,fp64) or all\n"
@@ -43,6 +44,8 @@ static void usage(FILE *out)
 		"  -A  rank RANK, in the first case only, is away for US microseconds between\n"
 		"      starting its copies and waiting for them: its collectives in flight while\n"
 		"      it makes no libinca call (a pause mid-step; at most 60 s)\n"
+		"  -E  with -A: the away rank sends its contributions first (one inca_test of\n"
+		"      each copy), so the others complete the collectives it has not\n"
 		"  -b  also run barrier and bcast from every root\n"
 		"Exit 0 when every element of every case is right.\n");
 }
@@ -191,6 +194,7 @@ struct check_ctx {
 	unsigned compute_us;
 	int away_rank;             /* -A: this rank, in the first case, away */
 	long away_us;
+	bool away_sent;            /* -E: its contributions sent before */
 	uint8_t *in[INCA_MAX_INFLIGHT], *out[INCA_MAX_INFLIGHT], *want, *scratch;
 };
 
@@ -233,8 +237,18 @@ static int run_case(struct check_ctx *x, struct check_case *k)
 			break;
 	}
 	if (!rc && x->rank == x->away_rank && x->away_us && x->cases == 0) {
+		int done = 0;
+		for (int p = 0; p < started && x->away_sent && !rc && !done; p++)
+			rc = inca_test_timeout(req[p], 0, &done);
+		if (done) {
+			/* their results came at once: the case is not the one asked for */
+			fprintf(stderr, "inca-check: rank %d: -E: a collective completed before "
+				"the rank went away\n", x->rank);
+			return 1;
+		}
 		fprintf(stderr, "inca-check: rank %d: away for %ld us with %d collectives in "
-			"flight\n", x->rank, x->away_us, started);
+			"flight%s\n", x->rank, x->away_us, started,
+			x->away_sent ? ", its contributions sent" : "");
 		usleep((useconds_t)x->away_us);
 	}
 	if (!rc && x->compute_us && !compute(x->compute_us)) {
@@ -277,13 +291,13 @@ int main(int argc, char **argv)
 	int late_rank = -1, away_rank = -1;
 	size_t counts[32] = { 1, 3, 257, 1000 };
 	int ncount = 4;
-	bool in_place = false, coll = false;
+	bool in_place = false, coll = false, away_sent = false;
 
 	for (int i = 0; i < 6; i++)
 		dts[i] = i;
 	for (int i = 0; i < 7; i++)
 		ops[i] = i;
-	while ((opt = getopt(argc, argv, "c:d:o:n:r:R:p:W:s:L:A:ibh")) != -1) {
+	while ((opt = getopt(argc, argv, "c:d:o:n:r:R:p:W:s:L:A:Eibh")) != -1) {
 		switch (opt) {
 		case 'c':
 			ncoll = parse_list(optarg, parse_coll, colls, 5);
@@ -325,10 +339,15 @@ int main(int argc, char **argv)
 			break;
 		}
 		case 'i': in_place = true; break;
+		case 'E': away_sent = true; break;
 		case 'b': coll = true; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
+	}
+	if (away_sent && away_rank < 0) {
+		fprintf(stderr, "inca-check: -E goes with -A RANK:US\n");
+		return 2;
 	}
 	if (ncoll <= 0 || ndt <= 0 || nop <= 0 || ncount <= 0 || repeat < 1 || inflight < 1 ||
 	    inflight > INCA_MAX_INFLIGHT || compute_us < 0 || compute_us > 10000000 ||
@@ -346,7 +365,7 @@ int main(int argc, char **argv)
 	struct check_ctx x = { .c = c, .rank = inca_comm_rank(c), .size = inca_comm_size(c),
 			       .inflight = inflight, .fixed_root = fixed_root,
 			       .compute_us = (unsigned)compute_us, .away_rank = away_rank,
-			       .away_us = away_us };
+			       .away_us = away_us, .away_sent = away_sent };
 	if (fixed_root >= x.size) {
 		fprintf(stderr, "inca-check: -R %d: not a rank (0..%d)\n", fixed_root, x.size - 1);
 		return 2;
