@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* CRC-32 (slice-by-8; folding with PCLMULQDQ, or VPCLMULQDQ on AVX-512,
- * chosen at run time), CRC combination, and the RoCEv2 invariant CRC. */
+/* CRC-32 (slice-by-8; folding with PCLMULQDQ, or VPCLMULQDQ on AVX2 or
+ * AVX-512, chosen at run time), CRC combination, and the RoCEv2 invariant
+ * CRC. */
 #include <stdbool.h>
 #include <string.h>
 
@@ -195,7 +196,51 @@ static uint32_t crc32_vclmul(uint32_t c, const uint8_t *p, size_t len)
 	return crc32_clmul_finish(x1, x2, x3, x4, p, len);
 }
 
-static bool have_clmul, have_vclmul;
+/*
+ * The same folding with 256-bit VPCLMULQDQ (AVX2 CPUs that have it: AMD
+ * Zen 3, Intel Alder Lake cores without AVX-512): four 256-bit registers
+ * (8 lanes) folded 128 bytes at a time (x^(1024+32) and x^(1024-32) mod
+ * P), then the first two onto the last two, 64 bytes on (the 4-lane
+ * constants), which leaves four consecutive 128-bit lanes for the common
+ * end. len >= 128 and a multiple of 16.
+ */
+__attribute__((target("avx2,vpclmulqdq,pclmul,sse4.1")))
+static uint32_t crc32_vclmul256(uint32_t c, const uint8_t *p, size_t len)
+{
+	const __m256i k1024 = _mm256_broadcastsi128_si256(_mm_set_epi64x(0x014a7fe880,
+									  0x01e88ef372));
+	const __m256i k512 = _mm256_broadcastsi128_si256(_mm_set_epi64x(0x01c6e41596,
+									 0x0154442bd4));
+	__m256i y1, y2, y3, y4;
+
+#define YFOLD(y, k, next) \
+	_mm256_xor_si256(_mm256_xor_si256(_mm256_clmulepi64_epi128(y, k, 0x00), \
+					  _mm256_clmulepi64_epi128(y, k, 0x11)), next)
+	y1 = _mm256_loadu_si256((const __m256i *)p);
+	y2 = _mm256_loadu_si256((const __m256i *)(p + 32));
+	y3 = _mm256_loadu_si256((const __m256i *)(p + 64));
+	y4 = _mm256_loadu_si256((const __m256i *)(p + 96));
+	y1 = _mm256_xor_si256(y1, _mm256_castsi128_si256(_mm_cvtsi32_si128((int)c)));
+	p += 128;
+	len -= 128;
+	while (len >= 128) {
+		y1 = YFOLD(y1, k1024, _mm256_loadu_si256((const __m256i *)p));
+		y2 = YFOLD(y2, k1024, _mm256_loadu_si256((const __m256i *)(p + 32)));
+		y3 = YFOLD(y3, k1024, _mm256_loadu_si256((const __m256i *)(p + 64)));
+		y4 = YFOLD(y4, k1024, _mm256_loadu_si256((const __m256i *)(p + 96)));
+		p += 128;
+		len -= 128;
+	}
+	/* y1 y2 y3 y4 cover 128 bytes: y1 onto y3 and y2 onto y4 */
+	y3 = YFOLD(y1, k512, y3);
+	y4 = YFOLD(y2, k512, y4);
+#undef YFOLD
+	return crc32_clmul_finish(_mm256_castsi256_si128(y3), _mm256_extracti128_si256(y3, 1),
+				  _mm256_castsi256_si128(y4), _mm256_extracti128_si256(y4, 1),
+				  p, len);
+}
+
+static bool have_clmul, have_vclmul, have_vclmul256;
 
 __attribute__((constructor)) static void crc_cpu_init(void)
 {
@@ -204,6 +249,8 @@ __attribute__((constructor)) static void crc_cpu_init(void)
 		     __builtin_cpu_supports("sse4.1");
 	have_vclmul = have_clmul && __builtin_cpu_supports("avx512f") &&
 		      __builtin_cpu_supports("vpclmulqdq");
+	have_vclmul256 = have_clmul && __builtin_cpu_supports("avx2") &&
+			 __builtin_cpu_supports("vpclmulqdq");
 }
 #endif
 
@@ -218,6 +265,12 @@ static uint32_t crc32_impl(enum agg_crc_impl impl, uint32_t crc, const uint8_t *
 		size_t bulk = len & ~(size_t)15;
 
 		c = crc32_vclmul(c, p, bulk);
+		p += bulk;
+		len -= bulk;
+	} else if (impl == AGG_CRC_VPCLMUL_AVX2 && len >= 128) {
+		size_t bulk = len & ~(size_t)15;
+
+		c = crc32_vclmul256(c, p, bulk);
 		p += bulk;
 		len -= bulk;
 	} else if (impl != AGG_CRC_TABLE && len >= 64) {
@@ -243,6 +296,8 @@ bool agg_crc32_impl_available(enum agg_crc_impl impl)
 		return have_clmul;
 	case AGG_CRC_VPCLMUL_AVX512:
 		return have_vclmul;
+	case AGG_CRC_VPCLMUL_AVX2:
+		return have_vclmul256;
 #endif
 	default:
 		return false;
@@ -255,6 +310,7 @@ const char *agg_crc32_impl_name(enum agg_crc_impl impl)
 		[AGG_CRC_TABLE] = "slice-by-8",
 		[AGG_CRC_PCLMUL] = "pclmulqdq",
 		[AGG_CRC_VPCLMUL_AVX512] = "vpclmulqdq-avx512",
+		[AGG_CRC_VPCLMUL_AVX2] = "vpclmulqdq-avx2",
 	};
 	return (unsigned)impl < AGG_CRC__COUNT ? names[impl] : "unknown";
 }
@@ -264,6 +320,8 @@ enum agg_crc_impl agg_crc32_impl_best(void)
 #if defined(__x86_64__)
 	if (have_vclmul)
 		return AGG_CRC_VPCLMUL_AVX512;
+	if (have_vclmul256)
+		return AGG_CRC_VPCLMUL_AVX2;
 	if (have_clmul)
 		return AGG_CRC_PCLMUL;
 #endif

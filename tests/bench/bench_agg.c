@@ -127,6 +127,43 @@ static void bench_reduce_all(long iters)
 	       bench_convert(AGG_DTYPE_BF16, false, iters), bench_convert(AGG_DTYPE_BF16, true, iters));
 }
 
+/* CRC-32 GB/s with impl over len bytes (L1-resident, as a packet's). */
+static double bench_crc(enum agg_crc_impl impl, size_t len, long iters)
+{
+	static uint8_t buf[4096 + 64] __attribute__((aligned(64)));
+	double gbs[RUNS];
+	uint32_t c = 0;
+
+	for (size_t i = 0; i < sizeof(buf); i++)
+		buf[i] = (uint8_t)(i * 131 + 7);
+	for (int r = 0; r < RUNS; r++) {
+		double t0 = now();
+		for (long i = 0; i < iters; i++)
+			c = agg_crc32_with(impl, c, buf + (i & 1) * 2, len);
+		gbs[r] = (double)len * (double)iters / (now() - t0) / 1e9;
+	}
+	sink = c;
+	return median(gbs, RUNS);
+}
+
+/* Every CRC-32 implementation this CPU has, on the sizes of a packet's
+ * ICRC: the payload of a 1 KiB contribution and a 4 KiB one */
+static void bench_crc_all(long iters)
+{
+	printf("crc32, GB/s (median of %d runs; agg_crc32 uses %s)\n", RUNS,
+	       agg_crc32_impl_name(agg_crc32_impl_best()));
+	for (int impl = 0; impl < AGG_CRC__COUNT; impl++) {
+		enum agg_crc_impl im = (enum agg_crc_impl)impl;
+		if (!agg_crc32_impl_available(im)) {
+			printf("  %-18s not on this CPU\n", agg_crc32_impl_name(im));
+			continue;
+		}
+		double k1 = bench_crc(im, 1024 + 60, iters);
+		double k4 = bench_crc(im, 4096 + 60, iters / 4);
+		printf("  %-18s 1084 B %6.2f   4156 B %6.2f\n", agg_crc32_impl_name(im), k1, k4);
+	}
+}
+
 /* Whole ingest path: W slots, nmembers contributions each, 1 KiB of
  * elements; optionally also one result frame per member per completion. */
 static void bench_ingest(enum agg_dtype dtype, uint16_t nmembers, long rounds,
@@ -240,6 +277,7 @@ int main(int argc, char **argv)
 	}
 	printf("# INCA aggregation engine, one core; medians of %d runs\n", RUNS);
 	bench_reduce_all(100000 * scale);
+	bench_crc_all(100000 * scale);
 	bench_ingest(AGG_DTYPE_FP32, 8, 200 * scale, false);
 	bench_ingest(AGG_DTYPE_BF16, 8, 200 * scale, false);
 	bench_ingest(AGG_DTYPE_FP32, 8, 200 * scale, true);

@@ -59,7 +59,7 @@ static void test_crc32_random_vs_bitwise(void **state)
 }
 
 /* Every implementation this CPU has (tables; PCLMULQDQ; VPCLMULQDQ on
- * AVX-512) against the definition: the check value, every length 0..1100
+ * AVX-512 and on AVX2) against the definition: the check value, every length 0..1100
  * at every alignment 0..7 (each folding path's entry, loop and tail
  * boundaries), random lengths up to a jumbo frame, chained calls, and the
  * ConnectX-4 Lx CNP's ICRC over its masked pseudo-header. */

@@ -425,6 +425,7 @@ enum agg_crc_impl {
 	AGG_CRC_TABLE = 0,         /* slice-by-8, portable */
 	AGG_CRC_PCLMUL,            /* x86-64 PCLMULQDQ folding, 64 bytes a step */
 	AGG_CRC_VPCLMUL_AVX512,    /* AVX-512 VPCLMULQDQ folding, 256 bytes a step */
+	AGG_CRC_VPCLMUL_AVX2,      /* 256-bit VPCLMULQDQ folding (AVX2), 128 bytes a step */
 	AGG_CRC__COUNT
 };
 bool agg_crc32_impl_available(enum agg_crc_impl impl);
