@@ -171,6 +171,44 @@ wait_job() {
 	wait "$pid"
 }
 
+# mpi_switch_kill_case LAUNCHER CHECK: the MPI suites' case "the switch
+# killed mid-job": LAUNCHER (the suite's function that runs a program as 8
+# ranks) runs CHECK -l 300 with INCA_MPI_VERBOSE=2; the switch is SIGKILLed
+# at its 60th loop. The program must finish with every result exact, the
+# ranks having said the switch path failed. Recovery takes 10-80 s here: a
+# job still running 300 s after the kill is stuck, its ranks' stacks are
+# shown and it is ended. On failure: the program's FAIL lines, every
+# recovery per rank, its last lines. Output in $WORK/kill.*
+mpi_switch_kill_case() {
+	local launcher=$1 prog=$2 rc
+	echo "# the switch killed mid-job"
+	INCA_MPI_VERBOSE=2 "$launcher" "$prog" -l 300 > "$WORK/kill.out" 2> "$WORK/kill.err" &
+	JOB_PID=$!
+	wait_for_line "$WORK/kill.out" "loop 60 " "$JOB_PID"
+	check "the job was running when the switch was killed" kill -0 "$JOB_PID"
+	kill_switch
+	wait_job "$JOB_PID" 300 "$prog -l 300" "$WORK/kill.stacks"
+	rc=$?
+	JOB_PID=
+	if [ "$rc" = 124 ]; then
+		not_ok "the program finished within 300 s of the switch's death (its ranks' stacks follow)"
+		grep -E "^== |^#[0-9]+ +(0x[0-9a-f]+ in )?(im_|hl_|inca_|MPI_|PMPI_|mpi_|main|batch|loop|poll|epoll|futex|nanosleep)" \
+			"$WORK/kill.stacks" | head -60 | sed "s/^/# /"
+	fi
+	expect_eq "the program finished after the switch died (exit status)" "$rc" 0
+	check "every result exact after the switch died" \
+		grep -q "mpi-check: [1-9][0-9]* passed, 0 failed" "$WORK/kill.out"
+	check "the ranks said the switch path failed" grep -q "switch path failed" "$WORK/kill.err"
+	grep -E "switch path failed|plan [0-9]+:|libinca: (warning|error)" "$WORK/kill.err" |
+		sort | uniq -c | sort -rn | head -8 | sed "s/^/# /"
+	if [ "$rc" != 0 ]; then
+		grep -m 20 -E "FAIL|mpi-check: [0-9]+ passed" "$WORK/kill.out" "$WORK/kill.err" | sed "s/^/# /"
+		grep -E "libinca-mpi\[[0-9]+\]" "$WORK/kill.err" | cut -c1-220 | sort | uniq -c | head -30 | sed "s/^/# /"
+		tail -n 5 "$WORK/kill.out" | sed "s/^/# /"
+	fi
+	grep -A15 "calls summed" "$WORK/kill.err"
+}
+
 # kill_switch: SIGKILL the testbed's inca-switch (its recorded PID, and only
 # if that process is still an inca-switch)
 kill_switch() {

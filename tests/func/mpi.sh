@@ -153,32 +153,5 @@ check "mpi4py's Allreduce offloaded ($n calls)" [ "${n:-0}" -gt 0 ]
 # no switch was killed so far: a recovery here means a rank gave up on a
 # live switch (INCA_SWITCH_TIMEOUT_MS without a result)
 echo "# recoveries with the switch alive: $(cat "$WORK/c.err" "$WORK/py.err" | grep -c "switch path failed")"
-echo "# the switch killed mid-job"
-INCA_MPI_VERBOSE=2 mpi8 "$CHECK" -l 300 > "$WORK/kill.out" 2> "$WORK/kill.err" &
-JOB_PID=$!
-wait_for_line "$WORK/kill.out" "loop 60 " "$JOB_PID"
-check "the job was running when the switch was killed" kill -0 "$JOB_PID"
-kill_switch
-# recovery takes 10-80 s here; a job still running after 300 s is stuck:
-# its stacks are shown and it is ended
-wait_job "$JOB_PID" 300 "$CHECK -l 300" "$WORK/kill.stacks"
-rc=$?
-JOB_PID=
-if [ "$rc" = 124 ]; then
-	not_ok "the program finished within 300 s of the switch's death (its ranks' stacks follow)"
-	grep -E "^== |^#[0-9]+ +(0x[0-9a-f]+ in )?(im_|hl_|inca_|MPI_|PMPI_|mpi_|main|batch|loop|poll|epoll|futex|nanosleep)" "$WORK/kill.stacks" | head -60 | sed "s/^/# /"
-fi
-expect_eq "the program finished after the switch died (exit status)" "$rc" 0
-check "every result exact after the switch died" \
-	grep -q "mpi-check: [1-9][0-9]* passed, 0 failed" "$WORK/kill.out"
-check "the ranks said the switch path failed" grep -q "switch path failed" "$WORK/kill.err"
-grep -E "switch path failed|plan [0-9]+:|libinca: (warning|error)" "$WORK/kill.err" | sort | uniq -c | sort -rn | head -8 | sed "s/^/# /"
-if [ "$rc" != 0 ]; then
-	# what went wrong, in the program's words (its FAIL lines, its last
-	# lines) and in libinca-mpi's (every recovery, per rank)
-	grep -m 20 -E "FAIL|mpi-check: [0-9]+ passed" "$WORK/kill.out" "$WORK/kill.err" | sed "s/^/# /"
-	grep -E "libinca-mpi\[[0-9]+\]" "$WORK/kill.err" | cut -c1-220 | sort | uniq -c | head -30 | sed "s/^/# /"
-	tail -n 5 "$WORK/kill.out" | sed "s/^/# /"
-fi
-grep -A15 "calls summed" "$WORK/kill.err"
+mpi_switch_kill_case mpi8 "$CHECK"
 finish
