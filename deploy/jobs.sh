@@ -220,7 +220,9 @@ mpi_ranks() {
 # network between hosts and on shared memory inside one (as Open MPI's
 # vader: UCX_TLS tcp,self without sm hung in MPI_Finalize in about half
 # the runs here, MPICH alone, UCX 1.13: openucx/ucx#8738), hydra's own
-# address on it (-localhost).
+# address on it (-localhost). MPICH_NET_DEVICE: UCX's device between hosts
+# instead of mgmt0 (eth0: the links and switch INCA's traffic takes);
+# MPICH_ALLREDUCE: MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM (ring, ...).
 mpich_ranks() {
 	local np=$1 per=$2 lib=$3 hosts
 	shift 3
@@ -233,7 +235,9 @@ mpich_ranks() {
 		-genv INCA_MPI_STATS 1 -genv INCA_MPI_VERBOSE "${INCA_MPI_VERBOSE:-1}" -genv INCA_MPI "${INCA_MPI:-1}" \
 		${INCA_MPI_OFFLOAD_AFTER:+-genv INCA_MPI_OFFLOAD_AFTER "$INCA_MPI_OFFLOAD_AFTER"} \
 		${INCA_MPI_POOL:+-genv INCA_MPI_POOL "$INCA_MPI_POOL"} \
-		-genv UCX_TLS tcp,self,sm -genv UCX_NET_DEVICES mgmt0 \
+		${INCA_MPI_MIN_BYTES:+-genv INCA_MPI_MIN_BYTES "$INCA_MPI_MIN_BYTES"} \
+		${MPICH_ALLREDUCE:+-genv MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM "$MPICH_ALLREDUCE"} \
+		-genv UCX_TLS tcp,self,sm -genv UCX_NET_DEVICES "${MPICH_NET_DEVICE:-mgmt0}" \
 		"$@" < /dev/null
 }
 

@@ -10,6 +10,7 @@
 # Usage: tests/bench/run-mpi.sh [--rate R] [--min BYTES] [--max BYTES] [--iters N]
 #          [--ranks NP] [--per-host P] [--coll allreduce|reduce_scatter|allgather|
 #          bcast|reduce|barrier] [--nb W] [--mix] [--pass [--rounds R]]
+#          [--mpi openmpi|mpich]
 #          (default 8 ranks, 2 per host, allreduce)
 # --nb W: mpi-nb-perf instead: W MPI_Iallreduce in flight, completed out of
 # order, 10 rounds, 8 B to 4 KiB
@@ -19,9 +20,14 @@
 # alone against every call passed through, on a communicator never
 # offloaded and on an offloaded one, --rounds R interleaved rounds
 # (default 5); e.g. --ranks 2 --per-host 2 --max 4K: shared memory
+# --mpi mpich: the same against Debian's MPICH (ch4:ucx, its TCP on the
+# same links, shared memory inside a host) with libinca-mpi-mpich: MPICH at
+# its best is the faster at each size of its default algorithm choice and
+# of the ring (MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM=ring; allreduce only);
+# not with --nb, --mix or --pass
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
-rate="" min=8 max=16M iters=20 np=8 per=2 coll=allreduce nb="" mix="" pass="" rounds=5
+rate="" min=8 max=16M iters=20 np=8 per=2 coll=allreduce nb="" mix="" pass="" rounds=5 impl=openmpi
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--rate) rate=${2:?}; shift 2 ;;
@@ -35,7 +41,8 @@ while [ $# -gt 0 ]; do
 	--iters) iters=${2:?}; shift 2 ;;
 	--ranks) np=${2:?}; shift 2 ;;
 	--per-host) per=${2:?}; shift 2 ;;
-	-h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	--mpi) impl=${2:?}; shift 2 ;;
+	-h|--help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "run-mpi.sh: unknown option '$1'" >&2; exit 2 ;;
 	esac
 done
@@ -43,6 +50,19 @@ done
 B=$here/build
 LIB=$B/host-lib/mpi/libinca-mpi.so
 PERF=$B/tests/bench/mpi-allreduce-perf
+launch=mpi_ranks
+case "$impl" in
+openmpi) ;;
+mpich)
+	[ -z "$nb$mix$pass" ] || { echo "run-mpi.sh: --mpi mpich goes without --nb, --mix, --pass" >&2; exit 2; }
+	LIB=$B/host-lib/mpi/libinca-mpi-mpich.so
+	PERF=$B/tests/bench/mpi-allreduce-perf-mpich
+	launch=mpich_ranks
+	# MPICH's traffic on the links INCA's takes (Open MPI's: MPI_NET)
+	export MPICH_NET_DEVICE=eth0
+	;;
+*) echo "run-mpi.sh: --mpi openmpi or mpich, not '$impl'" >&2; exit 2 ;;
+esac
 for f in "$LIB" "$PERF" "$B/control/inca-manager" "$B/dataplane/inca-switch"; do
 	[ -e "$f" ] || { echo "run-mpi.sh: $f not built" >&2; exit 1; }
 done
@@ -77,7 +97,7 @@ fi
 run() {
 	local name=$1 try
 	for try in 1 2; do
-		if mpi_ranks "$np" "$per" "$LIB" "$PERF" "${ARGS[@]}" > "$WORK/$name.txt" 2> "$WORK/$name.err"; then
+		if "$launch" "$np" "$per" "$LIB" "$PERF" "${ARGS[@]}" > "$WORK/$name.txt" 2> "$WORK/$name.err"; then
 			return 0
 		fi
 		echo "run-mpi.sh: the $name run failed (try $try):" >&2
@@ -128,6 +148,28 @@ if [ -n "$pass" ]; then
 		"$WORK"/o[0-9]*.txt "$WORK"/b[0-9]*.txt "$WORK"/n[0-9]*.txt
 	echo "# ratio: time passed through / Open MPI alone (1.000: no cost); first on a"
 	echo "# communicator never offloaded, then on an offloaded one"
+	exit 0
+fi
+if [ "$impl" = mpich ]; then
+	INCA_MPI=0 run mpich
+	if [ "$coll" = allreduce ]; then
+		INCA_MPI=0 MPICH_ALLREDUCE=ring run mpich-ring
+	else
+		cp "$WORK/mpich.txt" "$WORK/mpich-ring.txt"
+	fi
+	INCA_MPI=1 run inca
+	grep -q "offloaded to INCA" "$WORK/inca.err" ||
+		{ echo "run-mpi.sh: the interposer did not offload:" >&2; cat "$WORK/inca.err" >&2; exit 1; }
+	echo "== $coll: MPICH alone, its default algorithms ($np ranks, $per per host${rate:+, links $rate})"
+	cat "$WORK/mpich.txt"
+	echo "== MPICH with the ring (MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM=ring)"
+	cat "$WORK/mpich-ring.txt"
+	echo "== the same binary with LD_PRELOAD=libinca-mpi-mpich.so"
+	cat "$WORK/inca.txt"
+	grep -A15 "calls summed" "$WORK/inca.err"
+	osu_best "$WORK/mpich.txt" "$WORK/mpich-ring.txt" > "$WORK/mpich-best.txt"
+	echo "== side by side: MPICH at its best (the faster of its default and the ring at each size) against libinca-mpi-mpich"
+	osu_side_by_side "$WORK/mpich-best.txt" "$WORK/inca.txt" | sed '1s/Open MPI (us)/   MPICH (us)/'
 	exit 0
 fi
 INCA_MPI=0 run openmpi
