@@ -315,8 +315,28 @@ const char *agg_crc32_impl_name(enum agg_crc_impl impl)
 	return (unsigned)impl < AGG_CRC__COUNT ? names[impl] : "unknown";
 }
 
+static int crc_forced = -1;
+
+int agg_crc32_impl_use(enum agg_crc_impl impl)
+{
+	if ((unsigned)impl >= AGG_CRC__COUNT || !agg_crc32_impl_available(impl))
+		return -1;
+	crc_forced = (int)impl;
+	return 0;
+}
+
+int agg_crc32_impl_parse(const char *name)
+{
+	for (int i = 0; i < AGG_CRC__COUNT; i++)
+		if (name && !strcmp(name, agg_crc32_impl_name((enum agg_crc_impl)i)))
+			return i;
+	return -1;
+}
+
 enum agg_crc_impl agg_crc32_impl_best(void)
 {
+	if (crc_forced >= 0)
+		return (enum agg_crc_impl)crc_forced;
 #if defined(__x86_64__)
 	if (have_vclmul)
 		return AGG_CRC_VPCLMUL_AVX512;

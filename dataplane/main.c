@@ -95,6 +95,9 @@ static void usage(FILE *out, const char *prog)
 		"                        reorder 5%%\" (for kernels without tc netem)\n"
 		"  -f, --forward-only    no aggregation path: L2 forwarding only\n"
 		"                        (benchmark baseline)\n"
+		"  -C, --crc NAME        the CRC-32 of the ICRC: slice-by-8, pclmulqdq,\n"
+		"                        vpclmulqdq-avx2 or vpclmulqdq-avx512 (default: the\n"
+		"                        widest this CPU has)\n"
 		"  -M, --manager URL     take groups from inca-manager at URL (its agent\n"
 		"                        registers and heartbeats; groups change at run time)\n"
 		"  -n, --name NAME       this switch's name in the manager's topology\n"
@@ -127,6 +130,7 @@ struct opts {
 	const char *manager, *name, *token_file;
 	const char *metrics;
 	long heartbeat_ms;
+	int crc;                 /* -1: the widest the CPU has */
 };
 
 static int parse_args(int argc, char **argv, struct opts *o)
@@ -144,6 +148,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{ "token-file", required_argument, NULL, 'k' },
 		{ "heartbeat-ms", required_argument, NULL, 'b' },
 		{ "metrics", required_argument, NULL, 'P' },
+		{ "crc", required_argument, NULL, 'C' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -153,9 +158,22 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	o->idle_us = -1;
 	o->spin_us = -1;
 	o->heartbeat_ms = 200;
+	o->crc = -1;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "c:r:i:I:s:fm:M:n:k:b:hP:", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "c:r:i:I:s:fm:M:n:k:b:hP:C:", longopts, NULL)) != -1) {
 		switch (c) {
+		case 'C':
+			o->crc = agg_crc32_impl_parse(optarg);
+			if (o->crc < 0 || !agg_crc32_impl_available((enum agg_crc_impl)o->crc)) {
+				fprintf(stderr, "inca-switch: --crc: '%s' is %s; this CPU has:", optarg,
+					o->crc < 0 ? "not a CRC implementation" : "not on this CPU");
+				for (int i = 0; i < AGG_CRC__COUNT; i++)
+					if (agg_crc32_impl_available((enum agg_crc_impl)i))
+						fprintf(stderr, " %s", agg_crc32_impl_name((enum agg_crc_impl)i));
+				fprintf(stderr, "\n");
+				return -1;
+			}
+			break;
 		case 'c':
 			o->config = optarg;
 			break;
@@ -276,6 +294,9 @@ int main(int argc, char **argv)
 	}
 	if (dp_config_load(&cfg, o.config))
 		goto err_eal;
+	if (o.crc >= 0)
+		agg_crc32_impl_use((enum agg_crc_impl)o.crc);
+	DP_LOG(INFO, "ICRC: CRC-32 with %s\n", agg_crc32_impl_name(agg_crc32_impl_best()));
 	if (o.idle_us >= 0)
 		cfg.idle_sleep_us = (uint32_t)o.idle_us;
 	if (o.spin_us >= 0)

@@ -369,7 +369,7 @@ int main(int argc, char **argv)
 	static const struct option longopts[] = { { "help", no_argument, NULL, 'h' },
 						   { NULL, 0, NULL, 0 } };
 
-	while ((opt = getopt_long(argc, argv, "m:e:d:p:n:w:H:afh", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "m:e:d:p:n:w:H:C:afh", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'm': members = atoi(optarg); break;
 		case 'e': elems = atoi(optarg); break;
@@ -377,6 +377,15 @@ int main(int argc, char **argv)
 		case 'n': runs = atoi(optarg); break;
 		case 'w': workers = atoi(optarg); break;
 		case 'H': huge_dir = optarg; break;
+		case 'C': {
+			int impl = agg_crc32_impl_parse(optarg);
+			if (impl < 0 || agg_crc32_impl_use((enum agg_crc_impl)impl)) {
+				fprintf(stderr, "inca-bench-switch: -C: '%s' is not a CRC "
+					"implementation this CPU has\n", optarg);
+				return 2;
+			}
+			break;
+		}
 		case 'a': modes = 1; break;
 		case 'd':
 			for (dtype = 0; dtype < AGG_DTYPE_COUNT; dtype++)
@@ -397,6 +406,8 @@ int main(int argc, char **argv)
 			       "  [-p PACKETS PER RUN (16384)] [-n RUNS (5)] [-a aggregation only | "
 			       "-f forwarding only; else both and the streaming bound]\n"
 			       "  [-H HUGETLBFS DIR: hugepages, else --no-huge]\n"
+			       "  [-C CRC: slice-by-8, pclmulqdq, vpclmulqdq-avx2, vpclmulqdq-avx512;\n"
+			       "   default the widest this CPU has]\n"
 			       "Exits 1 when the switch did not do the work (drops, out/in, "
 			       "completions).\n");
 			return 0;
@@ -513,9 +524,9 @@ int main(int argc, char **argv)
 
 	printf("# inca-switch on net_ring ports: %d worker%s, rings filled before the clock; "
 	       "%d members, %s sum, %zu B payload (%zu B frames), %llu packets per run, "
-	       "median of %d runs\n", workers, workers > 1 ? "s" : "", members,
+	       "median of %d runs; ICRC with %s\n", workers, workers > 1 ? "s" : "", members,
 	       agg_dtype_name(dtype), (size_t)elems * dsize,
-	       frame, (unsigned long long)pkts, runs);
+	       frame, (unsigned long long)pkts, runs, agg_crc32_impl_name(agg_crc32_impl_best()));
 	printf("%-13s %7s %6s %2s %12s %14s %9s %12s %12s %7s\n", "mode", "members", "elems",
 	       "w", "Mpps/core", "elements/s/core", "ns/pkt", "GB/s/core", "Mpps(all)",
 	       "out/in");

@@ -113,6 +113,37 @@ static void test_crc32_every_impl(void **state)
 	assert_int_equal(agg_crc32(0, buf, 4096), crc32_bitwise(buf, 4096));
 }
 
+/* A switch's --crc: agg_crc32 and the ICRC with each implementation this
+ * CPU has, by name; unknown names and ones the CPU lacks refused, nothing
+ * changed */
+static void test_crc32_impl_use(void **state)
+{
+	static uint8_t buf[2048];
+	enum agg_crc_impl widest = agg_crc32_impl_best();
+
+	(void)state;
+	test_rand_bytes(buf, sizeof(buf));
+	assert_int_equal(agg_crc32_impl_parse("pclmul"), -1);
+	assert_int_equal(agg_crc32_impl_parse(NULL), -1);
+	assert_int_equal(agg_crc32_impl_use(AGG_CRC__COUNT), -1);
+	assert_int_equal(agg_crc32_impl_best(), widest);
+	for (int impl = 0; impl < AGG_CRC__COUNT; impl++) {
+		enum agg_crc_impl im = (enum agg_crc_impl)impl;
+		assert_int_equal(agg_crc32_impl_parse(agg_crc32_impl_name(im)), impl);
+		if (!agg_crc32_impl_available(im)) {
+			assert_int_equal(agg_crc32_impl_use(im), -1);
+			assert_int_equal(agg_crc32_impl_best(), widest);
+			continue;
+		}
+		assert_int_equal(agg_crc32_impl_use(im), 0);
+		assert_int_equal(agg_crc32_impl_best(), im);
+		assert_int_equal(agg_crc32(0, buf, sizeof(buf)), crc32_bitwise(buf, sizeof(buf)));
+		assert_int_equal(agg_icrc_ipv4(cnp_frame + 14, sizeof(cnp_frame) - 14), 0x2a00fd82u);
+	}
+	assert_int_equal(agg_crc32_impl_use(widest), 0);
+	assert_int_equal(agg_crc32_impl_best(), widest);
+}
+
 static void test_crc32_combine(void **state)
 {
 	static uint8_t buf[3000];
@@ -251,6 +282,7 @@ int main(void)
 		cmocka_unit_test(test_crc32_check_value),
 		cmocka_unit_test(test_crc32_random_vs_bitwise),
 		cmocka_unit_test(test_crc32_every_impl),
+		cmocka_unit_test(test_crc32_impl_use),
 		cmocka_unit_test(test_crc32_combine),
 		cmocka_unit_test(test_icrc_cnp_vector),
 		cmocka_unit_test(test_icrc_masks_variant_fields),

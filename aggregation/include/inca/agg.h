@@ -430,8 +430,15 @@ enum agg_crc_impl {
 };
 bool agg_crc32_impl_available(enum agg_crc_impl impl);
 const char *agg_crc32_impl_name(enum agg_crc_impl impl);
-/* What agg_crc32 uses on this CPU. */
+/* What agg_crc32 uses on this CPU: the widest it has, or the one chosen
+ * with agg_crc32_impl_use. */
 enum agg_crc_impl agg_crc32_impl_best(void);
+/* Make agg_crc32 use impl (a switch's --crc, a bench's comparison): 0, or
+ * -1 when this CPU does not have it (nothing changes). Call it before the
+ * data path runs: it is not synchronised with agg_crc32's callers. */
+int agg_crc32_impl_use(enum agg_crc_impl impl);
+/* The implementation named name (agg_crc32_impl_name's), or -1. */
+int agg_crc32_impl_parse(const char *name);
 /* agg_crc32 with impl (the table version when impl is not available). */
 uint32_t agg_crc32_with(enum agg_crc_impl impl, uint32_t crc, const void *buf, size_t len);
 /* Operator that appends len zero bytes: x^(8*len) mod P. */
