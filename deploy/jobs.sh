@@ -222,7 +222,9 @@ mpi_ranks() {
 # the runs here, MPICH alone, UCX 1.13: openucx/ucx#8738), hydra's own
 # address on it (-localhost). MPICH_NET_DEVICE: UCX's device between hosts
 # instead of mgmt0 (eth0: the links and switch INCA's traffic takes);
-# MPICH_ALLREDUCE: MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM (ring, ...).
+# MPICH_ALLREDUCE, MPICH_IALLREDUCE: MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM
+# (smp, nb, ...), MPIR_CVAR_IALLREDUCE_INTRA_ALGORITHM (tsp_ring, ...);
+# MPICH_UCX_TLS: UCX_TLS instead of tcp,self,sm.
 mpich_ranks() {
 	local np=$1 per=$2 lib=$3 hosts
 	shift 3
@@ -237,7 +239,8 @@ mpich_ranks() {
 		${INCA_MPI_POOL:+-genv INCA_MPI_POOL "$INCA_MPI_POOL"} \
 		${INCA_MPI_MIN_BYTES:+-genv INCA_MPI_MIN_BYTES "$INCA_MPI_MIN_BYTES"} \
 		${MPICH_ALLREDUCE:+-genv MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM "$MPICH_ALLREDUCE"} \
-		-genv UCX_TLS tcp,self,sm -genv UCX_NET_DEVICES "${MPICH_NET_DEVICE:-mgmt0}" \
+		${MPICH_IALLREDUCE:+-genv MPIR_CVAR_IALLREDUCE_INTRA_ALGORITHM "$MPICH_IALLREDUCE"} \
+		-genv UCX_TLS "${MPICH_UCX_TLS:-tcp,self,sm}" -genv UCX_NET_DEVICES "${MPICH_NET_DEVICE:-mgmt0}" \
 		"$@" < /dev/null
 }
 
