@@ -20,8 +20,8 @@
 # alone against every call passed through, on a communicator never
 # offloaded and on an offloaded one, --rounds R interleaved rounds
 # (default 5); e.g. --ranks 2 --per-host 2 --max 4K: shared memory
-# --mpi mpich: the same against Debian's MPICH (ch4:ucx, its TCP on the
-# same links, shared memory inside a host) with libinca-mpi-mpich: MPICH at
+# --mpi mpich: the same against Debian's MPICH (ch4:ucx on TCP only, over
+# the same links between hosts) with libinca-mpi-mpich: MPICH at
 # its best is the fastest at each size of its default algorithm choice, its
 # hierarchical one (smp) and the ring (nb with tsp_ring; MPICH 4.0 has no
 # blocking ring); allreduce only; not with --nb, --mix or --pass. MPICH's
@@ -45,7 +45,7 @@ while [ $# -gt 0 ]; do
 	--ranks) np=${2:?}; shift 2 ;;
 	--per-host) per=${2:?}; shift 2 ;;
 	--mpi) impl=${2:?}; shift 2 ;;
-	-h|--help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "run-mpi.sh: unknown option '$1'" >&2; exit 2 ;;
 	esac
 done
