@@ -1066,11 +1066,13 @@ int hl_coll_finish(struct hl_coll *op)
 	}
 
 	if (!op->finished) {
-		/* abandoned in flight (the communicator goes): no result, and
+		/* ended without its result (the progress path never hands one
+		 * back so): an error, never success with the buffer unwritten;
 		 * its slots must not point at it */
 		bool in_network = !op->ring;
-		op_done(op, INCA_ERR_INVAL);
-		rc = INCA_ERR_INVAL;
+		rc = hl_fail(c, INCA_ERR_INVAL, "%s %u ended without its result", hl_coll_name(op->coll),
+			     op->seq);
+		op_done(op, rc);
 		if (in_network)
 			stream_reset(op->c);
 	}

@@ -180,16 +180,18 @@ wait_job() {
 # shown and it is ended. On failure: the program's FAIL lines, every
 # recovery per rank, its last lines. Output in $WORK/kill.*
 mpi_switch_kill_case() {
-	local launcher=$1 prog=$2 rc
+	local launcher=$1 prog=$2 rc t0
 	echo "# the switch killed mid-job"
 	INCA_MPI_VERBOSE=2 "$launcher" "$prog" -l 300 > "$WORK/kill.out" 2> "$WORK/kill.err" &
 	JOB_PID=$!
 	wait_for_line "$WORK/kill.out" "loop 60 " "$JOB_PID"
 	check "the job was running when the switch was killed" kill -0 "$JOB_PID"
+	t0=$(date +%s.%N)
 	kill_switch
 	wait_job "$JOB_PID" 300 "$prog -l 300" "$WORK/kill.stacks"
 	rc=$?
 	JOB_PID=
+	echo "# the program ended $(awk -v a="$(date +%s.%N)" -v b="$t0" 'BEGIN { printf "%.1f", a - b }') s after the kill"
 	if [ "$rc" = 124 ]; then
 		not_ok "the program finished within 300 s of the switch's death (its ranks' stacks follow)"
 		grep -E "^== |^#[0-9]+ +(0x[0-9a-f]+ in )?(im_|hl_|inca_|MPI_|PMPI_|mpi_|main|batch|loop|poll|epoll|futex|nanosleep)" \
