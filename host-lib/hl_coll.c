@@ -1216,15 +1216,21 @@ int hl_coll_recover(struct inca_comm *c, uint32_t from)
 			else if (hl_seq_diff(kept[i].seq, s) > 0)
 				later = true;
 		}
-		/* each replay has the deadline a call has, as the real ones
-		 * (ring_complete: their own) */
+		/* each replay has the deadline a call has; with a plan, so do
+		 * the real ones (a call that waited for the cut is not out of
+		 * time on the ring for it, at one rank and not another) */
 		double deadline = c->now_us(c) + (double)c->timeout_ms * 1000;
 		if (op && !op->finished) {
-			/* a failure ends the recovery: the ranks are no longer
-			 * at the same collective, and the next would wait as
-			 * long only to fail too */
+			if (c->plan && op->deadline_us < deadline)
+				op->deadline_us = deadline;
 			ring_complete(op);
-			rc = op->result;
+			/* with a plan a failure ends the recovery: the plan is
+			 * then broken, every later call fails, and the next
+			 * would wait as long only to fail too. A static group's
+			 * ranks go on through every collective, failed or
+			 * not, so that their next calls stay in step. */
+			if (c->plan)
+				rc = op->result;
 		} else if (op && op->result == 0 && !op->ring) {
 			/* completed in-network here, maybe not elsewhere */
 			rc = replay(c, s, op->coll, op->dtype, op->op, op->root, op->count,

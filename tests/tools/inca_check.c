@@ -240,10 +240,12 @@ static int run_case(struct check_ctx *x, struct check_case *k)
 		int done = 0;
 		for (int p = 0; p < started && x->away_sent && !rc && !done; p++)
 			rc = inca_test_timeout(req[p], 0, &done);
-		if (done) {
-			/* their results came at once: the case is not the one asked for */
-			fprintf(stderr, "inca-check: rank %d: -E: a collective completed before "
-				"the rank went away\n", x->rank);
+		if (done || rc) {
+			/* their results came at once (the case is not the one asked
+			 * for), or the call failed */
+			fprintf(stderr, "inca-check: rank %d: -E: %s\n", x->rank,
+				rc ? inca_comm_errmsg(x->c) :
+				     "a collective completed before the rank went away");
 			return 1;
 		}
 		fprintf(stderr, "inca-check: rank %d: away for %ld us with %d collectives in "
