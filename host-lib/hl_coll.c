@@ -1210,11 +1210,18 @@ int hl_coll_recover(struct inca_comm *c, uint32_t from)
 				 (!st->ops[i]->finished || !st->ops[i]->ring))
 				later = true;
 		}
-		for (unsigned i = 0; i < nkept && !op; i++) {
-			if (kept[i].seq == s)
-				k = &kept[i];
-			else if (hl_seq_diff(kept[i].seq, s) > 0)
+		/* the kept inputs after s count too when s is in the stream:
+		 * collected out of order (the later one first), a kept input
+		 * can follow the last collective of the stream, and a
+		 * recovery that stopped there left its replay out while the
+		 * other ranks ran it ("the ranks disagree") */
+		for (unsigned i = 0; i < nkept; i++) {
+			if (kept[i].seq == s) {
+				if (!op)
+					k = &kept[i];
+			} else if (hl_seq_diff(kept[i].seq, s) > 0) {
 				later = true;
+			}
 		}
 		/* each replay has the deadline a call has; with a plan, so do
 		 * the real ones (a call that waited for the cut is not out of

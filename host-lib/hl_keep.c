@@ -110,14 +110,15 @@ static void prune(struct inca_comm *c)
 	struct hl_keep *k = &c->keep;
 	uint64_t front, w = c->stream.window;
 
-	if (!k->n)
-		return;
+	if (!k->n || !hl_plan_keep_begin(c))
+		return;         /* (a plan's cut pending: hl_plan.c) */
 	front = hl_stream_frontier(c);
 	for (unsigned i = 0; i < k->n;)
 		if (k->kept[i].gen == c->stream_gen && k->kept[i].gend + w <= front)
 			drop(k, i);
 		else
 			i++;
+	hl_plan_keep_end(c);
 }
 
 uint8_t *hl_keep_buffer(struct inca_comm *c, size_t n, size_t *cap)
@@ -160,8 +161,14 @@ void hl_keep_put(struct inca_comm *c, struct hl_kept *e)
 		hl_plan_position(c);
 		return;
 	}
-	while (k->n && (k->n >= k->max || k->bytes + e->bytes > k->bytes_max))
-		drop(k, 0);
+	/* the oldest go for room, unless a plan's cut is pending (then the
+	 * collectives in flight, at most INCA_MAX_INFLIGHT, may go past
+	 * INCA_KEEP and INCA_KEEP_MB until it is applied) */
+	if (hl_plan_keep_begin(c)) {
+		while (k->n && (k->n >= k->max || k->bytes + e->bytes > k->bytes_max))
+			drop(k, 0);
+		hl_plan_keep_end(c);
+	}
 	if (k->n == k->cap) {
 		unsigned cap = k->cap ? 2 * k->cap : 8;
 		void *p = realloc(k->kept, sizeof(*k->kept) * cap);

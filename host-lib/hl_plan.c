@@ -454,3 +454,37 @@ void hl_plan_position(struct inca_comm *c)
 	if (c->plan)
 		position(c);
 }
+
+/* A rank's acknowledgement told the manager from which collective it can
+ * replay (keep), and the cut's recovery counts on every rank running
+ * every collective from the cut's "from". Until the cut is applied the
+ * tree may go on completing collectives (a link back after a few
+ * seconds), and the frontier rule would drop inputs as complete at every
+ * rank: a rank that dropped one would skip it in the recovery while
+ * another, which has it finished in its stream, replays it, and the ring
+ * stops on "the ranks disagree" (the 60-minute soak of 2026-11-27). So
+ * nothing is dropped from the acknowledgement to the cut, and a drop and
+ * the keep position the thread acknowledges change under one lock. */
+bool hl_plan_keep_begin(struct inca_comm *c)
+{
+	struct hl_plan *pl = c->plan;
+
+	if (!pl)
+		return true;
+	pthread_mutex_lock(&pl->lock);
+	if (pl->holding) {
+		pthread_mutex_unlock(&pl->lock);
+		return false;
+	}
+	return true;
+}
+
+void hl_plan_keep_end(struct inca_comm *c)
+{
+	struct hl_plan *pl = c->plan;
+
+	if (!pl)
+		return;
+	pl->keep = hl_keep_from(c);
+	pthread_mutex_unlock(&pl->lock);
+}

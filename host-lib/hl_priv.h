@@ -507,6 +507,11 @@ void hl_keep_drop_before(struct inca_comm *c, uint32_t from);
 uint64_t hl_stream_frontier(struct inca_comm *c);
 /* Collectives completed or started: update the position the thread acks. */
 void hl_plan_position(struct inca_comm *c);
+/* Before kept inputs are dropped (hl_keep.c): false while a plan's cut is
+ * pending (acknowledged, not applied), when none may be; true, the plan
+ * locked, and hl_plan_keep_end after the drops. No plan: true. */
+bool hl_plan_keep_begin(struct inca_comm *c);
+void hl_plan_keep_end(struct inca_comm *c);
 
 /* hl_ring.c: the collectives over a TCP ring among the members, for
  * collective number seq (every message carries it, and the collective and

@@ -35,6 +35,8 @@ struct mock {
 	int drop_contrib_mod, drop_contrib_rem;
 	int drop_result_mod, drop_result_rem;
 	bool dup_results, reverse, dead;
+	uint32_t mute_seq;    /* with mute: this collective is never answered */
+	bool mute;
 	uint8_t contrib_seen[NPKT_MAX], result_dropped[NPKT_MAX];
 	/* window check: per slot, the packet index whose result is pending */
 	int64_t slot_open[AGG_MAX_WINDOW];
@@ -84,6 +86,8 @@ static int mock_send(struct inca_comm *c, const struct hl_frame *f, unsigned n)
 		if (M.dead)
 			continue;
 		uint32_t k = p.hdr.pkt_idx;
+		if (M.mute && p.hdr.coll_seq == M.mute_seq)
+			continue;
 		int64_t *open = &M.slot_open[p.hdr.slot];
 		/* self-clocking: a slot carries a new packet only after the
 		 * previous one's result went out */
@@ -1642,6 +1646,98 @@ static int skew_rank(int n, int r, int ahead, uint16_t port, bool keep)
 	return wrong;
 }
 
+/* Two ranks, two all-reduces A and B in flight, each rank with its own
+ * one-member mock switch. Rank 0's switch never answers A and answers B;
+ * rank 0 collects B first (its input kept), then waits for A and falls
+ * back. Rank 1 completes A and B in-network and falls back at the next, C
+ * (its switch dead). The ring starts at A: rank 0 runs A for real, then
+ * must replay B from its kept input while rank 1 replays A and B. The
+ * recovery used to stop at A (its search for later collectives skipped
+ * the kept inputs once it found A in the stream), rank 0's C met rank 1's
+ * replay of B: "the ranks disagree" (the 60-minute soak of 2026-11-27,
+ * collected latest first with 4 in flight). Returns the number of wrong
+ * results, or 100 + what failed. */
+static int kept_above_rank(int r, uint16_t port)
+{
+	struct hl_member hm[2];
+	struct hl_group_desc g = { .switch_ip = 0x7f000001, .group_id = 9, .group_qpn = 256,
+				   .qkey = 0xabc, .window = 4, .elems_per_pkt = 64,
+				   .ring_port = port, .nmembers = 2, .members = hm,
+				   .member_index = 0, .ib_mtu = 1024 };
+	struct inca_comm_attr attr = { .rank = r, .size = 2, .fallback = INCA_FALLBACK_AUTO,
+				       .timeout_ms = 20000, .switch_timeout_ms = 200,
+				       .dcqcn = -1 };
+	struct agg_member am = { .ip = 0x7f000001, .qpn = 17 + (uint32_t)r, .fanin = 1 };
+	struct agg_group_config gc = { .group_id = 9, .qpn = 256, .qkey = 0xabc, .nmembers = 1,
+				       .window = 4, .elems_per_pkt = 64, .members = &am };
+	enum { CNT = 64 };    /* one packet each */
+	static int32_t in[3][CNT], out[3][CNT];
+	inca_request_t *ra, *rb;
+	struct inca_stats st;
+	inca_comm_t *c;
+	int wrong = 0;
+
+	for (int i = 0; i < 2; i++)
+		hm[i] = (struct hl_member){ .ip = 0x7f000001, .qpn = 17 + (uint32_t)i,
+					    .ring_port = (uint16_t)(port + i) };
+	memset(&M, 0, sizeof(M));
+	for (int i = 0; i < AGG_MAX_WINDOW; i++)
+		M.slot_open[i] = -1;
+	M.sw = agg_group_create(&gc, NULL);
+	if (!M.sw || hl_comm_create(&attr, &g, &mock_ops, NULL, &c))
+		return 100;
+	for (int k = 0; k < 3; k++)
+		for (int i = 0; i < CNT; i++)
+			in[k][i] = out[k][i] = (r + 1) * 100000 + k * 1000 + i;
+	M.mute = r == 0;
+	M.mute_seq = 1;                   /* A */
+	if (inca_iallreduce(c, in[0], out[0], CNT, INCA_INT32, INCA_SUM, &ra) ||
+	    inca_iallreduce(c, in[1], out[1], CNT, INCA_INT32, INCA_SUM, &rb))
+		return 101;
+	if (inca_wait(rb) || inca_wait(ra))
+		return 102;
+	M.dead = true;
+	if (inca_allreduce(c, in[2], out[2], CNT, INCA_INT32, INCA_SUM))
+		return 103;
+	/* A on the ring at rank 0, in-network (its own input) at rank 1; B
+	 * in-network at both; C on the ring */
+	for (int i = 0; i < CNT; i++) {
+		int32_t ring_a = 100000 + i + 200000 + i, ring_c = 100000 + 2000 + i + 200000 + 2000 + i;
+		wrong += out[0][i] != (r == 0 ? ring_a : in[0][i]);
+		wrong += out[1][i] != in[1][i];
+		wrong += out[2][i] != ring_c;
+	}
+	inca_comm_stats(c, &st);
+	if (st.replays != (r == 0 ? 1u : 2u) || st.fallbacks != (r == 0 ? 2u : 1u)) {
+		fprintf(stderr, "rank %d: %llu replays, %llu fallbacks\n", r,
+			(unsigned long long)st.replays, (unsigned long long)st.fallbacks);
+		return 104;
+	}
+	inca_comm_destroy(c);
+	agg_group_destroy(M.sw);
+	return wrong;
+}
+
+static void test_fallback_kept_above_unfinished(void **state)
+{
+	uint16_t port = (uint16_t)(21000 + (getpid() % 1000) * 8 + 7);
+	int status;
+	pid_t kid;
+
+	(void)state;
+	kid = fork();
+	assert_true(kid >= 0);
+	if (kid == 0)
+		_exit(kept_above_rank(1, port));
+	int mine = kept_above_rank(0, port);
+	assert_int_equal(waitpid(kid, &status, 0), kid);
+	assert_true(WIFEXITED(status));
+	if (WEXITSTATUS(status))
+		fail_msg("rank 1: %d", WEXITSTATUS(status));
+	if (mine)
+		fail_msg("rank 0: %d", mine);
+}
+
 /* The switch of a static group dies with the ranks at different
  * collectives (rank r has completed n - 1 - r of them in-network): no
  * "the ranks disagree on which collective fell back", every result
@@ -1923,6 +2019,7 @@ int main(void)
 		cmocka_unit_test(test_fallback_every_collective),
 		cmocka_unit_test(test_fallback_ranks_apart),
 		cmocka_unit_test(test_fallback_ranks_apart_not_kept),
+		cmocka_unit_test(test_fallback_kept_above_unfinished),
 		cmocka_unit_test(test_group_descriptions),
 		cmocka_unit_test(test_mtu_auto),
 		cmocka_unit_test(test_dcqcn_rates),
