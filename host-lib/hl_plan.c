@@ -462,9 +462,10 @@ void hl_plan_position(struct inca_comm *c)
  * seconds), and the frontier rule would drop inputs as complete at every
  * rank: a rank that dropped one would skip it in the recovery while
  * another, which has it finished in its stream, replays it, and the ring
- * stops on "the ranks disagree" (the 60-minute soak of 2026-11-27). So
- * nothing is dropped from the acknowledgement to the cut, and a drop and
- * the keep position the thread acknowledges change under one lock. */
+ * stops on "the ranks disagree" (read from the code, not seen: what the
+ * soak of 2026-11-27 hit was hl_coll_recover's search). So nothing is
+ * dropped from the acknowledgement to the cut, and a drop and the keep
+ * position the thread acknowledges change under one lock. */
 bool hl_plan_keep_begin(struct inca_comm *c)
 {
 	struct hl_plan *pl = c->plan;

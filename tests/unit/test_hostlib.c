@@ -166,6 +166,16 @@ static const struct hl_transport_ops mock_ops = {
 
 static struct hl_member one_member[1] = { { .ip = 0x0a000001, .qpn = 17 } };
 
+/* The mock afresh: no faults, every slot free, its switch a group of gc
+ * (M.sw NULL if that fails). */
+static void mock_reset(const struct agg_group_config *gc)
+{
+	memset(&M, 0, sizeof(M));
+	for (int i = 0; i < AGG_MAX_WINDOW; i++)
+		M.slot_open[i] = -1;
+	M.sw = agg_group_create(gc, NULL);
+}
+
 /* A one-rank group: the switch's result is the rank's own contribution,
  * so the engine's splitting, windowing and recovery are what is tested. */
 static inca_comm_t *mk_comm(uint16_t window, uint16_t elems, inca_fallback_t fb, int dcqcn)
@@ -183,10 +193,7 @@ static inca_comm_t *mk_comm(uint16_t window, uint16_t elems, inca_fallback_t fb,
 				       .elems_per_pkt = elems, .members = &am };
 	inca_comm_t *c;
 
-	memset(&M, 0, sizeof(M));
-	for (int i = 0; i < AGG_MAX_WINDOW; i++)
-		M.slot_open[i] = -1;
-	M.sw = agg_group_create(&gc, NULL);
+	mock_reset(&gc);
 	assert_non_null(M.sw);
 	assert_int_equal(hl_comm_create(&attr, &g, &mock_ops, NULL, &c), 0);
 	c->now_us = mock_now;
@@ -1590,10 +1597,7 @@ static int skew_rank(int n, int r, int ahead, uint16_t port, bool keep)
 	for (int i = 0; i < n; i++)
 		hm[i] = (struct hl_member){ .ip = 0x7f000001, .qpn = 17 + (uint32_t)i,
 					    .ring_port = (uint16_t)(port + i) };
-	memset(&M, 0, sizeof(M));
-	for (int i = 0; i < AGG_MAX_WINDOW; i++)
-		M.slot_open[i] = -1;
-	M.sw = agg_group_create(&gc, NULL);
+	mock_reset(&gc);
 	if (!keep)
 		setenv("INCA_KEEP", "0", 1);
 	int crc = M.sw ? hl_comm_create(&attr, &g, &mock_ops, NULL, &c) : -1;
@@ -1680,10 +1684,7 @@ static int kept_above_rank(int r, uint16_t port)
 	for (int i = 0; i < 2; i++)
 		hm[i] = (struct hl_member){ .ip = 0x7f000001, .qpn = 17 + (uint32_t)i,
 					    .ring_port = (uint16_t)(port + i) };
-	memset(&M, 0, sizeof(M));
-	for (int i = 0; i < AGG_MAX_WINDOW; i++)
-		M.slot_open[i] = -1;
-	M.sw = agg_group_create(&gc, NULL);
+	mock_reset(&gc);
 	if (!M.sw || hl_comm_create(&attr, &g, &mock_ops, NULL, &c))
 		return 100;
 	for (int k = 0; k < 3; k++)
