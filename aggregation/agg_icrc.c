@@ -261,22 +261,20 @@ static uint32_t crc32_impl(enum agg_crc_impl impl, uint32_t crc, const uint8_t *
 	uint32_t c = ~crc;
 
 #if defined(__x86_64__)
-	if (impl == AGG_CRC_VPCLMUL_AVX512 && len >= 256) {
+	/* the folding takes the multiples of 16 bytes from its minimum on
+	 * (its first registers' worth), the tables the rest */
+	uint32_t (*fold)(uint32_t, const uint8_t *, size_t) = NULL;
+
+	if (impl == AGG_CRC_VPCLMUL_AVX512 && len >= 256)
+		fold = crc32_vclmul;
+	else if (impl == AGG_CRC_VPCLMUL_AVX2 && len >= 128)
+		fold = crc32_vclmul256;
+	else if (impl != AGG_CRC_TABLE && len >= 64)
+		fold = crc32_clmul;
+	if (fold) {
 		size_t bulk = len & ~(size_t)15;
 
-		c = crc32_vclmul(c, p, bulk);
-		p += bulk;
-		len -= bulk;
-	} else if (impl == AGG_CRC_VPCLMUL_AVX2 && len >= 128) {
-		size_t bulk = len & ~(size_t)15;
-
-		c = crc32_vclmul256(c, p, bulk);
-		p += bulk;
-		len -= bulk;
-	} else if (impl != AGG_CRC_TABLE && len >= 64) {
-		size_t bulk = len & ~(size_t)15;
-
-		c = crc32_clmul(c, p, bulk);
+		c = fold(c, p, bulk);
 		p += bulk;
 		len -= bulk;
 	}
