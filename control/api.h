@@ -53,6 +53,7 @@ json_t *mgr_switch_groups_json(struct mgr *m, int s);
 /* Rank r's group description, its "members" as `members` says. */
 json_t *mgr_rank_json(struct mgr *m, struct mgr_job *j, int r, enum mgr_members members);
 json_t *mgr_plan_json(const struct mgr_job *j);
+json_t *mgr_past_plan_json(const struct mgr_past_plan *pp);
 json_t *mgr_job_json(struct mgr *m, struct mgr_job *j, bool detail);
 json_t *mgr_switch_json(struct mgr *m, int s, bool counters);
 json_t *mgr_failures_json(struct mgr *m, unsigned n);

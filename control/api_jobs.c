@@ -174,6 +174,13 @@ int mgr_api_rank(struct mgr_req *q, const struct mgr_route_args *a)
 	j->lease_until = q->m->now() + q->m->lease_s;
 	if (mgr_hold(q, j, 0, 0, q->plan_ver, q->wait_ms))
 		return MGR_PARKED;
+	/* a plan cut and replaced since this rank's view: that one first,
+	 * without a group (its tree is gone); the rank asks again at once */
+	const struct mgr_past_plan *pp = mgr_job_unseen_cut(j, q->plan_ver);
+	if (pp)
+		return mgr_reply(q, 200, json_pack("{s:s, s:s, s:o}", "state",
+						   mgr_job_state_name(j->state), "reason",
+						   pp->reason, "plan", mgr_past_plan_json(pp)));
 	o = json_pack("{s:s, s:s, s:o}", "state", mgr_job_state_name(j->state), "reason",
 		      j->reason, "plan", mgr_plan_json(j));
 	if (j->state == MGR_JOB_READY || j->state == MGR_JOB_RING)

@@ -222,6 +222,15 @@ struct mgr_group {
 	uint32_t version;            /* the switch's desired version that has it */
 };
 
+/* A plan that was cut and then replaced (struct mgr_job's past). */
+#define MGR_PAST_PLANS 8
+struct mgr_past_plan {
+	uint32_t epoch, cut_seq, cut_from, cut_ver;
+	bool ring, dead;
+	char cut_error[200];
+	char reason[256];            /* the job's reason while it was the plan */
+};
+
 struct mgr_job {
 	char id[MGR_NAME_LEN];
 	int tenant;
@@ -249,6 +258,12 @@ struct mgr_job {
 	bool plan_ring, plan_dead, cut_done;
 	uint32_t cut_seq, cut_from;
 	uint32_t plan_ver;           /* moves on with every change ranks wait for */
+	uint32_t cut_ver;            /* plan_ver when the cut was made (0: not this run) */
+	/* the last plans that were cut and then replaced, oldest first (not
+	 * saved): a rank that did not see one's cut before the next plan began
+	 * gets it first (mgr_job_unseen_cut): every rank applies every cut */
+	struct mgr_past_plan past[MGR_PAST_PLANS];
+	int npast;
 	char cut_error[200];         /* the cut cannot be made: why */
 	double retry_at;             /* on the ring after a stall: a tree not before */
 	uint64_t retry_gen;          /* capacity_gen at its last try for a tree */
@@ -400,6 +415,9 @@ void mgr_job_release(struct mgr *m, struct mgr_job *j);
  * status with why. The cut is made once every rank has. */
 int mgr_job_ack(struct mgr *m, struct mgr_job *j, int r, uint32_t plan, uint32_t next,
 		uint32_t first, uint32_t keep, char *why, size_t whylen);
+/* The oldest plan that was cut and replaced whose cut a rank whose view
+ * is plan version ver has not seen (NULL: none; ver <= 0: no view yet). */
+const struct mgr_past_plan *mgr_job_unseen_cut(const struct mgr_job *j, long long ver);
 /* Rank r saw no results from the tree of plan `plan` for ms: noted. */
 void mgr_job_stall(struct mgr *m, struct mgr_job *j, int r, uint32_t plan, uint32_t ms);
 /* Jobs whose stall was noted dead_after ago while every switch of their

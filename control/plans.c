@@ -58,6 +58,19 @@ void mgr_job_release(struct mgr *m, struct mgr_job *j)
  * plan_ver. dead: the plan before it was a tree that failed. */
 static void plan_begin(struct mgr *m, struct mgr_job *j, bool dead)
 {
+	if (j->plan > 1 && j->cut_done && j->cut_ver) {
+		if (j->npast == MGR_PAST_PLANS)
+			memmove(&j->past[0], &j->past[1], --j->npast * sizeof(j->past[0]));
+		struct mgr_past_plan *pp = &j->past[j->npast++];
+		pp->epoch = j->plan;
+		pp->cut_seq = j->cut_seq;
+		pp->cut_from = j->cut_from;
+		pp->cut_ver = j->cut_ver;
+		pp->ring = j->plan_ring;
+		pp->dead = j->plan_dead;
+		snprintf(pp->cut_error, sizeof(pp->cut_error), "%s", j->cut_error);
+		snprintf(pp->reason, sizeof(pp->reason), "%s", j->reason);
+	}
 	j->plan++;
 	j->plan_at = m->now();
 	j->stall_at = 0;
@@ -135,6 +148,7 @@ static void make_cut(struct mgr *m, struct mgr_job *j)
 	}
 	j->cut_done = true;
 	j->plan_ver++;
+	j->cut_ver = j->plan_ver;
 	if (j->plan_dead)
 		mgr_log("job %s: plan %u (%s) from collective %u; collectives %u.. run again on "
 			"the host ring", j->id, j->plan, j->plan_ring ? "host ring" : "tree",
@@ -145,6 +159,19 @@ static void make_cut(struct mgr *m, struct mgr_job *j)
 	if (j->cut_error[0])
 		mgr_failure(m, j->id, "job cannot move to plan %u: %s", j->plan, j->cut_error);
 	mgr_changed(m);
+}
+
+const struct mgr_past_plan *mgr_job_unseen_cut(const struct mgr_job *j, long long ver)
+{
+	/* a version 0 or none is no view yet: the current plan. A plan's cut
+	 * comes before the next plan begins, so a rank that saw any version
+	 * of a later plan saw it (ver >= its cut_ver). */
+	if (ver <= 0)
+		return NULL;
+	for (int k = 0; k < j->npast; k++)
+		if (ver < (long long)j->past[k].cut_ver)
+			return &j->past[k];
+	return NULL;
 }
 
 int mgr_job_ack(struct mgr *m, struct mgr_job *j, int r, uint32_t plan, uint32_t next,
@@ -254,8 +281,11 @@ bool mgr_jobs_retry(struct mgr *m)
 			snprintf(j->reason, sizeof(j->reason), "%s", keep);
 			continue;
 		}
-		/* it has a tree: the new plan, from the ring (alive) */
+		/* it has a tree: the new plan, from the ring (alive); the ring
+		 * plan's reason goes with it into the job's past */
+		snprintf(j->reason, sizeof(j->reason), "%s", keep);
 		plan_begin(m, j, false);
+		j->reason[0] = 0;
 		j->plan_ring = false;
 		j->retry_at = 0;
 		m->plans_tree++;

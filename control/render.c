@@ -177,6 +177,21 @@ json_t *mgr_plan_json(const struct mgr_job *j)
 	return o;
 }
 
+/* A plan that was cut and replaced, as mgr_plan_json gave it once cut
+ * (its tree gone: not ready). */
+json_t *mgr_past_plan_json(const struct mgr_past_plan *pp)
+{
+	json_t *o = json_pack("{s:i, s:s, s:b, s:b, s:I, s:{s:I, s:I}}", "epoch", (int)pp->epoch,
+			      "mode", pp->ring ? "ring" : "tree", "dead", pp->dead,
+			      "ready", pp->ring, "version", (json_int_t)pp->cut_ver,
+			      "cut", "seq", (json_int_t)pp->cut_seq, "from",
+			      (json_int_t)pp->cut_from);
+
+	if (pp->cut_error[0])
+		json_object_set_new(o, "error", json_string(pp->cut_error));
+	return o;
+}
+
 json_t *mgr_job_json(struct mgr *m, struct mgr_job *j, bool detail)
 {
 	int registered = 0;

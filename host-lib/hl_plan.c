@@ -15,6 +15,10 @@
  * the cut is known: the "hold"), the first it has not completed, and the
  * first it can replay. The manager answers every rank with the cut: the
  * collectives before it run on the ring, those from it on the new plan.
+ * Every rank applies every cut, in order: a plan the manager replaced
+ * before this thread saw its cut is answered first, with its cut (the
+ * manager keeps the last few: mgr_job_unseen_cut), and one whose cut came
+ * while the caller was away between calls waits in `missed`.
  * When the old plan was a tree that failed, the collectives from the cut's
  * "from" run again on the ring, in order, at every rank: those this rank
  * had not completed for real, those it had completed (but another rank
@@ -140,7 +144,10 @@ static void *watch(void *arg)
 			if (rc == INCA_ERR_MANAGER) {
 				HL_WARN("rank %d: acknowledging plan %u: %s (retrying)", c->rank,
 					pm.epoch, err);
-				ver = 0;        /* read it again */
+				/* read it again, at once: a version just below
+				 * this one (not 0, which would skip a cut the
+				 * manager gives first: mgr_job_unseen_cut) */
+				ver = pm.version > 1 ? pm.version - 1 : 0;
 				usleep(200000);
 			} else if (!rc) {
 				HL_INFO("rank %d: plan %u (%s%s) acknowledged at collective %u "

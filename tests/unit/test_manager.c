@@ -1264,6 +1264,17 @@ static json_t *plan_of(const char *id, int r)
 	return o;
 }
 
+/* the same, asked with the version of its last answer (?plan_ver=) */
+static json_t *plan_since(const char *id, int r, long long ver)
+{
+	char path[128];
+	json_t *o;
+
+	snprintf(path, sizeof(path), "/v1/jobs/%s/ranks/%d?plan_ver=%lld", id, r, ver);
+	assert_int_equal(call("GET", path, TOK_A, NULL, &o), 200);
+	return o;
+}
+
 static const char *pstr(json_t *o, const char *k)
 {
 	return json_string_value(json_object_get(json_object_get(o, "plan"), k));
@@ -1403,6 +1414,7 @@ static void test_api_plans(void **state)
 			    "on the host ring: no spine can take the group: switch spine1 is down");
 	assert_int_equal(pnum(r, "epoch"), 3);
 	assert_string_equal(pstr(r, "mode"), "ring");
+	long long ver3 = pnum(r, "version");
 	json_decref(r);
 	assert_int_equal(ack("j", 0, 3, 200, 199, 199, &r), 200);
 	json_decref(r);
@@ -1422,6 +1434,27 @@ static void test_api_plans(void **state)
 	assert_int_equal(pnum(r, "epoch"), 4);
 	assert_string_equal(pstr(r, "mode"), "tree");
 	assert_false(json_is_true(json_object_get(json_object_get(r, "plan"), "dead")));
+	long long ver4 = pnum(r, "version");
+	json_decref(r);
+	/* a rank whose last answer was plan 3 before its cut: plan 3 with its
+	 * cut first (its error, its reason, no group), then plan 4 */
+	r = plan_since("j", 1, ver3);
+	assert_int_equal(pnum(r, "epoch"), 3);
+	assert_string_equal(pstr(r, "mode"), "ring");
+	assert_non_null(strstr(json_string_value(json_object_get(json_object_get(r, "plan"),
+								 "error")), "collective 198: rank 0"));
+	assert_string_equal(json_string_value(json_object_get(r, "reason")),
+			    "on the host ring: no spine can take the group: switch spine1 is down");
+	assert_null(json_object_get(r, "group"));
+	long long cut3 = pnum(r, "version");
+	assert_true(cut3 > ver3 && cut3 < ver4);
+	json_decref(r);
+	r = plan_since("j", 1, cut3);
+	assert_int_equal(pnum(r, "epoch"), 4);
+	assert_null(json_object_get(json_object_get(r, "plan"), "cut"));
+	json_decref(r);
+	r = plan_since("j", 1, ver4);     /* seen plan 4: nothing older */
+	assert_int_equal(pnum(r, "epoch"), 4);
 	json_decref(r);
 	assert_int_equal(ack("j", 0, 4, 300, 300, 300, &r), 200);
 	json_decref(r);
@@ -1456,6 +1489,30 @@ static void test_api_plans(void **state)
 	assert_string_equal(pstr(r, "mode"), "ring");
 	assert_string_equal(json_string_value(json_object_get(r, "reason")),
 			    "on the host ring: rank 1 saw no results from its tree for 1000 ms");
+	json_decref(r);
+	/* plan 4 was cut and replaced: a rank that saw it before its cut gets
+	 * the cut first; one that saw plan 3 uncut gets 3, then 4, then 5 */
+	r = plan_since("j", 0, ver4);
+	assert_int_equal(pnum(r, "epoch"), 4);
+	assert_string_equal(pstr(r, "mode"), "tree");
+	assert_false(json_is_true(json_object_get(json_object_get(r, "plan"), "ready")));
+	assert_int_equal(cutnum(r, "seq"), 302);
+	assert_int_equal(cutnum(r, "from"), 302);
+	assert_null(json_object_get(json_object_get(r, "plan"), "error"));
+	long long cut4 = pnum(r, "version");
+	json_decref(r);
+	r = plan_since("j", 0, ver3);
+	assert_int_equal(pnum(r, "epoch"), 3);
+	json_decref(r);
+	r = plan_since("j", 0, cut3);
+	assert_int_equal(pnum(r, "epoch"), 4);
+	assert_int_equal(pnum(r, "version"), cut4);
+	json_decref(r);
+	r = plan_since("j", 0, cut4);
+	assert_int_equal(pnum(r, "epoch"), 5);
+	json_decref(r);
+	r = plan_since("j", 0, 0);        /* no view yet: the current plan */
+	assert_int_equal(pnum(r, "epoch"), 5);
 	json_decref(r);
 	/* metrics */
 	char *resp = NULL;
