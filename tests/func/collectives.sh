@@ -12,6 +12,8 @@
 BUILD=$(cd "${1:?usage: collectives.sh BUILD_DIR [TRANSPORT...]}" && pwd)
 shift
 TRANSPORTS=${*:-udp xdp}
+# INCA_ONLY_FABRIC=1 (tests/soak/stress.sh two-level): the two-level part alone
+[ -z "${INCA_ONLY_FABRIC:-}" ] || TRANSPORTS=
 source "$(dirname "$0")/lib.sh"
 need_root
 CHECK="$BUILD/tests/tools/inca-check"
