@@ -177,13 +177,13 @@ json_t *mgr_plan_json(const struct mgr_job *j)
 	return o;
 }
 
-/* A plan that was cut and replaced, as mgr_plan_json gave it once cut
- * (its tree gone: not ready). */
+/* A plan that was cut and replaced, as mgr_plan_json gave it once cut,
+ * and "replaced" (its tree gone: not ready). */
 json_t *mgr_past_plan_json(const struct mgr_past_plan *pp)
 {
-	json_t *o = json_pack("{s:i, s:s, s:b, s:b, s:I, s:{s:I, s:I}}", "epoch", (int)pp->epoch,
-			      "mode", pp->ring ? "ring" : "tree", "dead", pp->dead,
-			      "ready", pp->ring, "version", (json_int_t)pp->cut_ver,
+	json_t *o = json_pack("{s:i, s:s, s:b, s:b, s:b, s:I, s:{s:I, s:I}}", "epoch",
+			      (int)pp->epoch, "mode", pp->ring ? "ring" : "tree", "dead", pp->dead,
+			      "ready", pp->ring, "replaced", 1, "version", (json_int_t)pp->cut_ver,
 			      "cut", "seq", (json_int_t)pp->cut_seq, "from",
 			      (json_int_t)pp->cut_from);
 

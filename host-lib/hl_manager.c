@@ -256,6 +256,7 @@ int hl_manager_plan_parse(struct hl_manager *m, json_t *resp, struct hl_plan_msg
 	pm->ring = !strcmp(mode, "ring");
 	pm->dead = json_is_true(json_object_get(p, "dead"));
 	pm->ready = json_is_true(json_object_get(p, "ready"));
+	pm->replaced = json_is_true(json_object_get(p, "replaced"));
 	if ((cut = json_object_get(p, "cut"))) {
 		pm->cut = true;
 		pm->cut_seq = (uint32_t)json_integer_value(json_object_get(cut, "seq"));

@@ -415,13 +415,15 @@ int hl_plan_route(struct inca_comm *c, bool *ring, uint32_t *seq)
 			pl->pending.members = NULL;
 			pl->pending.nmembers = 0;
 		}
-		bool newer = pl->msg.epoch > pl->adopted_epoch;
+		bool newer = pl->msg.epoch > pl->adopted_epoch ||
+			     (pl->msg.epoch == pl->adopted_epoch && pl->msg.replaced);
 		pthread_mutex_unlock(&pl->lock);
 		if (ready)
 			break;
 		if (newer) {
-			/* superseded before it was programmed: this collective on
-			 * the ring, the next plan's cut is past it */
+			/* superseded before it was programmed (or the manager
+			 * says so with the plan's cut): this collective on the
+			 * ring, the next plan's cut is past it */
 			*ring = true;
 			return 0;
 		}

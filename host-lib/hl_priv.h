@@ -222,6 +222,7 @@ struct hl_plan_msg {
 	bool ring;             /* the host ring, else its tree */
 	bool dead;             /* the plan before it was a tree that failed */
 	bool ready;            /* its tree programmed (always, on the ring) */
+	bool replaced;         /* a newer plan began (the manager's past plans) */
 	bool cut;              /* the cut is made: */
 	uint32_t cut_seq;      /*   before it the ring, from it this plan */
 	uint32_t cut_from;     /*   run again on the ring from here (dead) */

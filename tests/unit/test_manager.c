@@ -1441,8 +1441,10 @@ static void test_api_plans(void **state)
 	r = plan_since("j", 1, ver3);
 	assert_int_equal(pnum(r, "epoch"), 3);
 	assert_string_equal(pstr(r, "mode"), "ring");
-	assert_non_null(strstr(json_string_value(json_object_get(json_object_get(r, "plan"),
-								 "error")), "collective 198: rank 0"));
+	const char *err3 = json_string_value(json_object_get(json_object_get(r, "plan"), "error"));
+	assert_non_null(err3);
+	assert_non_null(strstr(err3, "collective 198: rank 0"));
+	assert_true(json_is_true(json_object_get(json_object_get(r, "plan"), "replaced")));
 	assert_string_equal(json_string_value(json_object_get(r, "reason")),
 			    "on the host ring: no spine can take the group: switch spine1 is down");
 	assert_null(json_object_get(r, "group"));
@@ -1452,6 +1454,7 @@ static void test_api_plans(void **state)
 	r = plan_since("j", 1, cut3);
 	assert_int_equal(pnum(r, "epoch"), 4);
 	assert_null(json_object_get(json_object_get(r, "plan"), "cut"));
+	assert_null(json_object_get(json_object_get(r, "plan"), "replaced"));
 	json_decref(r);
 	r = plan_since("j", 1, ver4);     /* seen plan 4: nothing older */
 	assert_int_equal(pnum(r, "epoch"), 4);
