@@ -280,6 +280,9 @@ void agg_group_stats_sum(const struct agg_group *g, struct agg_group_stats *out)
 
 void agg_group_reset(struct agg_group *g)
 {
-	for (size_t i = 0; i < (size_t)g->cfg.window * 2; i++)
+	for (size_t i = 0; i < (size_t)g->cfg.window * 2; i++) {
 		g->sets[i].state = SET_IDLE;
+		g->sets[i].restarted = 0;
+		g->sets[i].older_seen = 0;
+	}
 }

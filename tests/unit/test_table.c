@@ -438,6 +438,38 @@ static void test_shadow_sets_and_stale(void **state)
 	contribute_all_int32(g, 2, false, 1, 0, 8, &res);
 	check_int32_sum(&res, 8);
 	assert_int_equal(res.hdr.coll_seq, 1);
+
+	/* Late copies of an older key from every member are not a restart
+	 * of the use the set holds: a tree's children (here the members)
+	 * can all have stale partials come late under reordering, and a
+	 * child that lost the result of (9, 0) then sends its partial again.
+	 * It gets the kept result; before, the set was freed, its resend
+	 * opened (9, 0) afresh, and the children that had the result never
+	 * sent again: held by WAITs to the deadline. */
+	contribute_all_int32(g, 3, false, 9, 0, 8, &res);
+	uint64_t restarts = st->restarts, retx = st->retransmits;
+	for (uint16_t m = 0; m < NM; m++) {
+		mk(&c, m, AGG_DTYPE_INT32, AGG_OP_SUM, 8, 3, false, 7, 0, v);
+		assert_int_equal(agg_group_ingest(g, &c.pkt, &res, NULL), -AGG_E_STALE);
+	}
+	assert_int_equal(st->restarts, restarts + 1);
+	int32_t v0[8];
+	for (int i = 0; i < 8; i++)
+		v0[i] = ival(0, i);
+	mk(&c, 0, AGG_DTYPE_INT32, AGG_OP_SUM, 8, 3, false, 9, 0, v0);
+	c.pkt.hdr.flags |= AGG_FLAG_RETRANSMIT;
+	assert_int_equal(agg_group_ingest(g, &c.pkt, &res, NULL), AGG_V_RETRANSMIT);
+	assert_int_equal(st->retransmits, retx + 1);
+	assert_int_equal(res.hdr.coll_seq, 9);
+	check_int32_sum(&res, 8);
+	/* another older key meanwhile does not move the restart's key */
+	mk(&c, 1, AGG_DTYPE_INT32, AGG_OP_SUM, 8, 3, false, 6, 0, v);
+	assert_int_equal(agg_group_ingest(g, &c.pkt, &res, NULL), -AGG_E_STALE);
+	/* and were it a restarted job, its copies of (7, 0) are a new use */
+	contribute_all_int32(g, 3, false, 7, 0, 8, &res);
+	check_int32_sum(&res, 8);
+	assert_int_equal(res.hdr.coll_seq, 7);
+	assert_int_equal(st->restarts, restarts + 1);
 }
 
 static void test_fanin_hierarchy(void **state)
