@@ -1423,6 +1423,8 @@ struct cs_net {
 	struct cs_msg q[CS_MSGS];
 	int nq;
 	uint64_t lost, duplicated, no_data_results, data_results;
+	uint64_t waits_down, early_retx;     /* WAITs that reached hosts; resends
+						  with messages still in flight */
 };
 
 /* Ranks on one switch (nleaves 1, the default rank map) or on two leaves
@@ -1597,19 +1599,21 @@ static void cs_switch_input(struct cs_net *n, struct cs_tree *t, const struct cs
 	int v;
 
 	assert_int_equal(agg_decode(m->frame, m->len, true, &pkt), 0);
-	if (pkt.hdr.type == AGG_TYPE_RESULT) {
+	if (pkt.hdr.type == AGG_TYPE_RESULT || pkt.hdr.type == AGG_TYPE_WAIT) {
+		/* the parent's result, or its WAIT: both to every member */
 		v = agg_group_parent_result(g, &pkt, &res);
-		if (v == AGG_V_COMPLETE)
+		if (v == AGG_V_COMPLETE || v == AGG_V_WAIT)
 			cs_results(n, t, g, m->idx, &res, -1);
-		assert_true(v == AGG_V_COMPLETE || v == AGG_V_DUPLICATE || v == -AGG_E_STALE);
+		assert_true(v == AGG_V_COMPLETE || v == AGG_V_WAIT || v == AGG_V_DUPLICATE ||
+			    v == -AGG_E_STALE);
 		return;
 	}
 	v = agg_group_ingest(g, &pkt, &res, &who);
 	if (v == -AGG_E_STALE)
 		return;
 	assert_true(v >= 0);
-	if (v == AGG_V_COMPLETE || v == AGG_V_RETRANSMIT) {
-		cs_results(n, t, g, m->idx, &res, v == AGG_V_RETRANSMIT ? who : -1);
+	if (v == AGG_V_COMPLETE || v == AGG_V_RETRANSMIT || v == AGG_V_WAIT) {
+		cs_results(n, t, g, m->idx, &res, v == AGG_V_COMPLETE ? -1 : who);
 	} else if (v == AGG_V_UPSTREAM) {
 		struct agg_frame_spec s = {
 			.src_ip = LEAF_IP(m->idx), .dst_ip = SPINE_IP, .dest_qp = SPINE_QPN,
@@ -1633,6 +1637,10 @@ static int cs_host_input(struct cs_net *n, uint8_t coll, int seq, const struct c
 	int r = m->idx;
 
 	assert_int_equal(agg_decode(m->frame, m->len, true, &pkt), 0);
+	if (pkt.hdr.type == AGG_TYPE_WAIT) {
+		n->waits_down++;      /* a sign of life: the packet goes again on its timer */
+		return -1;
+	}
 	int k = (int)pkt.hdr.pkt_idx;
 	if (pkt.hdr.coll_seq != (uint32_t)seq || got[r][k])
 		return -1;        /* late or duplicate */
@@ -1709,6 +1717,19 @@ static void cs_run(int nleaves)
 					break;
 				continue;
 			}
+			/* a host's timer fires while its packets are still in
+			 * flight: its retransmission races them (and with
+			 * messages taken in any order, old copies come late) */
+			if (test_rand_below(32) == 0) {
+				int r = (int)test_rand_below(CS_N);
+				for (int k = 0; k < CS_PKTS; k++)
+					if (sent[r][k] && !got[r][k]) {
+						cs_host_send(&net, &t, coll, seq, r,
+							     base_g + (uint32_t)k, k, true);
+						net.early_retx++;
+						break;
+					}
+			}
 			int i = (int)test_rand_below((uint32_t)net.nq);
 			struct cs_msg m = net.q[i];
 			net.q[i] = net.q[--net.nq];
@@ -1742,11 +1763,13 @@ static void cs_run(int nleaves)
 		assert_int_equal(st->preempted, 0);
 		agg_group_destroy(all[i]);
 	}
-	printf("# %d level(s): %llu lost, %llu duplicated, %llu timeouts, %llu results "
-	       "with data, %llu without\n", nleaves, (unsigned long long)net.lost,
-	       (unsigned long long)net.duplicated, (unsigned long long)timeouts,
-	       (unsigned long long)net.data_results, (unsigned long long)net.no_data_results);
-	assert_true(net.lost > 0 && net.duplicated > 0);
+	printf("# %d level(s): %llu lost, %llu duplicated, %llu timeouts, %llu early "
+	       "retransmissions, %llu WAITs to hosts, %llu results with data, %llu without\n",
+	       nleaves, (unsigned long long)net.lost, (unsigned long long)net.duplicated,
+	       (unsigned long long)timeouts, (unsigned long long)net.early_retx,
+	       (unsigned long long)net.waits_down, (unsigned long long)net.data_results,
+	       (unsigned long long)net.no_data_results);
+	assert_true(net.lost > 0 && net.duplicated > 0 && net.early_retx > 0);
 }
 
 /* In a tree, the parent's result comes down with data to the leaf that
