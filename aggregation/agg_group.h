@@ -25,6 +25,8 @@ struct agg_set {
 	uint16_t owner;        /* the member root is under, or AGG_NO_MEMBER */
 	uint16_t count;
 	uint16_t nseen;
+	uint8_t first_seen;    /* a member's first copy (not a retransmission)
+				  is in this use: WAITs may be answered */
 	uint32_t coll_seq;     /* which use of the slot this set holds */
 	uint32_t pkt_idx;
 	uint64_t *bitmap;      /* members that contributed to this use */

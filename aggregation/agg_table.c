@@ -192,6 +192,7 @@ int agg_group_ingest(struct agg_group *g, const struct agg_pkt *pkt,
 		s->owner = owner;
 		s->count = h->count;
 		s->nseen = 0;
+		s->first_seen = 0;
 		s->coll_seq = h->coll_seq;
 		s->pkt_idx = h->pkt_idx;
 		s->older_seen = 0;
@@ -262,12 +263,19 @@ int agg_group_ingest(struct agg_group *g, const struct agg_pkt *pkt,
 		}
 		st->duplicates++;
 		/* the member timed out waiting for the others: say the
-		 * switch holds its contribution (not gone, not lost) */
-		if (h->flags & AGG_FLAG_RETRANSMIT)
+		 * switch holds its contribution (not gone, not lost). Only
+		 * once some member's first copy is in: a use opened by
+		 * retransmissions alone may be one this switch forgot (it
+		 * restarted), whose other members have their results and
+		 * send no more; a WAIT would hold this one to its deadline,
+		 * silence lets it fall back (docs/protocol.md 3.2) */
+		if ((h->flags & AGG_FLAG_RETRANSMIT) && s->first_seen)
 			return wait_answer(st, h, s->nseen, res);
 		return AGG_V_DUPLICATE;
 	}
 	*word |= bit;
+	if (!(h->flags & AGG_FLAG_RETRANSMIT))
+		s->first_seen = 1;
 
 	if (AGG_UNLIKELY(coll_copies(h->coll))) {
 		/* allgather, bcast: the owner's bytes as they are (checked:

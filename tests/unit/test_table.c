@@ -470,6 +470,25 @@ static void test_shadow_sets_and_stale(void **state)
 	check_int32_sum(&res, 8);
 	assert_int_equal(res.hdr.coll_seq, 7);
 	assert_int_equal(st->restarts, restarts + 1);
+
+	/* A use opened by retransmissions alone (this switch restarted and
+	 * forgot it; the members that have its result send no more): no
+	 * WAIT, so the member falls back instead of waiting to its deadline.
+	 * Once a member's first copy is in, a resend is answered with one. */
+	uint64_t waits = st->waits, dups = st->duplicates;
+	mk(&c, 0, AGG_DTYPE_INT32, AGG_OP_SUM, 8, 2, true, 11, 0, v);
+	c.pkt.hdr.flags |= AGG_FLAG_RETRANSMIT;
+	assert_int_equal(agg_group_ingest(g, &c.pkt, &res, NULL), AGG_V_ACCEPTED);
+	assert_int_equal(agg_group_ingest(g, &c.pkt, &res, NULL), AGG_V_DUPLICATE);
+	assert_int_equal(st->waits, waits);
+	mk(&c, 1, AGG_DTYPE_INT32, AGG_OP_SUM, 8, 2, true, 11, 0, v);
+	assert_int_equal(agg_group_ingest(g, &c.pkt, &res, NULL), AGG_V_ACCEPTED);
+	mk(&c, 0, AGG_DTYPE_INT32, AGG_OP_SUM, 8, 2, true, 11, 0, v);
+	c.pkt.hdr.flags |= AGG_FLAG_RETRANSMIT;
+	assert_int_equal(agg_group_ingest(g, &c.pkt, &res, NULL), AGG_V_WAIT);
+	assert_int_equal(res.hdr.fanin, 2);
+	assert_int_equal(st->waits, waits + 1);
+	assert_int_equal(st->duplicates, dups + 2);
 }
 
 static void test_fanin_hierarchy(void **state)
