@@ -143,6 +143,28 @@ for tp in $TRANSPORTS; do
 	check "$tp: the fallback said so once per rank" \
 		test "$(grep -c 'falling back to the host ring' "$WORK"/rank*.out | awk -F: '{s += $2} END {print s}')" -eq 4
 
+	# the switch restarts with its group in the middle of a job: the sets
+	# in flight are forgotten. The ranks that had a set's result send the
+	# next use, the others resend theirs to a use only retransmissions
+	# open: that one gets no WAIT (docs/protocol.md 3.2), its ranks fall
+	# back after the switch timeout and the others follow them to the ring,
+	# long before the deadline (with WAITs they all waited 120 s for it)
+	up
+	ranks 1 "$tp" 240 INCA_SWITCH_TIMEOUT_MS=500 INCA_TIMEOUT_MS=120000 -- \
+		-d fp32 -o sum -n 2000000 -r 10 &
+	job=$!
+	for _ in $(seq 200); do
+		done_so_far=$(telemetry /inca/group,1 completions 2>/dev/null || echo 0)
+		[ "${done_so_far:-0}" -gt 2000 ] && break
+		sleep 0.05
+	done
+	"$TB" restart >/dev/null
+	t_restart=$(date +%s.%N)
+	check "$tp: switch restarted with its group mid-job: the job completes, results right" wait $job
+	secs=$(awk -v a="$(date +%s.%N)" -v b="$t_restart" 'BEGIN { printf "%.1f", a - b }')
+	check "$tp: ... the job ended ${secs} s after the restart (under 60 s; deadline 120 s)" \
+		awk -v s="$secs" 'BEGIN { exit !(s < 60) }'
+
 	# fallback forbidden: a clear error, no hang
 	if ranks 1 "$tp" 60 INCA_FALLBACK=off INCA_SWITCH_TIMEOUT_MS=500 -- -d fp32 -o sum -n 1000 \
 		>/dev/null 2>&1; then
