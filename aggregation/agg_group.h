@@ -33,8 +33,9 @@ struct agg_set {
 	uint64_t *older;       /* members that sent older_key: a restarted job */
 	uint32_t older_seq, older_idx;
 	uint16_t older_seen;
-	uint8_t restarted;     /* every member sent older_key: it opens the set
-				  again, the kept use still answers its own */
+	uint8_t restarted;     /* every member sent restart_*: that key opens
+				  the set next, the kept use answers until then */
+	uint32_t restart_seq, restart_idx;
 	void *acc;             /* E accumulator elements */
 	uint8_t *out;          /* wire-format result + pad, kept until reuse */
 	uint8_t *stage;        /* reproducible mode: one row per member */

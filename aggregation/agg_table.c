@@ -175,8 +175,8 @@ int agg_group_ingest(struct agg_group *g, const struct agg_pkt *pkt,
 	s = &g->sets[(size_t)h->slot * 2 + (h->flags & AGG_FLAG_SHADOW_SET)];
 	cmp = s->state == SET_IDLE ? 1 : key_cmp(h, s);
 	/* the key every member sent again (a restarted job): a new use */
-	bool restart = cmp < 0 && s->restarted && h->coll_seq == s->older_seq &&
-		       h->pkt_idx == s->older_idx;
+	bool restart = cmp < 0 && s->restarted && h->coll_seq == s->restart_seq &&
+		       h->pkt_idx == s->restart_idx;
 	if (cmp > 0 || restart) {
 		/* A newer use of this set. Hosts reuse a set only after every
 		 * member has the result of its previous use, so an open set
@@ -206,25 +206,25 @@ int agg_group_ingest(struct agg_group *g, const struct agg_pkt *pkt,
 		 * all come late under reordering) would otherwise let the next
 		 * retransmission of the use it holds open it afresh, with the
 		 * members that have its result never sending again: stuck. */
-		unsigned seen = 0;
-		if (!s->restarted) {    /* else: that key is decided */
-			if (s->older_seen == 0 || s->older_seq != h->coll_seq ||
-			    s->older_idx != h->pkt_idx) {
-				memset(s->older, 0, (size_t)g->bitmap_words * 8);
-				s->older_seq = h->coll_seq;
-				s->older_idx = h->pkt_idx;
+		if (s->older_seen == 0 || s->older_seq != h->coll_seq ||
+		    s->older_idx != h->pkt_idx) {
+			memset(s->older, 0, (size_t)g->bitmap_words * 8);
+			s->older_seq = h->coll_seq;
+			s->older_idx = h->pkt_idx;
+			s->older_seen = 0;
+		}
+		word = &s->older[h->rank / 64];
+		bit = 1ull << (h->rank % 64);
+		unsigned seen = s->older_seen + !(*word & bit);
+		if (!(*word & bit)) {
+			*word |= bit;
+			if (++s->older_seen == c->nmembers) {
+				/* decided (a later such key replaces it) */
+				s->restarted = 1;
+				s->restart_seq = s->older_seq;
+				s->restart_idx = s->older_idx;
 				s->older_seen = 0;
-			}
-			word = &s->older[h->rank / 64];
-			bit = 1ull << (h->rank % 64);
-			seen = s->older_seen + !(*word & bit);
-			if (!(*word & bit)) {
-				*word |= bit;
-				if (++s->older_seen == c->nmembers) {
-					s->restarted = 1;
-					s->older_seen = 0;
-					st->restarts++;
-				}
+				st->restarts++;
 			}
 		}
 		drop(st, -AGG_E_STALE);

@@ -406,8 +406,8 @@ static void test_shadow_sets_and_stale(void **state)
 	contribute_all_int32(g, 0, false, 1, 0, 8, &res);
 
 	/* a job that restarts sends seq 1 again while the set holds (5, 0):
-	 * stale from each member, until all of them have said so; the set is
-	 * then free and their retransmissions are a new use */
+	 * stale from each member, until all of them have said so; their
+	 * retransmissions of it are then a new use */
 	contribute_all_int32(g, 2, false, 5, 0, 8, &res);
 	uint64_t stale = st->drops[AGG_E_STALE];
 	for (uint16_t m = 0; m < NM; m++) {
@@ -489,6 +489,21 @@ static void test_shadow_sets_and_stale(void **state)
 	assert_int_equal(res.hdr.fanin, 2);
 	assert_int_equal(st->waits, waits + 1);
 	assert_int_equal(st->duplicates, dups + 2);
+
+	/* A restart's key decided and never sent again (every member's late
+	 * copies at the end of a job) does not stop a later job whose key is
+	 * another older one: every member's copy of that one decides anew */
+	contribute_all_int32(g, 1, false, 20, 0, 8, &res);
+	restarts = st->restarts;
+	for (uint32_t key = 15; key >= 14; key--)
+		for (uint16_t m = 0; m < NM; m++) {
+			mk(&c, m, AGG_DTYPE_INT32, AGG_OP_SUM, 8, 1, false, key, 0, v);
+			assert_int_equal(agg_group_ingest(g, &c.pkt, &res, NULL), -AGG_E_STALE);
+		}
+	assert_int_equal(st->restarts, restarts + 2);
+	contribute_all_int32(g, 1, false, 14, 0, 8, &res);
+	check_int32_sum(&res, 8);
+	assert_int_equal(res.hdr.coll_seq, 14);
 }
 
 static void test_fanin_hierarchy(void **state)

@@ -555,7 +555,7 @@ struct agg_group_stats {
 	uint64_t duplicates;     /* contribution already counted: ignored */
 	uint64_t retransmits;    /* retained result answered to one member */
 	uint64_t preempted;      /* incomplete set overwritten by newer use */
-	uint64_t restarts;       /* set freed: every member sent the same older key */
+	uint64_t restarts;       /* every member sent the same older key: it takes the set */
 	uint64_t upstream;       /* partials sent to the parent (first sends) */
 	uint64_t upstream_resends; /* partial sent again: a member retransmitted */
 	uint64_t parent_results; /* final results received from the parent */
