@@ -177,13 +177,10 @@ int mgr_api_rank(struct mgr_req *q, const struct mgr_route_args *a)
 	/* a plan cut and replaced since this rank's view: that one first,
 	 * without a group (its tree is gone); the rank asks again at once */
 	const struct mgr_past_plan *pp = mgr_job_unseen_cut(j, q->plan_ver);
-	if (pp)
-		return mgr_reply(q, 200, json_pack("{s:s, s:s, s:o}", "state",
-						   mgr_job_state_name(j->state), "reason",
-						   pp->reason, "plan", mgr_past_plan_json(pp)));
 	o = json_pack("{s:s, s:s, s:o}", "state", mgr_job_state_name(j->state), "reason",
-		      j->reason, "plan", mgr_plan_json(j));
-	if (j->state == MGR_JOB_READY || j->state == MGR_JOB_RING)
+		      pp ? pp->reason : j->reason, "plan",
+		      pp ? mgr_past_plan_json(pp) : mgr_plan_json(j));
+	if (!pp && (j->state == MGR_JOB_READY || j->state == MGR_JOB_RING))
 		json_object_set_new(o, "group", mgr_rank_json(q->m, j, r, q->members));
 	return mgr_reply(q, 200, o);
 }

@@ -161,34 +161,39 @@ static json_t *tree_node_json(struct mgr *m, const struct mgr_job *j, int g)
 	return o;
 }
 
+/* A plan as the ranks read it: cut (seq, from) when has_cut, error when
+ * not empty. */
+static json_t *plan_json(uint32_t epoch, bool ring, bool dead, bool ready, uint32_t version,
+			 bool has_cut, uint32_t seq, uint32_t from, const char *error)
+{
+	json_t *o = json_pack("{s:i, s:s, s:b, s:b, s:I}", "epoch", (int)epoch,
+			      "mode", ring ? "ring" : "tree", "dead", dead, "ready", ready,
+			      "version", (json_int_t)version);
+
+	if (has_cut)
+		json_object_set_new(o, "cut", json_pack("{s:I, s:I}", "seq", (json_int_t)seq,
+							"from", (json_int_t)from));
+	if (error[0])
+		json_object_set_new(o, "error", json_string(error));
+	return o;
+}
+
 /* Where the job's collectives run and from which one (plans.c). */
 json_t *mgr_plan_json(const struct mgr_job *j)
 {
-	json_t *o = json_pack("{s:i, s:s, s:b, s:b, s:I}", "epoch", (int)j->plan,
-			      "mode", j->plan_ring ? "ring" : "tree", "dead", j->plan_dead,
-			      "ready", j->plan_ring || j->state == MGR_JOB_READY,
-			      "version", (json_int_t)j->plan_ver);
-
-	if (j->cut_done && j->plan > 1)
-		json_object_set_new(o, "cut", json_pack("{s:I, s:I}", "seq", (json_int_t)j->cut_seq,
-							"from", (json_int_t)j->cut_from));
-	if (j->cut_error[0])
-		json_object_set_new(o, "error", json_string(j->cut_error));
-	return o;
+	return plan_json(j->plan, j->plan_ring, j->plan_dead,
+			 j->plan_ring || j->state == MGR_JOB_READY, j->plan_ver,
+			 j->cut_done && j->plan > 1, j->cut_seq, j->cut_from, j->cut_error);
 }
 
 /* A plan that was cut and replaced, as mgr_plan_json gave it once cut,
  * and "replaced" (its tree gone: not ready). */
 json_t *mgr_past_plan_json(const struct mgr_past_plan *pp)
 {
-	json_t *o = json_pack("{s:i, s:s, s:b, s:b, s:b, s:I, s:{s:I, s:I}}", "epoch",
-			      (int)pp->epoch, "mode", pp->ring ? "ring" : "tree", "dead", pp->dead,
-			      "ready", pp->ring, "replaced", 1, "version", (json_int_t)pp->cut_ver,
-			      "cut", "seq", (json_int_t)pp->cut_seq, "from",
-			      (json_int_t)pp->cut_from);
+	json_t *o = plan_json(pp->epoch, pp->ring, pp->dead, pp->ring, pp->cut_ver, true,
+			      pp->cut_seq, pp->cut_from, pp->cut_error);
 
-	if (pp->cut_error[0])
-		json_object_set_new(o, "error", json_string(pp->cut_error));
+	json_object_set_new(o, "replaced", json_true());
 	return o;
 }
 

@@ -1253,26 +1253,24 @@ static int ack(const char *id, int r, int p, unsigned next, unsigned first, unsi
 	return call("POST", path, TOK_A, body, out);
 }
 
-/* rank r's view of job id's plan (consumed by the caller) */
-static json_t *plan_of(const char *id, int r)
-{
-	char path[96];
-	json_t *o;
-
-	snprintf(path, sizeof(path), "/v1/jobs/%s/ranks/%d", id, r);
-	assert_int_equal(call("GET", path, TOK_A, NULL, &o), 200);
-	return o;
-}
-
-/* the same, asked with the version of its last answer (?plan_ver=) */
+/* rank r's view of job id's plan (consumed by the caller), asked with the
+ * version of its last answer (?plan_ver=) when ver >= 0 */
 static json_t *plan_since(const char *id, int r, long long ver)
 {
 	char path[128];
 	json_t *o;
 
-	snprintf(path, sizeof(path), "/v1/jobs/%s/ranks/%d?plan_ver=%lld", id, r, ver);
+	if (ver >= 0)
+		snprintf(path, sizeof(path), "/v1/jobs/%s/ranks/%d?plan_ver=%lld", id, r, ver);
+	else
+		snprintf(path, sizeof(path), "/v1/jobs/%s/ranks/%d", id, r);
 	assert_int_equal(call("GET", path, TOK_A, NULL, &o), 200);
 	return o;
+}
+
+static json_t *plan_of(const char *id, int r)
+{
+	return plan_since(id, r, -1);
 }
 
 static const char *pstr(json_t *o, const char *k)
