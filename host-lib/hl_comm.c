@@ -75,9 +75,10 @@ static unsigned env_uint(unsigned v, const char *name, unsigned def)
 }
 
 /* s is one of names (case aside): *out its index, the enum's value. */
-static int parse_choice(const char *s, const char *const names[3], int *out)
+/* names: a NULL-terminated list */
+static int parse_choice(const char *s, const char *const *names, int *out)
 {
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; names[i]; i++)
 		if (!strcasecmp(s, names[i])) {
 			*out = i;
 			return 0;
@@ -153,6 +154,8 @@ int hl_comm_create(const struct inca_comm_attr *attr, const struct hl_group_desc
 	c->size = attr->size;
 	snprintf(c->job, sizeof(c->job), "%s", attr->job ? attr->job : "");
 	c->g = *g;
+	c->g.rails = NULL;        /* the hosts' layer's (hl_hier.c), not this group's */
+	c->g.nrails = 0;
 	c->g.members = calloc((size_t)g->nmembers, sizeof(*g->members));
 	if (!c->g.members) {
 		release_reserved(tp, tp_state);
@@ -355,8 +358,8 @@ int inca_comm_create(const struct inca_comm_attr *attr_in, inca_comm_t **out)
 	}
 	if (attr.line_rate_gbps <= 0 && (s = getenv("INCA_LINE_RATE_GBPS")))
 		attr.line_rate_gbps = atof(s);
-	static const char *const fallbacks[3] = { "auto", "off", "force" };
-	static const char *const hiers[3] = { "auto", "off", "leader" };
+	static const char *const fallbacks[] = { "auto", "off", "force", NULL };
+	static const char *const hiers[] = { "auto", "off", "leader", "rails", NULL };
 	int choice;
 	if (!attr.fallback && (s = getenv("INCA_FALLBACK"))) {
 		if (parse_choice(s, fallbacks, &choice))
@@ -369,11 +372,11 @@ int inca_comm_create(const struct inca_comm_attr *attr_in, inca_comm_t **out)
 
 	if (!attr.hier && (s = getenv("INCA_HIER")) && *s) {
 		if (parse_choice(s, hiers, &choice))
-			return create_fail(INCA_ERR_CONFIG, "INCA_HIER: expected auto, off or "
-					   "leader, got '%s'", s);
+			return create_fail(INCA_ERR_CONFIG, "INCA_HIER: expected auto, off, "
+					   "leader or rails, got '%s'", s);
 		attr.hier = (inca_hier_t)choice;
 	}
-	if (attr.hier < INCA_HIER_AUTO || attr.hier > INCA_HIER_LEADER)
+	if (attr.hier < INCA_HIER_AUTO || attr.hier > INCA_HIER_RAILS)
 		return create_fail(INCA_ERR_INVAL, "hier: unknown mode %d", attr.hier);
 
 	s = attr.transport ? attr.transport : "udp";

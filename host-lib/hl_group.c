@@ -22,6 +22,11 @@ void hl_group_free(struct hl_group_desc *g)
 	free(g->members);
 	g->members = NULL;
 	g->nmembers = 0;
+	for (int k = 0; k < g->nrails; k++)
+		hl_group_free(&g->rails[k]);
+	free(g->rails);
+	g->rails = NULL;
+	g->nrails = 0;
 }
 
 int hl_parse_ip(const char *s, uint32_t *ip)
@@ -166,6 +171,59 @@ static int members_from_json(struct inca_json *in, json_t *v, struct hl_group_de
 	return 0;
 }
 
+/*
+ * "rails": the groups of local ranks 1, 2, ... of every host (INCA_HIER=
+ * rails; the file's own group is local rank 0's). Each is an object with
+ * what differs from the file's group, at least "group", "qpn" and its
+ * "members" (one per host, in host order); the rest ("switch", "qkey",
+ * "window", ...) is the file's.
+ */
+static int rails_from_json(struct inca_json *in, json_t *root, json_t *v,
+			   struct hl_group_desc *g)
+{
+	json_t *r;
+	size_t k;
+
+	if (!json_is_array(v) || json_array_size(v) == 0 ||
+	    json_array_size(v) > HL_MAX_RAILS)
+		return inca_json_bad_at(in, "rails", "expected a list of 1..%d groups",
+					HL_MAX_RAILS);
+	g->rails = calloc(json_array_size(v), sizeof(*g->rails));
+	if (!g->rails)
+		return inca_json_bad(in, "out of memory");
+	json_array_foreach(v, k, r) {
+		char origin[200], err[256], *text;
+		json_t *m;
+		int rc;
+
+		inca_json_at(in, "rails[%zu]", k);
+		if (!json_is_object(r) || json_object_get(r, "rails") ||
+		    !json_object_get(r, "group") || !json_object_get(r, "qpn") ||
+		    !json_object_get(r, "members"))
+			return inca_json_bad(in, "expected an object with this rail's \"group\", "
+					     "\"qpn\" and \"members\"");
+		m = json_deep_copy(root);
+		if (!m || json_object_del(m, "rails") || json_object_update(m, r) ||
+		    !(text = json_dumps(m, 0))) {
+			json_decref(m);
+			return inca_json_bad(in, "out of memory");
+		}
+		json_decref(m);
+		snprintf(origin, sizeof(origin), "%s%srails[%zu]", in->origin ? in->origin : "",
+			 in->origin && *in->origin ? ": " : "", k);
+		rc = hl_group_from_json(text, origin, &g->rails[k], err, sizeof(err));
+		free(text);
+		if (rc) {
+			/* the rail's own message names the file and the rail */
+			snprintf(in->msg, sizeof(in->msg), "%s", err);
+			in->failed = true;
+			return -EINVAL;
+		}
+		g->nrails = (int)k + 1;
+	}
+	return 0;
+}
+
 int hl_group_from_json(const char *text, const char *origin, struct hl_group_desc *g,
 		       char *err, size_t errlen)
 {
@@ -232,6 +290,8 @@ int hl_group_from_json(const char *text, const char *origin, struct hl_group_des
 		inca_json_bad(&in, "%s", why);
 		goto out;
 	}
+	if ((v = json_object_get(root, "rails")) && rails_from_json(&in, root, v, g))
+		goto out;
 	rc = 0;
 out:
 	if (rc)

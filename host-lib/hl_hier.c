@@ -14,9 +14,18 @@
  * leaders reduce those fp32 sums, rounded once at the end, as the switch
  * does for one rank per host.
  *
+ * Rails (INCA_HIER=rails): every local rank has a communicator of its own
+ * across the hosts, and an all-reduce of at least INCA_RAIL_MIN_BYTES is
+ * split by steps: local rank l takes steps l, l + P, l + 2P, ... of the up
+ * phase (reducing every local rank's chunk of them, in local rank order),
+ * carries them, packed, through the network on its rail, and publishes
+ * their results in the down phase; every rank reads the others'. The P
+ * rails run in parallel, each from its own process and socket (and NIC,
+ * where a host has several); a host's link still carries one copy.
+ *
  * Collectives in flight run their up and down phases in start order (the
  * same on every rank, so step numbers agree); the net phases of several
- * overlap on the leaders' communicator.
+ * overlap on the leaders' communicator (and on each rail).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -61,6 +70,11 @@ struct hl_hreq {
 	size_t acc_cap, tmp_cap;
 	int rc;
 	bool ring;
+	/* rails: every local rank reduces the steps it owns (k mod P) and
+	 * carries them, packed in acc (mine bytes of them), on its rail */
+	bool rails;
+	size_t mine;
+	inca_comm_t *net;              /* the communicator of the net phase */
 	char msg[200];
 };
 
@@ -68,6 +82,9 @@ struct hl_hier {
 	struct hl_layout L;
 	struct hl_team *team;          /* NULL: alone on this host */
 	inca_comm_t *inner;            /* the leaders' (leader, several hosts) */
+	inca_comm_t *rail;             /* rails: this local rank's (the leader's: inner) */
+	bool rails;                    /* INCA_HIER=rails, and every local rank has one */
+	size_t rail_min;               /* all-reduces of this many bytes take the rails */
 	uint32_t up_next, down_next;   /* the next steps to hand out */
 	struct hl_hreq *q[HL_MAX_INFLIGHT];   /* not completed by the caller */
 	unsigned nq;
@@ -327,6 +344,20 @@ static int leader_rank(const struct hl_hier *h)
 	return h->L.first[h->L.host];
 }
 
+/* The local rank that takes step k of r's up phase and publishes its down
+ * step: the leader, or with rails local rank k mod P. */
+static int step_owner(const struct hl_hier *h, const struct hl_hreq *r, uint32_t k)
+{
+	return r->rails ? (int)(k % (uint32_t)h->L.lsize) : 0;
+}
+
+/* Where step k's bytes are in its owner's buffers: with rails its steps
+ * packed one after the other. */
+static size_t step_at(const struct hl_hier *h, const struct hl_hreq *r, uint32_t k)
+{
+	return (size_t)(r->rails ? k / (uint32_t)h->L.lsize : k) * HL_TEAM_CHUNK;
+}
+
 /* the bytes of step k of a phase moving total bytes (0 for an empty
  * phase's one step) */
 static size_t step_len(size_t total, uint32_t k)
@@ -398,7 +429,15 @@ static int plan_req(struct inca_comm *c, struct hl_hreq *r)
 	case AGG_COLL_ALLREDUCE:
 		r->up_src = in;
 		r->up_len = n * es;
-		if (lead) {
+		r->rails = h->rails && n * es >= h->rail_min;
+		if (r->rails) {
+			for (uint32_t k = (uint32_t)h->L.lrank; k < nsteps(n * es); k += (uint32_t)P)
+				r->mine += step_len(n * es, k);
+			r->up_dst = r->acc = take_buf(h, r->mine / es * as, &r->acc_cap);
+			if (!r->acc || (as != es && !(r->tmp = take_buf(h, r->mine, &r->tmp_cap))))
+				return INCA_ERR_NOMEM;
+			r->down_src = as != es ? r->tmp : r->acc;
+		} else if (lead) {
 			if (as == es) {
 				r->up_dst = out;
 			} else if (!(r->up_dst = r->acc = take_buf(h, n * as, &r->acc_cap))) {
@@ -520,7 +559,7 @@ int hl_hier_start(struct inca_comm *c, const struct hl_coll_args *a, struct hl_h
 	h->up_next += r->upn;
 	r->down0 = h->down_next;
 	h->down_next += r->downn;
-	r->phase = r->upn ? HP_UP : is_leader(h) ? HP_NET : HP_DOWN;
+	r->phase = r->upn ? HP_UP : is_leader(h) || r->rails ? HP_NET : HP_DOWN;
 	h->q[h->nq++] = r;
 	*out = r;
 	return 0;
@@ -580,34 +619,46 @@ static void after_up(struct hl_hier *h, struct hl_hreq *r)
 {
 	r->k = 0;
 	r->who = 0;
-	r->phase = is_leader(h) ? HP_NET : HP_DOWN;
+	r->phase = is_leader(h) || r->rails ? HP_NET : HP_DOWN;
+}
+
+/* Is every other local rank past step n - 1 of stream st? If not, need
+ * names the first that is not. */
+static bool others_reached(struct hl_hier *h, enum hl_team_stream st, uint32_t n,
+			   struct need *need)
+{
+	for (int l = 0; l < h->L.lsize; l++)
+		if (l != h->L.lrank && !hl_team_reached(h->team, st, l, n)) {
+			set_need(need, st, l, n);
+			return false;
+		}
+	return true;
 }
 
 /* Move the up phase as far as it goes without waiting. */
 static bool advance_up(struct hl_hier *h, struct hl_hreq *r, struct need *need)
 {
 	bool moved = false;
-	int P = h->L.lsize;
+	int P = h->L.lsize, me = h->L.lrank;
 
 	while (r->k < r->upn) {
 		uint32_t s = r->up0 + r->k;
 		size_t off = (size_t)r->k * HL_TEAM_CHUNK, len = step_len(r->up_len, r->k);
-		if (!is_leader(h)) {
-			/* my buffer of step s was an earlier step's: taken
-			 * once the leader is past that one */
-			if (!hl_team_reached(h->team, HL_TEAM_UP, 0, hl_team_reuse(s))) {
-				set_need(need, HL_TEAM_UP, 0, hl_team_reuse(s));
+		if (step_owner(h, r, r->k) != me) {
+			/* my buffer of step s was an earlier step's: written
+			 * again once every rank is past that one */
+			if (!others_reached(h, HL_TEAM_UP, hl_team_reuse(s), need))
 				return moved;
-			}
-			if (contributes(r, h->L.lrank) && len)
-				memcpy(hl_team_buf(h->team, HL_TEAM_UP, h->L.lrank, s),
-				       r->up_src + off, len);
+			if (contributes(r, me) && len)
+				memcpy(hl_team_buf(h->team, HL_TEAM_UP, me, s), r->up_src + off, len);
 		} else {
+			/* mine: every rank's chunk, in local rank order */
+			size_t at = step_at(h, r, r->k);
 			for (; r->who < P; r->who++) {
 				int l = r->who;
-				if (l == 0) {
-					if (contributes(r, 0) && len)
-						leader_take(r, 0, off, len, r->up_src + off);
+				if (l == me) {
+					if (contributes(r, l) && len)
+						leader_take(r, l, at, len, r->up_src + off);
 					continue;
 				}
 				if (!hl_team_reached(h->team, HL_TEAM_UP, l, s + 1)) {
@@ -615,7 +666,7 @@ static bool advance_up(struct hl_hier *h, struct hl_hreq *r, struct need *need)
 					return moved;
 				}
 				if (contributes(r, l) && len)
-					leader_take(r, l, off, len,
+					leader_take(r, l, at, len,
 						    hl_team_buf(h->team, HL_TEAM_UP, l, s));
 			}
 			r->who = 0;
@@ -633,15 +684,16 @@ static bool advance_up(struct hl_hier *h, struct hl_hreq *r, struct need *need)
 static void net_fail(struct hl_hreq *r, int rc, const char *what)
 {
 	r->rc = rc;
-	snprintf(r->msg, sizeof(r->msg), "%s (the hosts' leaders): %.150s", what,
-		 inca_comm_errmsg(r->c->hier->inner));
+	snprintf(r->msg, sizeof(r->msg), "%s (%s): %.150s", what,
+		 r->rails ? "this local rank's rail" : "the hosts' leaders",
+		 inca_comm_errmsg(r->net));
 }
 
 /* Start the leaders' collective. */
 static void net_start(struct hl_hier *h, struct hl_hreq *r)
 {
 	const struct hl_coll_args *a = &r->a;
-	inca_comm_t *in = h->inner;
+	inca_comm_t *in = r->net = r->rails ? h->rail : h->inner;
 	enum agg_dtype nd = net_dtype(a->dtype);
 	size_t n = a->count, es = agg_dtype_size(a->dtype);
 	int rc = 0, hr;
@@ -654,6 +706,14 @@ static void net_start(struct hl_hier *h, struct hl_hreq *r)
 		r->fallbacks0 = st.fallbacks;
 	switch (a->coll) {
 	case AGG_COLL_ALLREDUCE:
+		if (r->rails) {
+			/* no step of mine (a vector of fewer steps than local
+			 * ranks): nor of my rail's other members */
+			if (r->mine)
+				rc = inca_iallreduce(in, INCA_IN_PLACE, r->acc, r->mine / es,
+						     (inca_dtype_t)nd, (inca_op_t)a->op, &r->ireq);
+			break;
+		}
 		rc = inca_iallreduce(in, INCA_IN_PLACE, r->up_dst, n, (inca_dtype_t)nd,
 				     (inca_op_t)a->op, &r->ireq);
 		break;
@@ -704,12 +764,17 @@ static void net_done(struct hl_hier *h, struct hl_hreq *r)
 	uint8_t *out = a->recvbuf;
 	struct inca_stats st;
 
-	if (h->inner && !inca_comm_stats(h->inner, &st) && st.fallbacks > r->fallbacks0)
+	if (r->net && !inca_comm_stats(r->net, &st) && st.fallbacks > r->fallbacks0)
 		r->ring = true;
 	if (r->rc)
 		return;
 	switch (a->coll) {
 	case AGG_COLL_ALLREDUCE:
+		if (r->rails) {
+			if (as != es)
+				agg_acc_store(a->dtype, r->tmp, r->acc, r->mine / es);
+			break;
+		}
 		if (r->up_dst != out)
 			agg_acc_store(a->dtype, out, r->up_dst, n);
 		break;
@@ -774,34 +839,34 @@ static bool advance_net(struct hl_hier *h, struct hl_hreq *r, unsigned wait_us)
 static bool advance_down(struct hl_hier *h, struct hl_hreq *r, struct need *need)
 {
 	bool moved = false;
+	int me = h->L.lrank;
 
 	while (r->k < r->downn) {
 		uint32_t s = r->down0 + r->k;
 		size_t off = (size_t)r->k * HL_TEAM_CHUNK, len = step_len(r->down_len, r->k);
+		int own = step_owner(h, r, r->k);
 		if (!h->team) {
 			r->k++;
 			continue;
 		}
-		if (is_leader(h)) {
-			/* the down buffer of step s was an earlier step's:
-			 * free once every local rank is past that one */
-			for (r->who = r->who ? r->who : 1; r->who < h->L.lsize; r->who++) {
-				if (!hl_team_reached(h->team, HL_TEAM_DOWN, r->who,
-						     hl_team_reuse(s))) {
-					set_need(need, HL_TEAM_DOWN, r->who, hl_team_reuse(s));
-					return moved;
-				}
-			}
-			r->who = 0;
+		if (own == me) {
+			/* my down buffer of step s was an earlier step's: free
+			 * once every local rank is past that one */
+			if (!others_reached(h, HL_TEAM_DOWN, hl_team_reuse(s), need))
+				return moved;
 			struct hl_team_note *nt = hl_team_note(h->team, s);
 			nt->rc = r->rc;
 			nt->flags = r->ring ? HL_TEAM_NOTE_RING : 0;
 			snprintf(nt->msg, sizeof(nt->msg), "%s", r->rc ? r->msg : "");
-			if (!r->rc && len)
-				memcpy(hl_team_buf(h->team, HL_TEAM_DOWN, 0, s), r->down_src + off, len);
+			if (!r->rc && len) {
+				const uint8_t *src = r->down_src + step_at(h, r, r->k);
+				memcpy(hl_team_buf(h->team, HL_TEAM_DOWN, me, s), src, len);
+				if (r->rails)
+					memcpy(r->down_dst + off, src, len);
+			}
 		} else {
-			if (!hl_team_reached(h->team, HL_TEAM_DOWN, 0, s + 1)) {
-				set_need(need, HL_TEAM_DOWN, 0, s + 1);
+			if (!hl_team_reached(h->team, HL_TEAM_DOWN, own, s + 1)) {
+				set_need(need, HL_TEAM_DOWN, own, s + 1);
 				return moved;
 			}
 			const struct hl_team_note *nt = hl_team_note(h->team, s);
@@ -817,7 +882,8 @@ static bool advance_down(struct hl_hier *h, struct hl_hreq *r, struct need *need
 				    r->copy_off + r->copy_len;
 			if (!r->rc && r->down_dst && hi > lo)
 				memcpy(r->down_dst + (lo - r->copy_off),
-				       hl_team_buf(h->team, HL_TEAM_DOWN, 0, s) + (lo - off), hi - lo);
+				       hl_team_buf(h->team, HL_TEAM_DOWN, own, s) + (lo - off),
+				       hi - lo);
 		}
 		hl_team_post(h->team, HL_TEAM_DOWN, s);
 		r->c->stats.local_bytes += len;
@@ -981,6 +1047,85 @@ static void team_name(const struct inca_comm_attr *attr, const struct hl_group_d
 		 attr->epoch, L->host);
 }
 
+/* The communicator a local rank carries its share on (rails): local rank
+ * 0's is the leaders' communicator; local rank l's is a static group's
+ * rails[l - 1] or the manager's job "<job>.rail<l>", H members each. */
+static int rail_create(const struct inca_comm_attr *attr, struct hl_hier *h,
+		       struct hl_group_desc *g, const struct hl_transport_ops *tp,
+		       inca_comm_t **out, char *err, size_t errlen)
+{
+	struct inca_comm_attr ia = *attr;
+	struct hl_group_desc rg, *gp = NULL;
+	char job[128];
+	int rc;
+
+	ia.rank = h->L.host;
+	ia.size = h->L.nhosts;
+	ia.hier = INCA_HIER_OFF;
+	ia.layout = NULL;
+	ia.local_size = 0;
+	if (h->L.lrank > 0 && g) {
+		rg = g->rails[h->L.lrank - 1];
+		memset(&g->rails[h->L.lrank - 1], 0, sizeof(rg));
+		gp = &rg;
+	} else if (h->L.lrank > 0) {
+		snprintf(job, sizeof(job), "%s.rail%d", attr->job ? attr->job : "", h->L.lrank);
+		ia.job = job;
+	}
+	if (g && h->L.lrank == 0) {
+		rg = *g;
+		memset(g, 0, sizeof(*g));
+		gp = &rg;
+	}
+	rc = hl_comm_create_flat(&ia, tp, gp, out);
+	if (rc)
+		snprintf(err, errlen, "%s", inca_last_errmsg());
+	return rc;
+}
+
+/* Rails (INCA_HIER=rails): as many ranks on every host, and a static
+ * group names a rail for each local rank past the first. Otherwise the
+ * leader scheme, said once; an error only for a static group without
+ * its rails (the same file on every rank: they all say so). */
+static int rails_setup(const struct inca_comm_attr *attr, struct hl_hier *h,
+		       const struct hl_group_desc *g, char *err, size_t errlen)
+{
+	uint64_t v;
+	const char *s = getenv("INCA_RAIL_MIN_BYTES");
+
+	h->rail_min = 256 * 1024;
+	if (s && *s) {
+		if (hl_parse_num(s, SIZE_MAX, &v)) {
+			snprintf(err, errlen, "INCA_RAIL_MIN_BYTES: expected a number of bytes, "
+				 "got '%s'", s);
+			return INCA_ERR_CONFIG;
+		}
+		h->rail_min = (size_t)v;
+	}
+	if (attr->hier != INCA_HIER_RAILS || h->L.lsize < 2)
+		return 0;
+	if (!h->L.uniform) {
+		if (h->L.host == 0 && h->L.lrank == 0)
+			HL_WARN("INCA_HIER=rails needs as many ranks on every host: the hosts' "
+				"leaders carry every call");
+		return 0;
+	}
+	if (g && h->L.nhosts > 1 && g->nrails < h->L.lsize - 1) {
+		snprintf(err, errlen, "INCA_HIER=rails with %d ranks a host: the group file "
+			 "lists %d rails, it needs %d (\"rails\": one group for each local rank "
+			 "past the first)", h->L.lsize, g->nrails, h->L.lsize - 1);
+		return INCA_ERR_CONFIG;
+	}
+	if (!g && h->L.nhosts > 1 && strlen(attr->job ? attr->job : "") + 8 > 47) {
+		snprintf(err, errlen, "INCA_HIER=rails: the job name '%s' is too long for its "
+			 "rails' jobs at the manager ('<job>.rail<l>', 47 characters at most)",
+			 attr->job);
+		return INCA_ERR_CONFIG;
+	}
+	h->rails = true;
+	return 0;
+}
+
 int hl_hier_create(const struct inca_comm_attr *attr, struct hl_layout *L,
 		   struct hl_group_desc *g, const struct hl_transport_ops *tp, inca_comm_t **out,
 		   char *err, size_t errlen)
@@ -1011,6 +1156,9 @@ int hl_hier_create(const struct inca_comm_attr *attr, struct hl_layout *L,
 	c->now_us = hl_clock_us;
 	double deadline = hl_clock_us(NULL) + (double)c->timeout_ms * 1000;
 
+	rc = rails_setup(attr, h, g, err, errlen);
+	if (rc)
+		goto fail;
 	if (h->L.lsize > 1) {
 		team_name(attr, g, &h->L, name, sizeof(name));
 		ranks = malloc(sizeof(int) * (size_t)h->L.lsize);
@@ -1021,28 +1169,53 @@ int hl_hier_create(const struct inca_comm_attr *attr, struct hl_layout *L,
 		}
 		for (int l = 0; l < h->L.lsize; l++)
 			ranks[l] = leader_rank(h) + l;
-		rc = hl_team_open(name, h->L.lrank, h->L.lsize, ranks, c->rank, deadline,
-				  &h->team, err, errlen);
+		rc = hl_team_open(name, h->L.lrank, h->L.lsize, h->rails, ranks, c->rank,
+				  deadline, &h->team, err, errlen);
 		free(ranks);
 		if (rc)
 			goto fail;
 	}
-	/* the leader joins the network as its host; it tells the others
-	 * whether that worked (down step 0) */
+	/* the leader joins the network as its host, and with rails every
+	 * local rank its rail, at once; the others tell the leader how that
+	 * went (up step 0), the leader tells them all (down step 0) */
 	h->down_next = 1;
+	if (h->rails)
+		h->up_next = 1;
+	if (h->L.nhosts > 1 && (is_leader(h) || h->rails)) {
+		rc = rail_create(attr, h, g, tp, is_leader(h) ? &h->inner : &h->rail, err, errlen);
+		if (is_leader(h))
+			h->rail = h->inner;
+	}
+	if (h->rails && !is_leader(h)) {
+		struct hl_team_note *nt = (struct hl_team_note *)hl_team_buf(h->team, HL_TEAM_UP,
+									     h->L.lrank, 0);
+		nt->rc = rc;
+		nt->flags = 0;
+		snprintf(nt->msg, sizeof(nt->msg), "%.199s", rc ? err : "");
+		hl_team_post(h->team, HL_TEAM_UP, 0);
+	}
 	if (is_leader(h)) {
-		if (h->L.nhosts > 1) {
-			struct inca_comm_attr ia = *attr;
-			ia.rank = h->L.host;
-			ia.size = h->L.nhosts;
-			ia.hier = INCA_HIER_OFF;
-			ia.layout = NULL;
-			ia.local_size = 0;
-			rc = hl_comm_create_flat(&ia, tp, g, &h->inner);
-			g = NULL;
+		for (int l = 1; h->rails && l < h->L.lsize; l++) {
+			char why[200];
+			int w = hl_team_wait(h->team, HL_TEAM_UP, l, 1, hl_clock_us(NULL) +
+					     (double)c->timeout_ms * 1000 + 2e6, why, sizeof(why));
+			const struct hl_team_note *nl =
+				(const struct hl_team_note *)hl_team_buf(h->team, HL_TEAM_UP, l, 0);
 			if (rc)
-				snprintf(err, errlen, "%s", inca_last_errmsg());
+				continue;
+			if (w == 1 && nl->rc) {
+				rc = nl->rc;
+				snprintf(err, errlen, "local rank %d (rank %d) could not join its "
+					 "rail: %.180s", l, leader_rank(h) + l, nl->msg);
+			} else if (w != 1) {
+				rc = w ? w : INCA_ERR_TIMEOUT;
+				snprintf(err, errlen, "local rank %d (rank %d) did not join its rail "
+					 "by the deadline%s%.150s", l, leader_rank(h) + l,
+					 w ? ": " : "", w ? why : "");
+			}
 		}
+		if (h->rails)
+			hl_team_post(h->team, HL_TEAM_UP, 0);
 		if (h->team) {
 			struct hl_team_note *nt = hl_team_note(h->team, 0);
 			nt->rc = rc;
@@ -1055,18 +1228,24 @@ int hl_hier_create(const struct inca_comm_attr *attr, struct hl_layout *L,
 	} else {
 		/* the leader joins the network with a deadline of its own,
 		 * from now */
-		rc = hl_team_wait(h->team, HL_TEAM_DOWN, 0, 1, hl_clock_us(NULL) +
-				  (double)c->timeout_ms * 1000 + 2e6, err, errlen);
-		if (rc == 1) {
+		char mine[256];
+		snprintf(mine, sizeof(mine), "%s", rc ? err : "");
+		int w = hl_team_wait(h->team, HL_TEAM_DOWN, 0, 1, hl_clock_us(NULL) +
+				     (double)c->timeout_ms * 1000 * (h->rails ? 2 : 1) + 2e6, err,
+				     errlen);
+		if (rc) {
+			snprintf(err, errlen, "%s", mine);   /* my rail's error first */
+		} else if (w == 1) {
 			const struct hl_team_note *nt = hl_team_note(h->team, 0);
-			rc = nt->rc;
-			if (rc)
+			if ((rc = nt->rc))
 				snprintf(err, errlen, "the host's leader (rank %d) could not join: "
 					 "%.180s", leader_rank(h), nt->msg);
-		} else if (rc == 0) {
+		} else if (w == 0) {
 			snprintf(err, errlen, "the host's leader (rank %d) did not join the network "
 				 "by the deadline", leader_rank(h));
 			rc = INCA_ERR_TIMEOUT;
+		} else {
+			rc = w;
 		}
 		hl_team_post(h->team, HL_TEAM_DOWN, 0);
 		if (rc)
@@ -1074,10 +1253,11 @@ int hl_hier_create(const struct inca_comm_attr *attr, struct hl_layout *L,
 	}
 	if (g)
 		hl_group_free(g);
-	HL_INFO("rank %d/%d: local rank %d of %d on host %d of %d (%s)%s", c->rank, c->size,
+	HL_INFO("rank %d/%d: local rank %d of %d on host %d of %d (%s)%s%s", c->rank, c->size,
 		h->L.lrank, h->L.lsize, h->L.host, h->L.nhosts,
 		h->L.uniform ? "same ranks on every host" : "uneven",
-		is_leader(h) ? ", this host's leader" : "");
+		is_leader(h) ? ", this host's leader" : "",
+		h->rails ? ", a rail each" : "");
 	*out = c;
 	return 0;
 fail:
@@ -1101,6 +1281,8 @@ void hl_hier_destroy(struct inca_comm *c)
 			      "flight");
 	for (unsigned i = 0; i < h->nq; i++)
 		req_free(h, h->q[i]);
+	if (h->rail != h->inner)
+		inca_comm_destroy(h->rail);
 	inca_comm_destroy(h->inner);
 	hl_team_close(h->team);
 	hl_layout_free(&h->L);
@@ -1114,8 +1296,8 @@ void hl_hier_stats(const struct inca_comm *c, struct inca_stats *st)
 	struct hl_hier *h = c->hier;
 	struct inca_stats mine = c->stats;
 
-	if (h->inner)
-		inca_comm_stats(h->inner, st);
+	if (h->rail)
+		inca_comm_stats(h->rail, st);
 	else
 		memset(st, 0, sizeof(*st));
 	st->collectives = mine.collectives;
@@ -1126,6 +1308,6 @@ void hl_hier_stats(const struct inca_comm *c, struct inca_stats *st)
 
 const char *hl_hier_transport(const struct inca_comm *c)
 {
-	return c->hier->inner ? inca_comm_transport(c->hier->inner) :
+	return c->hier->rail ? inca_comm_transport(c->hier->rail) :
 	       c->tp ? c->tp->name : "none";
 }

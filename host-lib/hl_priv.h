@@ -166,7 +166,12 @@ struct hl_group_desc {
 				  tree); -1: my rank */
 	int nmembers;
 	struct hl_member *members;
+	/* a static group of hosts with rails (INCA_HIER=rails): the groups of
+	 * local ranks 1..nrails, one member per host each */
+	int nrails;
+	struct hl_group_desc *rails;
 };
+#define HL_MAX_RAILS 255
 
 struct hl_coll;
 

@@ -22,7 +22,7 @@
 #include "hl_team.h"
 
 #define TEAM_MAGIC 0x494e4354u   /* "INCT" */
-#define TEAM_VERSION 2u
+#define TEAM_VERSION 3u
 
 enum { ST_NEW = 0, ST_OPEN = 1, ST_READY = 2, ST_FAILED = 3 };
 
@@ -42,6 +42,7 @@ struct seg_hdr {
 	_Atomic int32_t creator;        /* the leader's pid */
 	_Atomic uint32_t joined;        /* ranks that have it mapped */
 	uint64_t bytes;
+	int32_t ndown;                  /* down areas: 1 (the leader's), or lsize */
 	char msg[200];                  /* ST_FAILED: why */
 	_Atomic uint32_t broken;        /* a rank gave up on the team: */
 	char bmsg[200];                 /*   why */
@@ -50,7 +51,7 @@ struct seg_hdr {
 struct hl_team {
 	uint8_t *base;
 	size_t bytes;
-	int lrank, lsize;
+	int lrank, lsize, ndown;
 	struct seg_hdr *hdr;
 	struct seg_rank *ranks;
 	struct hl_team_note *notes;     /* [HL_TEAM_SLOTS] */
@@ -73,7 +74,7 @@ static size_t align_up(size_t n, size_t a)
 	return (n + a - 1) / a * a;
 }
 
-static void layout(struct hl_team *t, uint8_t *base, int lsize)
+static void layout(struct hl_team *t, uint8_t *base, int lsize, int ndown)
 {
 	size_t off = align_up(sizeof(struct seg_hdr), 64);
 
@@ -87,15 +88,15 @@ static void layout(struct hl_team *t, uint8_t *base, int lsize)
 	t->up = base + off;
 	off += (size_t)lsize * HL_TEAM_SLOTS * HL_TEAM_CHUNK;
 	t->down = base + off;
-	off += HL_TEAM_SLOTS * HL_TEAM_CHUNK;
+	off += (size_t)ndown * HL_TEAM_SLOTS * HL_TEAM_CHUNK;
 	t->bytes = off;
 }
 
-static size_t seg_bytes(int lsize)
+static size_t seg_bytes(int lsize, int ndown)
 {
 	struct hl_team t;
 
-	layout(&t, NULL, lsize);
+	layout(&t, NULL, lsize, ndown);
 	return t.bytes;
 }
 
@@ -144,7 +145,7 @@ static void nap(void)
 }
 
 /* The leader: make the segment, reclaiming one a crashed job left. */
-static int create_seg(const char *name, int lsize, double deadline_us, int *fdp, char *err,
+static int create_seg(const char *name, size_t bytes, double deadline_us, int *fdp, char *err,
 		      size_t errlen)
 {
 	int32_t holder = 0;
@@ -155,11 +156,10 @@ static int create_seg(const char *name, int lsize, double deadline_us, int *fdp,
 			/* the pages reserved now: on a full /dev/shm a sparse
 			 * segment would kill the first rank to touch a page with
 			 * SIGBUS */
-			int e = posix_fallocate(fd, 0, (off_t)seg_bytes(lsize));
+			int e = posix_fallocate(fd, 0, (off_t)bytes);
 			if (e) {
 				snprintf(err, errlen, "shared memory %s: %zu bytes: %s (the size "
-					 "of /dev/shm: df /dev/shm)", name, seg_bytes(lsize),
-					 strerror(e));
+					 "of /dev/shm: df /dev/shm)", name, bytes, strerror(e));
 				close(fd);
 				shm_unlink(name);
 				return INCA_ERR_NOMEM;
@@ -207,10 +207,9 @@ static int create_seg(const char *name, int lsize, double deadline_us, int *fdp,
 	}
 }
 
-static int map_seg(struct hl_team *t, int fd, int lsize, const char *name, char *err,
-		   size_t errlen)
+static int map_seg(struct hl_team *t, int fd, const char *name, char *err, size_t errlen)
 {
-	size_t bytes = seg_bytes(lsize);
+	size_t bytes = seg_bytes(t->lsize, t->ndown);
 	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 
 	if (p == MAP_FAILED) {
@@ -218,7 +217,7 @@ static int map_seg(struct hl_team *t, int fd, int lsize, const char *name, char 
 			 strerror(errno));
 		return INCA_ERR_NOMEM;
 	}
-	layout(t, p, lsize);
+	layout(t, p, t->lsize, t->ndown);
 	return 0;
 }
 
@@ -241,11 +240,12 @@ static int wait_word(_Atomic uint32_t *w, uint32_t until_val, int32_t pid, doubl
 static int lead(struct hl_team *t, const char *name, const int *ranks, int my_rank,
 		double deadline_us, char *err, size_t errlen)
 {
-	int fd, rc = create_seg(name, t->lsize, deadline_us, &fd, err, errlen);
+	int fd, rc = create_seg(name, seg_bytes(t->lsize, t->ndown), deadline_us, &fd, err,
+				errlen);
 
 	if (rc)
 		return rc;
-	rc = map_seg(t, fd, t->lsize, name, err, errlen);
+	rc = map_seg(t, fd, name, err, errlen);
 	close(fd);
 	if (rc) {
 		shm_unlink(name);
@@ -254,6 +254,7 @@ static int lead(struct hl_team *t, const char *name, const int *ranks, int my_ra
 	t->hdr->magic = TEAM_MAGIC;
 	t->hdr->version = TEAM_VERSION;
 	t->hdr->lsize = t->lsize;
+	t->hdr->ndown = t->ndown;
 	t->hdr->bytes = t->bytes;
 	atomic_store(&t->ranks[0].pid, (int32_t)getpid());
 	t->ranks[0].rank = my_rank;
@@ -312,29 +313,45 @@ static int join(struct hl_team *t, const char *name, int my_rank, double deadlin
 			snprintf(err, errlen, "shared memory %s: %s", name, strerror(errno));
 			return INCA_ERR_TRANSPORT;
 		}
-		if (fstat(fd, &st) || (size_t)st.st_size < seg_bytes(t->lsize)) {
+		if (fstat(fd, &st) || (size_t)st.st_size < sizeof(struct seg_hdr)) {
 			close(fd);
 			continue;
 		}
-		rc = map_seg(t, fd, t->lsize, name, err, errlen);
+		/* the header first: made for this team, and done? */
+		struct seg_hdr *h = mmap(NULL, sizeof(*h), PROT_READ, MAP_SHARED, fd, 0);
+		if (h == MAP_FAILED) {
+			close(fd);
+			continue;
+		}
+		creator = atomic_load(&h->creator);
+		bool open = atomic_load(&h->state) == ST_OPEN && h->magic == TEAM_MAGIC &&
+			    pid_alive(creator);
+		struct seg_hdr hc = *h;
+		munmap(h, sizeof(*h));
+		if (!open) {
+			/* not made yet, or left by a crash: the leader replaces it */
+			close(fd);
+			continue;
+		}
+		if (hc.version != TEAM_VERSION || hc.lsize != t->lsize || hc.ndown != t->ndown) {
+			close(fd);
+			snprintf(err, errlen, "shared memory %s: local rank 0 made it for %d local "
+				 "ranks, %s (version %u); this rank expects %d, %s (version %u): "
+				 "the ranks of one host must have the same layout and INCA_HIER",
+				 name, hc.lsize, hc.ndown > 1 ? "rails" : "one leader",
+				 hc.version, t->lsize, t->ndown > 1 ? "rails" : "one leader",
+				 TEAM_VERSION);
+			return INCA_ERR_CONFIG;
+		}
+		if ((size_t)st.st_size < seg_bytes(t->lsize, t->ndown)) {
+			close(fd);
+			continue;
+		}
+		rc = map_seg(t, fd, name, err, errlen);
 		close(fd);
 		if (rc)
 			return rc;
-		creator = atomic_load(&t->hdr->creator);
-		if (atomic_load(&t->hdr->state) != ST_OPEN || t->hdr->magic != TEAM_MAGIC ||
-		    !pid_alive(creator)) {
-			/* not made yet, or left by a crash: the leader replaces it */
-			munmap(t->base, t->bytes);
-			t->base = NULL;
-			continue;
-		}
 		break;
-	}
-	if (t->hdr->version != TEAM_VERSION || t->hdr->lsize != t->lsize) {
-		snprintf(err, errlen, "shared memory %s: local rank 0 made it for %d local ranks "
-			 "(version %u), this rank expects %d (version %u)", name, t->hdr->lsize,
-			 t->hdr->version, t->lsize, TEAM_VERSION);
-		return INCA_ERR_CONFIG;
 	}
 	int32_t zero = 0;
 	struct seg_rank *me = &t->ranks[t->lrank];
@@ -361,8 +378,8 @@ static int join(struct hl_team *t, const char *name, int my_rank, double deadlin
 	return INCA_ERR_CONFIG;
 }
 
-int hl_team_open(const char *name, int lrank, int lsize, const int *ranks, int my_rank,
-		 double deadline_us, struct hl_team **out, char *err, size_t errlen)
+int hl_team_open(const char *name, int lrank, int lsize, bool rails, const int *ranks,
+		 int my_rank, double deadline_us, struct hl_team **out, char *err, size_t errlen)
 {
 	struct hl_team *t;
 	int rc;
@@ -380,6 +397,7 @@ int hl_team_open(const char *name, int lrank, int lsize, const int *ranks, int m
 	}
 	t->lrank = lrank;
 	t->lsize = lsize;
+	t->ndown = rails ? lsize : 1;
 	rc = lrank == 0 ? lead(t, name, ranks, my_rank, deadline_us, err, errlen) :
 			  join(t, name, my_rank, deadline_us, err, errlen);
 	if (rc) {
@@ -402,7 +420,8 @@ void hl_team_close(struct hl_team *t)
 uint8_t *hl_team_buf(struct hl_team *t, enum hl_team_stream st, int lrank, uint32_t s)
 {
 	if (st == HL_TEAM_DOWN)
-		return t->down + (size_t)(s % HL_TEAM_SLOTS) * HL_TEAM_CHUNK;
+		return t->down + ((size_t)(lrank < t->ndown ? lrank : 0) * HL_TEAM_SLOTS +
+				  s % HL_TEAM_SLOTS) * HL_TEAM_CHUNK;
 	return t->up + ((size_t)lrank * HL_TEAM_SLOTS + s % HL_TEAM_SLOTS) * HL_TEAM_CHUNK;
 }
 

@@ -1,19 +1,25 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * A local team: the ranks of one job on one host, over one shared-memory
- * segment (hl_team.c). Two streams of numbered steps carry data between
- * local rank 0 (the leader) and the others:
- *   up    every rank publishes a chunk of step s; the leader takes them
- *   down  the leader publishes a chunk of step s; every rank reads it
- * Each rank owns two counters (steps done, one per stream), futex words
- * in the segment. HL_TEAM_SLOTS buffers per rank and stream let steps
- * s + 1 .. s + HL_TEAM_SLOTS - 1 be written while step s is read. The segment's name is unlinked once every
+ * segment (hl_team.c). Two streams of numbered steps carry data; each step
+ * has an owner (local rank 0, the leader, or with rails the local rank the
+ * caller names):
+ *   up    every other rank publishes a chunk of step s; the owner takes them
+ *   down  the owner publishes a chunk of step s; every other rank reads it
+ * Each rank owns two counters (steps done, one per stream), futex words in
+ * the segment: a rank's counter passes step s once it is done with it (up:
+ * written its chunk, or as the owner taken them all; down: read the
+ * owner's chunk, or as the owner published it). A step's buffers may be
+ * written again once every rank is past that step (hl_team_reuse).
+ * HL_TEAM_SLOTS buffers per rank and stream let steps s + 1 ..
+ * s + HL_TEAM_SLOTS - 1 be written while step s is read. The segment's name is unlinked once every
  * local rank has it mapped, so a crash leaves nothing in /dev/shm; a
  * segment left by a crash before that is reclaimed by the next job.
  */
 #ifndef HL_TEAM_H
 #define HL_TEAM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -27,9 +33,9 @@
 
 enum hl_team_stream { HL_TEAM_UP = 0, HL_TEAM_DOWN = 1 };
 
-/* what the leader says of a down step beside its data */
+/* what a down step's owner says of it beside its data */
 struct hl_team_note {
-	int32_t rc;            /* the collective's result at the leader */
+	int32_t rc;            /* the collective's result at the step's owner */
 	uint32_t flags;        /* HL_TEAM_NOTE_* */
 	char msg[200];         /* rc != 0: the leader's error message */
 };
@@ -41,17 +47,19 @@ struct hl_team;
  * Make (local rank 0) or join the team's segment /dev/shm/<name> and wait
  * until all lsize ranks have joined, up to deadline_us (hl_clock_us). The
  * caller's global rank is recorded and checked by the leader: ranks[l]
- * must be local rank l's. 0, or a negative INCA code with err set.
+ * must be local rank l's. rails: every rank may own down steps (a down
+ * buffer per rank; without, the leader's only). 0, or a negative INCA code
+ * with err set.
  */
-int hl_team_open(const char *name, int lrank, int lsize, const int *ranks, int my_rank,
-		 double deadline_us, struct hl_team **out, char *err, size_t errlen);
+int hl_team_open(const char *name, int lrank, int lsize, bool rails, const int *ranks,
+		 int my_rank, double deadline_us, struct hl_team **out, char *err, size_t errlen);
 void hl_team_close(struct hl_team *t);
 
 /* local rank lrank's buffer for step s of a stream (HL_TEAM_CHUNK bytes;
- * the down stream has one, the leader's) */
+ * the down stream has the leader's only unless the team has rails) */
 uint8_t *hl_team_buf(struct hl_team *t, enum hl_team_stream st, int lrank, uint32_t s);
 /* The buffer of step s is step s - HL_TEAM_SLOTS's: its writer may fill it
- * once the reader has reached (hl_team_reached) this step number. */
+ * once every other rank has reached (hl_team_reached) this step number. */
 static inline uint32_t hl_team_reuse(uint32_t s)
 {
 	return s - HL_TEAM_SLOTS + 1;

@@ -96,11 +96,18 @@ typedef enum {
 /* Several ranks per host: INCA_HIER_AUTO (default) reduces inside the host
  * first when the layout says ranks share a host; OFF makes every rank a
  * member of the switch's group; LEADER is what auto does today (the host's
- * ranks reduce to local rank 0, which alone takes part in the network). */
+ * ranks reduce to local rank 0, which alone takes part in the network);
+ * RAILS gives every local rank a communicator of its own across the hosts
+ * (its rail: a static group's "rails", or a job "<job>.rail<l>" at the
+ * manager) and splits each all-reduce of at least INCA_RAIL_MIN_BYTES
+ * (256 KiB) over them, every local rank carrying 1/P of the vector through
+ * the network; the other calls go as with LEADER. Needs as many ranks on
+ * every host. */
 typedef enum {
 	INCA_HIER_AUTO = 0,
 	INCA_HIER_OFF = 1,
 	INCA_HIER_LEADER = 2,
+	INCA_HIER_RAILS = 3,
 } inca_hier_t;
 
 /*
@@ -168,7 +175,7 @@ struct inca_comm_attr {
 				     OMPI_COMM_WORLD_LOCAL_SIZE, MPI_LOCALNRANKS);
 				     0: not said */
 	int local_rank;           /* with local_size: rank % local_size, checked */
-	inca_hier_t hier;         /* INCA_HIER=auto|off|leader */
+	inca_hier_t hier;         /* INCA_HIER=auto|off|leader|rails */
 };
 
 /* An epoch for a new job on a static group (one rank draws it, every rank

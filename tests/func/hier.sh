@@ -5,10 +5,12 @@
 # dtype x op exact on 4 hosts x 2 ranks, 2 hosts x 4 and an uneven 3+1+2+2
 # layout, in place and 8 in flight, udp with the ranks unprivileged (user
 # nobody; the udp transport without its eBPF steering, which only one rank
-# per host needs no more) and xdp (as root: AF_XDP needs it); a host's link
-# carries one copy of a 16 MiB all-reduce per direction whatever the ranks
-# per host (the switch's port counters); a local rank killed mid-job ends
-# the job on every rank before its deadline; /dev/shm empty after every case.
+# per host needs no more) and xdp (as root: AF_XDP needs it); the same with
+# rails (INCA_HIER=rails: a group per local rank, each from an address of
+# its own); a host's link carries one copy of a 16 MiB all-reduce per
+# direction whatever the ranks per host, with one leader or with rails (the
+# switch's port counters); a local rank killed mid-job ends the job on every
+# rank before its deadline; /dev/shm empty after every case.
 # Usage: hier.sh BUILD_DIR
 BUILD=$(cd "${1:?usage: hier.sh BUILD_DIR}" && pwd)
 source "$(dirname "$0")/lib.sh"
@@ -28,12 +30,35 @@ QKEY=0x5eed0030
 HOSTS4='[ { "ip": "10.0.0.1", "qpn": 17 }, { "ip": "10.0.0.2", "qpn": 18 },
           { "ip": "10.0.0.3", "qpn": 19 }, { "ip": "10.0.0.4", "qpn": 20 } ]'
 HOSTS2='[ { "ip": "10.0.0.1", "qpn": 21 }, { "ip": "10.0.0.2", "qpn": 22 } ]'
+# rails: local rank k of host h at 10.0.0.(100 + 10k + h), QPN 30 + 10k + h
+rail_members() {  # rail_members K NHOSTS
+	local h sep=
+	printf '['
+	for h in $(seq "$2"); do
+		printf '%s { "ip": "10.0.0.%d", "qpn": %d }' "$sep" $((100 + 10 * $1 + h)) $((30 + 10 * $1 + h))
+		sep=,
+	done
+	printf ' ]'
+}
+rail() {  # rail KEY ID QPN K NHOSTS: a rail's group, as the switch (KEY id) or
+	  # a host's group file (KEY group, the rest the file's) lists it
+	if [ "$1" = id ]; then
+		printf '{ "id": %d, "qpn": %d, "qkey": "%s", "window": 16, "elems_per_pkt": 256, "members": %s }' \
+			"$2" "$3" "$QKEY" "$(rail_members "$4" "$5")"
+	else
+		printf '{ "group": %d, "qpn": %d, "members": %s }' "$2" "$3" "$(rail_members "$4" "$5")"
+	fi
+}
+RAILS4="[ $(rail group 3 258 1 4) ]"
+RAILS2="[ $(rail group 4 259 1 2), $(rail group 5 260 2 2), $(rail group 6 261 3 2) ]"
 cat > "$WORK/switch.json" <<JSON
 { "switch": { "ip": "10.0.0.254", "idle_sleep_us": 20 },
   "groups": [ { "id": 1, "qpn": 256, "qkey": "$QKEY", "window": 16, "elems_per_pkt": 256,
                 "members": $HOSTS4 },
               { "id": 2, "qpn": 257, "qkey": "$QKEY", "window": 16, "elems_per_pkt": 256,
-                "members": $HOSTS2 } ] }
+                "members": $HOSTS2 },
+              $(rail id 3 258 1 4), $(rail id 4 259 1 2), $(rail id 5 260 2 2),
+              $(rail id 6 261 3 2) ] }
 JSON
 cat > "$WORK/hosts4.json" <<JSON
 { "switch": "10.0.0.254", "group": 1, "qpn": 256, "qkey": "$QKEY", "window": 16,
@@ -47,6 +72,8 @@ JSON
 sed -e 's/"qpn": 17 }/"qpn": 17, "ranks": 3 }/' -e 's/"qpn": 18 }/"qpn": 18, "ranks": 1 }/' \
     -e 's/"qpn": 19 }/"qpn": 19, "ranks": 2 }/' -e 's/"qpn": 20 }/"qpn": 20, "ranks": 2 }/' \
     "$WORK/hosts4.json" > "$WORK/uneven.json"
+sed "s|\"members\": \[|\"rails\": $RAILS4, &|" "$WORK/hosts4.json" > "$WORK/rails4.json"
+sed "s|\"members\": \[|\"rails\": $RAILS2, &|" "$WORK/hosts2.json" > "$WORK/rails2.json"
 chmod 644 "$WORK"/*.json
 
 "$TB" up --hosts 4 --mgmt --config "$WORK/switch.json" --switch "$BUILD/dataplane/inca-switch" >/dev/null ||
@@ -94,6 +121,12 @@ wait_all() {
 	fi
 	return $rc
 }
+# wait_all_fail: every rank exited non-zero (a configuration every rank refuses)
+wait_all_fail() {
+	local p rc=0
+	for p in "${PIDS[@]}"; do wait "$p" && rc=1; done
+	return $rc
+}
 # host_first: every rank's summary says its calls reduced inside the host
 # first and none fell back
 host_first() {
@@ -122,19 +155,56 @@ for tp in udp xdp; do
 	expect_eq "$tp, uneven, in flight: nothing left in /dev/shm" "$(shm_left)" 0
 done
 
+# Rails: every local rank past the first with an address of its own on its
+# host's link (a NIC per rank), so that no two udp ranks share one and they
+# run unprivileged
+for h in 1 2 3 4; do
+	for k in 1 2 3; do
+		"$TB" exec "$h" ip addr add "10.0.0.$((100 + 10 * k + h))/24" dev eth0
+	done
+done
+# every rank sent packets: with rails each local rank carries a share
+each_sent() {
+	local f
+	for f in "$WORK"/rank*.out; do
+		grep -Eq "wrong; [1-9][0-9]* packets" "$f" || return 1
+	done
+}
+start 2,2,2,2 "$WORK/hosts4.json" udp nobody INCA_HIER=rails -- -c allreduce -n 100000
+check "rails without the group file's rails: every rank refuses it" wait_all_fail
+check "... and says what is missing" grep -q "the group file lists 0 rails, it needs 1" "$WORK/rank1.out"
+for tp in udp xdp; do
+	user=nobody
+	[ "$tp" = udp ] || user=root
+	for case in "2,2,2,2 rails4" "4,4 rails2"; do
+		layout=${case% *} cfg=$WORK/${case#* }.json
+		start "$layout" "$cfg" "$tp" "$user" INCA_HIER=rails INCA_RAIL_MIN_BYTES=0 -- "${ALL[@]}"
+		check "$tp, rails, layout $layout ($user): every collective, dtype and op exact" wait_all
+		check "$tp, rails, layout $layout: every local rank carried its share" each_sent
+		check "$tp, rails, layout $layout: reduced inside the host first, no fallback" host_first
+		expect_eq "$tp, rails, layout $layout: nothing left in /dev/shm" "$(shm_left)" 0
+	done
+done
+# in place, 8 in flight, around the default threshold (256 KiB)
+start 4,4 "$WORK/rails2.json" udp nobody INCA_HIER=rails -- -c allreduce,reduce_scatter \
+	-d fp32,fp16,int64 -o sum,max -n 1,1000,70000,300000 -i -p 8
+check "udp, rails, 4,4: in place, 8 in flight, small and large, exact" wait_all
+
 # The bytes of one 16 MiB fp32 all-reduce on a host's link, each way:
 # 16913 packets of at most 248 elements, 98 bytes of headers each, for
 # one copy (the host's leader); every rank a member would be P copies.
 one_copy=$((16777216 + 16913 * 98))
-for case in "2,2,2,2 hosts4 4" "4,4 hosts2 2"; do
-	read -r layout name nh <<< "$case"
+for case in "2,2,2,2 hosts4 4" "4,4 hosts2 2" "2,2,2,2 rails4 4 INCA_HIER=rails" \
+	    "4,4 rails2 2 INCA_HIER=rails"; do
+	read -r layout name nh mode <<< "$case"
 	declare -a tx0=() rx0=()
 	for h in $(seq 0 $((nh - 1))); do tx0[$h]=$(port "$h" tx_bytes); rx0[$h]=$(port "$h" rx_bytes); done
-	start "$layout" "$WORK/$name.json" udp nobody -- -c allreduce -d fp32 -o sum -n 4194304 -r 3
-	check "16 MiB all-reduce x 3, layout $layout: exact" wait_all
+	start "$layout" "$WORK/$name.json" udp nobody $mode -- -c allreduce -d fp32 -o sum -n 4194304 -r 3
+	check "16 MiB all-reduce x 3, layout $layout${mode:+, $mode}: exact" wait_all
+	[ -z "$mode" ] || check "... every local rank carried its share" each_sent
 	for h in $(seq 0 $((nh - 1))); do
 		tx=$(( ($(port "$h" tx_bytes) - tx0[h]) / 3 )) rx=$(( ($(port "$h" rx_bytes) - rx0[h]) / 3 ))
-		check "layout $layout, host $((h + 1)): $rx bytes up, $tx down a call: one copy (<= 1.1 x $one_copy)" \
+		check "layout $layout${mode:+ ($mode)}, host $((h + 1)): $rx bytes up, $tx down a call: one copy (<= 1.1 x $one_copy)" \
 			test "$rx" -le $((one_copy * 11 / 10)) -a "$tx" -le $((one_copy * 11 / 10)) \
 			-a "$rx" -ge "$one_copy" -a "$tx" -ge "$one_copy"
 	done

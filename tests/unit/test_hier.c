@@ -30,6 +30,7 @@
 
 static char cfg_path[64];
 static unsigned job_no;
+static inca_hier_t hier_mode;     /* the ranks' INCA_HIER (forked: inherited) */
 
 /* a static group of one host (its leader), size ranks on it */
 static void write_cfg(void)
@@ -66,7 +67,8 @@ static int fails;
 static inca_comm_t *make(int rank, int size, const char *job, unsigned timeout_ms)
 {
 	struct inca_comm_attr a = { .rank = rank, .size = size, .job = job,
-				    .config_file = cfg_path, .timeout_ms = timeout_ms };
+				    .config_file = cfg_path, .timeout_ms = timeout_ms,
+				    .hier = hier_mode };
 	inca_comm_t *c = NULL;
 	int rc = inca_comm_create(&a, &c);
 
@@ -334,6 +336,26 @@ static void test_collectives(void **state)
 	assert_int_equal(count_shm(), before);
 }
 
+/* Rails on one host: an all-reduce from INCA_RAIL_MIN_BYTES up is reduced
+ * by every local rank, each for its own steps (k mod P), and gathered
+ * from every rank's down buffers; the rest as with one leader. The same
+ * exact checks, with 3 ranks (32 slots not a multiple of P) and 4; then
+ * with every all-reduce on the rails (a vector of fewer steps than ranks,
+ * more small ones in flight than slots). */
+static void test_collectives_rails(void **state)
+{
+	(void)state;
+	int before = count_shm();
+	hier_mode = INCA_HIER_RAILS;
+	run_ranks(3, body_collectives, -1);
+	run_ranks(4, body_collectives, -1);
+	setenv("INCA_RAIL_MIN_BYTES", "0", 1);
+	run_ranks(3, body_collectives, -1);
+	unsetenv("INCA_RAIL_MIN_BYTES");
+	hier_mode = INCA_HIER_AUTO;
+	assert_int_equal(count_shm(), before);
+}
+
 /* Two in flight, started and completed in different orders on different
  * ranks: rank 0 waits for the first before it starts the second, the
  * others start both first (the oldest collective's wait goes first) */
@@ -381,6 +403,9 @@ static void test_asymmetric_order(void **state)
 {
 	(void)state;
 	run_ranks(3, body_asym, -1);
+	hier_mode = INCA_HIER_RAILS;
+	run_ranks(3, body_asym, -1);
+	hier_mode = INCA_HIER_AUTO;
 }
 
 /* rank P-1 dies after joining: the others fail with INCA_ERR_PEER, soon */
@@ -483,13 +508,13 @@ static void test_stale_segment(void **state)
 	hdr[4] = (int32_t)dead;   /* the creator field */
 	munmap(hdr, 4096);
 	close(fd);
-	assert_int_equal(hl_team_open(name, 0, 1, ranks, 5, hl_clock_us(NULL) + 2e6, &t, err,
+	assert_int_equal(hl_team_open(name, 0, 1, false, ranks, 5, hl_clock_us(NULL) + 2e6, &t, err,
 				      sizeof(err)), 0);
 	hl_team_close(t);
 	/* unlinked once every local rank joined */
 	assert_true(shm_open(name, O_RDONLY, 0) < 0);
 	/* wrong sizes are refused */
-	assert_int_equal(hl_team_open(name, 1, 1, ranks, 5, 0, &t, err, sizeof(err)),
+	assert_int_equal(hl_team_open(name, 1, 1, false, ranks, 5, 0, &t, err, sizeof(err)),
 			 INCA_ERR_CONFIG);
 	assert_non_null(strstr(err, "local rank 1 of 1"));
 }
@@ -506,11 +531,11 @@ static void test_team_wrong_rank(void **state)
 
 	if (p == 0) {
 		/* claims to be rank 9 */
-		int rc = hl_team_open(name, 1, 2, ranks, 9, hl_clock_us(NULL) + 5e6, &t, err,
+		int rc = hl_team_open(name, 1, 2, false, ranks, 9, hl_clock_us(NULL) + 5e6, &t, err,
 				      sizeof(err));
 		_exit(rc == INCA_ERR_CONFIG && strstr(err, "refused") ? 0 : 1);
 	}
-	assert_int_equal(hl_team_open(name, 0, 2, ranks, 4, hl_clock_us(NULL) + 5e6, &t, err,
+	assert_int_equal(hl_team_open(name, 0, 2, false, ranks, 4, hl_clock_us(NULL) + 5e6, &t, err,
 				      sizeof(err)), INCA_ERR_CONFIG);
 	assert_string_equal(err, "local rank 1 of this host is rank 9, the layout says rank 5 "
 			    "(ranks must be numbered host by host)");
@@ -520,7 +545,7 @@ static void test_team_wrong_rank(void **state)
 	assert_int_equal(WEXITSTATUS(st), 0);
 	assert_true(shm_open(name, O_RDONLY, 0) < 0);
 	/* a local rank that never comes: named at the deadline */
-	assert_int_equal(hl_team_open(name, 0, 2, ranks, 4, hl_clock_us(NULL) + 2e5, &t, err,
+	assert_int_equal(hl_team_open(name, 0, 2, false, ranks, 4, hl_clock_us(NULL) + 2e5, &t, err,
 				      sizeof(err)), INCA_ERR_TIMEOUT);
 	assert_non_null(strstr(err, "1 of 2 joined"));
 	assert_non_null(strstr(err, ": 5"));
@@ -639,8 +664,8 @@ static void test_hier_off(void **state)
 	setenv("INCA_HIER", "sideways", 1);
 	a.hier = INCA_HIER_AUTO;
 	assert_int_equal(inca_comm_create(&a, &c), INCA_ERR_CONFIG);
-	assert_string_equal(inca_last_errmsg(), "INCA_HIER: expected auto, off or leader, got "
-			    "'sideways'");
+	assert_string_equal(inca_last_errmsg(), "INCA_HIER: expected auto, off, leader or rails, "
+			    "got 'sideways'");
 	unsetenv("INCA_HIER");
 }
 
@@ -652,6 +677,7 @@ int main(void)
 		cmocka_unit_test(test_stale_segment),
 		cmocka_unit_test(test_team_wrong_rank),
 		cmocka_unit_test(test_collectives),
+		cmocka_unit_test(test_collectives_rails),
 		cmocka_unit_test(test_late_rank),
 		cmocka_unit_test(test_asymmetric_order),
 		cmocka_unit_test(test_dead_rank),

@@ -532,6 +532,30 @@ static void test_group_descriptions(void **state)
 	assert_int_equal(g.nmembers, 0);
 	hl_group_free(&g);
 
+	/* rails: a group for local rank 1 of each host, the rest the file's */
+	assert_int_equal(hl_group_from_json(
+		"{\"switch\":\"10.0.0.254\",\"group\":3,\"qpn\":256,\"qkey\":7,\"window\":16,"
+		"\"members\":[{\"ip\":\"10.0.0.1\",\"qpn\":17,\"ranks\":2},"
+		"{\"ip\":\"10.0.0.2\",\"qpn\":18,\"ranks\":2}],"
+		"\"rails\":[{\"group\":4,\"qpn\":257,\"members\":[{\"ip\":\"10.0.1.1\",\"qpn\":21,"
+		"\"ring_port\":18601},{\"ip\":\"10.0.1.2\",\"qpn\":22}]}]}", "g.json", &g, err,
+		sizeof(err)), 0);
+	assert_int_equal(g.nrails, 1);
+	assert_int_equal(g.group_id, 3);
+	assert_int_equal(g.rails[0].group_id, 4);
+	assert_int_equal(g.rails[0].group_qpn, 257);
+	assert_int_equal(g.rails[0].qkey, 7);
+	assert_int_equal(g.rails[0].window, 16);
+	assert_int_equal(g.rails[0].switch_ip, 0x0a0000fe);
+	assert_int_equal(g.rails[0].nmembers, 2);
+	assert_int_equal(g.rails[0].members[0].ip, 0x0a000101);
+	assert_int_equal(g.rails[0].members[0].ring_port, 18601);
+	assert_int_equal(g.rails[0].members[1].qpn, 22);
+	assert_int_equal(g.rails[0].members[1].ring_port, 18515);
+	assert_int_equal(g.rails[0].nrails, 0);
+	hl_group_free(&g);
+	assert_int_equal(g.nrails, 0);
+
 	/* mtu "auto" (and 0, the manager's auto) leave it to the host */
 	for (int i = 0; i < 2; i++) {
 		char json[256];
@@ -560,6 +584,17 @@ static void test_group_descriptions(void **state)
 		{ "{\"switch\":\"10.0.0.254\",\"group\":1,\"qpn\":256,\"qkey\":1,"
 		  "\"members\":{\"0\":{\"ip\":\"10.0.0.1\",\"qpn\":17}}}",
 		  "g.json: members.size: missing" },
+		{ "{\"switch\":\"10.0.0.254\",\"group\":1,\"qpn\":256,\"qkey\":1,"
+		  "\"members\":[{\"ip\":\"10.0.0.1\",\"qpn\":17}],\"rails\":{}}",
+		  "g.json: rails: expected a list of 1..255 groups" },
+		{ "{\"switch\":\"10.0.0.254\",\"group\":1,\"qpn\":256,\"qkey\":1,"
+		  "\"members\":[{\"ip\":\"10.0.0.1\",\"qpn\":17}],\"rails\":[{\"group\":2}]}",
+		  "g.json: rails[0]: expected an object with this rail's \"group\", \"qpn\" and "
+		  "\"members\"" },
+		{ "{\"switch\":\"10.0.0.254\",\"group\":1,\"qpn\":256,\"qkey\":1,"
+		  "\"members\":[{\"ip\":\"10.0.0.1\",\"qpn\":17}],\"rails\":[{\"group\":2,"
+		  "\"qpn\":257,\"members\":[{\"ip\":\"10.0.0.1\",\"qpn\":1}]}]}",
+		  "g.json: rails[0]: members[0].qpn: expected 2..16777215, got 1" },
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		assert_int_equal(hl_group_from_json(bad[i].json, "g.json", &g, err, sizeof(err)), -1);
