@@ -202,7 +202,14 @@ static int rails_from_json(struct inca_json *in, json_t *root, json_t *v,
 		    !json_object_get(r, "members"))
 			return inca_json_bad(in, "expected an object with this rail's \"group\", "
 					     "\"qpn\" and \"members\"");
+		/* the file's group, but the rail's own ring port (one after
+		 * another's: the rails of a host may share its address) */
 		m = json_deep_copy(root);
+		if (m) {
+			json_object_del(m, "member_index");
+			json_object_set_new(m, "ring_port",
+					    json_integer((json_int_t)g->ring_port + (json_int_t)k + 1));
+		}
 		if (!m || json_object_del(m, "rails") || json_object_update(m, r) ||
 		    !(text = json_dumps(m, 0))) {
 			json_decref(m);

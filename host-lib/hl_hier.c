@@ -552,9 +552,11 @@ int hl_hier_start(struct inca_comm *c, const struct hl_coll_args *a, struct hl_h
 	}
 	/* the leader's local phase ends by the deadline, its network phase up
 	 * to a deadline later: a local rank waits for its verdict that long,
-	 * and 2 s more, so that it hears why */
-	r->deadline_us = c->now_us(c) + (double)c->timeout_ms * 1000 *
-			 (is_leader(h) ? 1 : 2) + (is_leader(h) ? 0 : 2e6);
+	 * and 2 s more, so that it hears why; with rails every rank, the
+	 * leader too, may wait so for another's rail */
+	bool first = is_leader(h) && !h->rails;
+	r->deadline_us = c->now_us(c) + (double)c->timeout_ms * 1000 * (first ? 1 : 2) +
+			 (first ? 0 : 2e6);
 	r->up0 = h->up_next;
 	h->up_next += r->upn;
 	r->down0 = h->down_next;
@@ -571,6 +573,7 @@ struct need {
 	enum hl_team_stream st;
 	int lrank;
 	uint32_t n;
+	unsigned count;                /* the waits found (the first is kept) */
 };
 
 /* The oldest collective's wait is the one to sleep on: a newer one's
@@ -578,7 +581,8 @@ struct need {
 static void set_need(struct need *need, enum hl_team_stream st, int lrank, uint32_t n)
 {
 	if (!need->set)
-		*need = (struct need){ true, st, lrank, n };
+		*need = (struct need){ true, st, lrank, n, 0 };
+	need->count++;
 }
 
 static void leader_take(struct hl_hreq *r, int l, size_t off, size_t len, const uint8_t *src)
@@ -962,6 +966,10 @@ int hl_hier_progress(struct hl_hreq *target, double budget_us)
 	for (;;) {
 		struct need need = { 0 };
 		struct hl_hreq *net;
+		/* with rails a rank may wait on several ranks at once (another
+		 * collective's owner, a writer of its own steps): it then
+		 * sleeps until any rank posts */
+		uint32_t posts = h->rails ? hl_team_posts(h->team) : 0;
 		bool moved = pass(h, &need, &net);
 		if (target->phase == HP_DONE)
 			return 1;
@@ -995,8 +1003,11 @@ int hl_hier_progress(struct hl_hreq *target, double budget_us)
 		}
 		if (need.set) {
 			char err[200];
-			int rc = hl_team_wait(h->team, need.st, need.lrank, need.n,
-					      end < now + 50000 ? end : now + 50000, err, sizeof(err));
+			double until = end < now + 50000 ? end : now + 50000;
+			int rc = h->rails && need.count > 1 ?
+				 hl_team_wait_post(h->team, posts, need.lrank, until, err, sizeof(err)) :
+				 hl_team_wait(h->team, need.st, need.lrank, need.n, until, err,
+					      sizeof(err));
 			if (rc < 0) {
 				team_break(h, rc, err);
 				return 1;
@@ -1094,6 +1105,8 @@ static int rails_setup(const struct inca_comm_attr *attr, struct hl_hier *h,
 	const char *s = getenv("INCA_RAIL_MIN_BYTES");
 
 	h->rail_min = 256 * 1024;
+	if (attr->hier != INCA_HIER_RAILS)
+		return 0;
 	if (s && *s) {
 		if (hl_parse_num(s, SIZE_MAX, &v)) {
 			snprintf(err, errlen, "INCA_RAIL_MIN_BYTES: expected a number of bytes, "
@@ -1102,7 +1115,7 @@ static int rails_setup(const struct inca_comm_attr *attr, struct hl_hier *h,
 		}
 		h->rail_min = (size_t)v;
 	}
-	if (attr->hier != INCA_HIER_RAILS || h->L.lsize < 2)
+	if (h->L.lsize < 2)
 		return 0;
 	if (!h->L.uniform) {
 		if (h->L.host == 0 && h->L.lrank == 0)
@@ -1221,6 +1234,9 @@ int hl_hier_create(const struct inca_comm_attr *attr, struct hl_layout *L,
 			nt->rc = rc;
 			nt->flags = 0;
 			snprintf(nt->msg, sizeof(nt->msg), "%.199s", rc ? err : "");
+			/* the threshold: the leader's on every local rank */
+			uint64_t min = h->rail_min;
+			memcpy(hl_team_buf(h->team, HL_TEAM_DOWN, 0, 0), &min, sizeof(min));
 			hl_team_post(h->team, HL_TEAM_DOWN, 0);
 		}
 		if (rc)
@@ -1237,6 +1253,9 @@ int hl_hier_create(const struct inca_comm_attr *attr, struct hl_layout *L,
 			snprintf(err, errlen, "%s", mine);   /* my rail's error first */
 		} else if (w == 1) {
 			const struct hl_team_note *nt = hl_team_note(h->team, 0);
+			uint64_t min;
+			memcpy(&min, hl_team_buf(h->team, HL_TEAM_DOWN, 0, 0), sizeof(min));
+			h->rail_min = (size_t)min;
 			if ((rc = nt->rc))
 				snprintf(err, errlen, "the host's leader (rank %d) could not join: "
 					 "%.180s", leader_rank(h), nt->msg);

@@ -46,6 +46,8 @@ struct seg_hdr {
 	char msg[200];                  /* ST_FAILED: why */
 	_Atomic uint32_t broken;        /* a rank gave up on the team: */
 	char bmsg[200];                 /*   why */
+	_Atomic uint32_t posts;         /* rails: every rank's posts, counted */
+	_Atomic uint32_t posts_waiters; /* sleepers on posts */
 };
 
 struct hl_team {
@@ -437,6 +439,11 @@ void hl_team_post(struct hl_team *t, enum hl_team_stream st, uint32_t s)
 	atomic_store(&me->cnt[st], s + 1);
 	if (atomic_load(&me->waiters[st]))
 		futex_wake(&me->cnt[st]);
+	if (t->ndown > 1) {
+		atomic_fetch_add(&t->hdr->posts, 1);
+		if (atomic_load(&t->hdr->posts_waiters))
+			futex_wake(&t->hdr->posts);
+	}
 }
 
 int hl_team_reached(struct hl_team *t, enum hl_team_stream st, int lrank, uint32_t n)
@@ -465,6 +472,36 @@ int hl_team_wait(struct hl_team *t, enum hl_team_stream st, int lrank, uint32_t 
 			futex_wait(&r->cnt[st], v, until_us - now < 20000 ? until_us - now : 20000);
 		atomic_fetch_sub(&r->waiters[st], 1);
 		if (hl_team_reached(t, st, lrank, n))
+			return 1;
+		int rc = hl_team_check(t, lrank, err, errlen);
+		if (rc)
+			return rc;
+	}
+}
+
+uint32_t hl_team_posts(struct hl_team *t)
+{
+	return atomic_load(&t->hdr->posts);
+}
+
+int hl_team_wait_post(struct hl_team *t, uint32_t seen, int lrank, double until_us, char *err,
+		      size_t errlen)
+{
+	for (int i = 0; i < 256; i++) {
+		if (atomic_load(&t->hdr->posts) != seen)
+			return 1;
+		cpu_relax();
+	}
+	for (;;) {
+		double now = hl_clock_us(NULL);
+		if (now >= until_us)
+			return 0;
+		atomic_fetch_add(&t->hdr->posts_waiters, 1);
+		if (atomic_load(&t->hdr->posts) == seen)
+			futex_wait(&t->hdr->posts, seen, until_us - now < 20000 ? until_us - now :
+				   20000);
+		atomic_fetch_sub(&t->hdr->posts_waiters, 1);
+		if (atomic_load(&t->hdr->posts) != seen)
 			return 1;
 		int rc = hl_team_check(t, lrank, err, errlen);
 		if (rc)

@@ -77,6 +77,17 @@ int hl_team_reached(struct hl_team *t, enum hl_team_stream st, int lrank, uint32
 int hl_team_wait(struct hl_team *t, enum hl_team_stream st, int lrank, uint32_t n,
 		 double until_us, char *err, size_t errlen);
 
+/*
+ * Rails teams (made with rails): every post is also counted team-wide. A
+ * rank that waits for several things at once reads hl_team_posts() before
+ * it looks, then sleeps in hl_team_wait_post until any rank posts (1), at
+ * most until until_us (0), or INCA_ERR_PEER when local rank lrank (the one
+ * it waits for first) is gone or the team broken (err says so).
+ */
+uint32_t hl_team_posts(struct hl_team *t);
+int hl_team_wait_post(struct hl_team *t, uint32_t seen, int lrank, double until_us, char *err,
+		      size_t errlen);
+
 /* Is local rank lrank alive and the team whole? 0, or INCA_ERR_PEER with
  * err saying why. */
 int hl_team_check(struct hl_team *t, int lrank, char *err, size_t errlen);

@@ -41,8 +41,10 @@
 #              by more than 10% (the CPU-bound rates are shown, not judged)
 #   --per-host P  P ranks on each host (--ranks: the job's ranks, a
 #              multiple of P): libinca reducing inside the host first
-#              (inca-udp, inca-xdp), today's path with every rank a member
-#              (inca-udp-flat, INCA_HIER=off), Open MPI's tuned ring and its
+#              (inca-udp, inca-xdp), the same with rails (inca-udp-rails,
+#              INCA_HIER=rails: every local rank carries its share of an
+#              all-reduce from 256 KiB up; manager mode only), every rank a
+#              member (inca-udp-flat, INCA_HIER=off), Open MPI's tuned ring and its
 #              hierarchical coll/han (shared memory inside the host), in
 #              turn on the same links; per size each one's time and algbw,
 #              and in-network against the faster Open MPI (per-host.txt);
@@ -311,6 +313,17 @@ per_host_latency_table() {
 			printf "\n" } } }' "$out/per-host-latency.csv" | tee "$out/per-host-latency.txt"
 }
 
+# rails_bpffs: the rails' ranks share their host's address, so the udp
+# transport steers by QPN with its eBPF program, whose pins are in a bpffs
+# at /run/inca/bpffs (mounted here if it is not; unmounted at the end)
+RAILS_BPFFS=
+rails_bpffs() {
+	mountpoint -q /run/inca/bpffs && return 0
+	mkdir -p /run/inca/bpffs && mount -t bpf bpf /run/inca/bpffs ||
+		{ echo "run-allreduce.sh: cannot mount a bpffs at /run/inca/bpffs (rails)" >&2; exit 1; }
+	RAILS_BPFFS=1
+}
+
 # per_host_run: --per-host P; every side in turn, rate by rate, into
 # $out/per-host.csv and a table per rate and rank count (per-host.txt)
 per_host_run() {
@@ -321,11 +334,17 @@ per_host_run() {
 	for rate in $rates; do
 		for n in $ranks; do
 			for kind in $kinds; do
-				for side in udp xdp udp-flat; do
+				for side in udp xdp udp-flat udp-rails; do
+					# a static group file has no rails here
+					[ "$side-$kind" != udp-rails-static ] || continue
 					t=$(tool_name "$side" "$kind")
 					echo "== $rate, $n ranks ($per per host), in-network $side, $kind group" >&2
-					export INCA_TRANSPORT=${side%-flat} INCA_LINE_RATE_GBPS=1
-					if [ "$side" = udp-flat ]; then export INCA_HIER=off; else unset INCA_HIER; fi
+					export INCA_TRANSPORT=${side%-*} INCA_LINE_RATE_GBPS=1
+					case $side in
+					udp-flat) export INCA_HIER=off ;;
+					udp-rails) export INCA_HIER=rails; rails_bpffs ;;
+					*) unset INCA_HIER ;;
+					esac
 					testbed_up "$kind" "$n" "$rate"
 					retry "the in-network $side job ($n ranks, $rate, $kind group)" \
 						inca_job "$n" "$WORK/inca.txt" "${SIZES[@]}"
@@ -350,6 +369,7 @@ per_host_run() {
 	done
 	"$TB" down >/dev/null
 	[ -z "$MGR_PID" ] || { kill "$MGR_PID" 2>/dev/null; wait "$MGR_PID" 2>/dev/null || true; MGR_PID=; }
+	[ -z "$RAILS_BPFFS" ] || umount /run/inca/bpffs
 	[ "$rounds" = 0 ] || per_host_latency_table
 	# per rate and rank count: time (µs) of every side; in-network (udp, then
 	# xdp) over the faster Open MPI, and over today's path
@@ -359,20 +379,20 @@ per_host_run() {
 	     END { for (i = 1; i <= nk; i++) { k = keys[i]; split(k, a, ",")
 		printf "\n%s, %d ranks, %d per host: time (us); ratios are speed-ups (>1: in-network faster)\n", a[1], a[2], '"$per"'
 		printf "%10s", "bytes"; n = 0
-		split("inca-udp inca-xdp inca-udp-flat inca-udp-static inca-xdp-static inca-udp-flat-static openmpi-ring openmpi-han", cand, " ")
-		for (j = 1; j <= 8; j++) if ((k, cand[j], sizes[k, 1]) in t) names[++n] = cand[j]
+		split("inca-udp inca-xdp inca-udp-flat inca-udp-rails inca-udp-static inca-xdp-static inca-udp-flat-static openmpi-ring openmpi-han", cand, " ")
+		for (j = 1; j <= 9; j++) if ((k, cand[j], sizes[k, 1]) in t) names[++n] = cand[j]
 		for (j = 1; j <= n; j++) printf " %20s", names[j]
-		printf " %12s %12s %12s\n", "udp/bestMPI", "xdp/bestMPI", "udp/flat"
+		printf " %12s %12s %12s %13s\n", "udp/bestMPI", "xdp/bestMPI", "udp/flat", "rails/bestMPI"
 		for (s = 1; s <= ns[k]; s++) { b = sizes[k, s]; printf "%10s", b
 			for (j = 1; j <= n; j++) printf " %20.1f", t[k, names[j], b]
 			best = 0
 			for (tl in tools) if (tl ~ /^openmpi/ && (k, tl, b) in t && (best == 0 || t[k, tl, b] < best)) best = t[k, tl, b]
-			u = ""; x = ""; f = ""
+			u = ""; x = ""; f = ""; l = ""
 			for (tl in tools) { if (tl ~ /^inca-udp(-static)?$/) u = t[k, tl, b]; if (tl ~ /^inca-xdp(-static)?$/) x = t[k, tl, b]
-				if (tl ~ /^inca-udp-flat/) f = t[k, tl, b] }
+				if (tl ~ /^inca-udp-flat/) f = t[k, tl, b]; if (tl == "inca-udp-rails") l = t[k, tl, b] }
 			ru = (u > 0) ? sprintf("%.2fx", best / u) : "-"; rx = (x > 0) ? sprintf("%.2fx", best / x) : "-"
-			rf = (u > 0 && f > 0) ? sprintf("%.2fx", f / u) : "-"
-			printf " %12s %12s %12s\n", ru, rx, rf } } }' \
+			rf = (u > 0 && f > 0) ? sprintf("%.2fx", f / u) : "-"; rl = (l > 0) ? sprintf("%.2fx", best / l) : "-"
+			printf " %12s %12s %12s %13s\n", ru, rx, rf, rl } } }' \
 		"$out/per-host.csv" | tee "$out/per-host.txt"
 	echo "results: $out (per-host.txt, per-host.csv)" >&2
 }

@@ -189,6 +189,7 @@ done
 start 4,4 "$WORK/rails2.json" udp nobody INCA_HIER=rails -- -c allreduce,reduce_scatter \
 	-d fp32,fp16,int64 -o sum,max -n 1,1000,70000,300000 -i -p 8
 check "udp, rails, 4,4: in place, 8 in flight, small and large, exact" wait_all
+expect_eq "udp, rails, 4,4, in flight: nothing left in /dev/shm" "$(shm_left)" 0
 
 # The bytes of one 16 MiB fp32 all-reduce on a host's link, each way:
 # 16913 packets of at most 248 elements, 98 bytes of headers each, for

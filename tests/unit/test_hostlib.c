@@ -551,7 +551,7 @@ static void test_group_descriptions(void **state)
 	assert_int_equal(g.rails[0].members[0].ip, 0x0a000101);
 	assert_int_equal(g.rails[0].members[0].ring_port, 18601);
 	assert_int_equal(g.rails[0].members[1].qpn, 22);
-	assert_int_equal(g.rails[0].members[1].ring_port, 18515);
+	assert_int_equal(g.rails[0].members[1].ring_port, 18516);   /* the file's + 1 */
 	assert_int_equal(g.rails[0].nrails, 0);
 	hl_group_free(&g);
 	assert_int_equal(g.nrails, 0);
