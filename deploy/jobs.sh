@@ -69,6 +69,10 @@ manager_setup() {
 	head -c 24 /dev/urandom | base64 | tr -d '/+=' > "$dir/demo.token"
 	for i in $(seq "$n"); do
 		hosts+="${hosts:+, }{ \"name\": \"h$i\", \"ip\": \"10.0.0.$i\", \"leaf\": \"switch1\" }"
+		# a testbed with INCA_NICS links a host: each link's address
+		for j in $(seq 2 "${INCA_NICS:-1}"); do
+			hosts+=", { \"name\": \"h${i}n$j\", \"ip\": \"10.0.0.$((100 + 10 * (j - 1) + i))\", \"leaf\": \"switch1\" }"
+		done
 	done
 	cat > "$dir/topology.json" <<JSON
 { "switches": [ { "name": "switch1", "role": "leaf", "ip": "10.0.0.254" } ],
@@ -94,9 +98,10 @@ cpus_off_switch() {
 
 # inca_job N OUT ARGS...: inca-allreduce-perf ARGS, N ranks on hosts 1..,
 # INCA_PER_HOST (default 1) on each in rank order (transport from
-# INCA_TRANSPORT); rank 0's table in OUT; every rank must succeed
+# INCA_TRANSPORT); with INCA_NICS K (testbed --nics K) local rank l on the
+# host's link l mod K; rank 0's table in OUT; every rank must succeed
 inca_job() {
-	local n=$1 out=$2 pids=() r h rc=0 epoch per=${INCA_PER_HOST:-1}
+	local n=$1 out=$2 pids=() r h rc=0 epoch per=${INCA_PER_HOST:-1} nic ip
 	shift 2
 	# the job's own epoch: its collectives never meet an earlier job's on
 	# the switch (docs/protocol.md 3.2); the ranks must share it. As
@@ -105,9 +110,11 @@ inca_job() {
 	# every first use of a set would wait for a retransmission
 	epoch=$(( ($(date +%s%N) / 4000 * 0x0e8b2f51) & 0xffffffff ))
 	for r in $(seq 0 $((n - 1))); do
-		h=$((r / per + 1))
+		h=$((r / per + 1)) nic=$(( r % per % ${INCA_NICS:-1} ))
+		ip=10.0.0.$h
+		[ "$nic" = 0 ] || ip=10.0.0.$((100 + 10 * nic + h))
 		INCA_EPOCH=$epoch INCA_RANK=$r INCA_SIZE=$n INCA_LOCAL_SIZE=$per INCA_LOCAL_RANK=$((r % per)) \
-			INCA_LOCAL_IP=10.0.0.$h INCA_RING_IP=192.168.77.$h \
+			INCA_LOCAL_IP=$ip INCA_RING_IP=192.168.77.$h \
 			timeout 900 "$here/deploy/testbed" exec $h ${INCA_RANK_CPUS:+taskset -c "$INCA_RANK_CPUS"} \
 			"${INCA_BUILD:-$here/build}/host-lib/inca-allreduce-perf" "$@" > "$WORK/rank$r.log" 2>&1 &
 		pids+=($!)
@@ -141,7 +148,8 @@ openmpi_job() {
 	if ! timeout 900 "$here/deploy/testbed" exec 1 ${INCA_RANK_CPUS:+taskset -c "$INCA_RANK_CPUS"} \
 		env INCA_TESTBED="$INCA_TESTBED" INCA_RANK_CPUS="${INCA_RANK_CPUS:-}" mpirun --allow-run-as-root --oversubscribe --host "$hosts" -np "$n" \
 		--mca plm_rsh_agent "$here/tests/bench/ns-rsh" --mca btl "$(ompi_btl "$per")" \
-		--mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 --mca btl_tcp_links 2 \
+		--mca btl_tcp_if_include "$(seq -s, -f 'eth%g' 0 $(( ${INCA_NICS:-1} - 1 )))" \
+		--mca oob_tcp_if_include eth0 --mca btl_tcp_links 2 \
 		--mca mpi_yield_when_idle 1 --mca coll_tuned_use_dynamic_rules 1 \
 		${OMPI_HAN:+--mca coll_han_priority 100} \
 		${OMPI_ALLREDUCE_ALGORITHM:+--mca coll_tuned_allreduce_algorithm "$OMPI_ALLREDUCE_ALGORITHM"} \

@@ -493,6 +493,13 @@ static int udp_open(struct inca_comm *c)
 		close(u->raw_fd);
 		u->raw_fd = -1;
 	}
+	/* routed from this rank's address, as its UDP socket is: on a host
+	 * with an address per link (a NIC per rank) the rules that send from
+	 * an address through its own link apply to the raw socket too */
+	struct sockaddr_in src = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(c->my_ip) };
+	if (u->raw_fd >= 0 && c->my_ip && bind(u->raw_fd, (struct sockaddr *)&src, sizeof(src)))
+		HL_WARN("rank %d: udp: raw socket: bind to its address: %s (sent as the "
+			"routes to the switch say)", c->rank, strerror(errno));
 	c->fixed_sport = u->raw_fd < 0;
 	if (c->fixed_sport)
 		HL_INFO("rank %d: udp: sending from port 4791 (no raw socket: %s): one "

@@ -39,6 +39,9 @@
 #   --repeat 2 runs everything twice and compares the ratios of the two
 #              runs: exit 1 when one at the first (link-bound) rate differs
 #              by more than 10% (the CPU-bound rates are shown, not judged)
+#   --nics K   K links per host (testbed --nics): local rank l of a host
+#              sends from its link l mod K, in-network (the rails' ranks
+#              each from their own) and Open MPI (btl_tcp on every link)
 #   --per-host P  P ranks on each host (--ranks: the job's ranks, a
 #              multiple of P): libinca reducing inside the host first
 #              (inca-udp, inca-xdp), the same with rails (inca-udp-rails,
@@ -69,6 +72,7 @@ while [ $# -gt 0 ]; do
 	--groups) groups=${2:?}; shift 2 ;;
 	--rank-cpus) export INCA_RANK_CPUS=${2:?}; shift 2 ;;
 	--per-host) per=${2:?}; shift 2 ;;
+	--nics) export INCA_NICS=${2:?}; shift 2 ;;
 	-h|--help) sed -n '2,48p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "run-allreduce.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
 	esac
@@ -143,7 +147,7 @@ testbed_up() {
 	if [ "$kind" = manager ]; then
 		mkdir -p "$WORK/mgr"
 		rm -f "$WORK/mgr/manager.db"*
-		manager_testbed "$n" "$WORK/mgr" "$PORT" "$B" --rate "$rate" ||
+		manager_testbed "$n" "$WORK/mgr" "$PORT" "$B" --rate "$rate" --nics "${INCA_NICS:-1}" ||
 			{ echo "run-allreduce.sh: the manager's testbed failed" >&2; exit 1; }
 		export INCA_JOB=bench-$n-$RANDOM$RANDOM
 	else
@@ -154,7 +158,7 @@ testbed_up() {
 		else
 			group_config "$n" "$WORK/switch.json"
 		fi
-		"$TB" up --hosts "$n" --rate "$rate" --config "$WORK/switch.json" --switch "$B/dataplane/inca-switch" >/dev/null
+		"$TB" up --hosts "$n" --rate "$rate" --nics "${INCA_NICS:-1}" --config "$WORK/switch.json" --switch "$B/dataplane/inca-switch" >/dev/null
 	fi
 }
 # tool names: inca-TRANSPORT in manager mode, inca-TRANSPORT-static
@@ -202,7 +206,7 @@ one_run() {
 	for rate in $rates; do
 		for n in $ranks; do
 			group_config "$n" "$WORK/switch.json"
-			"$TB" up --hosts "$n" --rate "$rate" --config "$WORK/switch.json" --switch "$B/dataplane/inca-switch" >/dev/null
+			"$TB" up --hosts "$n" --rate "$rate" --nics "${INCA_NICS:-1}" --config "$WORK/switch.json" --switch "$B/dataplane/inca-switch" >/dev/null
 			echo "== $rate, $n ranks: the latency floor" >&2
 			local ps ph ue
 			ps=$(ping_median 10.0.0.254) || { echo "ping to the switch lost replies" >&2; exit 1; }

@@ -6,11 +6,12 @@
 # layout, in place and 8 in flight, udp with the ranks unprivileged (user
 # nobody; the udp transport without its eBPF steering, which only one rank
 # per host needs no more) and xdp (as root: AF_XDP needs it); the same with
-# rails (INCA_HIER=rails: a group per local rank, each from an address of
-# its own); a host's link carries one copy of a 16 MiB all-reduce per
-# direction whatever the ranks per host, with one leader or with rails (the
-# switch's port counters); a local rank killed mid-job ends the job on every
-# rank before its deadline; /dev/shm empty after every case.
+# rails (INCA_HIER=rails: a group per local rank, each on a link of its own,
+# testbed --nics 4); a host's link carries one copy of a 16 MiB all-reduce
+# per direction whatever the ranks per host, and with rails its links share
+# that copy, a share each (the switch's port counters); a local rank killed
+# mid-job ends the job on every rank before its deadline; /dev/shm empty
+# after every case.
 # Usage: hier.sh BUILD_DIR
 BUILD=$(cd "${1:?usage: hier.sh BUILD_DIR}" && pwd)
 source "$(dirname "$0")/lib.sh"
@@ -76,11 +77,14 @@ sed "s|\"members\": \[|\"rails\": $RAILS4, &|" "$WORK/hosts4.json" > "$WORK/rail
 sed "s|\"members\": \[|\"rails\": $RAILS2, &|" "$WORK/hosts2.json" > "$WORK/rails2.json"
 chmod 644 "$WORK"/*.json
 
-"$TB" up --hosts 4 --mgmt --config "$WORK/switch.json" --switch "$BUILD/dataplane/inca-switch" >/dev/null ||
+"$TB" up --hosts 4 --nics 4 --mgmt --config "$WORK/switch.json" --switch "$BUILD/dataplane/inca-switch" >/dev/null ||
 	{ not_ok "testbed up"; finish; exit 1; }
 
 shm_left() { ls /dev/shm | grep -c '^inca-' ; }
 port() { telemetry /inca/ports "port$1.$2"; }
+# link_port H J: the switch's port of host H's link J (1-based; --nics:
+# the hosts' first links, then every host's second, ...)
+link_port() { [ "$2" = 1 ] && echo $(($1 - 1)) || echo $((4 * ($2 - 1) + $1 - 1)); }
 
 EPOCH=0
 PIDS=()
@@ -155,14 +159,9 @@ for tp in udp xdp; do
 	expect_eq "$tp, uneven, in flight: nothing left in /dev/shm" "$(shm_left)" 0
 done
 
-# Rails: every local rank past the first with an address of its own on its
-# host's link (a NIC per rank), so that no two udp ranks share one and they
-# run unprivileged
-for h in 1 2 3 4; do
-	for k in 1 2 3; do
-		"$TB" exec "$h" ip addr add "10.0.0.$((100 + 10 * k + h))/24" dev eth0
-	done
-done
+# Rails: local rank k of host h on its link k + 1 (--nics 4), at
+# 10.0.0.(100 + 10k + h), as on a host with a NIC per rank: no two udp
+# ranks share an address, and they run unprivileged
 # every rank sent packets: with rails each local rank carries a share
 each_sent() {
 	local f
@@ -191,23 +190,39 @@ start 4,4 "$WORK/rails2.json" udp nobody INCA_HIER=rails -- -c allreduce,reduce_
 check "udp, rails, 4,4: in place, 8 in flight, small and large, exact" wait_all
 expect_eq "udp, rails, 4,4, in flight: nothing left in /dev/shm" "$(shm_left)" 0
 
-# The bytes of one 16 MiB fp32 all-reduce on a host's link, each way:
+# The bytes of one 16 MiB fp32 all-reduce on a host's links, each way:
 # 16913 packets of at most 248 elements, 98 bytes of headers each, for
-# one copy (the host's leader); every rank a member would be P copies.
+# one copy (the host's leader, on its first link); every rank a member
+# would be P copies. With rails the host's P links share that copy: each
+# carries its 1/P (within 10%), together one copy; as root (the udp
+# transport's raw socket, which must send from the rank's own link) and not.
 one_copy=$((16777216 + 16913 * 98))
-for case in "2,2,2,2 hosts4 4" "4,4 hosts2 2" "2,2,2,2 rails4 4 INCA_HIER=rails" \
-	    "4,4 rails2 2 INCA_HIER=rails"; do
-	read -r layout name nh mode <<< "$case"
-	declare -a tx0=() rx0=()
-	for h in $(seq 0 $((nh - 1))); do tx0[$h]=$(port "$h" tx_bytes); rx0[$h]=$(port "$h" rx_bytes); done
-	start "$layout" "$WORK/$name.json" udp nobody $mode -- -c allreduce -d fp32 -o sum -n 4194304 -r 3
-	check "16 MiB all-reduce x 3, layout $layout${mode:+, $mode}: exact" wait_all
+for case in "2,2,2,2 hosts4 4 1 nobody" "4,4 hosts2 2 1 nobody" \
+	    "2,2,2,2 rails4 4 2 root INCA_HIER=rails" "4,4 rails2 2 4 nobody INCA_HIER=rails"; do
+	read -r layout name nh links user mode <<< "$case"
+	declare -A tx0=() rx0=()
+	for h in $(seq "$nh"); do
+		for j in $(seq "$links"); do
+			p=$(link_port "$h" "$j") tx0[$p]=$(port "$p" tx_bytes) rx0[$p]=$(port "$p" rx_bytes)
+		done
+	done
+	start "$layout" "$WORK/$name.json" udp "$user" $mode -- -c allreduce -d fp32 -o sum -n 4194304 -r 3
+	check "16 MiB all-reduce x 3, layout $layout${mode:+, $mode} ($user): exact" wait_all
 	[ -z "$mode" ] || check "... every local rank carried its share" each_sent
-	for h in $(seq 0 $((nh - 1))); do
-		tx=$(( ($(port "$h" tx_bytes) - tx0[h]) / 3 )) rx=$(( ($(port "$h" rx_bytes) - rx0[h]) / 3 ))
-		check "layout $layout${mode:+ ($mode)}, host $((h + 1)): $rx bytes up, $tx down a call: one copy (<= 1.1 x $one_copy)" \
+	for h in $(seq "$nh"); do
+		rx=0 tx=0 shares=yes
+		for j in $(seq "$links"); do
+			p=$(link_port "$h" "$j")
+			lt=$(( ($(port "$p" tx_bytes) - tx0[$p]) / 3 )) lr=$(( ($(port "$p" rx_bytes) - rx0[$p]) / 3 ))
+			rx=$((rx + lr)) tx=$((tx + lt))
+			[ "$lr" -ge $((one_copy * 9 / 10 / links)) ] && [ "$lr" -le $((one_copy * 11 / 10 / links)) ] &&
+				[ "$lt" -ge $((one_copy * 9 / 10 / links)) ] && [ "$lt" -le $((one_copy * 11 / 10 / links)) ] ||
+				shares="no (link $j: $lr up, $lt down)"
+		done
+		check "layout $layout${mode:+ ($mode)}, host $h: $rx bytes up, $tx down a call: one copy (<= 1.1 x $one_copy)" \
 			test "$rx" -le $((one_copy * 11 / 10)) -a "$tx" -le $((one_copy * 11 / 10)) \
 			-a "$rx" -ge "$one_copy" -a "$tx" -ge "$one_copy"
+		[ "$links" = 1 ] || expect_eq "... host $h: each of its $links links carried its share" "$shares" yes
 	done
 done
 
