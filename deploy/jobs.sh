@@ -40,10 +40,15 @@ demo_cleanup() {
 # rank in the network, INCA_HIER=off); without, the group of hosts a job of
 # several ranks per host uses (INCA_PER_HOST: its INCA_SIZE is N x that)
 group_config() {
-	local n=$1 file=$2 per=${3:-} i members="" sw="" ip
+	local n=$1 file=$2 per=${3:-} i members="" sw="" ip nic
 	for i in $(seq "$n"); do
 		ip=10.0.0.$i
-		[ -z "$per" ] || ip=10.0.0.$(( (i - 1) / per + 1 ))
+		if [ -n "$per" ]; then
+			# every rank a member; with INCA_NICS links a host, local
+			# rank l on link l mod INCA_NICS (as inca_job places it)
+			ip=10.0.0.$(( (i - 1) / per + 1 )) nic=$(( (i - 1) % per % ${INCA_NICS:-1} ))
+			[ "$nic" = 0 ] || ip=10.0.0.$((100 + 10 * nic + (i - 1) / per + 1))
+		fi
 		members+="${members:+,}$ip:$((16 + i))"
 		sw+="${sw:+, }{ \"ip\": \"$ip\", \"qpn\": $((16 + i)) }"
 	done

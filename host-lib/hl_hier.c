@@ -1034,6 +1034,7 @@ int hl_hier_finish(struct hl_hreq *r)
 	} else {
 		c->stats.collectives++;
 		c->stats.hier_calls++;
+		c->stats.rail_calls += r->rails;
 		if (r->ring)
 			c->stats.fallbacks++;
 	}
@@ -1323,6 +1324,7 @@ void hl_hier_stats(const struct inca_comm *c, struct inca_stats *st)
 	st->fallbacks = mine.fallbacks;
 	st->hier_calls = mine.hier_calls;
 	st->local_bytes = mine.local_bytes;
+	st->rail_calls = mine.rail_calls;
 }
 
 const char *hl_hier_transport(const struct inca_comm *c)

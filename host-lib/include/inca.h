@@ -338,6 +338,9 @@ struct inca_stats {
 				       the host leader's, 0 at the other local ranks */
 	uint64_t local_bytes;       /* bytes this rank passed through the host's shared
 				       memory */
+	uint64_t rail_calls;        /* of hier_calls, the all-reduces split over the
+				       rails (INCA_HIER=rails); with rails each rank's
+				       network counters are its rail's */
 };
 int inca_comm_stats(const inca_comm_t *comm, struct inca_stats *stats);
 

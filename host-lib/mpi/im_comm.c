@@ -39,6 +39,7 @@ static void inca_done(inca_comm_t *inca)
 
 	if (inca && !inca_comm_stats(inca, &st)) {
 		im_host_first.calls += st.hier_calls;
+		im_host_first.rails += st.rail_calls;
 		im_host_first.all += st.collectives;
 	}
 	inca_comm_destroy(inca);

@@ -240,11 +240,12 @@ static void print_stats(void)
 		for (int w = 0; w < IM_NWHY; w++)
 			mine[k][6 + w] = (double)c->why[w];
 	}
-	double hf[4] = { (double)im_host_first.calls, (double)im_host_first.all,
-			 (double)im_groups.created, (double)im_groups.reused }, hfs[4];
+	double hf[5] = { (double)im_host_first.calls, (double)im_host_first.all,
+			 (double)im_groups.created, (double)im_groups.reused,
+			 (double)im_host_first.rails }, hfs[5];
 	PMPI_Comm_size(MPI_COMM_WORLD, &size);
 	PMPI_Reduce(mine, sums, IM_NCOLL * NCOL, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
-	PMPI_Reduce(hf, hfs, 4, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+	PMPI_Reduce(hf, hfs, 5, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
 	if (world_rank != 0)
 		return;
 	fprintf(stderr, "libinca-mpi: calls summed over %d ranks (time: mean per call; "
@@ -267,7 +268,8 @@ static void print_stats(void)
 		fputc('\n', stderr);
 	}
 	fprintf(stderr, "libinca-mpi: %.0f of libinca's %.0f collectives reduced inside the "
-		"host first (several ranks per host)\n", hfs[0], hfs[1]);
+		"host first (several ranks per host), %.0f of them on rails\n", hfs[0], hfs[1],
+		hfs[4]);
 	fprintf(stderr, "libinca-mpi: communicators offloaded: %.0f with a new group, %.0f "
 		"with a freed communicator's (INCA_MPI_POOL)\n",
 		hfs[2], hfs[3]);

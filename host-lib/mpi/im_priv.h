@@ -58,7 +58,7 @@ static inline enum im_coll im_blocking(enum im_coll k)
 /* libinca's collectives of the communicators released so far, and those
  * of them that reduced inside the host first (several ranks per host) */
 extern struct im_host_first {
-	uint64_t calls, all;
+	uint64_t calls, all, rails;
 } im_host_first;
 
 /* communicators offloaded (counted by their rank 0): with a new group,

@@ -691,6 +691,7 @@ std::map<std::string, double> ProcessGroupInca::stats() {
     s["ring_bytes_sent"] = static_cast<double>(st.ring_bytes_sent);
     s["replays"] = static_cast<double>(st.replays);
     s["host_first"] = static_cast<double>(st.hier_calls);
+    s["rails"] = static_cast<double>(st.rail_calls);
   }
   std::lock_guard<std::mutex> lk(mu_);
   for (auto& kv : offloaded_calls_)

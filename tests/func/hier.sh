@@ -162,11 +162,13 @@ done
 # Rails: local rank k of host h on its link k + 1 (--nics 4), at
 # 10.0.0.(100 + 10k + h), as on a host with a NIC per rank: no two udp
 # ranks share an address, and they run unprivileged
-# every rank sent packets: with rails each local rank carries a share
+# every rank counted calls on the rails and sent packets: with rails each
+# local rank carries a share
 each_sent() {
 	local f
 	for f in "$WORK"/rank*.out; do
 		grep -Eq "wrong; [1-9][0-9]* packets" "$f" || return 1
+		grep -Eq " [1-9][0-9]* on rails" "$f" || return 1
 	done
 }
 start 2,2,2,2 "$WORK/hosts4.json" udp nobody INCA_HIER=rails -- -c allreduce -n 100000
