@@ -452,13 +452,22 @@ int hl_team_reached(struct hl_team *t, enum hl_team_stream st, int lrank, uint32
 			 n) >= 0;
 }
 
-int hl_team_wait(struct hl_team *t, enum hl_team_stream st, int lrank, uint32_t n,
-		 double until_us, char *err, size_t errlen)
+/* What a wait waits for: local rank lrank's counter of a stream at n, or
+ * (lrank < 0) the team's post count past n. */
+static bool wait_done(struct hl_team *t, enum hl_team_stream st, int lrank, uint32_t n)
 {
-	struct seg_rank *r = &t->ranks[lrank];
+	return lrank >= 0 ? hl_team_reached(t, st, lrank, n) != 0 :
+			    atomic_load(&t->hdr->posts) != n;
+}
 
+/* Spin a little, then sleep on the word until done, until_us (0), or rank
+ * who is gone or the team broken (INCA_ERR_PEER). */
+static int sleep_until(struct hl_team *t, _Atomic uint32_t *word, _Atomic uint32_t *waiters,
+		       enum hl_team_stream st, int lrank, uint32_t n, int who, double until_us,
+		       char *err, size_t errlen)
+{
 	for (int i = 0; i < 256; i++) {
-		if (hl_team_reached(t, st, lrank, n))
+		if (wait_done(t, st, lrank, n))
 			return 1;
 		cpu_relax();
 	}
@@ -466,17 +475,26 @@ int hl_team_wait(struct hl_team *t, enum hl_team_stream st, int lrank, uint32_t 
 		double now = hl_clock_us(NULL);
 		if (now >= until_us)
 			return 0;
-		atomic_fetch_add(&r->waiters[st], 1);
-		uint32_t v = atomic_load(&r->cnt[st]);
-		if ((int32_t)(v - n) < 0)
-			futex_wait(&r->cnt[st], v, until_us - now < 20000 ? until_us - now : 20000);
-		atomic_fetch_sub(&r->waiters[st], 1);
-		if (hl_team_reached(t, st, lrank, n))
+		atomic_fetch_add(waiters, 1);
+		uint32_t v = atomic_load(word);
+		if (!wait_done(t, st, lrank, n))
+			futex_wait(word, v, until_us - now < 20000 ? until_us - now : 20000);
+		atomic_fetch_sub(waiters, 1);
+		if (wait_done(t, st, lrank, n))
 			return 1;
-		int rc = hl_team_check(t, lrank, err, errlen);
+		int rc = hl_team_check(t, who, err, errlen);
 		if (rc)
 			return rc;
 	}
+}
+
+int hl_team_wait(struct hl_team *t, enum hl_team_stream st, int lrank, uint32_t n,
+		 double until_us, char *err, size_t errlen)
+{
+	struct seg_rank *r = &t->ranks[lrank];
+
+	return sleep_until(t, &r->cnt[st], &r->waiters[st], st, lrank, n, lrank, until_us, err,
+			   errlen);
 }
 
 uint32_t hl_team_posts(struct hl_team *t)
@@ -487,26 +505,8 @@ uint32_t hl_team_posts(struct hl_team *t)
 int hl_team_wait_post(struct hl_team *t, uint32_t seen, int lrank, double until_us, char *err,
 		      size_t errlen)
 {
-	for (int i = 0; i < 256; i++) {
-		if (atomic_load(&t->hdr->posts) != seen)
-			return 1;
-		cpu_relax();
-	}
-	for (;;) {
-		double now = hl_clock_us(NULL);
-		if (now >= until_us)
-			return 0;
-		atomic_fetch_add(&t->hdr->posts_waiters, 1);
-		if (atomic_load(&t->hdr->posts) == seen)
-			futex_wait(&t->hdr->posts, seen, until_us - now < 20000 ? until_us - now :
-				   20000);
-		atomic_fetch_sub(&t->hdr->posts_waiters, 1);
-		if (atomic_load(&t->hdr->posts) != seen)
-			return 1;
-		int rc = hl_team_check(t, lrank, err, errlen);
-		if (rc)
-			return rc;
-	}
+	return sleep_until(t, &t->hdr->posts, &t->hdr->posts_waiters, HL_TEAM_UP, -1, seen, lrank,
+			   until_us, err, errlen);
 }
 
 /* The team's break, if a rank gave up: its reason in err */

@@ -131,26 +131,37 @@ wait_all_fail() {
 	for p in "${PIDS[@]}"; do wait "$p" && rc=1; done
 	return $rc
 }
-# host_first: every rank's summary says its calls reduced inside the host
-# first and none fell back
-host_first() {
-	local f
+# every_rank_says ERE...: every rank's output matches each
+every_rank_says() {
+	local f e
 	for f in "$WORK"/rank*.out; do
-		grep -q " 0 fallbacks" "$f" || return 1
-		grep -Eq "[1-9][0-9]* host-first" "$f" || return 1
+		for e in "$@"; do grep -Eq "$e" "$f" || return 1; done
 	done
 }
+# host_first: every rank's calls reduced inside the host first, none fell back
+host_first() { every_rank_says " 0 fallbacks" "[1-9][0-9]* host-first"; }
+# each_sent: with rails every local rank carries a share: it counted calls
+# on the rails and sent packets
+each_sent() { every_rank_says "wrong; [1-9][0-9]* packets" " [1-9][0-9]* on rails"; }
 
+# Rails: local rank k of host h on its link k + 1 (--nics 4), at
+# 10.0.0.(100 + 10k + h), as on a host with a NIC per rank: no two udp
+# ranks share an address, and they run unprivileged. Every all-reduce on
+# them here (INCA_RAIL_MIN_BYTES=0).
 ALL=(-c all -d all -o all -n 1,3,257,70000 -b)
 for tp in udp xdp; do
 	user=nobody
 	[ "$tp" = udp ] || user=root
-	for case in "2,2,2,2 hosts4" "4,4 hosts2" "3,1,2,2 uneven"; do
-		layout=${case% *} cfg=$WORK/${case#* }.json
-		start "$layout" "$cfg" "$tp" "$user" -- "${ALL[@]}"
-		check "$tp, layout $layout ($user): every collective, dtype and op exact" wait_all
-		check "$tp, layout $layout: reduced inside the host first, no fallback" host_first
-		expect_eq "$tp, layout $layout: nothing left in /dev/shm" "$(shm_left)" 0
+	for case in "2,2,2,2 hosts4" "4,4 hosts2" "3,1,2,2 uneven" "2,2,2,2 rails4 rails" \
+		    "4,4 rails2 rails"; do
+		read -r layout name mode <<< "$case"
+		envs=()
+		[ -z "$mode" ] || envs=(INCA_HIER=rails INCA_RAIL_MIN_BYTES=0)
+		start "$layout" "$WORK/$name.json" "$tp" "$user" "${envs[@]}" -- "${ALL[@]}"
+		check "$tp, ${mode:+rails, }layout $layout ($user): every collective, dtype and op exact" wait_all
+		[ -z "$mode" ] || check "$tp, rails, layout $layout: every local rank carried its share" each_sent
+		check "$tp, ${mode:+rails, }layout $layout: reduced inside the host first, no fallback" host_first
+		expect_eq "$tp, ${mode:+rails, }layout $layout: nothing left in /dev/shm" "$(shm_left)" 0
 	done
 	# in place, 8 in flight (nonblocking, completed latest first)
 	start 3,1,2,2 "$WORK/uneven.json" "$tp" "$user" -- -c all -d fp32,fp16,int64 -o sum,max \
@@ -159,33 +170,9 @@ for tp in udp xdp; do
 	expect_eq "$tp, uneven, in flight: nothing left in /dev/shm" "$(shm_left)" 0
 done
 
-# Rails: local rank k of host h on its link k + 1 (--nics 4), at
-# 10.0.0.(100 + 10k + h), as on a host with a NIC per rank: no two udp
-# ranks share an address, and they run unprivileged
-# every rank counted calls on the rails and sent packets: with rails each
-# local rank carries a share
-each_sent() {
-	local f
-	for f in "$WORK"/rank*.out; do
-		grep -Eq "wrong; [1-9][0-9]* packets" "$f" || return 1
-		grep -Eq " [1-9][0-9]* on rails" "$f" || return 1
-	done
-}
 start 2,2,2,2 "$WORK/hosts4.json" udp nobody INCA_HIER=rails -- -c allreduce -n 100000
 check "rails without the group file's rails: every rank refuses it" wait_all_fail
 check "... and says what is missing" grep -q "the group file lists 0 rails, it needs 1" "$WORK/rank1.out"
-for tp in udp xdp; do
-	user=nobody
-	[ "$tp" = udp ] || user=root
-	for case in "2,2,2,2 rails4" "4,4 rails2"; do
-		layout=${case% *} cfg=$WORK/${case#* }.json
-		start "$layout" "$cfg" "$tp" "$user" INCA_HIER=rails INCA_RAIL_MIN_BYTES=0 -- "${ALL[@]}"
-		check "$tp, rails, layout $layout ($user): every collective, dtype and op exact" wait_all
-		check "$tp, rails, layout $layout: every local rank carried its share" each_sent
-		check "$tp, rails, layout $layout: reduced inside the host first, no fallback" host_first
-		expect_eq "$tp, rails, layout $layout: nothing left in /dev/shm" "$(shm_left)" 0
-	done
-done
 # in place, 8 in flight, around the default threshold (256 KiB)
 start 4,4 "$WORK/rails2.json" udp nobody INCA_HIER=rails -- -c allreduce,reduce_scatter \
 	-d fp32,fp16,int64 -o sum,max -n 1,1000,70000,300000 -i -p 8
