@@ -1116,20 +1116,27 @@ static int rails_setup(const struct inca_comm_attr *attr, struct hl_hier *h,
 		}
 		h->rail_min = (size_t)v;
 	}
-	if (h->L.lsize < 2)
-		return 0;
 	if (!h->L.uniform) {
-		if (h->L.host == 0 && h->L.lrank == 0)
+		if (attr->rank == 0)
 			HL_WARN("INCA_HIER=rails needs as many ranks on every host: the hosts' "
 				"leaders carry every call");
 		return 0;
 	}
+	if (h->L.lsize < 2)
+		return 0;
 	if (g && h->L.nhosts > 1 && g->nrails < h->L.lsize - 1) {
-		snprintf(err, errlen, "INCA_HIER=rails with %d ranks a host: the group file "
-			 "lists %d rails, it needs %d (\"rails\": one group for each local rank "
-			 "past the first)", h->L.lsize, g->nrails, h->L.lsize - 1);
+		snprintf(err, errlen, "INCA_HIER=rails with %d ranks a host: the group lists %d "
+			 "rails, it needs %d (\"rails\": one group for each local rank past the "
+			 "first)", h->L.lsize, g->nrails, h->L.lsize - 1);
 		return INCA_ERR_CONFIG;
 	}
+	for (int k = 0; g && h->L.nhosts > 1 && k < h->L.lsize - 1; k++)
+		if (g->rails[k].nmembers != h->L.nhosts) {
+			snprintf(err, errlen, "INCA_HIER=rails: rails[%d] has %d members, the "
+				 "layout %d hosts (one member per host, in host order)", k,
+				 g->rails[k].nmembers, h->L.nhosts);
+			return INCA_ERR_CONFIG;
+		}
 	if (!g && h->L.nhosts > 1 && strlen(attr->job ? attr->job : "") + 8 > 47) {
 		snprintf(err, errlen, "INCA_HIER=rails: the job name '%s' is too long for its "
 			 "rails' jobs at the manager ('<job>.rail<l>', 47 characters at most)",
@@ -1209,10 +1216,12 @@ int hl_hier_create(const struct inca_comm_attr *attr, struct hl_layout *L,
 		hl_team_post(h->team, HL_TEAM_UP, 0);
 	}
 	if (is_leader(h)) {
+		/* the others' rails, each with a deadline of its own from about
+		 * now: one deadline for them all */
+		double until = hl_clock_us(NULL) + (double)c->timeout_ms * 1000 + 2e6;
 		for (int l = 1; h->rails && l < h->L.lsize; l++) {
 			char why[200];
-			int w = hl_team_wait(h->team, HL_TEAM_UP, l, 1, hl_clock_us(NULL) +
-					     (double)c->timeout_ms * 1000 + 2e6, why, sizeof(why));
+			int w = hl_team_wait(h->team, HL_TEAM_UP, l, 1, until, why, sizeof(why));
 			const struct hl_team_note *nl =
 				(const struct hl_team_note *)hl_team_buf(h->team, HL_TEAM_UP, l, 0);
 			if (rc)

@@ -73,7 +73,7 @@ while [ $# -gt 0 ]; do
 	--rank-cpus) export INCA_RANK_CPUS=${2:?}; shift 2 ;;
 	--per-host) per=${2:?}; shift 2 ;;
 	--nics) export INCA_NICS=${2:?}; shift 2 ;;
-	-h|--help) sed -n '2,48p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h|--help) sed -n '2,55p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "run-allreduce.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
 	esac
 done

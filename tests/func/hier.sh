@@ -172,7 +172,7 @@ done
 
 start 2,2,2,2 "$WORK/hosts4.json" udp nobody INCA_HIER=rails -- -c allreduce -n 100000
 check "rails without the group file's rails: every rank refuses it" wait_all_fail
-check "... and says what is missing" grep -q "the group file lists 0 rails, it needs 1" "$WORK/rank1.out"
+check "... and says what is missing" grep -q "the group lists 0 rails, it needs 1" "$WORK/rank1.out"
 # in place, 8 in flight, around the default threshold (256 KiB)
 start 4,4 "$WORK/rails2.json" udp nobody INCA_HIER=rails -- -c allreduce,reduce_scatter \
 	-d fp32,fp16,int64 -o sum,max -n 1,1000,70000,300000 -i -p 8

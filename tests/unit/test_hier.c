@@ -669,11 +669,50 @@ static void test_hier_off(void **state)
 	unsetenv("INCA_HIER");
 }
 
+/* INCA_HIER=rails with a static group of 2 hosts x 2 ranks: a file without
+ * rails, and a rail of the wrong size, refused at once with what is wrong */
+static void test_rails_config(void **state)
+{
+	(void)state;
+	static const char *const files[2] = {
+		"{\"switch\": \"127.0.0.1\", \"group\": 7, \"qpn\": 256, \"qkey\": 1, \"members\": "
+		"[{\"ip\": \"127.0.0.1\", \"qpn\": 300}, {\"ip\": \"127.0.0.2\", \"qpn\": 301}]}",
+		"{\"switch\": \"127.0.0.1\", \"group\": 7, \"qpn\": 256, \"qkey\": 1, \"members\": "
+		"[{\"ip\": \"127.0.0.1\", \"qpn\": 300}, {\"ip\": \"127.0.0.2\", \"qpn\": 301}], "
+		"\"rails\": [{\"group\": 8, \"qpn\": 257, \"members\": "
+		"[{\"ip\": \"127.0.0.1\", \"qpn\": 302}]}]}",
+	};
+	static const char *const want[2] = {
+		"INCA_HIER=rails with 2 ranks a host: the group lists 0 rails, it needs 1 "
+		"(\"rails\": one group for each local rank past the first)",
+		"INCA_HIER=rails: rails[0] has 1 members, the layout 2 hosts (one member per "
+		"host, in host order)",
+	};
+	char path[64];
+
+	snprintf(path, sizeof(path), "/tmp/inca-test-rails-%d.json", (int)getpid());
+	for (int i = 0; i < 2; i++) {
+		FILE *f = fopen(path, "w");
+		assert_non_null(f);
+		fputs(files[i], f);
+		fclose(f);
+		struct inca_comm_attr a = { .rank = 0, .size = 4, .config_file = path,
+					    .layout = "2,2", .hier = INCA_HIER_RAILS,
+					    .timeout_ms = 2000 };
+		inca_comm_t *c = NULL;
+		assert_int_equal(inca_comm_create(&a, &c), INCA_ERR_CONFIG);
+		assert_null(c);
+		assert_string_equal(inca_last_errmsg(), want[i]);
+	}
+	unlink(path);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_layout),
 		cmocka_unit_test(test_hier_off),
+		cmocka_unit_test(test_rails_config),
 		cmocka_unit_test(test_stale_segment),
 		cmocka_unit_test(test_team_wrong_rank),
 		cmocka_unit_test(test_collectives),
