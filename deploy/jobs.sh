@@ -145,13 +145,16 @@ ompi_btl() { [ "$1" = 1 ] && echo tcp,self || echo tcp,self,vader; }
 # from 4 KiB, as the rules file says; OMPI_ALLREDUCE_ALGORITHM forces one;
 # OMPI_HAN=1: the hierarchical component coll/han, shared memory inside a
 # host and tuned with the same rules between them), mpirun started in host
-# 1 with tests/bench/ns-rsh as launcher agent
+# 1 with tests/bench/ns-rsh as launcher agent. --bind-to none: the ranks
+# keep the CPUs ns-rsh gives them (INCA_RANK_CPUS); Open MPI's own binding
+# (to the whole socket from 3 ranks up) put them back on every CPU, the
+# switch worker's too, whatever the taskset (seen 2026-11-27)
 openmpi_job() {
 	local n=$1 out=$2 hosts per=${INCA_PER_HOST:-1}
 	shift 2
 	hosts=$(seq -s, -f "10.0.0.%g:$per" 1 $(( (n + per - 1) / per )))
 	if ! timeout 900 "$here/deploy/testbed" exec 1 ${INCA_RANK_CPUS:+taskset -c "$INCA_RANK_CPUS"} \
-		env INCA_TESTBED="$INCA_TESTBED" INCA_RANK_CPUS="${INCA_RANK_CPUS:-}" mpirun --allow-run-as-root --oversubscribe --host "$hosts" -np "$n" \
+		env INCA_TESTBED="$INCA_TESTBED" INCA_RANK_CPUS="${INCA_RANK_CPUS:-}" mpirun --allow-run-as-root --oversubscribe --bind-to none --host "$hosts" -np "$n" \
 		--mca plm_rsh_agent "$here/tests/bench/ns-rsh" --mca btl "$(ompi_btl "$per")" \
 		--mca btl_tcp_if_include "$(seq -s, -f 'eth%g' 0 $(( ${INCA_NICS:-1} - 1 )))" \
 		--mca oob_tcp_if_include eth0 --mca btl_tcp_links 2 \
@@ -209,12 +212,14 @@ mpi_hosts() {
 # between the ranks of a host (PER_HOST > 1); MPI_HAN=1: Open MPI's hierarchical coll/han
 # (shared memory inside the host, tuned between hosts). MPI_NET: the network
 # of MPI's own traffic (default the management network, which survives the
-# switch; 10.0.0.0/24 puts it on the same links as INCA's)
+# switch; 10.0.0.0/24 puts it on the same links as INCA's). The ranks run
+# on INCA_RANK_CPUS (ns-rsh; --bind-to none keeps Open MPI from rebinding
+# them to every CPU)
 mpi_ranks() {
 	local np=$1 per=$2 lib=$3 hosts
 	shift 3
 	hosts=$(mpi_hosts "$np" "$per")
-	timeout 900 mpirun --allow-run-as-root --oversubscribe -np "$np" --host "$hosts" \
+	timeout 900 mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$np" --host "$hosts" \
 		--mca plm_rsh_agent "$here/tests/bench/ns-rsh" --mca btl "$(ompi_btl "$per")" \
 		${MPI_HAN:+--mca coll_han_priority 100} \
 		--mca btl_tcp_if_include "${MPI_NET:-192.168.77.0/24}" --mca btl_tcp_links 2 \
