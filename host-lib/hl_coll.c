@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "hl_priv.h"
 
@@ -47,17 +48,31 @@
 #define COALESCE_MAX_NAP_US 4000
 #define PACE_SAMPLE_US 500
 /* Before sleeping in the transport for a result, a rank polls for it for
- * up to SPIN_US (INCA_SPIN_US; 0: sleep at once), yielding the CPU between
- * polls. On a virtual machine whose idle vCPUs halt (cpuidle haltpoll
- * with guest_halt_poll_ns=0, as here), waking a sleeper costs tens of µs
- * more than the result's trip through the switch: 50 µs took 4 ranks' 8 B
- * all-reduce on the lab testbed from 86 to 24 µs. It is off by default:
- * a rank polling on the CPU of whatever must run for its result (there, the
- * switch's worker) delays it, sched_yield or not: with the 4 ranks on the
- * worker's CPU every call took 350 µs, on the other CPU 23 µs, and left to
- * the scheduler the first 220 calls of 9 jobs in 10 took ~300 µs each
- * (docs/hostlib.md). */
-#define SPIN_US 0
+ * up to spin_us, yielding the CPU between polls: INCA_SPIN_US (0: sleep at
+ * once), or by default SPIN_US when the rank is bound to some of the
+ * machine's CPUs (a launcher, a cpuset or taskset placed it) and 0 when it
+ * may run on all of them. On a virtual machine whose idle vCPUs halt
+ * (cpuidle haltpoll with guest_halt_poll_ns=0, as here), waking a sleeper
+ * costs tens of µs more than the result's trip through the switch: with
+ * the ranks on the lab's CPU 0 and the switch's worker on CPU 1, polling
+ * took 8 B all-reduces from 73 to 51 µs (4 ranks), from 192 to 107 µs (8
+ * ranks, 2 a host) and through libinca-mpi from 126 to 53 µs (AMD EPYC,
+ * 2026-11-27). A rank that may run anywhere may poll on the CPU of
+ * whatever must run for its result (on the lab, the switch's worker) and
+ * delay it, sched_yield or not: with 4 ranks pinned to the worker's CPU
+ * every call took 350 µs (docs/hostlib.md), so such a rank does not poll
+ * unless told to. */
+#define SPIN_US 50
+
+static double default_spin_us(void)
+{
+	cpu_set_t set;
+	long online = sysconf(_SC_NPROCESSORS_ONLN);
+
+	if (sched_getaffinity(0, sizeof(set), &set) != 0 || online < 2)
+		return 0;
+	return CPU_COUNT(&set) < online ? SPIN_US : 0;
+}
 
 struct hl_coll {
 	struct inca_comm *c;
@@ -240,14 +255,15 @@ int hl_stream_init(struct inca_comm *c)
 	st->coalesce = !co || strcmp(co, "0");
 	const char *sp = getenv("INCA_SPIN_US");
 	char *end = NULL;
-	st->spin_us = sp ? strtod(sp, &end) : SPIN_US;
+	st->spin_us = sp ? strtod(sp, &end) : default_spin_us();
 	if (sp && (end == sp || *end || !(st->spin_us >= 0 && st->spin_us <= 1e6))) {
-		HL_WARN("INCA_SPIN_US=%s: expected 0..1000000 microseconds; using %d", sp, SPIN_US);
-		st->spin_us = SPIN_US;
+		st->spin_us = default_spin_us();
+		HL_WARN("INCA_SPIN_US=%s: expected 0..1000000 microseconds; using %.0f", sp,
+			st->spin_us);
 	}
 	if (st->spin_us > 0)
-		HL_INFO("polling up to %.0f us for results before sleeping (INCA_SPIN_US)",
-			st->spin_us);
+		HL_INFO("polling up to %.0f us for results before sleeping (%s)", st->spin_us,
+			sp ? "INCA_SPIN_US" : "bound to some of the CPUs; INCA_SPIN_US=0: never");
 	st->slots = calloc(st->window, sizeof(*st->slots));
 	/* the largest frame: the INCA header and elements fill the IB MTU */
 	st->frame_cap = AGG_FRAME_HDR_LEN + (size_t)c->g.ib_mtu + 8;

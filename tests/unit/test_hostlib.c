@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include <math.h>
+#include <sched.h>
 #include <time.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -352,16 +353,36 @@ static unsigned polls_for(unsigned window, size_t count, const char *spin)
 	return M.polls_before_sleep;
 }
 
+/* Unset, the default: 50 µs when the rank is bound to some of the
+ * machine's CPUs, none when it may run on all of them. */
 static void test_spin_before_sleeping(void **state)
 {
+	cpu_set_t was, one;
+	long online = sysconf(_SC_NPROCESSORS_ONLN);
 	(void)state;
-	assert_int_equal(polls_for(4, 10, NULL), 0);
+	assert_int_equal(sched_getaffinity(0, sizeof(was), &was), 0);
+	bool bound = online >= 2 && CPU_COUNT(&was) < online;
+	unsigned dflt = bound ? 50 : 0;
+
+	assert_int_equal(polls_for(4, 10, NULL), dflt);
 	assert_int_equal(polls_for(4, 10, "0"), 0);
 	assert_int_equal(polls_for(4, 10, "50"), 50);        /* 1 packet */
 	assert_int_equal(polls_for(4, 257, "20"), 20);       /* 5 packets, window 4 */
-	assert_int_equal(polls_for(4, 10, "junk"), 0);       /* warned: the default */
-	assert_int_equal(polls_for(4, 10, "20us"), 0);
-	assert_int_equal(polls_for(4, 10, "-5"), 0);
+	assert_int_equal(polls_for(4, 10, "junk"), dflt);    /* warned: the default */
+	assert_int_equal(polls_for(4, 10, "20us"), dflt);
+	assert_int_equal(polls_for(4, 10, "-5"), dflt);
+	if (!bound && online >= 2) {
+		/* bound to one CPU of its set: the default polls */
+		int cpu = 0;
+		while (!CPU_ISSET(cpu, &was))
+			cpu++;
+		CPU_ZERO(&one);
+		CPU_SET(cpu, &one);
+		assert_int_equal(sched_setaffinity(0, sizeof(one), &one), 0);
+		unsigned polls = polls_for(4, 10, NULL);
+		assert_int_equal(sched_setaffinity(0, sizeof(was), &was), 0);
+		assert_int_equal(polls, 50);
+	}
 }
 
 /* The switch dies with six collectives in flight, some of their packets
