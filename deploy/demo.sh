@@ -66,8 +66,11 @@ export INCA_TRANSPORT=udp INCA_JOB=demo-$$
 # both sides' ranks off the switch worker's CPU, as a switch has its own
 # (INCA_RANK_CPUS set by hand wins; empty: no pinning). Sharing it, the
 # in-network 4 KiB call took 184 or 377 µs from one job to the next, off it
-# 223-225; Open MPI's ring pinned so took 287 µs at 4 KiB and 1142 ms at
-# 16 MiB, as unpinned (docs/performance.md, third session)
+# 223-225 (docs/performance.md, third session). Open MPI's ranks are kept
+# there with --bind-to none (deploy/jobs.sh; before 2026-11-27 Open MPI
+# rebound them to both CPUs: its small calls took 400-450 µs instead of
+# 100-180). Bound ranks poll for their results before they sleep
+# (libinca's default for them, docs/hostlib.md INCA_SPIN_US)
 export INCA_RANK_CPUS=${INCA_RANK_CPUS-$(cpus_off_switch)}
 [ -z "$INCA_RANK_CPUS" ] || echo "every rank of both sides on CPUs $INCA_RANK_CPUS, off the switch worker's CPU 1"
 # medians of 10 calls, of 100 up to 64 KiB (a small call's time on a shared

@@ -61,17 +61,16 @@
  * whatever must run for its result (on the lab, the switch's worker) and
  * delay it, sched_yield or not: with 4 ranks pinned to the worker's CPU
  * every call took 350 µs (docs/hostlib.md), so such a rank does not poll
- * unless told to. */
+ * unless told to. "Bound" is the calling thread's affinity against the
+ * machine's online CPUs: a container's cpuset or isolcpus count as bound. */
 #define SPIN_US 50
 
 static double default_spin_us(void)
 {
-	cpu_set_t set;
-	long online = sysconf(_SC_NPROCESSORS_ONLN);
+	int only;
+	bool all;
 
-	if (sched_getaffinity(0, sizeof(set), &set) != 0 || online < 2)
-		return 0;
-	return CPU_COUNT(&set) < online ? SPIN_US : 0;
+	return hl_cpus_allowed(&only, &all) > 0 && !all ? SPIN_US : 0;
 }
 
 struct hl_coll {
@@ -256,14 +255,16 @@ int hl_stream_init(struct inca_comm *c)
 	const char *sp = getenv("INCA_SPIN_US");
 	char *end = NULL;
 	st->spin_us = sp ? strtod(sp, &end) : default_spin_us();
+	bool given = sp != NULL;
 	if (sp && (end == sp || *end || !(st->spin_us >= 0 && st->spin_us <= 1e6))) {
 		st->spin_us = default_spin_us();
-		HL_WARN("INCA_SPIN_US=%s: expected 0..1000000 microseconds; using %.0f", sp,
-			st->spin_us);
+		given = false;
+		HL_WARN("INCA_SPIN_US=%s: expected 0..1000000 microseconds; using the default, "
+			"%.0f", sp, st->spin_us);
 	}
 	if (st->spin_us > 0)
 		HL_INFO("polling up to %.0f us for results before sleeping (%s)", st->spin_us,
-			sp ? "INCA_SPIN_US" : "bound to some of the CPUs; INCA_SPIN_US=0: never");
+			given ? "INCA_SPIN_US" : "bound to some of the CPUs; INCA_SPIN_US=0: never");
 	st->slots = calloc(st->window, sizeof(*st->slots));
 	/* the largest frame: the INCA header and elements fill the IB MTU */
 	st->frame_cap = AGG_FRAME_HDR_LEN + (size_t)c->g.ib_mtu + 8;

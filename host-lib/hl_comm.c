@@ -6,6 +6,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +47,38 @@ double hl_clock_us(struct inca_comm *c)
 	(void)c;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+int hl_cpus_allowed(int *only, bool *all)
+{
+	int n = 0;
+
+	*only = -1;
+	*all = true;
+	/* a fixed cpu_set_t is refused (EINVAL) where the kernel allows more
+	 * than 1024 CPUs: grow until it fits */
+	for (int ncpu = 1024; ncpu <= 1 << 20; ncpu *= 2) {
+		cpu_set_t *set = CPU_ALLOC(ncpu);
+		size_t size = CPU_ALLOC_SIZE(ncpu);
+
+		if (!set)
+			return 0;
+		CPU_ZERO_S(size, set);
+		if (sched_getaffinity(0, size, set) == 0) {
+			n = CPU_COUNT_S(size, set);
+			for (int i = 0; n == 1 && i < ncpu; i++)
+				if (CPU_ISSET_S(i, size, set))
+					*only = i;
+			CPU_FREE(set);
+			break;
+		}
+		CPU_FREE(set);
+		if (errno != EINVAL)
+			return 0;
+	}
+	long online = sysconf(_SC_NPROCESSORS_ONLN);
+	*all = n == 0 || online < 1 || n >= online;
+	return n;
 }
 
 int inca_init(void)

@@ -384,6 +384,10 @@ struct inca_comm {
 };
 
 double hl_clock_us(struct inca_comm *c);
+/* The CPUs the calling thread may run on (its affinity, any number of
+ * CPUs): how many (0 if unknown), *only the one CPU when there is just
+ * one (else -1), *all whether they are every online CPU of the machine. */
+int hl_cpus_allowed(int *only, bool *all);
 
 /*
  * The receive filter of the transports that see every frame (udp, xdp;

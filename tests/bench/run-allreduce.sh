@@ -35,7 +35,9 @@
 #   --rank-cpus L  every rank of every side (in-network and Open MPI) on
 #              the CPUs L (taskset -c L, e.g. 0: off the switch worker's
 #              CPU 1 on a 2-CPU machine); unset, the scheduler places them
-#              and small calls take two levels (docs/performance.md)
+#              and small calls take two levels (docs/performance.md). Bound
+#              ranks also poll 50 us for results before they sleep
+#              (libinca's default for a bound rank: INCA_SPIN_US)
 #   --repeat 2 runs everything twice and compares the ratios of the two
 #              runs: exit 1 when one at the first (link-bound) rate differs
 #              by more than 10% (the CPU-bound rates are shown, not judged)

@@ -132,7 +132,7 @@ start_job() {
 	if [ "$kind" = mpi ]; then
 		( INCA_TESTBED=$INCA_FABRIC INCA_MANAGER="http://192.168.77.254:$PORT" \
 		  INCA_MANAGER_TOKEN_FILE=$token INCA_MPI_OFFLOAD_AFTER=1 \
-		  timeout "$JOB_LIMIT" mpirun --allow-run-as-root --oversubscribe -np 4 \
+		  timeout "$JOB_LIMIT" mpirun --allow-run-as-root --oversubscribe --bind-to none -np 4 \
 			--host 192.168.77.1:1,192.168.77.2:1,192.168.77.3:1,192.168.77.4:1 \
 			--mca plm_rsh_agent "$SRC/tests/bench/ns-rsh" --mca btl tcp,self \
 			--mca btl_tcp_if_include 192.168.77.0/24 --mca oob_tcp_if_include 192.168.77.0/24 \

@@ -333,9 +333,10 @@ static void test_switch_dead(void **state)
 }
 
 /* INCA_SPIN_US=N: a rank waiting for results polls for N µs before it
- * sleeps (each empty poll here is 1 µs of mock time); unset, 0 or not a
- * number (warned): it sleeps at once. The switch is dead so that every
- * wait is seen. */
+ * sleeps (each empty poll here is 1 µs of mock time); 0: it sleeps at
+ * once; unset or not a number (warned): the default, 50 µs for a rank
+ * bound to some of the machine's CPUs, else 0. The switch is dead so that
+ * every wait is seen. */
 static unsigned polls_for(unsigned window, size_t count, const char *spin)
 {
 	static float x[1024];
@@ -353,14 +354,30 @@ static unsigned polls_for(unsigned window, size_t count, const char *spin)
 	return M.polls_before_sleep;
 }
 
+static cpu_set_t spin_was;      /* the affinity test_spin_before_sleeping restores */
+static bool spin_was_saved;
+
+static int restore_affinity(void **state)
+{
+	(void)state;
+	if (spin_was_saved)
+		sched_setaffinity(0, sizeof(spin_was), &spin_was);
+	spin_was_saved = false;
+	return 0;
+}
+
 /* Unset, the default: 50 µs when the rank is bound to some of the
- * machine's CPUs, none when it may run on all of them. */
+ * machine's CPUs, none when it may run on all of them (this test pins
+ * itself to one CPU to see both; restore_affinity undoes it, also when an
+ * assert fails). */
 static void test_spin_before_sleeping(void **state)
 {
 	cpu_set_t was, one;
 	long online = sysconf(_SC_NPROCESSORS_ONLN);
 	(void)state;
 	assert_int_equal(sched_getaffinity(0, sizeof(was), &was), 0);
+	spin_was = was;
+	spin_was_saved = true;
 	bool bound = online >= 2 && CPU_COUNT(&was) < online;
 	unsigned dflt = bound ? 50 : 0;
 
@@ -379,9 +396,8 @@ static void test_spin_before_sleeping(void **state)
 		CPU_ZERO(&one);
 		CPU_SET(cpu, &one);
 		assert_int_equal(sched_setaffinity(0, sizeof(one), &one), 0);
-		unsigned polls = polls_for(4, 10, NULL);
-		assert_int_equal(sched_setaffinity(0, sizeof(was), &was), 0);
-		assert_int_equal(polls, 50);
+		assert_int_equal(polls_for(4, 10, NULL), 50);
+		assert_int_equal(polls_for(4, 10, "0"), 0);
 	}
 }
 
@@ -2063,7 +2079,7 @@ int main(void)
 		cmocka_unit_test(test_loss_is_retransmitted),
 		cmocka_unit_test(test_duplicates_and_reordering),
 		cmocka_unit_test(test_switch_dead),
-		cmocka_unit_test(test_spin_before_sleeping),
+		cmocka_unit_test_teardown(test_spin_before_sleeping, restore_affinity),
 		cmocka_unit_test(test_switch_dies_in_flight),
 		cmocka_unit_test(test_bad_calls),
 		cmocka_unit_test(test_every_collective),
