@@ -253,13 +253,18 @@ static int map_seg(struct hl_team *t, int fd, const char *name, char *err, size_
 	return 0;
 }
 
-/* Wait for *w to differ from what pred rejects; used while joining. */
-static int wait_word(_Atomic uint32_t *w, uint32_t until_val, int32_t pid, double deadline_us)
+/* Wait for *w to reach until_val, while joining: 1, 0 at the deadline,
+ * INCA_ERR_PEER when pid is gone, INCA_ERR_CONFIG when refused (not NULL)
+ * turns ST_FAILED (a joiner refused the team). */
+static int wait_word(_Atomic uint32_t *w, uint32_t until_val, int32_t pid, double deadline_us,
+		     _Atomic uint32_t *refused)
 {
 	for (;;) {
 		uint32_t v = atomic_load(w);
 		if (v >= until_val)
 			return 1;
+		if (refused && atomic_load(refused) == ST_FAILED)
+			return INCA_ERR_CONFIG;
 		if (pid && !pid_alive(pid))
 			return INCA_ERR_PEER;
 		double now = hl_clock_us(NULL);
@@ -294,7 +299,13 @@ static int lead(struct hl_team *t, const char *name, const int *ranks, int my_ra
 	atomic_store(&t->hdr->creator, (int32_t)getpid());
 	atomic_store(&t->hdr->joined, 1);
 	atomic_store(&t->hdr->state, ST_OPEN);
-	rc = wait_word(&t->hdr->joined, (uint32_t)t->lsize, 0, deadline_us);
+	rc = wait_word(&t->hdr->joined, (uint32_t)t->lsize, 0, deadline_us, &t->hdr->state);
+	if (rc == INCA_ERR_CONFIG) {
+		/* a joiner refused it and said why in msg; the others see it */
+		snprintf(err, errlen, "%.200s", t->hdr->msg);
+		shm_unlink(name);
+		return rc;
+	}
 	if (rc != 1) {
 		int n = 0;
 		char *p = err;
@@ -315,7 +326,12 @@ static int lead(struct hl_team *t, const char *name, const int *ranks, int my_ra
 			goto fail;
 		}
 	shm_unlink(name);
-	atomic_store(&t->hdr->state, ST_READY);
+	uint32_t open = ST_OPEN;
+	if (!atomic_compare_exchange_strong(&t->hdr->state, &open, ST_READY)) {
+		/* refused at the last moment by a rank that does not count */
+		snprintf(err, errlen, "%.200s", t->hdr->msg);
+		return INCA_ERR_CONFIG;
+	}
 	futex_wake(&t->hdr->state);
 	return 0;
 fail:
@@ -324,6 +340,26 @@ fail:
 	futex_wake(&t->hdr->state);
 	shm_unlink(name);
 	return rc;
+}
+
+/* Tell local rank 0, waiting for its team, that this rank refuses it
+ * (why: err), so that it fails now and not at its deadline. Only for a
+ * segment of this version, whose header this rank knows. */
+static void refuse(int fd, const char *why)
+{
+	struct seg_hdr *h = mmap(NULL, sizeof(*h), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	uint32_t open = ST_OPEN;
+
+	if (h == MAP_FAILED)
+		return;
+	if (atomic_load(&h->state) == ST_OPEN) {
+		snprintf(h->msg, sizeof(h->msg), "%s", why);
+		if (atomic_compare_exchange_strong(&h->state, &open, ST_FAILED)) {
+			futex_wake(&h->joined);
+			futex_wake(&h->state);
+		}
+	}
+	munmap(h, sizeof(*h));
 }
 
 static int join(struct hl_team *t, const char *name, int my_rank, double deadline_us,
@@ -367,13 +403,22 @@ static int join(struct hl_team *t, const char *name, int my_rank, double deadlin
 			continue;
 		}
 		if (hc.version != TEAM_VERSION || hc.lsize != t->lsize || hc.ndown != t->ndown) {
-			close(fd);
 			snprintf(err, errlen, "shared memory %s: local rank 0 made it for %d local "
-				 "ranks, %s (version %u); this rank expects %d, %s (version %u): "
-				 "the ranks of one host must have the same layout and INCA_HIER",
-				 name, hc.lsize, hc.ndown > 1 ? "rails" : "one leader",
-				 hc.version, t->lsize, t->ndown > 1 ? "rails" : "one leader",
-				 TEAM_VERSION);
+				 "ranks, %s (version %u); local rank %d expects %d, %s (version "
+				 "%u): the ranks of one host must have the same layout and "
+				 "INCA_HIER", name, hc.lsize, hc.ndown > 1 ? "rails" : "one leader",
+				 hc.version, t->lrank,
+				 t->lsize, t->ndown > 1 ? "rails" : "one leader", TEAM_VERSION);
+			if (hc.version == TEAM_VERSION) {
+				char why[200];
+				snprintf(why, sizeof(why), "local rank %d expects %d local ranks, "
+					 "%s; the team is for %d, %s: the ranks of one host must "
+					 "have the same layout and INCA_HIER", t->lrank, t->lsize,
+					 t->ndown > 1 ? "rails" : "one leader", hc.lsize,
+					 hc.ndown > 1 ? "rails" : "one leader");
+				refuse(fd, why);
+			}
+			close(fd);
 			return INCA_ERR_CONFIG;
 		}
 		if ((size_t)st.st_size < seg_bytes(t->lsize, t->ndown)) {
@@ -397,7 +442,7 @@ static int join(struct hl_team *t, const char *name, int my_rank, double deadlin
 	atomic_store(&me->cpu, t->cpu);
 	atomic_fetch_add(&t->hdr->joined, 1);
 	futex_wake(&t->hdr->joined);
-	rc = wait_word(&t->hdr->state, ST_READY, creator, deadline_us);
+	rc = wait_word(&t->hdr->state, ST_READY, creator, deadline_us, NULL);
 	if (rc == 1 && atomic_load(&t->hdr->state) == ST_READY)
 		return 0;
 	if (rc == INCA_ERR_PEER) {
@@ -408,7 +453,7 @@ static int join(struct hl_team *t, const char *name, int my_rank, double deadlin
 		snprintf(err, errlen, "local rank 0 did not see every local rank by the deadline");
 		return INCA_ERR_TIMEOUT;
 	}
-	snprintf(err, errlen, "local rank 0 refused the team: %.180s", t->hdr->msg);
+	snprintf(err, errlen, "the team was refused: %.180s", t->hdr->msg);
 	return INCA_ERR_CONFIG;
 }
 

@@ -551,6 +551,42 @@ static void test_team_wrong_rank(void **state)
 	assert_non_null(strstr(err, ": 5"));
 }
 
+/* A local rank whose layout or INCA_HIER differs from its leader's refuses
+ * the team: it fails at once, and so does the leader, with the reason,
+ * long before the leader's deadline (it waited it out before). */
+static void test_team_refused(void **state)
+{
+	(void)state;
+	const char *name = "/inca-test-refused";
+	int ranks[2] = { 4, 5 };
+	char err[256];
+	struct hl_team *t = NULL;
+	const char *want = "shared memory /inca-test-refused: local rank 0 made it for 2 local "
+			   "ranks, one leader (version 3); local rank 1 expects 2, rails "
+			   "(version 3): the ranks of one host must have the same layout and "
+			   "INCA_HIER";
+	pid_t p = fork();
+
+	if (p == 0) {
+		/* a rails rank: waits for the leader's segment, then refuses it */
+		int rc = hl_team_open(name, 1, 2, true, ranks, 5, hl_clock_us(NULL) + 10e6, &t,
+				      err, sizeof(err));
+		_exit(rc == INCA_ERR_CONFIG && strcmp(err, want) == 0 ? 0 : 1);
+	}
+	double t0 = hl_clock_us(NULL);
+	assert_int_equal(hl_team_open(name, 0, 2, false, ranks, 4, t0 + 10e6, &t, err,
+				      sizeof(err)), INCA_ERR_CONFIG);
+	assert_string_equal(err, "local rank 1 expects 2 local ranks, rails; the team is for 2, "
+			    "one leader: the ranks of one host must have the same layout and "
+			    "INCA_HIER");
+	assert_true(hl_clock_us(NULL) - t0 < 5e6);
+	int st;
+	waitpid(p, &st, 0);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+	assert_true(shm_open(name, O_RDONLY, 0) < 0);
+}
+
 static void clear_env(void)
 {
 	static const char *vars[] = { "INCA_LAYOUT", "INCA_LOCAL_SIZE", "INCA_LOCAL_RANK",
@@ -715,6 +751,7 @@ int main(void)
 		cmocka_unit_test(test_rails_config),
 		cmocka_unit_test(test_stale_segment),
 		cmocka_unit_test(test_team_wrong_rank),
+		cmocka_unit_test(test_team_refused),
 		cmocka_unit_test(test_collectives),
 		cmocka_unit_test(test_collectives_rails),
 		cmocka_unit_test(test_late_rank),
