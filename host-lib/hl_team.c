@@ -22,7 +22,7 @@
 #include "hl_team.h"
 
 #define TEAM_MAGIC 0x494e4354u   /* "INCT" */
-#define TEAM_VERSION 3u
+#define TEAM_VERSION 4u
 
 enum { ST_NEW = 0, ST_OPEN = 1, ST_READY = 2, ST_FAILED = 3 };
 
@@ -44,6 +44,7 @@ struct seg_hdr {
 	_Atomic uint32_t joined;        /* ranks that have it mapped */
 	uint64_t bytes;
 	int32_t ndown;                  /* down areas: 1 (the leader's), or lsize */
+	_Atomic uint32_t fail_claim;    /* 1: msg is being written by whoever claimed it */
 	char msg[200];                  /* ST_FAILED: why */
 	_Atomic uint32_t broken;        /* a rank gave up on the team: */
 	char bmsg[200];                 /*   why */
@@ -274,6 +275,37 @@ static int wait_word(_Atomic uint32_t *w, uint32_t until_val, int32_t pid, doubl
 	}
 }
 
+/* Fail an open team, saying why: the first to claim the header's message
+ * writes it and then publishes ST_FAILED; whoever comes after leaves both
+ * alone. Local rank 0 does it when the team cannot be made, a joiner when
+ * the team is not the one it expects (so that local rank 0 and the ranks
+ * that joined fail at once, not at their deadline). */
+static void team_fail(struct seg_hdr *h, const char *why)
+{
+	uint32_t unclaimed = 0, open = ST_OPEN;
+
+	if (atomic_load(&h->state) != ST_OPEN ||
+	    !atomic_compare_exchange_strong(&h->fail_claim, &unclaimed, 1))
+		return;
+	snprintf(h->msg, sizeof(h->msg), "%s", why);
+	if (atomic_compare_exchange_strong(&h->state, &open, ST_FAILED)) {
+		futex_wake(&h->joined);
+		futex_wake(&h->state);
+	}
+}
+
+/* The same through a segment this rank has not mapped: only for one of
+ * this version, whose header this rank knows. */
+static void refuse(int fd, const char *why)
+{
+	struct seg_hdr *h = mmap(NULL, sizeof(*h), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+
+	if (h == MAP_FAILED)
+		return;
+	team_fail(h, why);
+	munmap(h, sizeof(*h));
+}
+
 static int lead(struct hl_team *t, const char *name, const int *ranks, int my_rank,
 		double deadline_us, char *err, size_t errlen)
 {
@@ -302,7 +334,7 @@ static int lead(struct hl_team *t, const char *name, const int *ranks, int my_ra
 	rc = wait_word(&t->hdr->joined, (uint32_t)t->lsize, 0, deadline_us, &t->hdr->state);
 	if (rc == INCA_ERR_CONFIG) {
 		/* a joiner refused it and said why in msg; the others see it */
-		snprintf(err, errlen, "%.200s", t->hdr->msg);
+		snprintf(err, errlen, "local team %s: %.200s", name, t->hdr->msg);
 		shm_unlink(name);
 		return rc;
 	}
@@ -329,37 +361,18 @@ static int lead(struct hl_team *t, const char *name, const int *ranks, int my_ra
 	uint32_t open = ST_OPEN;
 	if (!atomic_compare_exchange_strong(&t->hdr->state, &open, ST_READY)) {
 		/* refused at the last moment by a rank that does not count */
-		snprintf(err, errlen, "%.200s", t->hdr->msg);
+		snprintf(err, errlen, "local team %s: %.200s", name, t->hdr->msg);
 		return INCA_ERR_CONFIG;
 	}
 	futex_wake(&t->hdr->state);
 	return 0;
-fail:
-	snprintf(t->hdr->msg, sizeof(t->hdr->msg), "%s", err);
-	atomic_store(&t->hdr->state, ST_FAILED);
-	futex_wake(&t->hdr->state);
+fail: {
+	char why[200];
+	snprintf(why, sizeof(why), "local rank 0: %s", err);
+	team_fail(t->hdr, why);      /* unless a joiner refused it first */
 	shm_unlink(name);
 	return rc;
 }
-
-/* Tell local rank 0, waiting for its team, that this rank refuses it
- * (why: err), so that it fails now and not at its deadline. Only for a
- * segment of this version, whose header this rank knows. */
-static void refuse(int fd, const char *why)
-{
-	struct seg_hdr *h = mmap(NULL, sizeof(*h), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	uint32_t open = ST_OPEN;
-
-	if (h == MAP_FAILED)
-		return;
-	if (atomic_load(&h->state) == ST_OPEN) {
-		snprintf(h->msg, sizeof(h->msg), "%s", why);
-		if (atomic_compare_exchange_strong(&h->state, &open, ST_FAILED)) {
-			futex_wake(&h->joined);
-			futex_wake(&h->state);
-		}
-	}
-	munmap(h, sizeof(*h));
 }
 
 static int join(struct hl_team *t, const char *name, int my_rank, double deadline_us,
@@ -393,8 +406,16 @@ static int join(struct hl_team *t, const char *name, int my_rank, double deadlin
 			continue;
 		}
 		creator = atomic_load(&h->creator);
-		bool open = atomic_load(&h->state) == ST_OPEN && h->magic == TEAM_MAGIC &&
-			    pid_alive(creator);
+		uint32_t state = atomic_load(&h->state);
+		bool mine = h->magic == TEAM_MAGIC && h->version == TEAM_VERSION;
+		bool open = state == ST_OPEN && h->magic == TEAM_MAGIC && pid_alive(creator);
+		if (mine && state == ST_FAILED && pid_alive(creator)) {
+			/* failed before this rank came: say why now */
+			snprintf(err, errlen, "local team %s failed: %.180s", name, h->msg);
+			munmap(h, sizeof(*h));
+			close(fd);
+			return INCA_ERR_CONFIG;
+		}
 		struct seg_hdr hc = *h;
 		munmap(h, sizeof(*h));
 		if (!open) {
@@ -436,6 +457,10 @@ static int join(struct hl_team *t, const char *name, int my_rank, double deadlin
 	if (!atomic_compare_exchange_strong(&me->pid, &zero, (int32_t)getpid())) {
 		snprintf(err, errlen, "local rank %d of %s is taken by pid %d (two ranks with the "
 			 "same number?)", t->lrank, name, (int)zero);
+		char why[200];
+		snprintf(why, sizeof(why), "local rank %d came twice (pids %d and %d)", t->lrank,
+			 (int)zero, (int)getpid());
+		team_fail(t->hdr, why);
 		return INCA_ERR_CONFIG;
 	}
 	me->rank = my_rank;
@@ -453,7 +478,7 @@ static int join(struct hl_team *t, const char *name, int my_rank, double deadlin
 		snprintf(err, errlen, "local rank 0 did not see every local rank by the deadline");
 		return INCA_ERR_TIMEOUT;
 	}
-	snprintf(err, errlen, "the team was refused: %.180s", t->hdr->msg);
+	snprintf(err, errlen, "local team %s failed: %.180s", name, t->hdr->msg);
 	return INCA_ERR_CONFIG;
 }
 

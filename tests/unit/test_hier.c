@@ -533,7 +533,8 @@ static void test_team_wrong_rank(void **state)
 		/* claims to be rank 9 */
 		int rc = hl_team_open(name, 1, 2, false, ranks, 9, hl_clock_us(NULL) + 5e6, &t, err,
 				      sizeof(err));
-		_exit(rc == INCA_ERR_CONFIG && strstr(err, "refused") ? 0 : 1);
+		_exit(rc == INCA_ERR_CONFIG && strstr(err, "failed: local rank 0: local rank 1 of "
+						      "this host is rank 9") ? 0 : 1);
 	}
 	assert_int_equal(hl_team_open(name, 0, 2, false, ranks, 4, hl_clock_us(NULL) + 5e6, &t, err,
 				      sizeof(err)), INCA_ERR_CONFIG);
@@ -552,39 +553,70 @@ static void test_team_wrong_rank(void **state)
 }
 
 /* A local rank whose layout or INCA_HIER differs from its leader's refuses
- * the team: it fails at once, and so does the leader, with the reason,
- * long before the leader's deadline (it waited it out before). */
-static void test_team_refused(void **state)
+ * the team: it fails at once, and so do the leader and the ranks that
+ * joined, with the reason, long before the leader's deadline (it waited it
+ * out before). 2 ranks, then 3: one joins, then one refuses. */
+static pid_t team_child(const char *name, int lrank, int lsize, bool rails, const int *ranks,
+			unsigned delay_us, const char *want)
 {
-	(void)state;
-	const char *name = "/inca-test-refused";
-	int ranks[2] = { 4, 5 };
-	char err[256];
-	struct hl_team *t = NULL;
-	const char *want = "shared memory /inca-test-refused: local rank 0 made it for 2 local "
-			   "ranks, one leader (version 3); local rank 1 expects 2, rails "
-			   "(version 3): the ranks of one host must have the same layout and "
-			   "INCA_HIER";
 	pid_t p = fork();
 
 	if (p == 0) {
-		/* a rails rank: waits for the leader's segment, then refuses it */
-		int rc = hl_team_open(name, 1, 2, true, ranks, 5, hl_clock_us(NULL) + 10e6, &t,
-				      err, sizeof(err));
-		_exit(rc == INCA_ERR_CONFIG && strcmp(err, want) == 0 ? 0 : 1);
+		char err[256];
+		struct hl_team *t = NULL;
+		usleep(delay_us);
+		int rc = hl_team_open(name, lrank, lsize, rails, ranks, ranks[lrank],
+				      hl_clock_us(NULL) + 10e6, &t, err, sizeof(err));
+		if (rc != INCA_ERR_CONFIG || strcmp(err, want)) {
+			fprintf(stderr, "local rank %d: %d '%s'\n", lrank, rc, err);
+			_exit(1);
+		}
+		_exit(0);
 	}
-	double t0 = hl_clock_us(NULL);
-	assert_int_equal(hl_team_open(name, 0, 2, false, ranks, 4, t0 + 10e6, &t, err,
-				      sizeof(err)), INCA_ERR_CONFIG);
-	assert_string_equal(err, "local rank 1 expects 2 local ranks, rails; the team is for 2, "
-			    "one leader: the ranks of one host must have the same layout and "
-			    "INCA_HIER");
-	assert_true(hl_clock_us(NULL) - t0 < 5e6);
-	int st;
-	waitpid(p, &st, 0);
-	assert_true(WIFEXITED(st));
-	assert_int_equal(WEXITSTATUS(st), 0);
-	assert_true(shm_open(name, O_RDONLY, 0) < 0);
+	return p;
+}
+
+static void test_team_refused(void **state)
+{
+	(void)state;
+	int ranks[3] = { 4, 5, 6 };
+	char name[64], err[256], want[512], want_leader[512], want_joined[512];
+	struct hl_team *t = NULL;
+
+	for (int lsize = 2; lsize <= 3; lsize++) {
+		int rl = lsize - 1;     /* the rank that refuses */
+		snprintf(name, sizeof(name), "/inca-test-refused-%d-%d", (int)getpid(), lsize);
+		char why[200];
+		snprintf(why, sizeof(why), "local rank %d expects %d local ranks, rails; the team "
+			 "is for %d, one leader: the ranks of one host must have the same layout "
+			 "and INCA_HIER", rl, lsize, lsize);
+		snprintf(want, sizeof(want), "shared memory %s: local rank 0 made it for %d local "
+			 "ranks, one leader (version 4); local rank %d expects %d, rails (version "
+			 "4): the ranks of one host must have the same layout and INCA_HIER", name,
+			 lsize, rl, lsize);
+		snprintf(want_leader, sizeof(want_leader), "local team %s: %s", name, why);
+		snprintf(want_joined, sizeof(want_joined), "local team %s failed: %.180s", name,
+			 why);
+		pid_t joined = lsize == 3 ? team_child(name, 1, 3, false, ranks, 0, want_joined) : 0;
+		/* the refuser comes second (1 s: the first joiner is in by then) */
+		pid_t refuser = team_child(name, rl, lsize, true, ranks, lsize == 3 ? 1000000 : 0,
+					   want);
+		double t0 = hl_clock_us(NULL);
+		assert_int_equal(hl_team_open(name, 0, lsize, false, ranks, 4, t0 + 10e6, &t, err,
+					      sizeof(err)), INCA_ERR_CONFIG);
+		assert_string_equal(err, want_leader);
+		assert_true(hl_clock_us(NULL) - t0 < 5e6);
+		int st;
+		for (int i = 0; i < 2; i++) {
+			pid_t p = i ? refuser : joined;
+			if (!p)
+				continue;
+			waitpid(p, &st, 0);
+			assert_true(WIFEXITED(st));
+			assert_int_equal(WEXITSTATUS(st), 0);
+		}
+		assert_true(shm_open(name, O_RDONLY, 0) < 0);
+	}
 }
 
 static void clear_env(void)
