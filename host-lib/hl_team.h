@@ -48,8 +48,10 @@ struct hl_team;
  * until all lsize ranks have joined, up to deadline_us (hl_clock_us). The
  * caller's global rank is recorded and checked by the leader: ranks[l]
  * must be local rank l's. rails: every rank may own down steps (a down
- * buffer per rank; without, the leader's only). 0, or a negative INCA code
- * with err set.
+ * buffer per rank; without, the leader's only). A rank that finds a team
+ * made for another lsize or rails fails it at once, and the leader and the
+ * ranks already in fail too (INCA_ERR_CONFIG, with its reason). 0, or a
+ * negative INCA code with err set.
  */
 int hl_team_open(const char *name, int lrank, int lsize, bool rails, const int *ranks,
 		 int my_rank, double deadline_us, struct hl_team **out, char *err, size_t errlen);

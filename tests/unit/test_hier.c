@@ -519,6 +519,38 @@ static void test_stale_segment(void **state)
 	assert_non_null(strstr(err, "local rank 1 of 1"));
 }
 
+/* Local rank lrank in a child process: opens the team as global rank
+ * my_rank after delay_us; the child exits 0 only when that fails with
+ * INCA_ERR_CONFIG and exactly the message want (team_child_ok waits) */
+static pid_t team_child(const char *name, int lrank, int lsize, bool rails, const int *ranks,
+			int my_rank, unsigned delay_us, const char *want)
+{
+	pid_t p = fork();
+
+	if (p == 0) {
+		char err[256];
+		struct hl_team *t = NULL;
+		usleep(delay_us);
+		int rc = hl_team_open(name, lrank, lsize, rails, ranks, my_rank,
+				      hl_clock_us(NULL) + 10e6, &t, err, sizeof(err));
+		if (rc != INCA_ERR_CONFIG || strcmp(err, want)) {
+			fprintf(stderr, "local rank %d: %d '%s'\n", lrank, rc, err);
+			_exit(1);
+		}
+		_exit(0);
+	}
+	return p;
+}
+
+static void team_child_ok(pid_t p)
+{
+	int st;
+
+	assert_int_equal(waitpid(p, &st, 0), p);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+}
+
 /* the leader checks that local rank l is the layout's */
 static void test_team_wrong_rank(void **state)
 {
@@ -527,23 +559,17 @@ static void test_team_wrong_rank(void **state)
 	int ranks[2] = { 4, 5 };
 	char err[256];
 	struct hl_team *t = NULL;
-	pid_t p = fork();
+	/* claims to be rank 9 */
+	pid_t p = team_child(name, 1, 2, false, ranks, 9, 0,
+			     "local team /inca-test-wrong failed: local rank 0: local rank 1 of "
+			     "this host is rank 9, the layout says rank 5 (ranks must be "
+			     "numbered host by host)");
 
-	if (p == 0) {
-		/* claims to be rank 9 */
-		int rc = hl_team_open(name, 1, 2, false, ranks, 9, hl_clock_us(NULL) + 5e6, &t, err,
-				      sizeof(err));
-		_exit(rc == INCA_ERR_CONFIG && strstr(err, "failed: local rank 0: local rank 1 of "
-						      "this host is rank 9") ? 0 : 1);
-	}
 	assert_int_equal(hl_team_open(name, 0, 2, false, ranks, 4, hl_clock_us(NULL) + 5e6, &t, err,
 				      sizeof(err)), INCA_ERR_CONFIG);
 	assert_string_equal(err, "local rank 1 of this host is rank 9, the layout says rank 5 "
 			    "(ranks must be numbered host by host)");
-	int st;
-	waitpid(p, &st, 0);
-	assert_true(WIFEXITED(st));
-	assert_int_equal(WEXITSTATUS(st), 0);
+	team_child_ok(p);
 	assert_true(shm_open(name, O_RDONLY, 0) < 0);
 	/* a local rank that never comes: named at the deadline */
 	assert_int_equal(hl_team_open(name, 0, 2, false, ranks, 4, hl_clock_us(NULL) + 2e5, &t, err,
@@ -556,26 +582,6 @@ static void test_team_wrong_rank(void **state)
  * the team: it fails at once, and so do the leader and the ranks that
  * joined, with the reason, long before the leader's deadline (it waited it
  * out before). 2 ranks, then 3: one joins, then one refuses. */
-static pid_t team_child(const char *name, int lrank, int lsize, bool rails, const int *ranks,
-			unsigned delay_us, const char *want)
-{
-	pid_t p = fork();
-
-	if (p == 0) {
-		char err[256];
-		struct hl_team *t = NULL;
-		usleep(delay_us);
-		int rc = hl_team_open(name, lrank, lsize, rails, ranks, ranks[lrank],
-				      hl_clock_us(NULL) + 10e6, &t, err, sizeof(err));
-		if (rc != INCA_ERR_CONFIG || strcmp(err, want)) {
-			fprintf(stderr, "local rank %d: %d '%s'\n", lrank, rc, err);
-			_exit(1);
-		}
-		_exit(0);
-	}
-	return p;
-}
-
 static void test_team_refused(void **state)
 {
 	(void)state;
@@ -597,24 +603,19 @@ static void test_team_refused(void **state)
 		snprintf(want_leader, sizeof(want_leader), "local team %s: %s", name, why);
 		snprintf(want_joined, sizeof(want_joined), "local team %s failed: %.180s", name,
 			 why);
-		pid_t joined = lsize == 3 ? team_child(name, 1, 3, false, ranks, 0, want_joined) : 0;
+		pid_t joined = lsize == 3 ? team_child(name, 1, 3, false, ranks, ranks[1], 0,
+						       want_joined) : 0;
 		/* the refuser comes second (1 s: the first joiner is in by then) */
-		pid_t refuser = team_child(name, rl, lsize, true, ranks, lsize == 3 ? 1000000 : 0,
-					   want);
+		pid_t refuser = team_child(name, rl, lsize, true, ranks, ranks[rl],
+					   lsize == 3 ? 1000000 : 0, want);
 		double t0 = hl_clock_us(NULL);
 		assert_int_equal(hl_team_open(name, 0, lsize, false, ranks, 4, t0 + 10e6, &t, err,
 					      sizeof(err)), INCA_ERR_CONFIG);
 		assert_string_equal(err, want_leader);
 		assert_true(hl_clock_us(NULL) - t0 < 5e6);
-		int st;
-		for (int i = 0; i < 2; i++) {
-			pid_t p = i ? refuser : joined;
-			if (!p)
-				continue;
-			waitpid(p, &st, 0);
-			assert_true(WIFEXITED(st));
-			assert_int_equal(WEXITSTATUS(st), 0);
-		}
+		if (joined)
+			team_child_ok(joined);
+		team_child_ok(refuser);
 		assert_true(shm_open(name, O_RDONLY, 0) < 0);
 	}
 }
