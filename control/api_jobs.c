@@ -19,6 +19,7 @@ int mgr_api_register(struct mgr_req *q, const struct mgr_route_args *args)
 	struct mgr *m = q->m;
 	struct mgr_job *j = mgr_job_find(m, id), *other;
 	uint32_t rank, size, qpn = 0, ring_port = 0, ip, ring_ip = 0, window, elems, mtu;
+	uint32_t nrails = 0, rail = 0;
 	int tenant = q->tenant, host, who;
 	struct inca_json in;
 	const char *tname;
@@ -38,6 +39,20 @@ int mgr_api_register(struct mgr_req *q, const struct mgr_route_args *args)
 	    inca_json_opt_u32(&in, q->body, "elems_per_pkt", 1, AGG_MAX_ELEMS, &elems) ||
 	    inca_json_opt_u32(&in, q->body, "mtu", 0, AGG_MAX_PAYLOAD, &mtu))
 		return mgr_error(q, 400, "%s", in.msg);
+	/* rails: the family's size, this job's place in it (plans.c) */
+	if (inca_json_opt_u32(&in, q->body, "rails", 1, MGR_MAX_RAILS, &nrails) ||
+	    inca_json_opt_u32(&in, q->body, "rail", 0, nrails ? nrails - 1 : 0, &rail))
+		return mgr_error(q, 400, "%s", in.msg);
+	if (nrails < 2)
+		nrails = 0;
+	if (rail) {
+		char want[MGR_NAME_LEN + 16];
+		size_t il = strlen(id);
+		snprintf(want, sizeof(want), ".rail%u", rail);
+		if (il <= strlen(want) || strcmp(id + il - strlen(want), want))
+			return mgr_error(q, 400, "rail %u: expected the job id <job>%s, got %s",
+					 rail, want, id);
+	}
 	/* a rank may bring its own, else the manager assigns one */
 	if (inca_json_opt_u32(&in, q->body, "qpn", 2, AGG_QPN_MASK, &qpn) ||
 	    inca_json_opt_u32(&in, q->body, "ring_port", 1, 65535, &ring_port))
@@ -68,9 +83,10 @@ int mgr_api_register(struct mgr_req *q, const struct mgr_route_args *args)
 		return mgr_error(q, 400, "tenant: the admin token must name the job's tenant");
 	if (!j) {
 		unsigned njobs = 0;
+		/* a job's rails are one job */
 		for (struct mgr_job *k = m->jobs; k; k = k->next)
-			njobs += k->tenant == tenant;
-		if (njobs >= m->topo.tenants[tenant].max_jobs)
+			njobs += k->tenant == tenant && !k->rail;
+		if (!rail && njobs >= m->topo.tenants[tenant].max_jobs)
 			return mgr_error(q, 409, "quota: tenant %s has %u jobs, its maximum",
 				     m->topo.tenants[tenant].name, njobs);
 	} else {
@@ -79,6 +95,9 @@ int mgr_api_register(struct mgr_req *q, const struct mgr_route_args *args)
 				     m->topo.tenants[j->tenant].name);
 		if ((int)size != j->size)
 			return mgr_error(q, 409, "job %s has size %d, not %u", id, j->size, size);
+		if ((int)nrails != j->nrails || (int)rail != j->rail)
+			return mgr_error(q, 409, "job %s is rail %d of %d, not rail %u of %u", id,
+					 j->rail, j->nrails ? j->nrails : 1, rail, nrails ? nrails : 1);
 		if (j->state == MGR_JOB_FAILED)      /* only saved by an older manager */
 			return mgr_error(q, 409, "job %s failed: %s (delete it and create it again)",
 				     id, j->reason);
@@ -128,6 +147,8 @@ int mgr_api_register(struct mgr_req *q, const struct mgr_route_args *args)
 		j->window = window;
 		j->elems_per_pkt = elems;
 		j->mtu = mtu;
+		j->nrails = (int)nrails;
+		j->rail = (int)rail;
 		j->created = m->now();
 		j->next = m->jobs;
 		m->jobs = j;
@@ -144,10 +165,14 @@ int mgr_api_register(struct mgr_req *q, const struct mgr_route_args *args)
 	int n = 0;
 	for (int r = 0; r < j->size; r++)
 		n += j->ranks[r].registered;
-	/* all in: the first plan, its tree or (refused, full, no path) the
-	 * host ring, which is a warning for the ranks, not an error */
-	if (n == j->size && j->state == MGR_JOB_WAITING) {
-		j->registered_at = m->now();
+	/* all in (with rails: every rank of every rail): the first plan, its
+	 * tree or (refused, full, no path) the host ring, which is a warning
+	 * for the ranks, not an error */
+	if (n == j->size && j->state == MGR_JOB_WAITING && mgr_family_complete(m, j)) {
+		struct mgr_job *f[MGR_MAX_RAILS];
+		int nf = mgr_job_family(m, j, f);
+		for (int l = 0; l < nf; l++)
+			f[l]->registered_at = m->now();
 		mgr_job_replan(m, j, false);
 	}
 	mgr_job_check_ready(m, j);

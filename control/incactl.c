@@ -85,10 +85,10 @@ static void print_jobs(json_t *a)
 	size_t i, k;
 	json_t *j, *s;
 
-	printf("%-16s %-10s %-5s %-12s %-6s %-24s %s\n", "JOB", "TENANT", "SIZE", "STATE",
-	       "GROUP", "SWITCHES", "REASON");
+	printf("%-16s %-10s %-5s %-5s %-12s %-6s %-24s %s\n", "JOB", "TENANT", "SIZE", "RAIL",
+	       "STATE", "GROUP", "SWITCHES", "REASON");
 	json_array_foreach(a, i, j) {
-		char sws[128] = "", st[32];
+		char sws[128] = "", st[32], rail[16] = "-";
 		json_array_foreach(json_object_get(j, "switches"), k, s) {
 			size_t n = strlen(sws);
 			snprintf(sws + n, sizeof(sws) - n, "%s%s", n ? "," : "", json_string_value(s));
@@ -97,8 +97,11 @@ static void print_jobs(json_t *a)
 		if (!strcmp(st, "waiting"))
 			snprintf(st, sizeof(st), "waiting %lld/%lld", num(j, "registered"),
 				 num(j, "size"));
-		printf("%-16s %-10s %-5lld %-12s %-6lld %-24s %s\n", str(j, "id"), str(j, "tenant"),
-		       num(j, "size"), st, num(j, "group"), sws[0] ? sws : "-", str(j, "reason"));
+		if (json_object_get(j, "rails"))
+			snprintf(rail, sizeof(rail), "%lld/%lld", num(j, "rail"), num(j, "rails"));
+		printf("%-16s %-10s %-5lld %-5s %-12s %-6lld %-24s %s\n", str(j, "id"),
+		       str(j, "tenant"), num(j, "size"), rail, st, num(j, "group"),
+		       sws[0] ? sws : "-", str(j, "reason"));
 	}
 }
 
@@ -134,11 +137,28 @@ static void print_below(json_t *node, const char *indent)
 
 static void print_tree(json_t *j)
 {
-	json_t *t = json_object_get(j, "tree");
+	json_t *t = json_object_get(j, "tree"), *rails = json_object_get(j, "rail_jobs"), *r;
+	size_t i;
 
 	printf("job %s (tenant %s, %lld ranks, group %lld): %s%s%s\n", str(j, "id"),
 	       str(j, "tenant"), num(j, "size"), num(j, "group"), str(j, "state"),
 	       *str(j, "reason") ? ": " : "", str(j, "reason"));
+	if (rails) {
+		/* a job with rails: each rail's tree, in rail order */
+		printf("%zu rails, one per local rank, planned as one\n", json_array_size(rails));
+		json_array_foreach(rails, i, r) {
+			json_t *rt = json_object_get(r, "tree");
+			printf("rail %lld: job %s, %s", num(r, "rail"), str(r, "id"), str(r, "state"));
+			if (json_object_get(r, "group"))
+				printf(", group %lld", num(r, "group"));
+			printf("%s%s\n", *str(r, "reason") ? ": " : "", str(r, "reason"));
+			if (!rt)
+				continue;
+			printf("    %s qpn %lld\n", str(rt, "switch"), num(rt, "qpn"));
+			print_below(rt, "    ");
+		}
+		return;
+	}
 	if (!t) {
 		printf("(no tree yet)\n");
 		return;

@@ -34,6 +34,9 @@ void mgr_job_teardown(struct mgr *m, struct mgr_job *j)
 	if (j->ngroups)
 		m->capacity_gen++;
 	mgr_persist_gone(m, j->id);
+	/* its rails' cut no longer waits for it */
+	if (j->nrails > 1)
+		mgr_family_recheck(m, j);
 	/* its ranks' held requests are answered: the job is gone */
 	while (j->parked)
 		mgr_unpark(m, j->parked, false);

@@ -25,6 +25,32 @@ int mgr_api_metrics(struct mgr_req *q, const struct mgr_route_args *a)
 	for (int s = 0; s <= MGR_JOB_RING; s++)
 		P("inca_manager_jobs{state=\"%s\"} %u\n", mgr_job_state_name((enum mgr_job_state)s),
 		  jobs[s]);
+	/* jobs with rails, by where their rails run: all on trees, all on the
+	 * ring, or some of each (only while a plan is being cut) */
+	unsigned fam[3] = { 0 };
+	for (struct mgr_job *j = m->jobs; j; j = j->next) {
+		struct mgr_job *f[MGR_MAX_RAILS];
+		int n, l0 = 0, ring = 0, tree = 0;
+		if (j->nrails < 2)
+			continue;
+		n = mgr_job_family(m, j, f);
+		while (!f[l0])
+			l0++;
+		if (f[l0] != j)
+			continue;          /* counted at its first rail here */
+		for (int l = 0; l < n; l++)
+			if (f[l] && f[l]->plan) {
+				ring += f[l]->plan_ring;
+				tree += !f[l]->plan_ring;
+			}
+		if (ring || tree)
+			fam[ring && tree ? 2 : ring ? 1 : 0]++;
+	}
+	P("# HELP inca_manager_rail_jobs Jobs with rails (a group per local rank), by where "
+	  "their rails run: every rail on a tree, every rail on the host ring, or some of each "
+	  "(only until the job's cut).\n# TYPE inca_manager_rail_jobs gauge\n");
+	P("inca_manager_rail_jobs{plan=\"tree\"} %u\ninca_manager_rail_jobs{plan=\"ring\"} %u\n"
+	  "inca_manager_rail_jobs{plan=\"mixed\"} %u\n", fam[0], fam[1], fam[2]);
 	P("# HELP inca_manager_switch_up Whether the switch heartbeats.\n"
 	  "# TYPE inca_manager_switch_up gauge\n");
 	for (int s = 0; s < m->topo.nswitches; s++)

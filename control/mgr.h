@@ -278,8 +278,19 @@ struct mgr_job {
 	int dirty_lo, dirty_hi;      /* ranks whose own fields changed since the save
 					(mgr_rank_touched); -1: none */
 	struct mgr_parked *parked;   /* its ranks' held state requests */
+	/*
+	 * Rails (docs/manager.md, "Rails"): a job with P ranks a host is P
+	 * jobs at the manager, the hosts' leaders' `<job>` (rail 0) and
+	 * `<job>.rail<l>` for local rank l, H ranks each: a family, planned as
+	 * one (every rail on a tree of its own or every rail on the ring,
+	 * never some of each; one cut for all). nrails 0: a job of its own.
+	 */
+	int nrails, rail;
 	struct mgr_job *next;
 };
+
+/* Rails a job may have (local ranks a host). */
+#define MGR_MAX_RAILS 256
 
 struct mgr_switch_state {
 	uint32_t version;            /* desired */
@@ -431,6 +442,14 @@ void mgr_link_changed(struct mgr *m, int lower, int upper, bool down);
 /* Jobs on the ring whose tree can be built now go back in-network (tried
  * again only when capacity_gen moved on). Whether any did. */
 bool mgr_jobs_retry(struct mgr *m);
+/* j's family (its rails, j among them) in rail order into f (MGR_MAX_RAILS
+ * entries; a rail not registered yet: NULL); its size, nrails (1: a job
+ * of its own, f[0] = j). */
+int mgr_job_family(struct mgr *m, struct mgr_job *j, struct mgr_job **f);
+/* Every rail of j's family here and all their ranks registered. */
+bool mgr_family_complete(struct mgr *m, struct mgr_job *j);
+/* A rail of a family went (teardown): the others' cut may be due. */
+void mgr_family_recheck(struct mgr *m, struct mgr_job *j);
 
 /* ---- the API (api.c) ---- */
 

@@ -52,7 +52,8 @@ static const char schema[] =
 	" ready_at REAL NOT NULL, registered_at REAL NOT NULL, plan INTEGER NOT NULL,"
 	" plan_ring INTEGER NOT NULL, plan_dead INTEGER NOT NULL, cut_done INTEGER NOT NULL,"
 	" cut_seq INTEGER NOT NULL, cut_from INTEGER NOT NULL, plan_ver INTEGER NOT NULL,"
-	" cut_error TEXT NOT NULL, retry_at REAL NOT NULL);"
+	" cut_error TEXT NOT NULL, retry_at REAL NOT NULL,"
+	" rails INTEGER NOT NULL DEFAULT 0, rail INTEGER NOT NULL DEFAULT 0);"
 	"CREATE TABLE IF NOT EXISTS ranks (job TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,"
 	" rank INTEGER NOT NULL, registered INTEGER NOT NULL, has_left INTEGER NOT NULL,"
 	" ip INTEGER NOT NULL, qpn INTEGER NOT NULL, ring_ip INTEGER NOT NULL,"
@@ -127,6 +128,8 @@ static uint64_t job_sig(const struct mgr_job *j)
 	FNV(&h, j->cut_from);
 	FNV(&h, j->plan_ver);
 	FNV(&h, j->retry_at);
+	FNV(&h, j->nrails);
+	FNV(&h, j->rail);
 	/* the ranks' places in the tree: a new tree is a new group id */
 	FNV(&h, j->have_tree);
 	for (int g = 0; g < j->ngroups; g++) {
@@ -222,21 +225,23 @@ static int job_write(struct mgr *m, const struct mgr_job *j, uint64_t sig)
 		"reason = ?5, group_id = ?6, window = ?7, elems_per_pkt = ?8, mtu = ?9, "
 		"created = ?10, lease_until = ?11, ready_at = ?12, registered_at = ?13, "
 		"plan = ?14, plan_ring = ?15, plan_dead = ?16, cut_done = ?17, cut_seq = ?18, "
-		"cut_from = ?19, plan_ver = ?20, cut_error = ?21, retry_at = ?22 WHERE id = ?1";
+		"cut_from = ?19, plan_ver = ?20, cut_error = ?21, retry_at = ?22, rails = ?23, "
+		"rail = ?24 WHERE id = ?1";
 	static const char insert[] = "INSERT INTO jobs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-		"?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+		"?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 	const char *sql = j->saved_sig ? update : insert;
 	int lo = j->dirty_lo, hi = j->dirty_hi;
 
 	if (sig != j->saved_sig) {
 		if ((!j->saved_sig && run(m, "DELETE FROM jobs WHERE id = ?", "s", j->id)) ||
-		    run(m, sql, "ssiisiiiiddddiiiiiiisd", j->id, m->topo.tenants[j->tenant].name,
+		    run(m, sql, "ssiisiiiiddddiiiiiiisdii", j->id, m->topo.tenants[j->tenant].name,
 			(long long)j->size, (long long)j->state, j->reason, (long long)j->group_id,
 			(long long)j->window, (long long)j->elems_per_pkt, (long long)j->mtu,
 			j->created, j->lease_until, j->ready_at, j->registered_at,
 			(long long)j->plan, (long long)j->plan_ring, (long long)j->plan_dead,
 			(long long)j->cut_done, (long long)j->cut_seq, (long long)j->cut_from,
-			(long long)j->plan_ver, j->cut_error, j->retry_at) ||
+			(long long)j->plan_ver, j->cut_error, j->retry_at, (long long)j->nrails,
+			(long long)j->rail) ||
 		    run(m, "DELETE FROM groups WHERE job = ?", "s", j->id))
 			return -1;
 		for (int g = 0; g < j->ngroups; g++) {
@@ -271,6 +276,18 @@ static int db_open(struct mgr *m, char *err, size_t errlen)
 	sqlite3_busy_timeout(m->db, 5000);
 	if (sqlite3_exec(m->db, schema, NULL, NULL, &msg) != SQLITE_OK) {
 		snprintf(err, errlen, "%s: %s", m->db_path, msg ? msg : "cannot create the tables");
+		sqlite3_free(msg);
+		mgr_db_close(m);
+		return -1;
+	}
+	/* a file from before rails: its jobs are jobs of their own */
+	if (sqlite3_exec(m->db, "SELECT rails, rail FROM jobs LIMIT 0", NULL, NULL, NULL) !=
+	    SQLITE_OK &&
+	    sqlite3_exec(m->db, "ALTER TABLE jobs ADD COLUMN rails INTEGER NOT NULL DEFAULT 0;"
+			 "ALTER TABLE jobs ADD COLUMN rail INTEGER NOT NULL DEFAULT 0", NULL, NULL,
+			 &msg) != SQLITE_OK) {
+		snprintf(err, errlen, "%s: adding the jobs' rails: %s", m->db_path,
+			 msg ? msg : "?");
 		sqlite3_free(msg);
 		mgr_db_close(m);
 		return -1;
@@ -430,7 +447,7 @@ static int load_jobs(struct loader *l)
 
 	if (prepare(l, "SELECT id, tenant, size, state, reason, group_id, window, elems_per_pkt,"
 		    " mtu, created, lease_until, ready_at, registered_at, plan, plan_ring, plan_dead,"
-		    " cut_done, cut_seq, cut_from, plan_ver, cut_error, retry_at"
+		    " cut_done, cut_seq, cut_from, plan_ver, cut_error, retry_at, rails, rail"
 		    " FROM jobs ORDER BY created, id", &st) ||
 	    prepare(l, "SELECT rank, registered, has_left, ip, qpn, ring_ip, ring_port, node,"
 		    " member_index, ack_plan, ack_next, ack_first, ack_keep"
@@ -487,6 +504,13 @@ static int load_jobs(struct loader *l)
 		j->plan_ver = (uint32_t)sqlite3_column_int64(st, 19);
 		snprintf(j->cut_error, sizeof(j->cut_error), "%s", col_text(st, 20));
 		j->retry_at = sqlite3_column_double(st, 21);
+		j->nrails = sqlite3_column_int(st, 22);
+		j->rail = sqlite3_column_int(st, 23);
+		if (j->nrails < 0 || j->nrails > MGR_MAX_RAILS || j->rail < 0 ||
+		    (j->rail && j->rail >= j->nrails)) {
+			bad(l, j->id, "rails out of range");
+			goto out;
+		}
 		j->ranks = calloc((size_t)j->size, sizeof(*j->ranks));
 		j->tree.node_of_rank = malloc(sizeof(int) * (size_t)j->size);
 		j->tree.index_in_leaf = malloc(sizeof(int) * (size_t)j->size);

@@ -27,6 +27,16 @@
  *
  * Collective numbers are libinca's 32-bit sequence (mod 2^32): compared as
  * differences.
+ *
+ * Rails: the jobs of a family (a job's rails, struct mgr_job) are planned
+ * as one. Their first plan waits for every rank of every rail; a rail that
+ * cannot have a tree puts every rail on the ring (never some in-network
+ * and some not), and they come back together; a stall on one moves all.
+ * A rail whose tree fails gets a new one alone when every rail keeps one.
+ * Every rail that moves acknowledges its own plan, and the cut is made
+ * once all of them have, from all their answers: one collective for the
+ * whole job (libinca numbers a family's collectives alike on every rail:
+ * a rail that does not carry one skips its number).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,53 +93,164 @@ static void plan_begin(struct mgr *m, struct mgr_job *j, bool dead)
 		j->ranks[r].ack_plan = 0;
 }
 
-void mgr_job_replan(struct mgr *m, struct mgr_job *j, bool dead)
-{
-	char why[sizeof(j->reason)];
+/* ---- families ---- */
 
-	plan_begin(m, j, dead);
-	if (!mgr_job_allocate(m, j)) {
-		j->plan_ring = false;
-		m->plans_tree++;
-		if (dead)
-			m->rebuilds++;
-		return;
+/* The length of the family's name: "<job>" of "<job>.rail<l>". */
+static size_t base_len(const struct mgr_job *j)
+{
+	const char *d = j->rail > 0 ? strrchr(j->id, '.') : NULL;
+
+	return d ? (size_t)(d - j->id) : strlen(j->id);
+}
+
+int mgr_job_family(struct mgr *m, struct mgr_job *j, struct mgr_job **f)
+{
+	size_t bl = base_len(j);
+
+	if (j->nrails < 2) {
+		f[0] = j;
+		return 1;
 	}
-	snprintf(why, sizeof(why), "%s", j->reason);
+	for (int l = 0; l < j->nrails; l++)
+		f[l] = NULL;
+	for (struct mgr_job *k = m->jobs; k; k = k->next)
+		if (k->nrails == j->nrails && k->tenant == j->tenant && k->rail < k->nrails &&
+		    base_len(k) == bl && !strncmp(k->id, j->id, bl))
+			f[k->rail] = k;
+	return j->nrails;
+}
+
+bool mgr_family_complete(struct mgr *m, struct mgr_job *j)
+{
+	struct mgr_job *f[MGR_MAX_RAILS];
+	int n = mgr_job_family(m, j, f);
+
+	for (int l = 0; l < n; l++) {
+		if (!f[l])
+			return false;
+		for (int r = 0; r < f[l]->size; r++)
+			if (!f[l]->ranks[r].registered)
+				return false;
+	}
+	return true;
+}
+
+/* Trees for the jobs of f marked in want (the others keep theirs): all of
+ * them, or none (those made are released again, quietly: the capacity
+ * they held for a moment is no news for jobs on the ring). false: *bad is
+ * the rail refused, its reason says why. */
+static bool allocate_all(struct mgr *m, struct mgr_job **f, int n, const bool *want, int *bad)
+{
+	uint64_t gen = m->capacity_gen;
+
+	for (int l = 0; l < n; l++) {
+		if (!f[l] || !want[l] || !mgr_job_allocate(m, f[l]))
+			continue;
+		*bad = l;
+		for (int k = 0; k < l; k++)
+			if (f[k] && want[k])
+				mgr_job_release(m, f[k]);
+		m->capacity_gen = gen;
+		return false;
+	}
+	return true;
+}
+
+/* The host ring for j (its new plan begun): why it went there. */
+static void to_ring(struct mgr *m, struct mgr_job *j, const char *why)
+{
 	snprintf(j->reason, sizeof(j->reason), "on the host ring: %.230s", why);
 	j->plan_ring = true;
 	j->state = MGR_JOB_RING;
 	m->plans_ring++;
-	mgr_failure(m, j->id, "job on the host ring (plan %u): %s", j->plan, why);
 }
 
-/* Every rank still in the job has acknowledged the plan: the cut. */
-static void make_cut(struct mgr *m, struct mgr_job *j)
+void mgr_job_replan(struct mgr *m, struct mgr_job *j, bool dead)
 {
-	int base = -1, lo = -1;
-	uint32_t next = 0, first = 0;
+	struct mgr_job *f[MGR_MAX_RAILS];
+	bool want[MGR_MAX_RAILS] = { false };
+	char why[sizeof(j->reason)];
+	int n = mgr_job_family(m, j, f), bad = 0;
 
+	/* the rails that need a tree: this one, any without one (the first
+	 * plan: all of them); their new plans begin (the old ones go into
+	 * their past with their reasons) */
+	for (int l = 0; l < n; l++) {
+		want[l] = f[l] && (f[l] == j || !f[l]->ngroups);
+		if (want[l])
+			plan_begin(m, f[l], f[l] == j && dead);
+	}
+	if (allocate_all(m, f, n, want, &bad)) {
+		for (int l = 0; l < n; l++) {
+			if (!want[l])
+				continue;
+			f[l]->plan_ring = false;
+			m->plans_tree++;
+		}
+		if (dead)
+			m->rebuilds++;
+		return;
+	}
+	/* one rail without a tree: every rail on the ring; those that keep a
+	 * tree move from it as from a tree that failed (what they completed
+	 * on it and another rank did not runs again on the ring) */
+	snprintf(why, sizeof(why), "%s", f[bad]->reason);
+	for (int l = 0; l < n; l++) {
+		if (!f[l])
+			continue;
+		if (!want[l]) {
+			mgr_job_release(m, f[l]);
+			plan_begin(m, f[l], true);
+		}
+		if (n == 1) {
+			to_ring(m, f[l], why);
+			continue;
+		}
+		char rw[sizeof(j->reason)];
+		snprintf(rw, sizeof(rw), "every rail: rail %d (job %s): %.180s", bad, f[bad]->id,
+			 why);
+		to_ring(m, f[l], rw);
+	}
+	if (n == 1)
+		mgr_failure(m, j->id, "job on the host ring (plan %u): %s", j->plan, why);
+	else
+		mgr_failure(m, f[0] ? f[0]->id : j->id, "job on the host ring with its %d rails: "
+			    "rail %d (job %s): %s", n, bad, f[bad]->id, why);
+}
+
+/* Where the ranks of j still in it are: the highest next, the lowest
+ * first (and its rank). false: one has not acknowledged j's plan yet. */
+static bool acked_all(const struct mgr_job *j, bool *any, uint32_t *next, uint32_t *first,
+		      int *lo)
+{
+	*any = false;
 	for (int r = 0; r < j->size; r++) {
 		const struct mgr_rank *rk = &j->ranks[r];
 		if (rk->left)
 			continue;
 		if (rk->ack_plan != j->plan)
-			return;
-		if (base < 0) {
-			base = lo = r;
-			next = rk->ack_next;
-			first = rk->ack_first;
+			return false;
+		if (!*any) {
+			*any = true;
+			*lo = r;
+			*next = rk->ack_next;
+			*first = rk->ack_first;
 			continue;
 		}
-		if (seq_diff(rk->ack_next, next) > 0)
-			next = rk->ack_next;
-		if (seq_diff(rk->ack_first, first) < 0) {
-			first = rk->ack_first;
-			lo = r;
+		if (seq_diff(rk->ack_next, *next) > 0)
+			*next = rk->ack_next;
+		if (seq_diff(rk->ack_first, *first) < 0) {
+			*first = rk->ack_first;
+			*lo = r;
 		}
 	}
-	if (base < 0)
-		return;
+	return true;
+}
+
+/* j's cut at collective `next` (its ranks' lowest first: first, lo's). */
+static void cut_one(struct mgr *m, struct mgr_job *j, uint32_t next, uint32_t first, int lo,
+		    const char *who)
+{
 	j->cut_seq = next;
 	j->cut_from = j->plan_dead ? first : next;
 	/* a rank that completed collectives from cut_from on replays them: it
@@ -150,15 +271,59 @@ static void make_cut(struct mgr *m, struct mgr_job *j)
 	j->plan_ver++;
 	j->cut_ver = j->plan_ver;
 	if (j->plan_dead)
-		mgr_log("job %s: plan %u (%s) from collective %u; collectives %u.. run again on "
+		mgr_log("job %s: plan %u (%s) from collective %u%s; collectives %u.. run again on "
 			"the host ring", j->id, j->plan, j->plan_ring ? "host ring" : "tree",
-			j->cut_seq, j->cut_from);
+			j->cut_seq, who, j->cut_from);
 	else
-		mgr_log("job %s: plan %u (%s) from collective %u", j->id, j->plan,
-			j->plan_ring ? "host ring" : "tree", j->cut_seq);
+		mgr_log("job %s: plan %u (%s) from collective %u%s", j->id, j->plan,
+			j->plan_ring ? "host ring" : "tree", j->cut_seq, who);
 	if (j->cut_error[0])
 		mgr_failure(m, j->id, "job cannot move to plan %u: %s", j->plan, j->cut_error);
+}
+
+/* Every rank still in the job has acknowledged the plan: the cut. With
+ * rails, every rank of every rail whose plan awaits its cut: one cut for
+ * all of them, at the highest next of all. */
+static void make_cut(struct mgr *m, struct mgr_job *j)
+{
+	struct mgr_job *f[MGR_MAX_RAILS];
+	uint32_t next[MGR_MAX_RAILS], first[MGR_MAX_RAILS], top = 0;
+	int lo[MGR_MAX_RAILS], n = mgr_job_family(m, j, f), moving = 0;
+	bool any[MGR_MAX_RAILS], have = false;
+
+	for (int l = 0; l < n; l++) {
+		if (!f[l] || f[l]->cut_done)
+			continue;
+		if (!acked_all(f[l], &any[l], &next[l], &first[l], &lo[l]))
+			return;
+		if (!any[l])
+			continue;
+		moving++;
+		if (!have || seq_diff(next[l], top) > 0)
+			top = next[l];
+		have = true;
+	}
+	if (!have)
+		return;
+	char who[64] = "";
+	if (moving > 1)
+		snprintf(who, sizeof(who), " (with %d rails of the job)", moving);
+	for (int l = 0; l < n; l++)
+		if (f[l] && !f[l]->cut_done && any[l])
+			cut_one(m, f[l], top, first[l], lo[l], who);
 	mgr_changed(m);
+}
+
+void mgr_family_recheck(struct mgr *m, struct mgr_job *j)
+{
+	struct mgr_job *f[MGR_MAX_RAILS];
+	int n = mgr_job_family(m, j, f);
+
+	for (int l = 0; l < n; l++)
+		if (f[l] && f[l] != j && !f[l]->cut_done) {
+			make_cut(m, f[l]);
+			return;
+		}
 }
 
 const struct mgr_past_plan *mgr_job_unseen_cut(const struct mgr_job *j, long long ver)
@@ -245,17 +410,34 @@ bool mgr_jobs_stalled(struct mgr *m)
 		if (wait > STALL_RETRY_MAX_S)
 			wait = STALL_RETRY_MAX_S;
 		mgr_failure(m, j->id, "rank %d saw no results from its tree for %u ms while every "
-			    "switch of it heartbeats: the job goes to the host ring, a tree again "
+			    "switch of it heartbeats: the job goes to the host ring%s, a tree again "
 			    "in %.0f s at the earliest (stall %u in a row)", j->stall_rank,
-			    j->stall_ms, wait, j->stalls);
-		mgr_job_release(m, j);
-		plan_begin(m, j, true);
-		j->plan_ring = true;
-		j->state = MGR_JOB_RING;
-		snprintf(j->reason, sizeof(j->reason), "on the host ring: rank %d saw no results "
-			 "from its tree for %u ms", j->stall_rank, j->stall_ms);
-		j->retry_at = now + wait;
-		m->plans_ring++;
+			    j->stall_ms, j->nrails > 1 ? " with every rail" : "", wait, j->stalls);
+		/* with rails, all of them (never some in-network, some not) */
+		struct mgr_job *f[MGR_MAX_RAILS];
+		int n = mgr_job_family(m, j, f);
+		for (int l = 0; l < n; l++) {
+			struct mgr_job *k = f[l];
+			if (!k)
+				continue;
+			bool had = k->ngroups || !k->plan_ring;
+			mgr_job_release(m, k);
+			plan_begin(m, k, had);
+			k->plan_ring = true;
+			k->state = MGR_JOB_RING;
+			if (k == j)
+				snprintf(k->reason, sizeof(k->reason), "on the host ring: rank %d saw "
+					 "no results from its tree for %u ms", j->stall_rank,
+					 j->stall_ms);
+			else
+				snprintf(k->reason, sizeof(k->reason), "on the host ring: every rail: "
+					 "rail %d (job %s): rank %d saw no results from its tree for "
+					 "%u ms", j->rail, j->id, j->stall_rank, j->stall_ms);
+			k->retry_at = now + wait;
+			k->stalls = j->stalls;
+			k->stall_at = 0;
+			m->plans_ring++;
+		}
 		any = true;
 	}
 	if (any)
@@ -269,27 +451,63 @@ bool mgr_jobs_retry(struct mgr *m)
 	bool any = false;
 
 	for (struct mgr_job *j = m->jobs; j; j = j->next) {
-		if (j->state != MGR_JOB_RING || !j->cut_done || now < j->retry_at ||
-		    j->retry_gen == m->capacity_gen)
-			continue;
-		j->retry_gen = m->capacity_gen;
-		/* only while it would work: a quiet attempt (the failure log
-		 * hears of the job when it moves) */
-		char keep[sizeof(j->reason)];
-		snprintf(keep, sizeof(keep), "%s", j->reason);
-		if (mgr_job_allocate(m, j)) {
-			snprintf(j->reason, sizeof(j->reason), "%s", keep);
-			continue;
+		struct mgr_job *f[MGR_MAX_RAILS];
+		bool want[MGR_MAX_RAILS] = { false };
+		int n = mgr_job_family(m, j, f), bad;
+		bool due = true;
+
+		/* a family is tried as one, from its first rail here, once every
+		 * rail is on the ring with its cut made */
+		int l0 = 0;
+		while (!f[l0])
+			l0++;
+		due = f[l0] == j;
+		for (int l = 0; due && l < n; l++) {
+			struct mgr_job *k = f[l];
+			want[l] = k != NULL;
+			if (k && (k->state != MGR_JOB_RING || !k->cut_done || now < k->retry_at ||
+				  k->retry_gen == m->capacity_gen))
+				due = false;
 		}
-		/* it has a tree: the new plan, from the ring (alive); the ring
-		 * plan's reason goes with it into the job's past */
-		snprintf(j->reason, sizeof(j->reason), "%s", keep);
-		plan_begin(m, j, false);
-		j->reason[0] = 0;
-		j->plan_ring = false;
-		j->retry_at = 0;
-		m->plans_tree++;
-		mgr_log("job %s: a tree again (plan %u): back in-network at the cut", j->id, j->plan);
+		if (!due)
+			continue;
+		for (int l = 0; l < n; l++)
+			if (f[l])
+				f[l]->retry_gen = m->capacity_gen;
+		/* only while it would work: a quiet attempt (the failure log
+		 * hears of the job when it moves); the reasons stay the ring
+		 * plans' until then */
+		char (*keep)[sizeof(j->reason)] = malloc(sizeof(*keep) * (size_t)n);
+		if (!keep)
+			continue;
+		for (int l = 0; l < n; l++)
+			if (f[l])
+				snprintf(keep[l], sizeof(keep[l]), "%s", f[l]->reason);
+		bool ok = allocate_all(m, f, n, want, &bad);
+		for (int l = 0; l < n; l++)
+			if (f[l])
+				snprintf(f[l]->reason, sizeof(f[l]->reason), "%s", keep[l]);
+		free(keep);
+		if (!ok)
+			continue;
+		/* trees: the new plans, from the ring (alive); the ring plans'
+		 * reasons go with them into the jobs' past */
+		for (int l = 0; l < n; l++) {
+			struct mgr_job *k = f[l];
+			if (!k)
+				continue;
+			plan_begin(m, k, false);
+			k->reason[0] = 0;
+			k->plan_ring = false;
+			k->retry_at = 0;
+			m->plans_tree++;
+		}
+		if (n > 1)
+			mgr_log("job %s: trees again for its %d rails (plan %u): back in-network at "
+				"the cut", j->id, n, j->plan);
+		else
+			mgr_log("job %s: a tree again (plan %u): back in-network at the cut", j->id,
+				j->plan);
 		any = true;
 	}
 	if (any)

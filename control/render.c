@@ -223,6 +223,35 @@ json_t *mgr_job_json(struct mgr *m, struct mgr_job *j, bool detail)
 		json_object_set_new(o, "tree", tree_node_json(m, j, 0));
 		json_object_set_new(o, "tiers", json_integer(j->tree.depth));
 	}
+	if (j->nrails > 1) {
+		json_object_set_new(o, "rail", json_integer(j->rail));
+		json_object_set_new(o, "rails", json_integer(j->nrails));
+	}
+	if (detail && j->nrails > 1) {
+		/* every rail of the job, this one too: where it runs, its tree */
+		struct mgr_job *f[MGR_MAX_RAILS];
+		int n = mgr_job_family(m, j, f);
+		json_t *a = json_array();
+		for (int l = 0; l < n; l++) {
+			json_t *r;
+			if (!f[l]) {
+				json_array_append_new(a, json_pack("{s:i, s:s}", "rail", l, "state",
+								   "not registered"));
+				continue;
+			}
+			r = json_pack("{s:i, s:s, s:s, s:s}", "rail", l, "id", f[l]->id, "state",
+				      mgr_job_state_name(f[l]->state), "reason", f[l]->reason);
+			if (f[l]->plan)
+				json_object_set_new(r, "plan", json_pack("{s:i, s:s}", "epoch",
+					(int)f[l]->plan, "mode", f[l]->plan_ring ? "ring" : "tree"));
+			if (f[l]->ngroups) {
+				json_object_set_new(r, "group", json_integer(f[l]->group_id));
+				json_object_set_new(r, "tree", tree_node_json(m, f[l], 0));
+			}
+			json_array_append_new(a, r);
+		}
+		json_object_set_new(o, "rail_jobs", a);
+	}
 	return o;
 }
 

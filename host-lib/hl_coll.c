@@ -1159,6 +1159,20 @@ void hl_coll_idle_progress(struct inca_comm *c, double budget_us)
 	nap_us(budget_us);
 }
 
+int hl_coll_skip(struct inca_comm *c)
+{
+	bool ring;
+	uint32_t seq;
+
+	if (!c->plan) {
+		c->next_seq++;
+		return 0;
+	}
+	/* routed as a collective is: a new plan's cut applied here, held at
+	 * an acknowledged one (the manager's cut counts this number) */
+	return hl_plan_route(c, &ring, &seq);
+}
+
 /* A collective this rank completed, run again on the ring for the others;
  * its results are dropped. */
 static int replay(struct inca_comm *c, uint32_t seq, enum agg_coll coll, enum agg_dtype dtype,

@@ -474,6 +474,12 @@ int inca_comm_create(const struct inca_comm_attr *attr_in, inca_comm_t **out)
 int hl_comm_create_flat(const struct inca_comm_attr *attr_in, const struct hl_transport_ops *tp,
 			struct hl_group_desc *gs, inca_comm_t **out)
 {
+	return hl_comm_create_rail(attr_in, tp, gs, 0, 0, out);
+}
+
+int hl_comm_create_rail(const struct inca_comm_attr *attr_in, const struct hl_transport_ops *tp,
+			struct hl_group_desc *gs, int rail, int nrails, inca_comm_t **out)
+{
 	struct inca_comm_attr attr = *attr_in;
 	struct hl_group_desc g;
 	char err[256] = "";
@@ -490,7 +496,7 @@ int hl_comm_create_flat(const struct inca_comm_attr *attr_in, const struct hl_tr
 			if (rc)
 				return rc;
 		}
-		rc = hl_manager_join(&attr, qpn, &g, &plan, &mgr, err, sizeof(err));
+		rc = hl_manager_join(&attr, qpn, rail, nrails, &g, &plan, &mgr, err, sizeof(err));
 		if (rc) {
 			release_reserved(tp, reserved);
 			return create_fail(rc, "%s", err);

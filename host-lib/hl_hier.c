@@ -58,6 +58,7 @@ struct hl_hreq {
 	/* net (leader) */
 	inca_request_t *ireq;
 	bool net_started;
+	bool skip;                 /* rails: my rail does not carry it: its number only */
 	uint64_t fallbacks0;
 	/* down: down_len bytes from down_src (leader); a local rank keeps
 	 * [copy_off, copy_off + copy_len) of them at down_dst */
@@ -561,7 +562,7 @@ int hl_hier_start(struct inca_comm *c, const struct hl_coll_args *a, struct hl_h
 	h->up_next += r->upn;
 	r->down0 = h->down_next;
 	h->down_next += r->downn;
-	r->phase = r->upn ? HP_UP : is_leader(h) || r->rails ? HP_NET : HP_DOWN;
+	r->phase = r->upn ? HP_UP : is_leader(h) || h->rails ? HP_NET : HP_DOWN;
 	h->q[h->nq++] = r;
 	*out = r;
 	return 0;
@@ -623,7 +624,7 @@ static void after_up(struct hl_hier *h, struct hl_hreq *r)
 {
 	r->k = 0;
 	r->who = 0;
-	r->phase = is_leader(h) || r->rails ? HP_NET : HP_DOWN;
+	r->phase = is_leader(h) || h->rails ? HP_NET : HP_DOWN;
 }
 
 /* Is every other local rank past step n - 1 of stream st? If not, need
@@ -704,6 +705,15 @@ static void net_start(struct hl_hier *h, struct hl_hreq *r)
 	struct inca_stats st;
 
 	r->net_started = true;
+	/* with rails every rail numbers every collective of the job, in
+	 * start order, whether it carries it or not: the manager moves all
+	 * the rails at one collective */
+	if (r->rails ? !r->mine : h->rails && !is_leader(h)) {
+		r->skip = true;
+		if (in && (rc = hl_coll_skip(in)))
+			net_fail(r, rc, hl_coll_name(a->coll));
+		return;
+	}
 	if (!in)
 		return;   /* one host: the local phase was everything */
 	if (!inca_comm_stats(in, &st))
@@ -711,11 +721,8 @@ static void net_start(struct hl_hier *h, struct hl_hreq *r)
 	switch (a->coll) {
 	case AGG_COLL_ALLREDUCE:
 		if (r->rails) {
-			/* no step of mine (a vector of fewer steps than local
-			 * ranks): nor of my rail's other members */
-			if (r->mine)
-				rc = inca_iallreduce(in, INCA_IN_PLACE, r->acc, r->mine / es,
-						     (inca_dtype_t)nd, (inca_op_t)a->op, &r->ireq);
+			rc = inca_iallreduce(in, INCA_IN_PLACE, r->acc, r->mine / es,
+					     (inca_dtype_t)nd, (inca_op_t)a->op, &r->ireq);
 			break;
 		}
 		rc = inca_iallreduce(in, INCA_IN_PLACE, r->up_dst, n, (inca_dtype_t)nd,
@@ -768,6 +775,8 @@ static void net_done(struct hl_hier *h, struct hl_hreq *r)
 	uint8_t *out = a->recvbuf;
 	struct inca_stats st;
 
+	if (r->skip)
+		return;   /* nothing ran: the verdict is the leader's */
 	if (r->net && !inca_comm_stats(r->net, &st) && st.fallbacks > r->fallbacks0)
 		r->ring = true;
 	if (r->rc)
@@ -1089,7 +1098,8 @@ static int rail_create(const struct inca_comm_attr *attr, struct hl_hier *h,
 		memset(g, 0, sizeof(*g));
 		gp = &rg;
 	}
-	rc = hl_comm_create_flat(&ia, tp, gp, out);
+	/* at the manager the rails are one job's: planned together */
+	rc = hl_comm_create_rail(&ia, tp, gp, h->L.lrank, h->rails ? h->L.lsize : 0, out);
 	if (rc)
 		snprintf(err, errlen, "%s", inca_last_errmsg());
 	return rc;

@@ -101,7 +101,7 @@ int hl_manager_address(const struct inca_comm_attr *attr, char ip[16], char *err
 	return -1;
 }
 
-int hl_manager_join(const struct inca_comm_attr *attr, uint32_t qpn,
+int hl_manager_join(const struct inca_comm_attr *attr, uint32_t qpn, int rail, int nrails,
 		    struct hl_group_desc *g, struct hl_plan_msg *plan, struct hl_manager **out,
 		    char *err, size_t errlen)
 {
@@ -165,6 +165,10 @@ int hl_manager_join(const struct inca_comm_attr *attr, uint32_t qpn,
 		json_object_set_new(req, "elems_per_pkt", json_integer(atoi(s)));
 	if ((s = getenv("INCA_MTU")) && atoi(s) > 0)   /* "auto": the manager's default */
 		json_object_set_new(req, "mtu", json_integer(atoi(s)));
+	if (nrails > 1) {
+		json_object_set_new(req, "rails", json_integer(nrails));
+		json_object_set_new(req, "rail", json_integer(rail));
+	}
 	body = json_dumps(req, JSON_COMPACT);
 	json_decref(req);
 	snprintf(path, sizeof(path), "/v1/jobs/%s/ranks", m->job);

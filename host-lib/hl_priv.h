@@ -449,8 +449,9 @@ int hl_manager_address(const struct inca_comm_attr *attr, char ip[16], char *err
 		       size_t errlen);
 /* Register and wait for the job's first plan and its group description
  * (*g; plan->g is moved there). qpn: the rank's QPN when its transport
- * chose it (verbs), else 0 (INCA_QPN, or the manager's choice). */
-int hl_manager_join(const struct inca_comm_attr *attr, uint32_t qpn,
+ * chose it (verbs), else 0 (INCA_QPN, or the manager's choice). nrails > 1:
+ * the job is rail `rail` of that many (hl_comm_create_rail). */
+int hl_manager_join(const struct inca_comm_attr *attr, uint32_t qpn, int rail, int nrails,
 		    struct hl_group_desc *g, struct hl_plan_msg *plan, struct hl_manager **out,
 		    char *err, size_t errlen);
 struct json_t;
@@ -585,6 +586,11 @@ int hl_coll_recover(struct inca_comm *c, uint32_t from);
 void hl_coll_fail_all(struct inca_comm *c, int err);
 void hl_coll_restart(struct inca_comm *c);
 void hl_coll_idle_progress(struct inca_comm *c, double budget_us);
+/* Take the next collective number and run nothing under it: a rail
+ * (hl_hier.c) that does not carry a call of its job, so that every rail
+ * numbers the job's collectives alike and the manager's cut is one
+ * collective for all of them. 0 or a negative INCA code. */
+int hl_coll_skip(struct inca_comm *c);
 /* Frees every collective still held, then the stream. */
 void hl_stream_free(struct inca_comm *c);
 
@@ -593,6 +599,11 @@ void hl_stream_free(struct inca_comm *c);
  * manager's). */
 int hl_comm_create_flat(const struct inca_comm_attr *attr, const struct hl_transport_ops *tp,
 			struct hl_group_desc *gs, inca_comm_t **out);
+/* The same for rail `rail` of a job with nrails (> 1) rails at the manager
+ * (hl_hier.c): it registers as one, so that the manager plans the rails
+ * together. */
+int hl_comm_create_rail(const struct inca_comm_attr *attr, const struct hl_transport_ops *tp,
+			struct hl_group_desc *gs, int rail, int nrails, inca_comm_t **out);
 
 /* hl_hier.c: several ranks per host. */
 struct hl_layout {

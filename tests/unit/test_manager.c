@@ -1647,6 +1647,216 @@ static void test_api_link_down(void **state)
 	free(resp);
 }
 
+/* Join rank r (of 2, on host 10.1.0.0 or .2) of rail `rail` of a job with
+ * two rails: the status. */
+static int join_rail(const char *job, int r, int rail, const char *more)
+{
+	char extra[128];
+	int q, p;
+
+	snprintf(extra, sizeof(extra), "\"rails\": 2, \"rail\": %d%s%s", rail, more ? ", " : "",
+		 more ? more : "");
+	return join(job, r, 2, r ? "10.1.0.2" : "10.1.0.0", extra, &q, &p);
+}
+
+/* job id's state, as rank 0 sees it */
+static const char *state_of(const char *id)
+{
+	static char st[32];
+	json_t *r = plan_of(id, 0);
+
+	snprintf(st, sizeof(st), "%s", json_string_value(json_object_get(r, "state")));
+	json_decref(r);
+	return st;
+}
+
+static bool has_cut(const char *id)
+{
+	json_t *r = plan_of(id, 0);
+	bool cut = json_object_get(json_object_get(r, "plan"), "cut") != NULL;
+
+	json_decref(r);
+	return cut;
+}
+
+/* Rails: the jobs of a job's rails are planned as one. The first plan
+ * waits for every rail; a rail that cannot have a tree puts every rail on
+ * the ring; a rail's tree lost alone gets a new one alone; both lost: the
+ * ring for both, one cut from every rank of both; back in-network
+ * together; a stall on one moves both; a restart keeps the family; a rail
+ * deleted does not hold the other's cut. */
+static void test_api_rails(void **state)
+{
+	json_t *r;
+	char *resp;
+	const char *ctype;
+
+	(void)state;
+	beat_all_but(NULL);
+	/* what a rank says is checked */
+	assert_int_equal(join_rail("jx", 0, 1, NULL), 400);
+	assert_string_equal(last_error, "rail 1: expected the job id <job>.rail1, got jx");
+	assert_int_equal(join_rail("jr.rail2", 0, 2, NULL), 400);
+	assert_string_equal(last_error, "rail: expected 0..1, got 2");
+
+	/* jq: rail 1 asks for more slots than a spine has: no tree for it,
+	 * so none for rail 0 either */
+	assert_int_equal(join_rail("jq", 0, 0, NULL), 200);
+	assert_int_equal(join_rail("jq", 1, 0, NULL), 200);
+	assert_string_equal(state_of("jq"), "waiting");        /* its rail is not in */
+	assert_int_equal(join_rail("jq.rail1", 0, 1, "\"window\": 128"), 200);
+	assert_string_equal(state_of("jq"), "waiting");
+	assert_int_equal(join_rail("jq.rail1", 1, 1, "\"window\": 128"), 200);
+	assert_string_equal(state_of("jq"), "ring");
+	assert_string_equal(state_of("jq.rail1"), "ring");
+	r = plan_of("jq", 0);
+	assert_string_equal(json_string_value(json_object_get(r, "reason")),
+			    "on the host ring: every rail: rail 1 (job jq.rail1): no spine can take "
+			    "the group: switch spine1: 0 of 64 slots in use, the group needs 128");
+	json_decref(r);
+	assert_int_equal(metric("inca_manager_rail_jobs{plan=\"ring\"} "), 1);
+	assert_int_equal(call("DELETE", "/v1/jobs/jq", TOK_A, NULL, &r), 200);
+	json_decref(r);
+	assert_int_equal(call("DELETE", "/v1/jobs/jq.rail1", TOK_A, NULL, &r), 200);
+	json_decref(r);
+
+	/* jr: both rails on trees, each its own */
+	assert_int_equal(join_rail("jr", 0, 0, NULL), 200);
+	assert_int_equal(join_rail("jr", 1, 0, NULL), 200);
+	assert_int_equal(join_rail("jr", 0, 0, "\"rails\": 3"), 400);
+	assert_int_equal(join("jr", 0, 2, "10.1.0.0", "\"rails\": 3", &(int){0}, &(int){0}), 409);
+	assert_string_equal(last_error, "job jr is rail 0 of 2, not rail 0 of 3");
+	assert_int_equal(join_rail("jr.rail1", 0, 1, NULL), 200);
+	assert_int_equal(join_rail("jr.rail1", 1, 1, NULL), 200);
+	beat_all_but(NULL);
+	assert_string_equal(state_of("jr"), "ready");
+	assert_string_equal(state_of("jr.rail1"), "ready");
+	expect_plan("jr", 1, "tree");
+	expect_plan("jr.rail1", 1, "tree");
+	assert_string_equal(tree_switch("jr"), "spine0");
+	assert_string_equal(tree_switch("jr.rail1"), "spine1");
+	assert_int_equal(metric("inca_manager_rail_jobs{plan=\"tree\"} "), 1);
+	assert_int_equal(call("GET", "/v1/jobs/jr", TOK_A, NULL, &r), 200);
+	assert_int_equal(json_integer_value(json_object_get(r, "rails")), 2);
+	assert_int_equal(json_integer_value(json_object_get(r, "rail")), 0);
+	json_t *rj = json_object_get(r, "rail_jobs");
+	assert_int_equal(json_array_size(rj), 2);
+	assert_string_equal(json_string_value(json_object_get(json_array_get(rj, 1), "id")),
+			    "jr.rail1");
+	assert_string_equal(json_string_value(json_object_get(json_object_get(
+		json_array_get(rj, 1), "tree"), "switch")), "spine1");
+	json_decref(r);
+
+	/* spine1 silent: rail 1 alone gets a new tree (spine0), rail 0 keeps
+	 * its own; its cut is rail 1's ranks' alone */
+	fake_now += 1.5;
+	beat_all_but("spine1");
+	mgr_tick(&M);
+	expect_plan("jr", 1, "tree");
+	expect_plan("jr.rail1", 2, "tree");
+	assert_int_equal(ack("jr.rail1", 0, 2, 10, 10, 10, &r), 200);
+	json_decref(r);
+	assert_int_equal(ack("jr.rail1", 1, 2, 12, 11, 10, &r), 200);
+	json_decref(r);
+	r = plan_of("jr.rail1", 0);
+	assert_int_equal(cutnum(r, "seq"), 12);
+	assert_int_equal(cutnum(r, "from"), 10);
+	json_decref(r);
+	beat_all_but("spine1");
+	assert_string_equal(tree_switch("jr.rail1"), "spine0");
+
+	/* spine0 silent too: no tree for either: both on the ring, and one
+	 * cut for both, once every rank of both has answered */
+	fake_now += 1.5;
+	beat_all_but2("spine0", "spine1");
+	mgr_tick(&M);
+	expect_plan("jr", 2, "ring");
+	expect_plan("jr.rail1", 3, "ring");
+	r = plan_of("jr", 0);
+	assert_string_equal(json_string_value(json_object_get(r, "reason")),
+			    "on the host ring: every rail: rail 1 (job jr.rail1): no spine can take "
+			    "the group: switch spine1 is down");
+	assert_true(json_is_true(json_object_get(json_object_get(r, "plan"), "dead")));
+	json_decref(r);
+	assert_int_equal(metric("inca_manager_rail_jobs{plan=\"ring\"} "), 1);
+	assert_int_equal(ack("jr", 0, 2, 20, 20, 20, &r), 200);
+	json_decref(r);
+	assert_int_equal(ack("jr", 1, 2, 21, 20, 20, &r), 200);
+	json_decref(r);
+	assert_false(has_cut("jr"));           /* rail 1's ranks have not answered */
+	assert_int_equal(ack("jr.rail1", 0, 3, 25, 24, 24, &r), 200);
+	json_decref(r);
+	assert_false(has_cut("jr"));
+	assert_int_equal(ack("jr.rail1", 1, 3, 24, 24, 24, &r), 200);
+	json_decref(r);
+	r = plan_of("jr", 1);
+	assert_int_equal(cutnum(r, "seq"), 25);      /* the highest next of all four */
+	assert_int_equal(cutnum(r, "from"), 20);     /* rail 0's lowest first */
+	json_decref(r);
+	r = plan_of("jr.rail1", 1);
+	assert_int_equal(cutnum(r, "seq"), 25);
+	assert_int_equal(cutnum(r, "from"), 24);
+	json_decref(r);
+
+	/* a restart keeps the family */
+	mgr_fini(&M);
+	assert_int_equal(manager_start(), 0);
+	assert_int_equal(call("GET", "/v1/jobs/jr.rail1", TOK_A, NULL, &r), 200);
+	assert_int_equal(json_integer_value(json_object_get(r, "rails")), 2);
+	assert_int_equal(json_integer_value(json_object_get(r, "rail")), 1);
+	assert_int_equal(json_array_size(json_object_get(r, "rail_jobs")), 2);
+	json_decref(r);
+
+	/* spine0 back (spine1 still silent, down again once the restarted
+	 * manager has waited for it): trees for both at once (from the ring:
+	 * nothing replayed), one cut */
+	fake_now += 1.5;
+	beat_all_but("spine1");
+	mgr_tick(&M);
+	assert_string_equal(tree_switch("jr"), "spine0");
+	assert_string_equal(tree_switch("jr.rail1"), "spine0");
+	expect_plan("jr", 3, "tree");
+	expect_plan("jr.rail1", 4, "tree");
+	ack_both("jr", 3, 30);
+	assert_false(has_cut("jr"));
+	ack_both("jr.rail1", 4, 31);
+	r = plan_of("jr", 0);
+	assert_int_equal(cutnum(r, "seq"), 31);
+	assert_int_equal(cutnum(r, "from"), 31);
+	json_decref(r);
+	beat_all_but("spine1");
+	assert_int_equal(metric("inca_manager_rail_jobs{plan=\"tree\"} "), 1);
+	assert_int_equal(metric("inca_manager_rail_jobs{plan=\"mixed\"} "), 0);
+
+	/* a rank of rail 0 sees no results while spine0 heartbeats: both go
+	 * to the ring */
+	assert_int_equal(call("POST", "/v1/jobs/jr/ranks/0/stall", TOK_A,
+			      "{\"plan\": 3, \"ms\": 1000}", &r), 200);
+	json_decref(r);
+	fake_now += 1.5;
+	beat_all_but("spine1");
+	mgr_tick(&M);
+	expect_plan("jr", 4, "ring");
+	expect_plan("jr.rail1", 5, "ring");
+	r = plan_of("jr.rail1", 0);
+	assert_string_equal(json_string_value(json_object_get(r, "reason")),
+			    "on the host ring: every rail: rail 0 (job jr): rank 0 saw no results "
+			    "from its tree for 1000 ms");
+	json_decref(r);
+	assert_int_equal(mgr_api(&M, "GET", "/v1/failures", ADMIN, NULL, &resp, &ctype), 200);
+	assert_non_null(strstr(resp, "the job goes to the host ring with every rail"));
+	free(resp);
+
+	/* rail 0 answers, rail 1 is deleted: rail 0's cut does not wait */
+	ack_both("jr", 4, 40);
+	assert_false(has_cut("jr"));
+	assert_int_equal(call("DELETE", "/v1/jobs/jr.rail1", TOK_A, NULL, &r), 200);
+	json_decref(r);
+	r = plan_of("jr", 0);
+	assert_int_equal(cutnum(r, "seq"), 40);
+	json_decref(r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1664,6 +1874,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_api_three_tiers, api_setup_3tiers, api_teardown),
 		cmocka_unit_test_setup_teardown(test_api_plans, api_setup_2spines, api_teardown),
 		cmocka_unit_test_setup_teardown(test_api_link_down, api_setup_2spines, api_teardown),
+		cmocka_unit_test_setup_teardown(test_api_rails, api_setup_2spines, api_teardown),
 		cmocka_unit_test_setup_teardown(test_api_topology, api_setup, api_teardown),
 		cmocka_unit_test_setup_teardown(test_api_rank_map, api_setup, api_teardown),
 	};
