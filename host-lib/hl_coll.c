@@ -1169,8 +1169,12 @@ int hl_coll_skip(struct inca_comm *c)
 		return 0;
 	}
 	/* routed as a collective is: a new plan's cut applied here, held at
-	 * an acknowledged one (the manager's cut counts this number) */
-	return hl_plan_route(c, &ring, &seq);
+	 * an acknowledged one (the manager's cut counts this number); where
+	 * this rank is moves past it (nothing to complete or replay there) */
+	int rc = hl_plan_route(c, &ring, &seq);
+	if (!rc)
+		hl_plan_position(c);
+	return rc;
 }
 
 /* A collective this rank completed, run again on the ring for the others;

@@ -300,10 +300,13 @@ static int apply_cut(struct inca_comm *c, const struct hl_plan_msg *m)
 	pl->seen_us = 0;
 	pthread_mutex_unlock(&pl->lock);
 	c->stats.plan_changes++;
-	if (m->ring)
-		HL_WARN("rank %d: plan %u: the host ring from collective %u%s: %s", c->rank,
-			m->epoch, m->dead ? m->cut_from : m->cut_seq,
-			m->dead ? " (its tree failed)" : "", m->reason[0] ? m->reason : "no tree");
+	if (m->ring && m->dead)
+		HL_WARN("rank %d: plan %u: the host ring from collective %u (its tree failed: "
+			"from %u again there): %s", c->rank, m->epoch, m->cut_seq, m->cut_from,
+			m->reason[0] ? m->reason : "no tree");
+	else if (m->ring)
+		HL_WARN("rank %d: plan %u: the host ring from collective %u: %s", c->rank,
+			m->epoch, m->cut_seq, m->reason[0] ? m->reason : "no tree");
 	else
 		HL_INFO("rank %d: plan %u: in-network from collective %u (%.1f ms after the plan "
 			"was seen)", c->rank, m->epoch, m->cut_seq,

@@ -76,7 +76,11 @@ rank() {
 	timeout 300 "$FAB" exec "$h" env INCA_MANAGER="http://192.168.77.254:$PORT" \
 		INCA_MANAGER_TOKEN="$token" INCA_JOB="$id" INCA_RANK="$r" INCA_SIZE="$n" \
 		INCA_LOCAL_IP="${IP[$h]}" INCA_RING_IP="192.168.77.$h" INCA_TRANSPORT=udp \
-		INCA_LOG=info "$CHECK" "$@" > "$WORK/$id.r$r" 2>&1
+		INCA_LOG=info "${RANK_ENV[@]}" "$CHECK" "$@" > "$WORK/$id.r$r" 2>&1
+}
+RANK_ENV=()
+job_state() {
+	ctl --json job "$1" 2>/dev/null | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["state"])' 2>/dev/null
 }
 # in_network JOB AFTER: seconds from AFTER until the last rank of JOB logged
 # its move in-network after AFTER ("" while some rank has not)
@@ -205,6 +209,66 @@ expect_eq "rank away across ring and back: every rank took plans 2 and 3, in ord
 	"$(for r in 0 1 2 3; do grep -o "rank $r: plan [0-9]*:" "$WORK/away.r$r" | awk '{print $4}' | tr -d ':' | tr '\n' ' '; echo; done | sort | uniq -c | sed 's/^ *//')" \
 	"4 2 3 "
 grep -h "plan [0-9]*:\|away for" "$WORK"/away.r* | sed 's/^/    /'
+
+# ---- rails: 8 ranks, 2 a host (INCA_HIER=rails, every all-reduce split
+# between the rails: INCA_RAIL_MIN_BYTES=0) are two jobs at the manager,
+# jrail (the hosts' leaders) and jrail.rail1 (local rank 1 of every host),
+# each on a tree of its own, planned as one. leaf1 dies: no tree reaches
+# h1 and h2, both rails go to the host ring; leaf1 back: both in-network
+# again. Each time every rank of both rails moves at the same collective
+# (the manager's one cut, which every rank logs); results exact. ----
+mkdir -p /run/inca/bpffs
+if mountpoint -q /run/inca/bpffs || mount -t bpf bpf /run/inca/bpffs; then
+	mgr_wait_applied
+	pids=()
+	RANK_ENV=(INCA_HIER=rails INCA_LAYOUT=2,2,2,2 INCA_RAIL_MIN_BYTES=0)
+	r=0
+	for h in 1 1 2 2 3 3 4 4; do
+		rank jrail "$TOKEN_A" "$h" $r 8 -d int32,fp32 -o sum -n 70000,4096 -r 150 -s 20000 &
+		pids+=($!)
+		r=$((r + 1))
+	done
+	RANK_ENV=()
+	for _ in $(seq 150); do
+		[ "$(job_state jrail)" = ready ] && [ "$(job_state jrail.rail1)" = ready ] && break
+		sleep 0.1
+	done
+	expect_eq "rails: both rails in-network, each on a tree of its own" \
+		"$(job_state jrail) $(job_state jrail.rail1)" "ready ready"
+	sleep 2
+	"$FAB" kill leaf1
+	for _ in $(seq 60); do
+		[ "$(job_state jrail)" = ring ] && [ "$(job_state jrail.rail1)" = ring ] && break
+		sleep 0.1
+	done
+	expect_eq "rails: leaf1 killed: both rails on the host ring" \
+		"$(job_state jrail) $(job_state jrail.rail1)" "ring ring"
+	sleep 3
+	t=$(now)
+	"$FAB" start leaf1 >/dev/null
+	if s=$(wait_in_network jrail "$t"); then
+		ok "rails: leaf1 back: every rank of both rails in-network again ($s s after its restart)"
+	else
+		not_ok "rails: leaf1 back: every rank of both rails in-network again within 30 s"
+	fi
+	rc=0
+	for p in "${pids[@]}"; do wait "$p" || rc=1; done
+	expect_eq "rails: every rank completed (exit status)" "$rc" 0
+	expect_eq "rails: every result exact, at every rank" \
+		"$(grep -ho "[0-9]* cases, [0-9]* wrong" "$WORK"/jrail.r* | sort | uniq -c | sed 's/^ *//')" \
+		"8 600 cases, 0 wrong"
+	[ "$rc" = 0 ] || for f in "$WORK"/jrail.r*; do grep -i "error\|disagree" "$f" | head -3 | sed "s|^|    $(basename "$f"): |"; done
+	# each move: the collective every rank logged, one line per rank
+	for what in "the host ring" "in-network"; do
+		expect_eq "rails: to $what: the 8 ranks of both rails at one collective" \
+			"$(grep -ho "plan [0-9]*: $what from collective [0-9]*" "$WORK"/jrail.r* | \
+			   awk '{print $NF}' | sort | uniq -c | awk '{print $1}')" 8
+	done
+	grep -h "plan [0-9]*:" "$WORK"/jrail.r0 "$WORK"/jrail.r1 | sed 's/^/    /'
+	grep -E "job jrail" "$WORK/manager.log" | grep "plan" | sed 's/^/    /'
+else
+	echo "# SKIP: no bpffs at /run/inca/bpffs: the rails case is not run"
+fi
 
 # ---- refusal: over the quota, the ring; in-network once the slots free ----
 mgr_wait_applied
