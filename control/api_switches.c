@@ -136,8 +136,12 @@ int mgr_api_topology(struct mgr_req *q, const struct mgr_route_args *a)
 					mgr_role_name(m->topo.switches[l].role), m->topo.switches[l].name,
 					mgr_role_name(m->topo.switches[s].role), m->topo.switches[s].name));
 	for (struct mgr_job *j = m->jobs; j; j = j->next)
-		if (mgr_may_touch(q, j))
-			json_array_append_new(jobs, mgr_job_json(m, j, true));
+		if (mgr_may_touch(q, j)) {
+			/* each rail is listed with its own tree already */
+			json_t *o = mgr_job_json(m, j, true);
+			json_object_del(o, "rail_jobs");
+			json_array_append_new(jobs, o);
+		}
 	return mgr_reply(q, 200, json_pack("{s:f, s:o, s:o, s:o, s:o, s:o}", "time", m->now(),
 		"switches", sws, "hosts", hosts, "links", links, "jobs", jobs,
 		"failures", mgr_failures_json(m, 20)));

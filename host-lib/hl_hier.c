@@ -21,7 +21,10 @@
  * carries them, packed, through the network on its rail, and publishes
  * their results in the down phase; every rank reads the others'. The P
  * rails run in parallel, each from its own process and socket (and NIC,
- * where a host has several); a host's link still carries one copy.
+ * where a host has several); a host's link still carries one copy. Every
+ * rail numbers every collective (one it does not carry takes its number:
+ * hl_coll_skip), so that the manager, which plans a job's rails as one,
+ * moves them all at the same collective.
  *
  * Collectives in flight run their up and down phases in start order (the
  * same on every rank, so step numbers agree); the net phases of several

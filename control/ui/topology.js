@@ -175,14 +175,17 @@ function renderJobs(d) {
   for (const j of d.jobs) {
     const tr = html('tr', undefined, 'job ' + j.state + (j.id === state.selected ? ' selected' : ''));
     tr.id = 'job-' + j.id;
-    tr.append(html('td', j.id), html('td', j.tenant), html('td', j.registered + '/' + j.size),
+    // a job's rails (one per local rank) are jobs of their own, planned as one
+    const rail = j.rails ? ' (rail ' + j.rail + ' of ' + j.rails + ')' : '';
+    tr.append(html('td', j.id + rail), html('td', j.tenant), html('td', j.registered + '/' + j.size),
               html('td', j.state, 'state'));
     tr.addEventListener('click', () => { state.selected = j.id; render(); });
     tb.append(tr);
   }
   const j = d.jobs.find(x => x.id === state.selected);
   const p = document.getElementById('job-detail');
-  p.textContent = !j ? '' : 'job ' + j.id + ': group ' + j.group + ', window ' + j.window +
+  p.textContent = !j ? '' : 'job ' + j.id + (j.rails ? ', rail ' + j.rail + ' of ' + j.rails : '') +
+    ': group ' + j.group + ', window ' + j.window +
     (j.switches ? ', switches ' + j.switches.join(', ') : '') +
     (j.setup_ms !== undefined ? ', set up in ' + j.setup_ms.toFixed(1) + ' ms' : '') +
     (j.reason ? ' — ' + j.reason : '');
