@@ -82,11 +82,23 @@ int mgr_api_register(struct mgr_req *q, const struct mgr_route_args *args)
 	if (tenant < 0)
 		return mgr_error(q, 400, "tenant: the admin token must name the job's tenant");
 	if (!j) {
-		unsigned njobs = 0;
-		/* a job's rails are one job */
-		for (struct mgr_job *k = m->jobs; k; k = k->next)
-			njobs += k->tenant == tenant && !k->rail;
-		if (!rail && njobs >= m->topo.tenants[tenant].max_jobs)
+		/* a job's rails are one job: a rail of a job here (or on its
+		 * way) makes none */
+		struct mgr_job probe = { .tenant = tenant, .nrails = (int)nrails, .rail = (int)rail };
+		struct mgr_job *f[MGR_MAX_RAILS];
+		bool family = false;
+		snprintf(probe.id, sizeof(probe.id), "%s", id);
+		int nf = mgr_job_family(m, &probe, f);
+		for (int l = 0; nrails > 1 && l < nf; l++) {
+			if (!f[l] || f[l] == &probe)
+				continue;
+			if (f[l]->size != (int)size)
+				return mgr_error(q, 409, "job %s has %d ranks, its rail %s %u (a rail has "
+						 "one rank per host)", f[l]->id, f[l]->size, id, size);
+			family = true;
+		}
+		unsigned njobs = mgr_tenant_jobs(m, tenant);
+		if (!family && njobs >= m->topo.tenants[tenant].max_jobs)
 			return mgr_error(q, 409, "quota: tenant %s has %u jobs, its maximum",
 				     m->topo.tenants[tenant].name, njobs);
 	} else {
@@ -298,6 +310,8 @@ int mgr_api_rank_leave(struct mgr_req *q, const struct mgr_route_args *a)
 	if (all) {
 		mgr_log("job %s: every rank left", a->id);
 		mgr_job_teardown(q->m, j);
+	} else {
+		mgr_job_cut_check(q->m, j);     /* the cut no longer waits for it */
 	}
 	mgr_save(q->m);
 	return mgr_reply(q, 200, json_pack("{s:b}", "removed", all));

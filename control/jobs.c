@@ -36,7 +36,7 @@ void mgr_job_teardown(struct mgr *m, struct mgr_job *j)
 	mgr_persist_gone(m, j->id);
 	/* its rails' cut no longer waits for it */
 	if (j->nrails > 1)
-		mgr_family_recheck(m, j);
+		mgr_job_cut_check(m, j);
 	/* its ranks' held requests are answered: the job is gone */
 	while (j->parked)
 		mgr_unpark(m, j->parked, false);
@@ -65,15 +65,32 @@ void mgr_job_check_ready(struct mgr *m, struct mgr_job *j)
 			j->plan_at ? (j->ready_at - j->plan_at) * 1000.0 : 0.0);
 }
 
-/* j's tree has failed (cause: what did it): a tree that avoids the
- * failure, else the host ring */
-static void job_rebuild(struct mgr *m, struct mgr_job *j, const char *cause)
+/* The jobs marked rebuild_due have lost their tree (cause: what did it):
+ * trees that avoid the failure, else the host ring. A job's rails marked
+ * together are released together and planned once (all trees or all the
+ * ring, as plans.c does for every change of a family). */
+static void rebuild_marked(struct mgr *m, const char *cause)
 {
-	mgr_job_release(m, j);
-	mgr_job_replan(m, j, true);
-	if (!j->plan_ring)
-		mgr_log("job %s: %s: a new tree (plan %u, group %u on %d switch%s)", j->id, cause,
-			j->plan, j->group_id, j->ngroups, j->ngroups > 1 ? "es" : "");
+	for (struct mgr_job *j = m->jobs; j; j = j->next) {
+		struct mgr_job *f[MGR_MAX_RAILS], *was[MGR_MAX_RAILS];
+		int n, k = 0;
+
+		if (!j->rebuild_due)
+			continue;
+		n = mgr_job_family(m, j, f);
+		for (int l = 0; l < n; l++)
+			if (f[l] && f[l]->rebuild_due) {
+				f[l]->rebuild_due = false;
+				mgr_job_release(m, f[l]);
+				was[k++] = f[l];
+			}
+		mgr_job_replan(m, j, true);
+		for (int i = 0; i < k; i++)
+			if (!was[i]->plan_ring)
+				mgr_log("job %s: %s: a new tree (plan %u, group %u on %d switch%s)",
+					was[i]->id, cause, was[i]->plan, was[i]->group_id,
+					was[i]->ngroups, was[i]->ngroups > 1 ? "es" : "");
+	}
 }
 
 void mgr_link_changed(struct mgr *m, int lower, int upper, bool down)
@@ -99,9 +116,9 @@ void mgr_link_changed(struct mgr *m, int lower, int upper, bool down)
 			on |= nd->sw == lower && nd->parent >= 0 &&
 			      j->tree.nodes[nd->parent].sw == upper;
 		}
-		if (on)
-			job_rebuild(m, j, cause);
+		j->rebuild_due = on;
 	}
+	rebuild_marked(m, cause);
 }
 
 void mgr_tick(struct mgr *m)
@@ -136,9 +153,9 @@ void mgr_tick(struct mgr *m)
 			bool on = false;
 			for (int g = 0; g < j->ngroups; g++)
 				on |= j->groups[g].sw == s;
-			if (on)
-				job_rebuild(m, j, cause);
+			j->rebuild_due = on;
 		}
+		rebuild_marked(m, cause);
 		dirty = true;
 	}
 	dirty |= mgr_jobs_stalled(m);

@@ -26,7 +26,7 @@ int mgr_api_metrics(struct mgr_req *q, const struct mgr_route_args *a)
 		P("inca_manager_jobs{state=\"%s\"} %u\n", mgr_job_state_name((enum mgr_job_state)s),
 		  jobs[s]);
 	/* jobs with rails, by where their rails run: all on trees, all on the
-	 * ring, or some of each (only while a plan is being cut) */
+	 * ring, or some of each (a health check: plans.c never does that) */
 	unsigned fam[3] = { 0 };
 	for (struct mgr_job *j = m->jobs; j; j = j->next) {
 		struct mgr_job *f[MGR_MAX_RAILS];
@@ -48,7 +48,8 @@ int mgr_api_metrics(struct mgr_req *q, const struct mgr_route_args *a)
 	}
 	P("# HELP inca_manager_rail_jobs Jobs with rails (a group per local rank), by where "
 	  "their rails run: every rail on a tree, every rail on the host ring, or some of each "
-	  "(only until the job's cut).\n# TYPE inca_manager_rail_jobs gauge\n");
+	  "(never: the manager moves a job's rails together).\n"
+	  "# TYPE inca_manager_rail_jobs gauge\n");
 	P("inca_manager_rail_jobs{plan=\"tree\"} %u\ninca_manager_rail_jobs{plan=\"ring\"} %u\n"
 	  "inca_manager_rail_jobs{plan=\"mixed\"} %u\n", fam[0], fam[1], fam[2]);
 	P("# HELP inca_manager_switch_up Whether the switch heartbeats.\n"

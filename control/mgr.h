@@ -286,6 +286,7 @@ struct mgr_job {
 	 * never some of each; one cut for all). nrails 0: a job of its own.
 	 */
 	int nrails, rail;
+	bool rebuild_due;            /* jobs.c: its tree lost a switch or link (this pass) */
 	struct mgr_job *next;
 };
 
@@ -448,8 +449,11 @@ bool mgr_jobs_retry(struct mgr *m);
 int mgr_job_family(struct mgr *m, struct mgr_job *j, struct mgr_job **f);
 /* Every rail of j's family here and all their ranks registered. */
 bool mgr_family_complete(struct mgr *m, struct mgr_job *j);
-/* A rail of a family went (teardown): the others' cut may be due. */
-void mgr_family_recheck(struct mgr *m, struct mgr_job *j);
+/* A rank of j left, or j went (teardown: then its rails): the cut may be
+ * due without them. */
+void mgr_job_cut_check(struct mgr *m, struct mgr_job *j);
+/* The tenant's jobs, a job's rails counting as one. */
+unsigned mgr_tenant_jobs(struct mgr *m, int tenant);
 
 /* ---- the API (api.c) ---- */
 

@@ -120,19 +120,42 @@ int mgr_job_family(struct mgr *m, struct mgr_job *j, struct mgr_job **f)
 	return j->nrails;
 }
 
+/* Every rank of j registered: a rail that is still coming (deleted and
+ * joining again) takes no part in its family's plans until then. */
+static bool all_in(const struct mgr_job *j)
+{
+	for (int r = 0; r < j->size; r++)
+		if (!j->ranks[r].registered)
+			return false;
+	return true;
+}
+
 bool mgr_family_complete(struct mgr *m, struct mgr_job *j)
 {
 	struct mgr_job *f[MGR_MAX_RAILS];
 	int n = mgr_job_family(m, j, f);
 
-	for (int l = 0; l < n; l++) {
-		if (!f[l])
+	for (int l = 0; l < n; l++)
+		if (!f[l] || !all_in(f[l]))
 			return false;
-		for (int r = 0; r < f[l]->size; r++)
-			if (!f[l]->ranks[r].registered)
-				return false;
-	}
 	return true;
+}
+
+unsigned mgr_tenant_jobs(struct mgr *m, int tenant)
+{
+	unsigned n = 0;
+
+	for (struct mgr_job *k = m->jobs; k; k = k->next) {
+		struct mgr_job *f[MGR_MAX_RAILS];
+		int nf, l0 = 0;
+		if (k->tenant != tenant)
+			continue;
+		nf = mgr_job_family(m, k, f);
+		while (l0 < nf && !f[l0])
+			l0++;
+		n += f[l0] == k;           /* a family at its first rail here */
+	}
+	return n;
 }
 
 /* Trees for the jobs of f marked in want (the others keep theirs): all of
@@ -142,14 +165,24 @@ bool mgr_family_complete(struct mgr *m, struct mgr_job *j)
 static bool allocate_all(struct mgr *m, struct mgr_job **f, int n, const bool *want, int *bad)
 {
 	uint64_t gen = m->capacity_gen;
+	enum mgr_job_state st[MGR_MAX_RAILS];
+	uint32_t gid[MGR_MAX_RAILS];
 
 	for (int l = 0; l < n; l++) {
-		if (!f[l] || !want[l] || !mgr_job_allocate(m, f[l]))
+		if (!f[l] || !want[l])
 			continue;
+		st[l] = f[l]->state;
+		gid[l] = f[l]->group_id;
+		if (!mgr_job_allocate(m, f[l]))
+			continue;
+		/* the ones made go again, as they were (their state, group) */
 		*bad = l;
 		for (int k = 0; k < l; k++)
-			if (f[k] && want[k])
+			if (f[k] && want[k]) {
 				mgr_job_release(m, f[k]);
+				f[k]->state = st[k];
+				f[k]->group_id = gid[k];
+			}
 		m->capacity_gen = gen;
 		return false;
 	}
@@ -176,9 +209,13 @@ void mgr_job_replan(struct mgr *m, struct mgr_job *j, bool dead)
 	 * plan: all of them); their new plans begin (the old ones go into
 	 * their past with their reasons) */
 	for (int l = 0; l < n; l++) {
+		if (f[l] && f[l] != j && !all_in(f[l]))
+			f[l] = NULL;       /* still coming: its first plan when it is in */
 		want[l] = f[l] && (f[l] == j || !f[l]->ngroups);
+		/* a rail released with j (their trees failed together) moves
+		 * from a tree that failed too */
 		if (want[l])
-			plan_begin(m, f[l], f[l] == j && dead);
+			plan_begin(m, f[l], f[l] == j ? dead : f[l]->plan && !f[l]->plan_ring);
 	}
 	if (allocate_all(m, f, n, want, &bad)) {
 		for (int l = 0; l < n; l++) {
@@ -292,6 +329,8 @@ static void make_cut(struct mgr *m, struct mgr_job *j)
 	bool any[MGR_MAX_RAILS], have = false;
 
 	for (int l = 0; l < n; l++) {
+		if (f[l] && !f[l]->plan)
+			f[l] = NULL;       /* not planned yet (still coming) */
 		if (!f[l] || f[l]->cut_done)
 			continue;
 		if (!acked_all(f[l], &any[l], &next[l], &first[l], &lo[l]))
@@ -314,13 +353,14 @@ static void make_cut(struct mgr *m, struct mgr_job *j)
 	mgr_changed(m);
 }
 
-void mgr_family_recheck(struct mgr *m, struct mgr_job *j)
+void mgr_job_cut_check(struct mgr *m, struct mgr_job *j)
 {
 	struct mgr_job *f[MGR_MAX_RAILS];
 	int n = mgr_job_family(m, j, f);
 
+	/* from any rail still here (j itself may be gone: teardown) */
 	for (int l = 0; l < n; l++)
-		if (f[l] && f[l] != j && !f[l]->cut_done) {
+		if (f[l] && f[l]->plan && !f[l]->cut_done) {
 			make_cut(m, f[l]);
 			return;
 		}
@@ -418,8 +458,8 @@ bool mgr_jobs_stalled(struct mgr *m)
 		int n = mgr_job_family(m, j, f);
 		for (int l = 0; l < n; l++) {
 			struct mgr_job *k = f[l];
-			if (!k)
-				continue;
+			if (!k || !k->plan)
+				continue;          /* still coming: planned when it is in */
 			bool had = k->ngroups || !k->plan_ring;
 			mgr_job_release(m, k);
 			plan_begin(m, k, had);
@@ -458,10 +498,13 @@ bool mgr_jobs_retry(struct mgr *m)
 
 		/* a family is tried as one, from its first rail here, once every
 		 * rail is on the ring with its cut made */
+		for (int l = 0; l < n; l++)
+			if (f[l] && !f[l]->plan)
+				f[l] = NULL;       /* still coming: planned when it is in */
 		int l0 = 0;
-		while (!f[l0])
+		while (l0 < n && !f[l0])
 			l0++;
-		due = f[l0] == j;
+		due = l0 < n && f[l0] == j;
 		for (int l = 0; due && l < n; l++) {
 			struct mgr_job *k = f[l];
 			want[l] = k != NULL;

@@ -713,7 +713,8 @@ static void net_start(struct hl_hier *h, struct hl_hreq *r)
 	 * the rails at one collective */
 	if (r->rails ? !r->mine : h->rails && !is_leader(h)) {
 		r->skip = true;
-		if (in && (rc = hl_coll_skip(in)))
+		r->net = h->rail;        /* the leaders' communicator at the leader */
+		if (h->rail && (rc = hl_coll_skip(h->rail)))
 			net_fail(r, rc, hl_coll_name(a->coll));
 		return;
 	}

@@ -210,21 +210,25 @@ expect_eq "rank away across ring and back: every rank took plans 2 and 3, in ord
 	"4 2 3 "
 grep -h "plan [0-9]*:\|away for" "$WORK"/away.r* | sed 's/^/    /'
 
-# ---- rails: 8 ranks, 2 a host (INCA_HIER=rails, every all-reduce split
-# between the rails: INCA_RAIL_MIN_BYTES=0) are two jobs at the manager,
-# jrail (the hosts' leaders) and jrail.rail1 (local rank 1 of every host),
-# each on a tree of its own, planned as one. leaf1 dies: no tree reaches
-# h1 and h2, both rails go to the host ring; leaf1 back: both in-network
-# again. Each time every rank of both rails moves at the same collective
-# (the manager's one cut, which every rank logs); results exact. ----
+# ---- rails: 8 ranks, 2 a host (INCA_HIER=rails: all-reduces of 256 KiB
+# and more split between the rails, the rest through the hosts' leaders)
+# are two jobs at the manager, jrail (the hosts' leaders) and jrail.rail1
+# (local rank 1 of every host), each on a tree of its own, planned as one.
+# leaf1 dies: no tree reaches h1 and h2, both rails go to the host ring;
+# leaf1 back: both in-network again. Each time every rank of both rails
+# moves at the same collective (the manager's one cut, which every rank
+# logs), and their acknowledgements are within a few collectives of each
+# other: every rail numbers every collective, also those only the leaders
+# carry (bcasts, small all-reduces); results exact. ----
 mkdir -p /run/inca/bpffs
 if mountpoint -q /run/inca/bpffs || mount -t bpf bpf /run/inca/bpffs; then
 	mgr_wait_applied
 	pids=()
-	RANK_ENV=(INCA_HIER=rails INCA_LAYOUT=2,2,2,2 INCA_RAIL_MIN_BYTES=0)
+	RANK_ENV=(INCA_HIER=rails INCA_LAYOUT=2,2,2,2)
 	r=0
 	for h in 1 1 2 2 3 3 4 4; do
-		rank jrail "$TOKEN_A" "$h" $r 8 -d int32,fp32 -o sum -n 70000,4096 -r 150 -s 20000 &
+		rank jrail "$TOKEN_A" "$h" $r 8 -c allreduce,bcast -d int32,fp32 -o sum -n 70000,1 \
+			-r 90 -s 20000 &
 		pids+=($!)
 		r=$((r + 1))
 	done
@@ -256,13 +260,21 @@ if mountpoint -q /run/inca/bpffs || mount -t bpf bpf /run/inca/bpffs; then
 	expect_eq "rails: every rank completed (exit status)" "$rc" 0
 	expect_eq "rails: every result exact, at every rank" \
 		"$(grep -ho "[0-9]* cases, [0-9]* wrong" "$WORK"/jrail.r* | sort | uniq -c | sed 's/^ *//')" \
-		"8 600 cases, 0 wrong"
+		"8 720 cases, 0 wrong"
 	[ "$rc" = 0 ] || for f in "$WORK"/jrail.r*; do grep -i "error\|disagree" "$f" | head -3 | sed "s|^|    $(basename "$f"): |"; done
-	# each move: the collective every rank logged, one line per rank
-	for what in "the host ring" "in-network"; do
-		expect_eq "rails: to $what: the 8 ranks of both rails at one collective" \
-			"$(grep -ho "plan [0-9]*: $what from collective [0-9]*" "$WORK"/jrail.r* | \
+	# each move: the collective every rank logged, one line per rank; and
+	# where each rank acknowledged it (the ranks of a job are within a
+	# few collectives of each other when every rail numbers alike; a rail
+	# that numbered only what it carries would be far behind)
+	for what in "the host ring:host ring" "in-network:tree"; do
+		expect_eq "rails: to ${what%%:*}: the 8 ranks of both rails at one collective" \
+			"$(grep -ho "plan [0-9]*: ${what%%:*} from collective [0-9]*" "$WORK"/jrail.r* | \
 			   awk '{print $NF}' | sort | uniq -c | awk '{print $1}')" 8
+		acks=$(grep -ho "plan [0-9]* (${what#*:}[^)]*) acknowledged at collective [0-9]*" \
+			"$WORK"/jrail.r* | awk '{print $NF}' | sort -n)
+		expect_eq "rails: to ${what%%:*}: 8 acknowledgements, at most 4 collectives apart" \
+			"$(echo "$acks" | awk 'NR == 1 { lo = $1 } { n++; hi = $1 } END { print n, (hi - lo <= 4) }')" "8 1"
+		echo "    acknowledged at: $(echo $acks)"
 	done
 	grep -h "plan [0-9]*:" "$WORK"/jrail.r0 "$WORK"/jrail.r1 | sed 's/^/    /'
 	grep -E "job jrail" "$WORK/manager.log" | grep "plan" | sed 's/^/    /'

@@ -1774,7 +1774,7 @@ static void test_api_rails(void **state)
 	expect_plan("jr.rail1", 3, "ring");
 	r = plan_of("jr", 0);
 	assert_string_equal(json_string_value(json_object_get(r, "reason")),
-			    "on the host ring: every rail: rail 1 (job jr.rail1): no spine can take "
+			    "on the host ring: every rail: rail 0 (job jr): no spine can take "
 			    "the group: switch spine1 is down");
 	assert_true(json_is_true(json_object_get(json_object_get(r, "plan"), "dead")));
 	json_decref(r);
@@ -1857,6 +1857,82 @@ static void test_api_rails(void **state)
 	json_decref(r);
 }
 
+/* Rails and capacity: a rail that does not fit keeps every rail on the
+ * ring, also through a retry that fits one rail and not the other (the
+ * one that fitted stays on the ring, not programming); once capacity
+ * frees for both, both get trees at once, one cut; a rank that leaves
+ * does not hold the cut. Tenant a may hold 64 slots a switch. */
+static void test_api_rails_capacity(void **state)
+{
+	json_t *r;
+	int q, p;
+
+	(void)state;
+	beat_all_but(NULL);
+	/* b0 holds 32 of tenant a's slots on both leaves */
+	assert_int_equal(join("b0", 0, 2, "10.1.0.0", "\"window\": 32", &q, &p), 200);
+	assert_int_equal(join("b0", 1, 2, "10.1.0.2", "\"window\": 32", &q, &p), 200);
+	beat_all_but(NULL);
+	assert_string_equal(tree_switch("b0"), "spine0");
+
+	/* jc: rail 0 fits (16 slots), rail 1 (32 more) does not: both on the
+	 * ring */
+	assert_int_equal(join_rail("jc", 0, 0, "\"window\": 16"), 200);
+	assert_int_equal(join_rail("jc", 1, 0, "\"window\": 16"), 200);
+	assert_int_equal(join("jc.rail1", 0, 3, "10.1.0.0", "\"rails\": 2, \"rail\": 1", &q, &p),
+			 409);
+	assert_string_equal(last_error, "job jc has 2 ranks, its rail jc.rail1 3 (a rail has one "
+			    "rank per host)");
+	assert_int_equal(join_rail("jc.rail1", 0, 1, "\"window\": 32"), 200);
+	assert_int_equal(join_rail("jc.rail1", 1, 1, "\"window\": 32"), 200);
+	assert_string_equal(state_of("jc"), "ring");
+	assert_string_equal(state_of("jc.rail1"), "ring");
+	r = plan_of("jc", 0);
+	assert_string_equal(json_string_value(json_object_get(r, "reason")),
+			    "on the host ring: every rail: rail 1 (job jc.rail1): quota: tenant a "
+			    "would use 80 of its 64 slots on switch leaf0");
+	json_decref(r);
+
+	/* capacity moves (b2 comes and goes) but only rail 0 would fit: the
+	 * retry leaves both as they were */
+	assert_int_equal(join("b2", 0, 1, "10.1.0.0", "\"window\": 16", &q, &p), 200);
+	assert_int_equal(call("DELETE", "/v1/jobs/b2", TOK_A, NULL, &r), 200);
+	json_decref(r);
+	mgr_tick(&M);
+	beat_all_but(NULL);
+	mgr_tick(&M);
+	assert_string_equal(state_of("jc"), "ring");
+	assert_string_equal(state_of("jc.rail1"), "ring");
+	expect_plan("jc", 1, "ring");
+	expect_plan("jc.rail1", 1, "ring");
+
+	/* b0 ends: trees for both rails at once */
+	assert_int_equal(call("DELETE", "/v1/jobs/b0", TOK_A, NULL, &r), 200);
+	json_decref(r);
+	mgr_tick(&M);
+	expect_plan("jc", 2, "tree");
+	expect_plan("jc.rail1", 2, "tree");
+	assert_string_equal(tree_switch("jc"), "spine0");
+	assert_string_equal(tree_switch("jc.rail1"), "spine1");
+	/* three ranks answer, the fourth leaves: the cut is made without it */
+	assert_int_equal(ack("jc", 0, 2, 50, 50, 50, &r), 200);
+	json_decref(r);
+	assert_int_equal(ack("jc", 1, 2, 51, 51, 51, &r), 200);
+	json_decref(r);
+	assert_int_equal(ack("jc.rail1", 0, 2, 52, 52, 52, &r), 200);
+	json_decref(r);
+	assert_false(has_cut("jc"));
+	assert_int_equal(call("POST", "/v1/jobs/jc.rail1/ranks/1/leave", TOK_A, NULL, &r), 200);
+	json_decref(r);
+	r = plan_of("jc", 0);
+	assert_int_equal(cutnum(r, "seq"), 52);
+	assert_int_equal(cutnum(r, "from"), 52);
+	json_decref(r);
+	r = plan_of("jc.rail1", 0);
+	assert_int_equal(cutnum(r, "seq"), 52);
+	json_decref(r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1875,6 +1951,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_api_plans, api_setup_2spines, api_teardown),
 		cmocka_unit_test_setup_teardown(test_api_link_down, api_setup_2spines, api_teardown),
 		cmocka_unit_test_setup_teardown(test_api_rails, api_setup_2spines, api_teardown),
+		cmocka_unit_test_setup_teardown(test_api_rails_capacity, api_setup_2spines, api_teardown),
 		cmocka_unit_test_setup_teardown(test_api_topology, api_setup, api_teardown),
 		cmocka_unit_test_setup_teardown(test_api_rank_map, api_setup, api_teardown),
 	};
