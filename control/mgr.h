@@ -258,10 +258,12 @@ struct mgr_job {
 	bool plan_ring, plan_dead, cut_done;
 	uint32_t cut_seq, cut_from;
 	uint32_t plan_ver;           /* moves on with every change ranks wait for */
-	uint32_t cut_ver;            /* plan_ver when the cut was made (0: not this run) */
-	/* the last plans that were cut and then replaced, oldest first (not
-	 * saved): a rank that did not see one's cut before the next plan began
-	 * gets it first (mgr_job_unseen_cut): every rank applies every cut */
+	uint32_t cut_ver;            /* plan_ver when the cut was made (0: none, or saved
+					by a manager that did not keep it) */
+	/* the last plans that were cut and then replaced, oldest first (saved
+	 * with the job): a rank that did not see one's cut before the next
+	 * plan began gets it first (mgr_job_unseen_cut): every rank applies
+	 * every cut, across a restart of the manager too */
 	struct mgr_past_plan past[MGR_PAST_PLANS];
 	int npast;
 	char cut_error[200];         /* the cut cannot be made: why */

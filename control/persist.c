@@ -10,6 +10,8 @@
  *   groups    (job, idx, switch, ...)   a job's group on a switch: its QPN,
  *                                       Q_Key, parent, version and the slots
  *                                       it holds (the allocation)
+ *   past_plans (job, idx, epoch, ...)   the job's last plans cut and then
+ *                                       replaced, oldest first (plans.c)
  *   failures  (seq, time, what, reason) the last MGR_FAILURES_KEPT
  *
  * mgr_save brings the rows up to date in one transaction: the jobs whose
@@ -53,7 +55,8 @@ static const char schema[] =
 	" plan_ring INTEGER NOT NULL, plan_dead INTEGER NOT NULL, cut_done INTEGER NOT NULL,"
 	" cut_seq INTEGER NOT NULL, cut_from INTEGER NOT NULL, plan_ver INTEGER NOT NULL,"
 	" cut_error TEXT NOT NULL, retry_at REAL NOT NULL,"
-	" rails INTEGER NOT NULL DEFAULT 0, rail INTEGER NOT NULL DEFAULT 0);"
+	" rails INTEGER NOT NULL DEFAULT 0, rail INTEGER NOT NULL DEFAULT 0,"
+	" cut_ver INTEGER NOT NULL DEFAULT 0);"
 	"CREATE TABLE IF NOT EXISTS ranks (job TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,"
 	" rank INTEGER NOT NULL, registered INTEGER NOT NULL, has_left INTEGER NOT NULL,"
 	" ip INTEGER NOT NULL, qpn INTEGER NOT NULL, ring_ip INTEGER NOT NULL,"
@@ -65,7 +68,12 @@ static const char schema[] =
 	" parent INTEGER NOT NULL, rank_in_parent INTEGER NOT NULL, version INTEGER NOT NULL,"
 	" slots INTEGER NOT NULL, PRIMARY KEY (job, idx));"
 	"CREATE TABLE IF NOT EXISTS failures (seq INTEGER PRIMARY KEY, time REAL NOT NULL,"
-	" what TEXT NOT NULL, reason TEXT NOT NULL);";
+	" what TEXT NOT NULL, reason TEXT NOT NULL);"
+	"CREATE TABLE IF NOT EXISTS past_plans (job TEXT NOT NULL REFERENCES jobs(id)"
+	" ON DELETE CASCADE, idx INTEGER NOT NULL, epoch INTEGER NOT NULL,"
+	" cut_seq INTEGER NOT NULL, cut_from INTEGER NOT NULL, cut_ver INTEGER NOT NULL,"
+	" ring INTEGER NOT NULL, dead INTEGER NOT NULL, cut_error TEXT NOT NULL,"
+	" reason TEXT NOT NULL, PRIMARY KEY (job, idx));";
 
 void mgr_db_close(struct mgr *m)
 {
@@ -130,6 +138,12 @@ static uint64_t job_sig(const struct mgr_job *j)
 	FNV(&h, j->retry_at);
 	FNV(&h, j->nrails);
 	FNV(&h, j->rail);
+	FNV(&h, j->cut_ver);
+	/* its past plans: one is added (or the oldest goes) only as a plan
+	 * begins, which moves plan_ver too; their count and the newest say it */
+	FNV(&h, j->npast);
+	if (j->npast)
+		FNV(&h, j->past[j->npast - 1].epoch);
 	/* the ranks' places in the tree: a new tree is a new group id */
 	FNV(&h, j->have_tree);
 	for (int g = 0; g < j->ngroups; g++) {
@@ -226,24 +240,34 @@ static int job_write(struct mgr *m, const struct mgr_job *j, uint64_t sig)
 		"created = ?10, lease_until = ?11, ready_at = ?12, registered_at = ?13, "
 		"plan = ?14, plan_ring = ?15, plan_dead = ?16, cut_done = ?17, cut_seq = ?18, "
 		"cut_from = ?19, plan_ver = ?20, cut_error = ?21, retry_at = ?22, rails = ?23, "
-		"rail = ?24 WHERE id = ?1";
+		"rail = ?24, cut_ver = ?25 WHERE id = ?1";
 	static const char insert[] = "INSERT INTO jobs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-		"?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+		"?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 	const char *sql = j->saved_sig ? update : insert;
 	int lo = j->dirty_lo, hi = j->dirty_hi;
 
 	if (sig != j->saved_sig) {
 		if ((!j->saved_sig && run(m, "DELETE FROM jobs WHERE id = ?", "s", j->id)) ||
-		    run(m, sql, "ssiisiiiiddddiiiiiiisdii", j->id, m->topo.tenants[j->tenant].name,
+		    run(m, sql, "ssiisiiiiddddiiiiiiisdiii", j->id, m->topo.tenants[j->tenant].name,
 			(long long)j->size, (long long)j->state, j->reason, (long long)j->group_id,
 			(long long)j->window, (long long)j->elems_per_pkt, (long long)j->mtu,
 			j->created, j->lease_until, j->ready_at, j->registered_at,
 			(long long)j->plan, (long long)j->plan_ring, (long long)j->plan_dead,
 			(long long)j->cut_done, (long long)j->cut_seq, (long long)j->cut_from,
 			(long long)j->plan_ver, j->cut_error, j->retry_at, (long long)j->nrails,
-			(long long)j->rail) ||
-		    run(m, "DELETE FROM groups WHERE job = ?", "s", j->id))
+			(long long)j->rail, (long long)j->cut_ver) ||
+		    run(m, "DELETE FROM groups WHERE job = ?", "s", j->id) ||
+		    run(m, "DELETE FROM past_plans WHERE job = ?", "s", j->id))
 			return -1;
+		for (int k = 0; k < j->npast; k++) {
+			const struct mgr_past_plan *pp = &j->past[k];
+			if (run(m, "INSERT INTO past_plans VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+				"siiiiiiiss", j->id, (long long)k, (long long)pp->epoch,
+				(long long)pp->cut_seq, (long long)pp->cut_from,
+				(long long)pp->cut_ver, (long long)pp->ring, (long long)pp->dead,
+				pp->cut_error, pp->reason))
+				return -1;
+		}
 		for (int g = 0; g < j->ngroups; g++) {
 			const struct mgr_group *gr = &j->groups[g];
 			if (run(m, "INSERT INTO groups VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", "sisiiiiii",
@@ -280,17 +304,25 @@ static int db_open(struct mgr *m, char *err, size_t errlen)
 		mgr_db_close(m);
 		return -1;
 	}
-	/* a file from before rails: its jobs are jobs of their own */
-	if (sqlite3_exec(m->db, "SELECT rails, rail FROM jobs LIMIT 0", NULL, NULL, NULL) !=
-	    SQLITE_OK &&
-	    sqlite3_exec(m->db, "ALTER TABLE jobs ADD COLUMN rails INTEGER NOT NULL DEFAULT 0;"
-			 "ALTER TABLE jobs ADD COLUMN rail INTEGER NOT NULL DEFAULT 0", NULL, NULL,
-			 &msg) != SQLITE_OK) {
-		snprintf(err, errlen, "%s: adding the jobs' rails: %s", m->db_path,
-			 msg ? msg : "?");
-		sqlite3_free(msg);
-		mgr_db_close(m);
-		return -1;
+	/* a file from before rails (its jobs are jobs of their own) and
+	 * before past plans were kept (none kept) */
+	static const char *const added[][2] = {
+		{ "rails", "ALTER TABLE jobs ADD COLUMN rails INTEGER NOT NULL DEFAULT 0;"
+			   "ALTER TABLE jobs ADD COLUMN rail INTEGER NOT NULL DEFAULT 0" },
+		{ "cut_ver", "ALTER TABLE jobs ADD COLUMN cut_ver INTEGER NOT NULL DEFAULT 0" },
+	};
+	for (size_t i = 0; i < sizeof(added) / sizeof(added[0]); i++) {
+		char probe[64];
+		snprintf(probe, sizeof(probe), "SELECT %s FROM jobs LIMIT 0", added[i][0]);
+		if (sqlite3_exec(m->db, probe, NULL, NULL, NULL) == SQLITE_OK)
+			continue;
+		if (sqlite3_exec(m->db, added[i][1], NULL, NULL, &msg) != SQLITE_OK) {
+			snprintf(err, errlen, "%s: adding the jobs' column %s: %s", m->db_path,
+				 added[i][0], msg ? msg : "?");
+			sqlite3_free(msg);
+			mgr_db_close(m);
+			return -1;
+		}
 	}
 	return 0;
 }
@@ -442,13 +474,15 @@ static int tree_rebuild(struct loader *l, struct mgr_job *j)
 static int load_jobs(struct loader *l)
 {
 	struct mgr *m = l->m;
-	sqlite3_stmt *st = NULL, *rs = NULL, *gs = NULL;
+	sqlite3_stmt *st = NULL, *rs = NULL, *gs = NULL, *ps = NULL;
 	int rc = -1, step;
 
 	if (prepare(l, "SELECT id, tenant, size, state, reason, group_id, window, elems_per_pkt,"
 		    " mtu, created, lease_until, ready_at, registered_at, plan, plan_ring, plan_dead,"
-		    " cut_done, cut_seq, cut_from, plan_ver, cut_error, retry_at, rails, rail"
+		    " cut_done, cut_seq, cut_from, plan_ver, cut_error, retry_at, rails, rail, cut_ver"
 		    " FROM jobs ORDER BY created, id", &st) ||
+	    prepare(l, "SELECT idx, epoch, cut_seq, cut_from, cut_ver, ring, dead, cut_error,"
+		    " reason FROM past_plans WHERE job = ? ORDER BY idx", &ps) ||
 	    prepare(l, "SELECT rank, registered, has_left, ip, qpn, ring_ip, ring_port, node,"
 		    " member_index, ack_plan, ack_next, ack_first, ack_keep"
 		    " FROM ranks WHERE job = ? ORDER BY rank", &rs) ||
@@ -506,6 +540,7 @@ static int load_jobs(struct loader *l)
 		j->retry_at = sqlite3_column_double(st, 21);
 		j->nrails = sqlite3_column_int(st, 22);
 		j->rail = sqlite3_column_int(st, 23);
+		j->cut_ver = (uint32_t)sqlite3_column_int64(st, 24);
 		if (j->nrails < 0 || j->nrails > MGR_MAX_RAILS || j->rail < 0 ||
 		    (j->rail && j->rail >= j->nrails)) {
 			bad(l, j->id, "rails out of range");
@@ -567,6 +602,24 @@ static int load_jobs(struct loader *l)
 			g->version = (uint32_t)sqlite3_column_int64(gs, 6);
 			j->ngroups = n + 1;
 		}
+		sqlite3_reset(ps);
+		sqlite3_bind_text(ps, 1, j->id, -1, SQLITE_STATIC);
+		for (n = 0; sqlite3_step(ps) == SQLITE_ROW; n++) {
+			struct mgr_past_plan *pp = &j->past[n];
+			if (n >= MGR_PAST_PLANS || sqlite3_column_int(ps, 0) != n) {
+				bad(l, j->id, "its past plans are out of order");
+				goto out;
+			}
+			pp->epoch = (uint32_t)sqlite3_column_int64(ps, 1);
+			pp->cut_seq = (uint32_t)sqlite3_column_int64(ps, 2);
+			pp->cut_from = (uint32_t)sqlite3_column_int64(ps, 3);
+			pp->cut_ver = (uint32_t)sqlite3_column_int64(ps, 4);
+			pp->ring = sqlite3_column_int(ps, 5);
+			pp->dead = sqlite3_column_int(ps, 6);
+			snprintf(pp->cut_error, sizeof(pp->cut_error), "%s", col_text(ps, 7));
+			snprintf(pp->reason, sizeof(pp->reason), "%s", col_text(ps, 8));
+			j->npast = n + 1;
+		}
 		if (j->ngroups ? tree_rebuild(l, j) : 0)
 			goto out;
 		if (!j->have_tree) {
@@ -586,6 +639,7 @@ out:
 	sqlite3_finalize(st);
 	sqlite3_finalize(rs);
 	sqlite3_finalize(gs);
+	sqlite3_finalize(ps);
 	return rc;
 }
 

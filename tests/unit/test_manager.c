@@ -1754,6 +1754,9 @@ static void test_api_rails(void **state)
 	mgr_tick(&M);
 	expect_plan("jr", 1, "tree");
 	expect_plan("jr.rail1", 2, "tree");
+	r = plan_of("jr.rail1", 0);
+	long long v2 = pnum(r, "version");       /* a rank's view before plan 2's cut */
+	json_decref(r);
 	assert_int_equal(ack("jr.rail1", 0, 2, 10, 10, 10, &r), 200);
 	json_decref(r);
 	assert_int_equal(ack("jr.rail1", 1, 2, 12, 11, 10, &r), 200);
@@ -1798,9 +1801,23 @@ static void test_api_rails(void **state)
 	assert_int_equal(cutnum(r, "from"), 24);
 	json_decref(r);
 
-	/* a restart keeps the family */
+	/* a restart keeps the family, and the plans cut and replaced since: a
+	 * rank whose view is from before rail 1's plan 2 was cut gets that
+	 * plan first, with its cut */
 	mgr_fini(&M);
 	assert_int_equal(manager_start(), 0);
+	r = plan_since("jr.rail1", 1, v2);
+	assert_int_equal(pnum(r, "epoch"), 2);
+	assert_string_equal(pstr(r, "mode"), "tree");
+	assert_true(json_is_true(json_object_get(json_object_get(r, "plan"), "replaced")));
+	assert_int_equal(cutnum(r, "seq"), 12);
+	assert_int_equal(cutnum(r, "from"), 10);
+	long long c2 = pnum(r, "version");
+	json_decref(r);
+	r = plan_since("jr.rail1", 1, c2);
+	assert_int_equal(pnum(r, "epoch"), 3);
+	assert_null(json_object_get(json_object_get(r, "plan"), "replaced"));
+	json_decref(r);
 	assert_int_equal(call("GET", "/v1/jobs/jr.rail1", TOK_A, NULL, &r), 200);
 	assert_int_equal(json_integer_value(json_object_get(r, "rails")), 2);
 	assert_int_equal(json_integer_value(json_object_get(r, "rail")), 1);
