@@ -687,10 +687,14 @@ static void serve_others(const struct im_comm *self)
 
 /* At most every IM_SERVE_EVERY_US: a probe runs MPI's progress engine
  * (with mpi_yield_when_idle, a sched_yield), which cost a small offloaded
- * all-reduce ~50 µs of its ~120 on the lab testbed when done on every call.
- * A notice waits at most this long on a rank that keeps calling; one that
- * computed between calls serves it as it enters the next. */
-#define IM_SERVE_EVERY_US 1000.0
+ * all-reduce ~50 µs of its ~120 on the lab testbed when done on every call;
+ * once a millisecond it still cost an 8 B all-reduce with 2 ranks a host
+ * (8 ranks on one CPU, every probe a yield to 7 others) 185 µs against 128
+ * once every 10 ms (2026-11-27, AMD EPYC). A notice waits at most this
+ * long on a rank that keeps calling (a recovery follows a switch timeout of
+ * a second); one that computed between calls serves it as it enters the
+ * next. */
+#define IM_SERVE_EVERY_US 10000.0
 
 void im_serve_all(void)
 {

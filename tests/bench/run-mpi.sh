@@ -91,7 +91,11 @@ export OMPI_MCA_coll_tuned_use_dynamic_rules=1
 export OMPI_MCA_coll_tuned_dynamic_rules_filename=$here/tests/bench/ompi-allreduce-rules.conf
 # 5 warm-up calls a size: the communicator's creation (at its 4th call,
 # INCA_MPI_OFFLOAD_AFTER) stays out of the timed calls
-ARGS=(-c "$coll" -o -b "$min" -e "$max" -f 8 -n "$iters" -w 5)
+# up to 64 KiB 100 timed calls after 50 warm-up calls, as the demo: a
+# small call's mean over 20 is a few slow calls' (libinca-mpi offloads a
+# communicator at its 4th call, and the first few dozen calls after are
+# slower on both sides); larger sizes --iters after 5
+ARGS=(-c "$coll" -o -b "$min" -e "$max" -f 8 -n "$iters" -N 100 -w 5 -W 50)
 if [ -n "$nb" ]; then
 	PERF=$B/tests/bench/mpi-nb-perf
 	[ -e "$PERF" ] || { echo "run-mpi.sh: $PERF not built" >&2; exit 1; }
