@@ -184,7 +184,8 @@ int mgr_api_register(struct mgr_req *q, const struct mgr_route_args *args)
 		struct mgr_job *f[MGR_MAX_RAILS];
 		int nf = mgr_job_family(m, j, f);
 		for (int l = 0; l < nf; l++)
-			f[l]->registered_at = m->now();
+			if (!f[l]->plan)      /* those joining now, not the rails running */
+				f[l]->registered_at = m->now();
 		mgr_job_replan(m, j, false);
 	}
 	mgr_job_check_ready(m, j);

@@ -40,7 +40,11 @@
 
 #include "mgr.h"
 
-#define FORMAT 2
+/* 3: jobs' rails and cut_ver, past_plans; a format-2 file is brought to 3
+ * at start (its jobs are jobs of their own, with no past plans kept), and
+ * a manager that reads only 2 then refuses it with that reason instead of
+ * failing every save */
+#define FORMAT 3
 
 static const char schema[] =
 	"PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;"
@@ -307,8 +311,8 @@ static int db_open(struct mgr *m, char *err, size_t errlen)
 	/* a file from before rails (its jobs are jobs of their own) and
 	 * before past plans were kept (none kept) */
 	static const char *const added[][2] = {
-		{ "rails", "ALTER TABLE jobs ADD COLUMN rails INTEGER NOT NULL DEFAULT 0;"
-			   "ALTER TABLE jobs ADD COLUMN rail INTEGER NOT NULL DEFAULT 0" },
+		{ "rails", "ALTER TABLE jobs ADD COLUMN rails INTEGER NOT NULL DEFAULT 0" },
+		{ "rail", "ALTER TABLE jobs ADD COLUMN rail INTEGER NOT NULL DEFAULT 0" },
 		{ "cut_ver", "ALTER TABLE jobs ADD COLUMN cut_ver INTEGER NOT NULL DEFAULT 0" },
 	};
 	for (size_t i = 0; i < sizeof(added) / sizeof(added[0]); i++) {
@@ -667,8 +671,8 @@ int mgr_load(struct mgr *m, char *err, size_t errlen)
 	while (sqlite3_step(st) == SQLITE_ROW) {
 		const char *k = col_text(st, 0);
 		long long v = sqlite3_column_int64(st, 1);
-		if (!strcmp(k, "format") && v != FORMAT) {
-			snprintf(err, errlen, "%s: state format %lld, this manager reads %d",
+		if (!strcmp(k, "format") && v != FORMAT && v != 2) {
+			snprintf(err, errlen, "%s: state format %lld, this manager reads 2 and %d",
 				 m->db_path, v, FORMAT);
 			goto out;
 		}
@@ -707,7 +711,7 @@ int mgr_load(struct mgr *m, char *err, size_t errlen)
 	for (struct mgr_job *j = m->jobs; j; j = j->next)
 		njobs++;
 	m->saved_next_group_id = m->next_group_id;
-	if (exec(m, "INSERT OR IGNORE INTO meta VALUES ('format', 2)") || mgr_save(m)) {
+	if (exec(m, "INSERT OR REPLACE INTO meta VALUES ('format', 3)") || mgr_save(m)) {
 		snprintf(err, errlen, "%s: cannot write", m->db_path);
 		goto out;
 	}

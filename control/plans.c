@@ -205,6 +205,20 @@ void mgr_job_replan(struct mgr *m, struct mgr_job *j, bool dead)
 	char why[sizeof(j->reason)];
 	int n = mgr_job_family(m, j, f), bad = 0;
 
+	/* a rail that joins again (deleted, or its lease gone) while the
+	 * others run on the ring joins them there: the job comes back
+	 * in-network as one, when mgr_jobs_retry says (after a stall, not
+	 * before its back-off) */
+	for (int l = 0; n > 1 && !j->plan && l < n; l++)
+		if (f[l] && f[l] != j && f[l]->plan && f[l]->plan_ring) {
+			plan_begin(m, j, false);
+			snprintf(why, sizeof(why), "every rail: on the host ring with the job's "
+				 "other rails (job %.47s: %.120s)", f[l]->id, f[l]->reason);
+			to_ring(m, j, why);
+			j->retry_at = f[l]->retry_at;
+			j->stalls = f[l]->stalls;
+			return;
+		}
 	/* the rails that need a tree: this one, any without one (the first
 	 * plan: all of them); their new plans begin (the old ones go into
 	 * their past with their reasons) */

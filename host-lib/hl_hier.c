@@ -697,6 +697,8 @@ static void net_fail(struct hl_hreq *r, int rc, const char *what)
 		 inca_comm_errmsg(r->net));
 }
 
+static void team_break(struct hl_hier *h, int rc, const char *why);
+
 /* Start the leaders' collective. */
 static void net_start(struct hl_hier *h, struct hl_hreq *r)
 {
@@ -714,8 +716,15 @@ static void net_start(struct hl_hier *h, struct hl_hreq *r)
 	if (r->rails ? !r->mine : h->rails && !is_leader(h)) {
 		r->skip = true;
 		r->net = h->rail;        /* the leaders' communicator at the leader */
-		if (h->rail && (rc = hl_coll_skip(h->rail)))
-			net_fail(r, rc, hl_coll_name(a->coll));
+		if (h->rail && (rc = hl_coll_skip(h->rail))) {
+			/* this rail no longer numbers as the others (its plan
+			 * broken, or no cut in time): every later call of the
+			 * host would disagree; the host's ranks fail together */
+			char why[200];
+			snprintf(why, sizeof(why), "local rank %d's rail: %.150s", h->L.lrank,
+				 inca_comm_errmsg(h->rail));
+			team_break(h, rc, why);
+		}
 		return;
 	}
 	if (!in)

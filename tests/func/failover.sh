@@ -79,6 +79,21 @@ rank() {
 		INCA_LOG=info "${RANK_ENV[@]}" "$CHECK" "$@" > "$WORK/$id.r$r" 2>&1
 }
 RANK_ENV=()
+# job_done LABEL JOB "N M cases, 0 wrong" PID...: every rank of JOB
+# completed (its exit status) with every result exact (N ranks said M
+# cases, 0 wrong); when one did not, its errors
+job_done() {
+	local label=$1 job=$2 want=$3 rc=0 p f
+	shift 3
+	for p in "$@"; do wait "$p" || rc=1; done
+	expect_eq "$label: every rank completed (exit status)" "$rc" 0
+	expect_eq "$label: every result exact, at every rank" \
+		"$(grep -ho "[0-9]* cases, [0-9]* wrong" "$WORK/$job".r* | sort | uniq -c | sed 's/^ *//')" \
+		"$want"
+	[ "$rc" = 0 ] || for f in "$WORK/$job".r*; do
+		grep -i "error\|fail\|disagree" "$f" | head -3 | sed "s|^|    $(basename "$f"): |"
+	done
+}
 job_state() {
 	ctl --json job "$1" 2>/dev/null | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["state"])' 2>/dev/null
 }
@@ -163,12 +178,7 @@ sleep 3
 after=$(grep -h "in-network on group" "$WORK"/chaos.r* | wc -l)
 expect_eq "chaos: the manager killed and restarted: the job stayed on its tree (moves)" \
 	"$((after - before))" 0
-rc=0
-for p in "${pids[@]}"; do wait "$p" || rc=1; done
-expect_eq "chaos: every rank completed (exit status)" "$rc" 0
-wrong=$(grep -ho "[0-9]* cases, [0-9]* wrong" "$WORK"/chaos.r* | sort | uniq -c | sed 's/^ *//')
-expect_eq "chaos: 1000 collectives, every result exact, at every rank" "$wrong" "4 1000 cases, 0 wrong"
-[ "$rc" = 0 ] || for f in "$WORK"/chaos.r*; do grep -i "error\|fail" "$f" | head -3 | sed "s|^|    $(basename "$f"): |"; done
+job_done "chaos: 1000 collectives" chaos "4 1000 cases, 0 wrong" "${pids[@]}"
 grep -ho "[0-9]* fallbacks.*" "$WORK"/chaos.r0 | sed 's/^/    rank 0: /'
 check "chaos: the ranks ended in-network (the last plan a tree)" \
 	bash -c "grep -h 'plan [0-9]*:' '$WORK'/chaos.r0 | tail -1 | grep -q 'in-network'"
@@ -195,13 +205,7 @@ for _ in $(seq 60); do
 	sleep 0.1
 done
 "$FAB" start leaf1 >/dev/null
-rc=0
-for p in "${pids[@]}"; do wait "$p" || rc=1; done
-expect_eq "rank away across ring and back: every rank completed (exit status)" "$rc" 0
-expect_eq "rank away across ring and back: every result exact, at every rank" \
-	"$(grep -ho "[0-9]* cases, [0-9]* wrong" "$WORK"/away.r* | sort | uniq -c | sed 's/^ *//')" \
-	"4 16 cases, 0 wrong"
-[ "$rc" = 0 ] || for f in "$WORK"/away.r*; do grep -i "error\|disagree" "$f" | head -3 | sed "s|^|    $(basename "$f"): |"; done
+job_done "rank away across ring and back" away "4 16 cases, 0 wrong" "${pids[@]}"
 # the case is only a case if plan 3 was cut while rank 3 was away: the
 # others took it before rank 3 came back ("away" is rank 3's first line,
 # its return the plans it then took)
@@ -255,13 +259,7 @@ if mountpoint -q /run/inca/bpffs || mount -t bpf bpf /run/inca/bpffs; then
 	else
 		not_ok "rails: leaf1 back: every rank of both rails in-network again within 30 s"
 	fi
-	rc=0
-	for p in "${pids[@]}"; do wait "$p" || rc=1; done
-	expect_eq "rails: every rank completed (exit status)" "$rc" 0
-	expect_eq "rails: every result exact, at every rank" \
-		"$(grep -ho "[0-9]* cases, [0-9]* wrong" "$WORK"/jrail.r* | sort | uniq -c | sed 's/^ *//')" \
-		"8 720 cases, 0 wrong"
-	[ "$rc" = 0 ] || for f in "$WORK"/jrail.r*; do grep -i "error\|disagree" "$f" | head -3 | sed "s|^|    $(basename "$f"): |"; done
+	job_done rails jrail "8 720 cases, 0 wrong" "${pids[@]}"
 	# each move: the collective every rank logged, one line per rank; and
 	# where each rank acknowledged it (the ranks of a job are within a
 	# few collectives of each other when every rail numbers alike; a rail

@@ -18,6 +18,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <sqlite3.h>
+
 #include "mgr.h"
 
 #define ADMIN "admin-token-0123456789"
@@ -1872,6 +1874,27 @@ static void test_api_rails(void **state)
 	r = plan_of("jr", 0);
 	assert_int_equal(cutnum(r, "seq"), 40);
 	json_decref(r);
+
+	/* rail 1 joins again while rail 0 is on the ring after the stall: it
+	 * joins it there (no tree before the back-off), and both come back
+	 * in-network together once it is over */
+	assert_int_equal(join_rail("jr.rail1", 0, 1, NULL), 200);
+	assert_int_equal(join_rail("jr.rail1", 1, 1, NULL), 200);
+	expect_plan("jr.rail1", 1, "ring");
+	expect_plan("jr", 4, "ring");
+	r = plan_of("jr.rail1", 0);
+	assert_string_equal(json_string_value(json_object_get(r, "reason")),
+			    "on the host ring: every rail: on the host ring with the job's other "
+			    "rails (job jr: on the host ring: rank 0 saw no results from its tree "
+			    "for 1000 ms)");
+	json_decref(r);
+	mgr_tick(&M);
+	expect_plan("jr", 4, "ring");
+	fake_now += 10;
+	beat_all_but("spine1");
+	mgr_tick(&M);
+	expect_plan("jr", 5, "tree");
+	expect_plan("jr.rail1", 2, "tree");
 }
 
 /* Rails and capacity: a rail that does not fit keeps every rail on the
@@ -1950,6 +1973,68 @@ static void test_api_rails_capacity(void **state)
 	json_decref(r);
 }
 
+/* A database written by a manager of format 2 (before rails and kept past
+ * plans): its job loads as a job of its own, the file is format 3 after,
+ * and a job with rails is saved in it and read back. */
+static void test_api_old_format(void **state)
+{
+	sqlite3 *db;
+	sqlite3_stmt *st;
+	json_t *r;
+
+	(void)state;
+	mgr_fini(&M);
+	unlink(db_path);
+	assert_int_equal(sqlite3_open(db_path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db,
+		"CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);"
+		"INSERT INTO meta VALUES ('format', 2), ('next_group_id', 1005);"
+		"CREATE TABLE jobs (id TEXT PRIMARY KEY, tenant TEXT NOT NULL,"
+		" size INTEGER NOT NULL, state INTEGER NOT NULL, reason TEXT NOT NULL,"
+		" group_id INTEGER NOT NULL, window INTEGER NOT NULL, elems_per_pkt INTEGER NOT NULL,"
+		" mtu INTEGER NOT NULL, created REAL NOT NULL, lease_until REAL NOT NULL,"
+		" ready_at REAL NOT NULL, registered_at REAL NOT NULL, plan INTEGER NOT NULL,"
+		" plan_ring INTEGER NOT NULL, plan_dead INTEGER NOT NULL, cut_done INTEGER NOT NULL,"
+		" cut_seq INTEGER NOT NULL, cut_from INTEGER NOT NULL, plan_ver INTEGER NOT NULL,"
+		" cut_error TEXT NOT NULL, retry_at REAL NOT NULL);"
+		"CREATE TABLE ranks (job TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,"
+		" rank INTEGER NOT NULL, registered INTEGER NOT NULL, has_left INTEGER NOT NULL,"
+		" ip INTEGER NOT NULL, qpn INTEGER NOT NULL, ring_ip INTEGER NOT NULL,"
+		" ring_port INTEGER NOT NULL, node INTEGER NOT NULL, member_index INTEGER NOT NULL,"
+		" ack_plan INTEGER NOT NULL, ack_next INTEGER NOT NULL, ack_first INTEGER NOT NULL,"
+		" ack_keep INTEGER NOT NULL, PRIMARY KEY (job, rank));"
+		"INSERT INTO jobs VALUES ('old', 'a', 1, 4, 'on the host ring: a test', 1004, 16, 256,"
+		" 0, 999, 0, 0, 999, 1, 1, 0, 1, 0, 0, 3, '', 0);"
+		"INSERT INTO ranks VALUES ('old', 0, 1, 0, 167837696, 17, 0, 18515, -1, -1, 0, 0, 0, 0);",
+		NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+
+	assert_int_equal(manager_start(), 0);
+	assert_int_equal(call("GET", "/v1/jobs/old", TOK_A, NULL, &r), 200);
+	assert_string_equal(json_string_value(json_object_get(r, "state")), "ring");
+	assert_string_equal(json_string_value(json_object_get(r, "reason")),
+			    "on the host ring: a test");
+	assert_null(json_object_get(r, "rails"));
+	json_decref(r);
+	assert_int_equal(join_rail("jf", 0, 0, NULL), 200);
+	assert_int_equal(join_rail("jf", 1, 0, NULL), 200);
+	mgr_fini(&M);
+	assert_int_equal(manager_start(), 0);
+	assert_int_equal(call("GET", "/v1/jobs/jf", TOK_A, NULL, &r), 200);
+	assert_int_equal(json_integer_value(json_object_get(r, "rails")), 2);
+	assert_string_equal(json_string_value(json_object_get(r, "state")), "waiting");
+	json_decref(r);
+	mgr_fini(&M);
+	assert_int_equal(sqlite3_open(db_path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_prepare_v2(db, "SELECT value FROM meta WHERE key = 'format'", -1,
+					    &st, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+	assert_int_equal(sqlite3_column_int(st, 0), 3);
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+	assert_int_equal(manager_start(), 0);     /* for the teardown */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1969,6 +2054,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_api_link_down, api_setup_2spines, api_teardown),
 		cmocka_unit_test_setup_teardown(test_api_rails, api_setup_2spines, api_teardown),
 		cmocka_unit_test_setup_teardown(test_api_rails_capacity, api_setup_2spines, api_teardown),
+		cmocka_unit_test_setup_teardown(test_api_old_format, api_setup_db, api_teardown),
 		cmocka_unit_test_setup_teardown(test_api_topology, api_setup, api_teardown),
 		cmocka_unit_test_setup_teardown(test_api_rank_map, api_setup, api_teardown),
 	};
