@@ -87,7 +87,7 @@ int mgr_api_register(struct mgr_req *q, const struct mgr_route_args *args)
 		struct mgr_job probe = { .tenant = tenant, .nrails = (int)nrails, .rail = (int)rail };
 		struct mgr_job *f[MGR_MAX_RAILS];
 		bool family = false;
-		snprintf(probe.id, sizeof(probe.id), "%s", id);
+		memcpy(probe.id, id, strlen(id) + 1);   /* mgr_valid_name: it fits */
 		int nf = mgr_job_family(m, &probe, f);
 		for (int l = 0; nrails > 1 && l < nf; l++) {
 			if (!f[l] || f[l] == &probe)
