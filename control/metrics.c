@@ -30,13 +30,12 @@ int mgr_api_metrics(struct mgr_req *q, const struct mgr_route_args *a)
 	unsigned fam[3] = { 0 };
 	for (struct mgr_job *j = m->jobs; j; j = j->next) {
 		struct mgr_job *f[MGR_MAX_RAILS];
-		int n, l0 = 0, ring = 0, tree = 0;
+		int n, l0, ring = 0, tree = 0;
 		if (j->nrails < 2)
 			continue;
 		n = mgr_job_family(m, j, f);
-		while (!f[l0])
-			l0++;
-		if (f[l0] != j)
+		l0 = mgr_family_first(f, n);
+		if (l0 == n || f[l0] != j)
 			continue;          /* counted at its first rail here */
 		for (int l = 0; l < n; l++)
 			if (f[l] && f[l]->plan) {

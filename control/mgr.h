@@ -449,6 +449,16 @@ bool mgr_jobs_retry(struct mgr *m);
  * entries; a rail not registered yet: NULL); its size, nrails (1: a job
  * of its own, f[0] = j). */
 int mgr_job_family(struct mgr *m, struct mgr_job *j, struct mgr_job **f);
+/* The first rail of f[0..n-1] that is there (n: none). A family is
+ * counted, or tried, at that one. */
+static inline int mgr_family_first(struct mgr_job *const *f, int n)
+{
+	int l = 0;
+
+	while (l < n && !f[l])
+		l++;
+	return l;
+}
 /* Every rail of j's family here and all their ranks registered. */
 bool mgr_family_complete(struct mgr *m, struct mgr_job *j);
 /* A rank of j left, or j went (teardown: then its rails): the cut may be

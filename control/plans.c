@@ -147,13 +147,12 @@ unsigned mgr_tenant_jobs(struct mgr *m, int tenant)
 
 	for (struct mgr_job *k = m->jobs; k; k = k->next) {
 		struct mgr_job *f[MGR_MAX_RAILS];
-		int nf, l0 = 0;
+		int nf, l0;
 		if (k->tenant != tenant)
 			continue;
 		nf = mgr_job_family(m, k, f);
-		while (l0 < nf && !f[l0])
-			l0++;
-		n += f[l0] == k;           /* a family at its first rail here */
+		l0 = mgr_family_first(f, nf);
+		n += l0 < nf && f[l0] == k;   /* a family at its first rail here */
 	}
 	return n;
 }
@@ -515,9 +514,7 @@ bool mgr_jobs_retry(struct mgr *m)
 		for (int l = 0; l < n; l++)
 			if (f[l] && !f[l]->plan)
 				f[l] = NULL;       /* still coming: planned when it is in */
-		int l0 = 0;
-		while (l0 < n && !f[l0])
-			l0++;
+		int l0 = mgr_family_first(f, n);
 		due = l0 < n && f[l0] == j;
 		for (int l = 0; due && l < n; l++) {
 			struct mgr_job *k = f[l];

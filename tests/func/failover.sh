@@ -237,20 +237,21 @@ if mountpoint -q /run/inca/bpffs || mount -t bpf bpf /run/inca/bpffs; then
 		r=$((r + 1))
 	done
 	RANK_ENV=()
-	for _ in $(seq 150); do
-		[ "$(job_state jrail)" = ready ] && [ "$(job_state jrail.rail1)" = ready ] && break
-		sleep 0.1
-	done
+	# both_rails STATE TENTHS: wait up to TENTHS x 0.1 s for both rails
+	# in STATE; print their states
+	both_rails() {
+		for _ in $(seq "$2"); do
+			[ "$(job_state jrail)" = "$1" ] && [ "$(job_state jrail.rail1)" = "$1" ] && break
+			sleep 0.1
+		done
+		echo "$(job_state jrail) $(job_state jrail.rail1)"
+	}
 	expect_eq "rails: both rails in-network, each on a tree of its own" \
-		"$(job_state jrail) $(job_state jrail.rail1)" "ready ready"
+		"$(both_rails ready 150)" "ready ready"
 	sleep 2
 	"$FAB" kill leaf1
-	for _ in $(seq 60); do
-		[ "$(job_state jrail)" = ring ] && [ "$(job_state jrail.rail1)" = ring ] && break
-		sleep 0.1
-	done
-	expect_eq "rails: leaf1 killed: both rails on the host ring" \
-		"$(job_state jrail) $(job_state jrail.rail1)" "ring ring"
+	expect_eq "rails: leaf1 killed: both rails on the host ring" "$(both_rails ring 60)" \
+		"ring ring"
 	sleep 3
 	t=$(now)
 	"$FAB" start leaf1 >/dev/null
