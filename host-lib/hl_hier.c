@@ -15,16 +15,29 @@
  * does for one rank per host.
  *
  * Rails (INCA_HIER=rails): every local rank has a communicator of its own
- * across the hosts, and an all-reduce of at least INCA_RAIL_MIN_BYTES is
- * split by steps: local rank l takes steps l, l + P, l + 2P, ... of the up
- * phase (reducing every local rank's chunk of them, in local rank order),
- * carries them, packed, through the network on its rail, and publishes
- * their results in the down phase; every rank reads the others'. The P
- * rails run in parallel, each from its own process and socket (and NIC,
- * where a host has several); a host's link still carries one copy. Every
- * rail numbers every collective (one it does not carry takes its number:
- * hl_coll_skip), so that the manager, which plans a job's rails as one,
- * moves them all at the same collective.
+ * across the hosts, and a collective of at least INCA_RAIL_MIN_BYTES (the
+ * vector; the whole input of a reduce-scatter, the whole output of an
+ * allgather) is split over them, every local rank carrying its share
+ * through the network on its rail; the P rails run in parallel, each from
+ * its own process and socket (and NIC, where a host has several), and a
+ * host's link still carries one copy. Two ways to split:
+ *   by steps (all-reduce, reduce, bcast): local rank l takes steps l,
+ *     l + P, l + 2P, ... of the up phase (reducing every local rank's chunk
+ *     of them, in local rank order, or taking the root's), carries them,
+ *     packed, on its rail (all-reduce, reduce to the root's host, bcast
+ *     from it), and publishes their results in the down phase; every rank
+ *     reads the others'
+ *   by blocks (reduce-scatter, allgather): rail l carries the blocks of
+ *     the ranks of local rank l, one a host in host order, packed: its
+ *     segment. A reduce-scatter reduces them inside the host (its up
+ *     steps: rail k mod P's bytes of its segment, in order) and the rail's
+ *     reduce-scatter leaves every rank its own block, with nothing to hand
+ *     down; an allgather's rail gathers them from its ranks, and its down
+ *     steps hand them to the host's other ranks
+ * Every rail numbers every collective (one it does not carry takes its
+ * number: hl_coll_skip), so that the manager, which plans a job's rails as
+ * one, moves them all at the same collective; every rail's verdict reaches
+ * every local rank (a down step of its own at least).
  *
  * Collectives in flight run their up and down phases in start order (the
  * same on every rank, so step numbers agree); the net phases of several
@@ -75,9 +88,14 @@ struct hl_hreq {
 	int rc;
 	bool ring;
 	/* rails: every local rank reduces the steps it owns (k mod P) and
-	 * carries them, packed in acc (mine bytes of them), on its rail */
+	 * carries them, packed in acc (mine bytes of them), on its rail; split
+	 * by blocks (blk: a rank's block, in bytes), the up or the down phase
+	 * moves the rails' segments (ublk, dblk) */
 	bool rails;
 	size_t mine;
+	size_t blk;
+	bool ublk, dblk;
+	uint8_t *chunk;                /* blocked up steps: my bytes of one, gathered */
 	inca_comm_t *net;              /* the communicator of the net phase */
 	char msg[200];
 };
@@ -371,6 +389,48 @@ static size_t step_len(size_t total, uint32_t k)
 	return total > off ? (total - off < HL_TEAM_CHUNK ? total - off : HL_TEAM_CHUNK) : 0;
 }
 
+/* The bytes of step k of r's up (down: false) phase. Split by blocks,
+ * step k is rail k mod P's bytes from (k / P) x HL_TEAM_CHUNK of its
+ * segment (H blocks). */
+static size_t phase_len(const struct hl_hier *h, const struct hl_hreq *r, bool up, uint32_t k)
+{
+	if (up ? r->ublk : r->dblk)
+		return step_len(r->blk * (size_t)h->L.nhosts, k / (uint32_t)h->L.lsize);
+	return step_len(up ? r->up_len : r->down_len, k);
+}
+
+/* Split by blocks: copy len bytes from offset p of rail l's segment (seg
+ * points at them) to the caller's buffer of every rank's blocks (to_user),
+ * or from it. The block of local rank l of host hh is rank hh x P + l's. */
+static void seg_copy(const struct hl_hier *h, const struct hl_hreq *r, int l, size_t p,
+		     uint8_t *seg, uint8_t *user, size_t len, bool to_user)
+{
+	size_t P = (size_t)h->L.lsize;
+
+	while (len) {
+		size_t hh = p / r->blk, o = p % r->blk, n = r->blk - o < len ? r->blk - o : len;
+		uint8_t *u = user + (hh * P + (size_t)l) * r->blk + o;
+		if (to_user)
+			memcpy(u, seg, n);
+		else
+			memcpy(seg, u, n);
+		seg += n;
+		p += n;
+		len -= n;
+	}
+}
+
+/* Split by steps: the bytes of a phase of total bytes that this local
+ * rank's steps (k mod P) hold */
+static size_t rail_share(const struct hl_hier *h, size_t total)
+{
+	size_t m = 0;
+
+	for (uint32_t k = (uint32_t)h->L.lrank; k < nsteps(total); k += (uint32_t)h->L.lsize)
+		m += step_len(total, k);
+	return m;
+}
+
 /* A buffer of n bytes: the spare when it is large enough (its pages in
  * memory already), else a new one. */
 static uint8_t *take_buf(struct hl_hier *h, size_t n, size_t *cap)
@@ -406,6 +466,7 @@ static void req_free(struct hl_hier *h, struct hl_hreq *r)
 {
 	give_buf(h, r->acc, r->acc_cap);
 	give_buf(h, r->tmp, r->tmp_cap);
+	free(r->chunk);
 	free(r);
 }
 
@@ -422,6 +483,7 @@ static int plan_req(struct inca_comm *c, struct hl_hreq *r)
 	const struct hl_coll_args *a = &r->a;
 	size_t es = agg_dtype_size(a->dtype), as = agg_dtype_acc_size(a->dtype);
 	size_t n = a->count, N = (size_t)c->size, P = (size_t)h->L.lsize;
+	size_t H = (size_t)h->L.nhosts;
 	bool lead = is_leader(h);
 	uint8_t *out = a->recvbuf;
 	const uint8_t *in = a->sendbuf == INCA_IN_PLACE ? out : a->sendbuf;
@@ -429,14 +491,20 @@ static int plan_req(struct inca_comm *c, struct hl_hreq *r)
 
 	r->upm = UP_REDUCE;
 	r->up_from = -1;
+	/* the rails take what is large enough: the vector, or the whole
+	 * input (reduce-scatter) or output (allgather) */
+	size_t size = a->coll == AGG_COLL_REDUCE_SCATTER || a->coll == AGG_COLL_ALLGATHER ?
+		      N * n * es : n * es;
+	r->rails = h->rails && n && size >= h->rail_min &&
+		   (a->coll == AGG_COLL_ALLREDUCE || a->coll == AGG_COLL_REDUCE ||
+		    a->coll == AGG_COLL_BCAST || a->coll == AGG_COLL_REDUCE_SCATTER ||
+		    a->coll == AGG_COLL_ALLGATHER);
 	switch (a->coll) {
 	case AGG_COLL_ALLREDUCE:
 		r->up_src = in;
 		r->up_len = n * es;
-		r->rails = h->rails && n * es >= h->rail_min;
 		if (r->rails) {
-			for (uint32_t k = (uint32_t)h->L.lrank; k < nsteps(n * es); k += (uint32_t)P)
-				r->mine += step_len(n * es, k);
+			r->mine = rail_share(h, n * es);
 			r->up_dst = r->acc = take_buf(h, r->mine / es * as, &r->acc_cap);
 			if (!r->acc || (as != es && !(r->tmp = take_buf(h, r->mine, &r->tmp_cap))))
 				return INCA_ERR_NOMEM;
@@ -457,6 +525,23 @@ static int plan_req(struct inca_comm *c, struct hl_hreq *r)
 		r->up_src = in;
 		r->up_len = n * es;
 		hr = host_of(h, a->root);
+		if (r->rails) {
+			/* my steps reduced, to the root's host on my rail; there
+			 * every rank's steps to the root */
+			r->mine = rail_share(h, n * es);
+			r->up_dst = r->acc = take_buf(h, r->mine / es * as, &r->acc_cap);
+			if (!r->acc || (as != es && !(r->tmp = take_buf(h, r->mine, &r->tmp_cap))))
+				return INCA_ERR_NOMEM;
+			if (hr == h->L.host) {
+				r->down_src = as != es ? r->tmp : r->acc;
+				r->down_len = n * es;
+				if (c->rank == a->root) {
+					r->down_dst = out;
+					r->copy_len = n * es;
+				}
+			}
+			break;
+		}
 		if (lead) {
 			if (as == es && c->rank == a->root)
 				r->up_dst = out;
@@ -478,6 +563,18 @@ static int plan_req(struct inca_comm *c, struct hl_hreq *r)
 	case AGG_COLL_REDUCE_SCATTER:
 		r->up_src = in;
 		r->up_len = N * n * es;
+		if (r->rails) {
+			/* my segment reduced (the blocks of my rail's ranks), the
+			 * rail's reduce-scatter leaves my block at its start */
+			r->blk = n * es;
+			r->ublk = true;
+			r->mine = H * n * es;
+			r->up_dst = r->acc = take_buf(h, H * n * as, &r->acc_cap);
+			if (!r->acc || !(r->chunk = malloc(HL_TEAM_CHUNK)))
+				return INCA_ERR_NOMEM;
+			r->down_len = 0;
+			break;
+		}
 		if (lead && !(r->up_dst = r->acc = take_buf(h, N * n * as, &r->acc_cap)))
 			return INCA_ERR_NOMEM;
 		if (lead && as != es && !(r->tmp = take_buf(h, P * n * es, &r->tmp_cap)))
@@ -491,6 +588,19 @@ static int plan_req(struct inca_comm *c, struct hl_hreq *r)
 		r->upm = UP_GATHER;
 		r->up_src = a->sendbuf == INCA_IN_PLACE ? out + (size_t)c->rank * n * es : in;
 		r->up_len = n * es;
+		if (r->rails) {
+			/* my rail gathers my block and its other ranks' into my
+			 * segment; the down phase hands the segments round */
+			r->upm = UP_NONE;
+			r->blk = n * es;
+			r->dblk = true;
+			r->mine = H * n * es;
+			r->down_src = r->acc = take_buf(h, r->mine, &r->acc_cap);
+			if (!r->acc)
+				return INCA_ERR_NOMEM;
+			r->down_dst = out;
+			break;
+		}
 		if (lead) {
 			if (h->L.uniform) {
 				r->up_dst = out + (size_t)leader_rank(h) * n * es;
@@ -511,6 +621,27 @@ static int plan_req(struct inca_comm *c, struct hl_hreq *r)
 	case AGG_COLL_BCAST:
 		hr = host_of(h, a->root);
 		r->upm = UP_NONE;
+		if (r->rails) {
+			/* my steps of the root's vector, from the root's host on
+			 * my rail; every rank takes every rail's */
+			r->mine = rail_share(h, n * es);
+			if (!(r->acc = take_buf(h, r->mine, &r->acc_cap)))
+				return INCA_ERR_NOMEM;
+			if (hr == h->L.host) {
+				r->upm = UP_ONE;
+				r->up_from = a->root - h->L.first[hr];
+				r->up_src = out;
+				r->up_len = n * es;
+				r->up_dst = r->acc;
+			}
+			r->down_src = r->acc;
+			r->down_len = n * es;
+			if (c->rank != a->root) {
+				r->down_dst = out;
+				r->copy_len = n * es;
+			}
+			break;
+		}
 		if (hr == h->L.host && a->root != leader_rank(h)) {
 			r->upm = UP_ONE;
 			r->up_from = a->root - h->L.first[hr];
@@ -530,6 +661,13 @@ static int plan_req(struct inca_comm *c, struct hl_hreq *r)
 	}
 	r->upn = r->upm == UP_NONE ? 0 : nsteps(r->up_len);
 	r->downn = nsteps(r->down_len);
+	if (r->ublk)
+		r->upn = (uint32_t)P * nsteps(H * r->blk);
+	if (r->dblk)
+		r->downn = (uint32_t)P * nsteps(H * r->blk);
+	/* every rail's verdict to every local rank: a down step each */
+	if (r->rails && r->downn < P)
+		r->downn = (uint32_t)P;
 	return 0;
 }
 
@@ -651,22 +789,33 @@ static bool advance_up(struct hl_hier *h, struct hl_hreq *r, struct need *need)
 
 	while (r->k < r->upn) {
 		uint32_t s = r->up0 + r->k;
-		size_t off = (size_t)r->k * HL_TEAM_CHUNK, len = step_len(r->up_len, r->k);
-		if (step_owner(h, r, r->k) != me) {
+		size_t off = (size_t)r->k * HL_TEAM_CHUNK, len = phase_len(h, r, true, r->k);
+		int own = step_owner(h, r, r->k);
+		if (own != me) {
 			/* my buffer of step s was an earlier step's: written
 			 * again once every rank is past that one */
 			if (!others_reached(h, HL_TEAM_UP, hl_team_reuse(s), need))
 				return moved;
-			if (contributes(r, me) && len)
-				memcpy(hl_team_buf(h->team, HL_TEAM_UP, me, s), r->up_src + off, len);
+			uint8_t *b = hl_team_buf(h->team, HL_TEAM_UP, me, s);
+			if (contributes(r, me) && len && r->ublk)
+				seg_copy(h, r, own, step_at(h, r, r->k), b, (uint8_t *)r->up_src, len,
+					 false);
+			else if (contributes(r, me) && len)
+				memcpy(b, r->up_src + off, len);
 		} else {
 			/* mine: every rank's chunk, in local rank order */
 			size_t at = step_at(h, r, r->k);
 			for (; r->who < P; r->who++) {
 				int l = r->who;
 				if (l == me) {
+					const uint8_t *src = r->up_src + off;
+					if (contributes(r, l) && len && r->ublk) {
+						seg_copy(h, r, me, at, r->chunk, (uint8_t *)r->up_src,
+							 len, false);
+						src = r->chunk;
+					}
 					if (contributes(r, l) && len)
-						leader_take(r, l, at, len, r->up_src + off);
+						leader_take(r, l, at, len, src);
 					continue;
 				}
 				if (!hl_team_reached(h->team, HL_TEAM_UP, l, s + 1)) {
@@ -727,8 +876,13 @@ static void net_start(struct hl_hier *h, struct hl_hreq *r)
 		}
 		return;
 	}
-	if (!in)
-		return;   /* one host: the local phase was everything */
+	if (!in) {
+		/* one host: the local phase was everything (an allgather's
+		 * segment is my own block) */
+		if (r->rails && a->coll == AGG_COLL_ALLGATHER)
+			memcpy(r->acc, r->up_src, r->blk);
+		return;
+	}
 	if (!inca_comm_stats(in, &st))
 		r->fallbacks0 = st.fallbacks;
 	switch (a->coll) {
@@ -743,12 +897,21 @@ static void net_start(struct hl_hier *h, struct hl_hreq *r)
 		break;
 	case AGG_COLL_REDUCE:
 		hr = host_of(h, a->root);
+		if (r->rails) {
+			rc = inca_ireduce(in, hr == h->L.host ? INCA_IN_PLACE : r->acc,
+					  hr == h->L.host ? r->acc : NULL, r->mine / es,
+					  (inca_dtype_t)nd, (inca_op_t)a->op, hr, &r->ireq);
+			break;
+		}
 		rc = inca_ireduce(in, hr == h->L.host ? INCA_IN_PLACE : r->up_dst,
 				  hr == h->L.host ? r->up_dst : NULL, n, (inca_dtype_t)nd,
 				  (inca_op_t)a->op, hr, &r->ireq);
 		break;
 	case AGG_COLL_REDUCE_SCATTER:
-		if (h->L.uniform)
+		if (r->rails)
+			rc = inca_ireduce_scatter(in, INCA_IN_PLACE, r->acc, n, (inca_dtype_t)nd,
+						  (inca_op_t)a->op, &r->ireq);
+		else if (h->L.uniform)
 			rc = inca_ireduce_scatter(in, INCA_IN_PLACE, r->up_dst,
 						  (size_t)h->L.lsize * n, (inca_dtype_t)nd,
 						  (inca_op_t)a->op, &r->ireq);
@@ -758,7 +921,10 @@ static void net_start(struct hl_hier *h, struct hl_hreq *r)
 					     (inca_op_t)a->op, &r->ireq);
 		break;
 	case AGG_COLL_ALLGATHER:
-		if (h->L.uniform)
+		if (r->rails)
+			rc = inca_iallgather(in, r->up_src, r->acc, n, (inca_dtype_t)a->dtype,
+					     &r->ireq);
+		else if (h->L.uniform)
 			rc = inca_iallgather(in, INCA_IN_PLACE, a->recvbuf,
 					     (size_t)h->L.lsize * n, (inca_dtype_t)a->dtype,
 					     &r->ireq);
@@ -769,6 +935,11 @@ static void net_start(struct hl_hier *h, struct hl_hreq *r)
 					     &r->ireq);
 		break;
 	case AGG_COLL_BCAST:
+		if (r->rails) {
+			rc = inca_ibcast(in, r->acc, r->mine / es, (inca_dtype_t)a->dtype,
+					 host_of(h, a->root), &r->ireq);
+			break;
+		}
 		rc = inca_ibcast(in, a->recvbuf, n, (inca_dtype_t)a->dtype, host_of(h, a->root),
 				 &r->ireq);
 		break;
@@ -807,6 +978,11 @@ static void net_done(struct hl_hier *h, struct hl_hreq *r)
 	case AGG_COLL_REDUCE:
 		if (host_of(h, a->root) != h->L.host)
 			break;
+		if (r->rails) {
+			if (as != es)
+				agg_acc_store(a->dtype, r->tmp, r->acc, r->mine / es);
+			break;
+		}
 		if (r->c->rank == a->root) {
 			if (r->up_dst != out)
 				agg_acc_store(a->dtype, out, r->up_dst, n);
@@ -816,6 +992,14 @@ static void net_done(struct hl_hier *h, struct hl_hreq *r)
 		break;
 	case AGG_COLL_REDUCE_SCATTER: {
 		size_t P = (size_t)h->L.lsize;
+		if (r->rails) {
+			/* my block, at the start of my segment */
+			if (as != es)
+				agg_acc_store(a->dtype, out, r->acc, n);
+			else
+				memcpy(out, r->acc, n * es);
+			break;
+		}
 		uint8_t *blk = r->up_dst + (h->L.uniform ? 0 : (size_t)leader_rank(h) * n * as);
 		if (as != es) {
 			agg_acc_store(a->dtype, r->tmp, blk, P * n);
@@ -869,7 +1053,7 @@ static bool advance_down(struct hl_hier *h, struct hl_hreq *r, struct need *need
 
 	while (r->k < r->downn) {
 		uint32_t s = r->down0 + r->k;
-		size_t off = (size_t)r->k * HL_TEAM_CHUNK, len = step_len(r->down_len, r->k);
+		size_t off = (size_t)r->k * HL_TEAM_CHUNK, len = phase_len(h, r, false, r->k);
 		int own = step_owner(h, r, r->k);
 		if (!h->team) {
 			r->k++;
@@ -885,9 +1069,12 @@ static bool advance_down(struct hl_hier *h, struct hl_hreq *r, struct need *need
 			nt->flags = r->ring ? HL_TEAM_NOTE_RING : 0;
 			snprintf(nt->msg, sizeof(nt->msg), "%s", r->rc ? r->msg : "");
 			if (!r->rc && len) {
-				const uint8_t *src = r->down_src + step_at(h, r, r->k);
+				size_t at = step_at(h, r, r->k);
+				const uint8_t *src = r->down_src + at;
 				memcpy(hl_team_buf(h->team, HL_TEAM_DOWN, me, s), src, len);
-				if (r->rails)
+				if (r->dblk)
+					seg_copy(h, r, me, at, (uint8_t *)src, r->down_dst, len, true);
+				else if (r->rails && r->down_dst)
 					memcpy(r->down_dst + off, src, len);
 			}
 		} else {
@@ -902,6 +1089,13 @@ static bool advance_down(struct hl_hier *h, struct hl_hreq *r, struct need *need
 			}
 			if (nt->flags & HL_TEAM_NOTE_RING)
 				r->ring = true;
+			if (r->dblk) {
+				if (!r->rc && len)
+					seg_copy(h, r, own, step_at(h, r, r->k),
+						 hl_team_buf(h->team, HL_TEAM_DOWN, own, s),
+						 r->down_dst, len, true);
+				goto posted;
+			}
 			/* the part of [off, off + len) this rank keeps */
 			size_t lo = off > r->copy_off ? off : r->copy_off;
 			size_t hi = off + len < r->copy_off + r->copy_len ? off + len :
@@ -911,6 +1105,7 @@ static bool advance_down(struct hl_hier *h, struct hl_hreq *r, struct need *need
 				       hl_team_buf(h->team, HL_TEAM_DOWN, own, s) + (lo - off),
 				       hi - lo);
 		}
+posted:
 		hl_team_post(h->team, HL_TEAM_DOWN, s);
 		r->c->stats.local_bytes += len;
 		r->k++;
@@ -1170,6 +1365,29 @@ static int rails_setup(const struct inca_comm_attr *attr, struct hl_hier *h,
 	return 0;
 }
 
+/* Which calls take the rails must be the same on every host: each host's
+ * ranks use its leader's INCA_RAIL_MIN_BYTES, and the hosts compare theirs
+ * with one all-reduce on every rail (every rail numbers it, as any
+ * collective). */
+static int rails_agree(struct hl_hier *h, char *err, size_t errlen)
+{
+	double v[2] = { (double)h->rail_min, -(double)h->rail_min };
+	int rc = inca_allreduce(h->rail, INCA_IN_PLACE, v, 2, INCA_FLOAT64, INCA_MAX);
+
+	if (rc) {
+		snprintf(err, errlen, "local rank %d's rail, comparing INCA_RAIL_MIN_BYTES: %.150s",
+			 h->L.lrank, inca_comm_errmsg(h->rail));
+		return rc;
+	}
+	if (v[0] != -v[1]) {
+		snprintf(err, errlen, "INCA_RAIL_MIN_BYTES differs across the hosts (from %.0f to "
+			 "%.0f bytes; each host's leader's counts): set the same for every rank",
+			 -v[1], v[0]);
+		return INCA_ERR_CONFIG;
+	}
+	return 0;
+}
+
 int hl_hier_create(const struct inca_comm_attr *attr, struct hl_layout *L,
 		   struct hl_group_desc *g, const struct hl_transport_ops *tp, inca_comm_t **out,
 		   char *err, size_t errlen)
@@ -1303,6 +1521,8 @@ int hl_hier_create(const struct inca_comm_attr *attr, struct hl_layout *L,
 		if (rc)
 			goto fail;
 	}
+	if (h->rails && h->L.nhosts > 1 && (rc = rails_agree(h, err, errlen)))
+		goto fail;
 	if (g)
 		hl_group_free(g);
 	HL_INFO("rank %d/%d: local rank %d of %d on host %d of %d (%s)%s%s", c->rank, c->size,

@@ -99,10 +99,11 @@ typedef enum {
  * ranks reduce to local rank 0, which alone takes part in the network);
  * RAILS gives every local rank a communicator of its own across the hosts
  * (its rail: a static group's "rails", or a job "<job>.rail<l>" at the
- * manager) and splits each all-reduce of at least INCA_RAIL_MIN_BYTES
- * (256 KiB) over them, every local rank carrying 1/P of the vector through
- * the network; the other calls go as with LEADER. Needs as many ranks on
- * every host. */
+ * manager) and splits each all-reduce, reduce, reduce-scatter, allgather
+ * and bcast of at least INCA_RAIL_MIN_BYTES (256 KiB; the same on every
+ * host, checked at creation) over them, every local rank carrying 1/P of
+ * the data through the network; smaller calls go as with LEADER. Needs as
+ * many ranks on every host. */
 typedef enum {
 	INCA_HIER_AUTO = 0,
 	INCA_HIER_OFF = 1,
@@ -338,8 +339,8 @@ struct inca_stats {
 				       the host leader's, 0 at the other local ranks */
 	uint64_t local_bytes;       /* bytes this rank passed through the host's shared
 				       memory */
-	uint64_t rail_calls;        /* of hier_calls, the all-reduces split over the
-				       rails (INCA_HIER=rails); with rails each rank's
+	uint64_t rail_calls;        /* of hier_calls, the calls split over the rails
+				       (INCA_HIER=rails); with rails each rank's
 				       network counters are its rail's */
 };
 int inca_comm_stats(const inca_comm_t *comm, struct inca_stats *stats);

@@ -90,7 +90,9 @@ EPOCH=0
 PIDS=()
 # start LAYOUT CONFIG TP USER ENV... -- ARGS: inca-check as every rank of
 # the layout ("2,2,2,2": ranks per host, in rank order), USER root or
-# nobody, in the background (PIDS; each rank's output in rank<r>.out)
+# nobody, in the background (PIDS; each rank's output in rank<r>.out);
+# HOST2_ENV (an array): more for host 2's ranks only
+HOST2_ENV=()
 start() {
 	local layout=$1 config=$2 tp=$3 user=$4 envs=() r=0 h=0 n size=0 as=()
 	shift 4
@@ -107,7 +109,8 @@ start() {
 		for _ in $(seq "$n"); do
 			timeout 120 "$TB" exec "$h" "${as[@]}" env INCA_CONFIG="$config" INCA_RANK=$r \
 				INCA_SIZE=$size INCA_LAYOUT="$layout" INCA_TRANSPORT="$tp" INCA_LOG=warn \
-				INCA_EPOCH=$((EPOCH * 7919)) "${envs[@]}" "$CHECK" "$@" \
+				INCA_EPOCH=$((EPOCH * 7919)) "${envs[@]}" \
+				${HOST2_ENV[@]:+$([ "$h" = 2 ] && echo "${HOST2_ENV[@]}")} "$CHECK" "$@" \
 				> "$WORK/rank$r.out" 2>&1 &
 			PIDS+=($!)
 			r=$((r + 1))
@@ -174,10 +177,20 @@ start 2,2,2,2 "$WORK/hosts4.json" udp nobody INCA_HIER=rails -- -c allreduce -n 
 check "rails without the group file's rails: every rank refuses it" wait_all_fail
 check "... and says what is missing" grep -q "the group lists 0 rails, it needs 1" "$WORK/rank1.out"
 # in place, 8 in flight, around the default threshold (256 KiB)
-start 4,4 "$WORK/rails2.json" udp nobody INCA_HIER=rails -- -c allreduce,reduce_scatter \
+start 4,4 "$WORK/rails2.json" udp nobody INCA_HIER=rails -- -c all \
 	-d fp32,fp16,int64 -o sum,max -n 1,1000,70000,300000 -i -p 8
-check "udp, rails, 4,4: in place, 8 in flight, small and large, exact" wait_all
+check "udp, rails, 4,4: every collective in place, 8 in flight, small and large, exact" wait_all
+check "udp, rails, 4,4, in flight: every local rank carried its share" each_sent
 expect_eq "udp, rails, 4,4, in flight: nothing left in /dev/shm" "$(shm_left)" 0
+# which calls take the rails is each host's leader's INCA_RAIL_MIN_BYTES:
+# hosts that differ are refused at once, by every rank, not left to hang
+HOST2_ENV=(INCA_RAIL_MIN_BYTES=1048576)
+start 2,2,2,2 "$WORK/rails4.json" udp nobody INCA_HIER=rails -- -c allreduce -n 100000
+HOST2_ENV=()
+check "rails, one host's INCA_RAIL_MIN_BYTES another: every rank refuses it" wait_all_fail
+check "... and says so" every_rank_says \
+	"INCA_RAIL_MIN_BYTES differs across the hosts \(from 262144 to 1048576 bytes"
+expect_eq "rails, thresholds differ: nothing left in /dev/shm" "$(shm_left)" 0
 
 # The bytes of one 16 MiB fp32 all-reduce on a host's links, each way:
 # 16913 packets of at most 248 elements, 98 bytes of headers each, for

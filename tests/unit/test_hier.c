@@ -115,7 +115,12 @@ static void body_collectives(int rank, int P, const char *job)
 {
 	inca_comm_t *c = make(rank, P, job, 20000);
 	static const size_t counts[] = { 1, 7, 70000, 200000 };
-	unsigned calls = 0;
+	unsigned calls = 0, rails = 0;
+	/* the calls that take the rails: every kind, from INCA_RAIL_MIN_BYTES
+	 * (of the vector; a reduce-scatter's input, an allgather's output) */
+	const char *rm = getenv("INCA_RAIL_MIN_BYTES");
+	size_t rail_min = rm ? strtoull(rm, NULL, 10) : 262144;
+#define RAILS(bytes) (rails += hier_mode == INCA_HIER_RAILS && (bytes) >= rail_min)
 
 	if (!c) {
 		fails++;
@@ -135,6 +140,7 @@ static void body_collectives(int rank, int P, const char *job)
 			x[i] = f32_in(rank, i);
 		CHECK(!inca_allreduce(c, x, y, n, INCA_FLOAT32, INCA_SUM), "%s", inca_comm_errmsg(c));
 		calls++;
+		RAILS(n * 4);
 		for (size_t i = 0; i < n; i++) {
 			float e = 0;
 			for (int r = 0; r < P; r++)
@@ -146,12 +152,14 @@ static void body_collectives(int rank, int P, const char *job)
 		}
 		CHECK(!inca_allreduce(c, INCA_IN_PLACE, x, n, INCA_FLOAT32, INCA_SUM), "in place");
 		calls++;
+		RAILS(n * 4);
 		CHECK(!memcmp(x, y, n * 4), "fp32 sum in place differs");
 		/* fp16 sum: small integers, exact; rounding of the sum once */
 		for (size_t i = 0; i < n; i++)
 			h[i] = agg_fp32_to_fp16((float)(rank + 1 + (int)(i % 7)));
 		CHECK(!inca_allreduce(c, INCA_IN_PLACE, h, n, INCA_FLOAT16, INCA_SUM), "fp16");
 		calls++;
+		RAILS(n * 2);
 		for (size_t i = 0; i < n; i++) {
 			float e = (float)(P * (P + 1) / 2 + P * (int)(i % 7));
 			if (agg_fp16_to_fp32(h[i]) != e) {
@@ -164,6 +172,7 @@ static void body_collectives(int rank, int P, const char *job)
 			h[i] = agg_fp32_to_bf16((float)((rank * 7 + (int)i) % 11) - 5.0f);
 		CHECK(!inca_allreduce(c, INCA_IN_PLACE, h, n, INCA_BFLOAT16, INCA_MAX), "bf16");
 		calls++;
+		RAILS(n * 2);
 		for (size_t i = 0; i < n; i++) {
 			int e = -100;
 			for (int r = 0; r < P; r++)
@@ -183,6 +192,9 @@ static void body_collectives(int rank, int P, const char *job)
 		CHECK(!inca_allreduce(c, INCA_IN_PLACE, l, n, INCA_INT64, INCA_SUM), "int64");
 		CHECK(!inca_allreduce(c, INCA_IN_PLACE, d, n, INCA_FLOAT64, INCA_PROD), "fp64");
 		calls += 3;
+		RAILS(n * 4);
+		RAILS(n * 8);
+		RAILS(n * 8);
 		for (size_t i = 0; i < n; i++) {
 			int32_t ek = 0x7fffffff;
 			int64_t el = 0;
@@ -206,6 +218,7 @@ static void body_collectives(int rank, int P, const char *job)
 			CHECK(!inca_reduce(c, x, rank == root ? y : NULL, n, INCA_FLOAT32, INCA_SUM,
 					   root), "reduce %d: %s", root, inca_comm_errmsg(c));
 			calls++;
+			RAILS(n * 4);
 			for (size_t i = 0; rank == root && i < n; i++) {
 				float e = 0;
 				for (int r = 0; r < P; r++)
@@ -222,11 +235,27 @@ static void body_collectives(int rank, int P, const char *job)
 				k[i] = rank == root ? (int32_t)(root * 1000003 + (int)i) : -1;
 			CHECK(!inca_bcast(c, k, n, INCA_INT32, root), "bcast %d", root);
 			calls++;
+			RAILS(n * 4);
 			for (size_t i = 0; i < n; i++)
 				if (k[i] != (int32_t)(root * 1000003 + (int)i)) {
 					CHECK(0, "bcast root %d [%zu]: %d", root, i, k[i]);
 					break;
 				}
+		}
+		/* fp16 reduce to the last rank, in place there: summed in fp32,
+		 * rounded once */
+		for (size_t i = 0; i < n; i++)
+			h[i] = agg_fp32_to_fp16((float)(rank + 1 + (int)(i % 7)));
+		CHECK(!inca_reduce(c, rank == P - 1 ? INCA_IN_PLACE : h, rank == P - 1 ? h : NULL, n,
+				   INCA_FLOAT16, INCA_SUM, P - 1), "fp16 reduce: %s", inca_comm_errmsg(c));
+		calls++;
+		RAILS(n * 2);
+		for (size_t i = 0; rank == P - 1 && i < n; i++) {
+			float e = (float)(P * (P + 1) / 2 + P * (int)(i % 7));
+			if (agg_fp16_to_fp32(h[i]) != e) {
+				CHECK(0, "fp16 reduce [%zu]: %g, want %g", i, agg_fp16_to_fp32(h[i]), e);
+				break;
+			}
 		}
 		free(x);
 		free(y);
@@ -245,6 +274,7 @@ static void body_collectives(int rank, int P, const char *job)
 		CHECK(!inca_reduce_scatter(c, inplace ? INCA_IN_PLACE : all, inplace ? all : mine, n,
 					   INCA_FLOAT32, INCA_SUM), "reduce_scatter");
 		calls++;
+		RAILS(n * (size_t)P * 4);
 		float *res = inplace ? all : mine;
 		for (size_t i = 0; i < n; i++) {
 			float e = 0;
@@ -255,6 +285,24 @@ static void body_collectives(int rank, int P, const char *job)
 				break;
 			}
 		}
+		/* fp16: summed in fp32, rounded once into the caller's block */
+		uint16_t *hin = malloc(n * (size_t)P * 2), *hout = malloc(n * 2);
+		for (size_t i = 0; i < n * (size_t)P; i++)
+			hin[i] = agg_fp32_to_fp16((float)(rank + 1 + (int)(i % 7)));
+		CHECK(!inca_reduce_scatter(c, inplace ? INCA_IN_PLACE : hin, inplace ? hin : hout, n,
+					   INCA_FLOAT16, INCA_SUM), "fp16 reduce_scatter");
+		calls++;
+		RAILS(n * (size_t)P * 2);
+		for (size_t i = 0; i < n; i++) {
+			float e = (float)(P * (P + 1) / 2 + P * (int)(((size_t)rank * n + i) % 7));
+			float got = agg_fp16_to_fp32((inplace ? hin : hout)[i]);
+			if (got != e) {
+				CHECK(0, "fp16 reduce_scatter [%zu]: %g want %g", i, got, e);
+				break;
+			}
+		}
+		free(hin);
+		free(hout);
 		for (size_t i = 0; i < n; i++)
 			gi[i] = rank * 100000 + (int32_t)i;
 		memset(g, 0xff, n * (size_t)P * 4);
@@ -262,6 +310,7 @@ static void body_collectives(int rank, int P, const char *job)
 			memcpy(g + (size_t)rank * n, gi, n * 4);
 		CHECK(!inca_allgather(c, inplace ? INCA_IN_PLACE : gi, g, n, INCA_INT32), "allgather");
 		calls++;
+		RAILS(n * (size_t)P * 4);
 		for (size_t i = 0; i < n * (size_t)P; i++)
 			if (g[i] != (int32_t)(i / n) * 100000 + (int32_t)(i % n)) {
 				CHECK(0, "allgather [%zu]: %d", i, g[i]);
@@ -274,6 +323,7 @@ static void body_collectives(int rank, int P, const char *job)
 	free(gi);
 	CHECK(!inca_barrier(c), "barrier: %s", inca_comm_errmsg(c));
 	calls++;
+	RAILS(4);   /* an all-reduce of one int32 */
 	/* nonblocking: 8 in flight, completed in reverse order, two of them
 	 * by inca_test */
 	int32_t v[8][1000];
@@ -284,6 +334,7 @@ static void body_collectives(int rank, int P, const char *job)
 		CHECK(!inca_iallreduce(c, INCA_IN_PLACE, v[j], 1000, INCA_INT32, INCA_SUM, &req[j]),
 		      "iallreduce %d", j);
 		calls++;
+		RAILS(4000);
 	}
 	for (int j = 7; j >= 0; j--) {
 		int done = 0, rc = 0;
@@ -312,6 +363,7 @@ static void body_collectives(int rank, int P, const char *job)
 		CHECK(!inca_iallreduce(c, INCA_IN_PLACE, w[j], 2, INCA_INT32, INCA_MAX, &wr[j]),
 		      "small iallreduce %d", j);
 		calls++;
+		RAILS(8);
 	}
 	for (int j = INCA_MAX_INFLIGHT - 1; j >= 0; j--) {
 		CHECK(!inca_wait(wr[j]), "small wait %d", j);
@@ -320,6 +372,9 @@ static void body_collectives(int rank, int P, const char *job)
 	}
 	struct inca_stats st;
 	CHECK(!inca_comm_stats(c, &st), "stats");
+	CHECK(st.rail_calls == rails, "stats: %llu calls on the rails, want %u",
+	      (unsigned long long)st.rail_calls, rails);
+#undef RAILS
 	CHECK(st.collectives == calls && st.hier_calls == calls && st.fallbacks == 0 &&
 	      st.packets_sent == 0, "stats: %llu collectives, %llu hier, want %u",
 	      (unsigned long long)st.collectives, (unsigned long long)st.hier_calls, calls);
