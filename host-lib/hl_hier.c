@@ -530,7 +530,8 @@ static int plan_req(struct inca_comm *c, struct hl_hreq *r)
 			 * every rank's steps to the root */
 			r->mine = rail_share(h, n * es);
 			r->up_dst = r->acc = take_buf(h, r->mine / es * as, &r->acc_cap);
-			if (!r->acc || (as != es && !(r->tmp = take_buf(h, r->mine, &r->tmp_cap))))
+			if (!r->acc || (as != es && hr == h->L.host &&
+					!(r->tmp = take_buf(h, r->mine, &r->tmp_cap))))
 				return INCA_ERR_NOMEM;
 			if (hr == h->L.host) {
 				r->down_src = as != es ? r->tmp : r->acc;
@@ -808,12 +809,12 @@ static bool advance_up(struct hl_hier *h, struct hl_hreq *r, struct need *need)
 			for (; r->who < P; r->who++) {
 				int l = r->who;
 				if (l == me) {
-					const uint8_t *src = r->up_src + off;
-					if (contributes(r, l) && len && r->ublk) {
+					const uint8_t *src = r->chunk;
+					if (contributes(r, l) && len && r->ublk)
 						seg_copy(h, r, me, at, r->chunk, (uint8_t *)r->up_src,
 							 len, false);
-						src = r->chunk;
-					}
+					else if (!r->ublk)
+						src = r->up_src + off;
 					if (contributes(r, l) && len)
 						leader_take(r, l, at, len, src);
 					continue;
@@ -1371,8 +1372,9 @@ static int rails_setup(const struct inca_comm_attr *attr, struct hl_hier *h,
  * collective). */
 static int rails_agree(struct hl_hier *h, char *err, size_t errlen)
 {
-	double v[2] = { (double)h->rail_min, -(double)h->rail_min };
-	int rc = inca_allreduce(h->rail, INCA_IN_PLACE, v, 2, INCA_FLOAT64, INCA_MAX);
+	int64_t v[2] = { (int64_t)(h->rail_min > INT64_MAX ? INT64_MAX : h->rail_min), 0 };
+	v[1] = -v[0];
+	int rc = inca_allreduce(h->rail, INCA_IN_PLACE, v, 2, INCA_INT64, INCA_MAX);
 
 	if (rc) {
 		snprintf(err, errlen, "local rank %d's rail, comparing INCA_RAIL_MIN_BYTES: %.150s",
@@ -1380,12 +1382,67 @@ static int rails_agree(struct hl_hier *h, char *err, size_t errlen)
 		return rc;
 	}
 	if (v[0] != -v[1]) {
-		snprintf(err, errlen, "INCA_RAIL_MIN_BYTES differs across the hosts (from %.0f to "
-			 "%.0f bytes; each host's leader's counts): set the same for every rank",
-			 -v[1], v[0]);
+		snprintf(err, errlen, "INCA_RAIL_MIN_BYTES differs across the hosts (from %lld to "
+			 "%lld bytes; each host's leader's counts): set the same for every rank",
+			 (long long)-v[1], (long long)v[0]);
 		return INCA_ERR_CONFIG;
 	}
 	return 0;
+}
+
+/* The local ranks' verdicts on a step of creation (step s of both
+ * streams): the leader gathers them and tells every local rank the first
+ * failure, so that a host's ranks fail together (one whose rail failed
+ * would otherwise leave the others to find it gone at their first call). */
+static int team_agree(struct hl_hier *h, uint32_t s, int rc, double until, char *err,
+		      size_t errlen)
+{
+	char why[200];
+	int w;
+
+	if (!is_leader(h)) {
+		struct hl_team_note *nt = (struct hl_team_note *)hl_team_buf(h->team, HL_TEAM_UP,
+									     h->L.lrank, s);
+		nt->rc = rc;
+		nt->flags = 0;
+		snprintf(nt->msg, sizeof(nt->msg), "%.199s", rc ? err : "");
+		hl_team_post(h->team, HL_TEAM_UP, s);
+		w = hl_team_wait(h->team, HL_TEAM_DOWN, 0, s + 1, until, why, sizeof(why));
+		if (!rc && w == 1 && hl_team_note(h->team, s)->rc) {
+			rc = hl_team_note(h->team, s)->rc;
+			snprintf(err, errlen, "%.250s", hl_team_note(h->team, s)->msg);
+		} else if (!rc && w != 1) {
+			rc = w ? w : INCA_ERR_TIMEOUT;
+			snprintf(err, errlen, "the host's leader (rank %d) did not say how its "
+				 "rails' check went%s%.150s", leader_rank(h), w ? ": " : " by the deadline",
+				 w ? why : "");
+		}
+		hl_team_post(h->team, HL_TEAM_DOWN, s);
+		return rc;
+	}
+	for (int l = 1; l < h->L.lsize; l++) {
+		w = hl_team_wait(h->team, HL_TEAM_UP, l, s + 1, until, why, sizeof(why));
+		const struct hl_team_note *nl =
+			(const struct hl_team_note *)hl_team_buf(h->team, HL_TEAM_UP, l, s);
+		if (rc)
+			continue;
+		if (w == 1 && nl->rc) {
+			rc = nl->rc;
+			snprintf(err, errlen, "local rank %d (rank %d): %.180s", l, leader_rank(h) + l,
+				 nl->msg);
+		} else if (w != 1) {
+			rc = w ? w : INCA_ERR_TIMEOUT;
+			snprintf(err, errlen, "local rank %d (rank %d) did not check its rail%s%.150s",
+				 l, leader_rank(h) + l, w ? ": " : " by the deadline", w ? why : "");
+		}
+	}
+	hl_team_post(h->team, HL_TEAM_UP, s);
+	struct hl_team_note *nt = hl_team_note(h->team, s);
+	nt->rc = rc;
+	nt->flags = 0;
+	snprintf(nt->msg, sizeof(nt->msg), "%.199s", rc ? err : "");
+	hl_team_post(h->team, HL_TEAM_DOWN, s);
+	return rc;
 }
 
 int hl_hier_create(const struct inca_comm_attr *attr, struct hl_layout *L,
@@ -1521,8 +1578,15 @@ int hl_hier_create(const struct inca_comm_attr *attr, struct hl_layout *L,
 		if (rc)
 			goto fail;
 	}
-	if (h->rails && h->L.nhosts > 1 && (rc = rails_agree(h, err, errlen)))
-		goto fail;
+	if (h->rails && h->L.nhosts > 1) {
+		/* every rail's compare is one call of the rail: it may take its
+		 * deadline */
+		double until = hl_clock_us(NULL) + (double)c->timeout_ms * 1000 * 2 + 2e6;
+		rc = team_agree(h, 1, rails_agree(h, err, errlen), until, err, errlen);
+		h->up_next = h->down_next = 2;
+		if (rc)
+			goto fail;
+	}
 	if (g)
 		hl_group_free(g);
 	HL_INFO("rank %d/%d: local rank %d of %d on host %d of %d (%s)%s%s", c->rank, c->size,

@@ -55,10 +55,15 @@
 #              and in-network against the faster Open MPI (per-host.txt);
 #              --rounds R interleaved rounds of 8..256 B calls, every side
 #              in turn, their medians (per-host-latency.txt)
+#   --coll C   with --per-host: the collective every side runs (allreduce,
+#              reduce_scatter, allgather, bcast, reduce; default allreduce;
+#              sizes as nccl-tests count them). Open MPI's tuned rules are
+#              for all-reduce; other collectives take its own choice (and
+#              han's)
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
 out=$here/bench-results ranks="2 4 8" rates="200mbit 1gbit" max=16M iters=20 repeat=1 rounds=20
-min=8 build=$here/build mtu=1500 groups=manager per=1
+min=8 build=$here/build mtu=1500 groups=manager per=1 coll=allreduce
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--out) out=${2:?}; shift 2 ;;
@@ -75,7 +80,8 @@ while [ $# -gt 0 ]; do
 	--rank-cpus) export INCA_RANK_CPUS=${2:?}; shift 2 ;;
 	--per-host) per=${2:?}; shift 2 ;;
 	--nics) export INCA_NICS=${2:?}; shift 2 ;;
-	-h|--help) sed -n '2,55p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	--coll) coll=${2:?}; shift 2 ;;
+	-h|--help) sed -n '2,62p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "run-allreduce.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
 	esac
 done
@@ -92,6 +98,12 @@ for n in $ranks; do
 		{ echo "run-allreduce.sh: --ranks $n: need a multiple of --per-host $per on 2 hosts or more" >&2; exit 2; }
 done
 export INCA_PER_HOST=$per
+case "$coll" in
+allreduce) ;;
+reduce_scatter|allgather|bcast|reduce)
+	[ "$per" -gt 1 ] || { echo "run-allreduce.sh: --coll $coll needs --per-host (the one-rank-a-host sweep is all-reduce's)" >&2; exit 2; } ;;
+*) echo "run-allreduce.sh: --coll: allreduce, reduce_scatter, allgather, bcast or reduce" >&2; exit 2 ;;
+esac
 case "$groups" in
 manager|static) kinds=$groups ;;
 both) kinds="manager static" ;;
@@ -112,9 +124,9 @@ PORT=18471
 trap '[ -n "$ECHO_PID" ] && kill "$ECHO_PID" 2>/dev/null; [ -n "$MGR_PID" ] && kill "$MGR_PID" 2>/dev/null; "$TB" down >/dev/null 2>&1 || true; rm -rf "$WORK"' EXIT
 mkdir -p "$out"
 # sizes up to 64 KiB with ten times the iterations (-N)
-SIZES=(-b "$min" -e "$max" -f 2 -n "$iters" -N $((iters * 10)) -w 3)
+SIZES=(-c "$coll" -b "$min" -e "$max" -f 2 -n "$iters" -N $((iters * 10)) -w 3)
 # one latency round: 8..256 B
-SMALL=(-b 8 -e 256 -f 2 -n "$iters" -N $((iters * 10)) -w 200)
+SMALL=(-c "$coll" -b 8 -e 256 -f 2 -n "$iters" -N $((iters * 10)) -w 200)
 
 # shellcheck source=deploy/jobs.sh
 source "$here/deploy/jobs.sh"
@@ -383,7 +395,7 @@ per_host_run() {
 		if (!(($1, $3, $5) in sz)) { sz[$1, $3, $5] = 1; sizes[k, ++ns[k]] = $5 }
 		t[k, $2, $5] = $6; tools[$2] = 1 }
 	     END { for (i = 1; i <= nk; i++) { k = keys[i]; split(k, a, ",")
-		printf "\n%s, %d ranks, %d per host: time (us); ratios are speed-ups (>1: in-network faster)\n", a[1], a[2], '"$per"'
+		printf "\n%s, %s, %d ranks, %d per host: time (us); ratios are speed-ups (>1: in-network faster)\n", "'"$coll"'", a[1], a[2], '"$per"'
 		printf "%10s", "bytes"; n = 0
 		split("inca-udp inca-xdp inca-udp-flat inca-udp-rails inca-udp-static inca-xdp-static inca-udp-flat-static openmpi-ring openmpi-han", cand, " ")
 		for (j = 1; j <= 9; j++) if ((k, cand[j], sizes[k, 1]) in t) names[++n] = cand[j]

@@ -391,12 +391,13 @@ static void test_collectives(void **state)
 	assert_int_equal(count_shm(), before);
 }
 
-/* Rails on one host: an all-reduce from INCA_RAIL_MIN_BYTES up is reduced
- * by every local rank, each for its own steps (k mod P), and gathered
- * from every rank's down buffers; the rest as with one leader. The same
- * exact checks, with 3 ranks (32 slots not a multiple of P) and 4; then
- * with every all-reduce on the rails (a vector of fewer steps than ranks,
- * more small ones in flight than slots). */
+/* Rails on one host: every collective from INCA_RAIL_MIN_BYTES up is split
+ * over the local ranks, by steps (k mod P: all-reduce, reduce, bcast) or
+ * by blocks (reduce-scatter, allgather), and gathered from every rank's
+ * down buffers; the rest as with one leader. The same exact checks (and
+ * the count of calls on the rails), with 3 ranks (32 slots not a multiple
+ * of P) and 4; then with every call on the rails (a vector of fewer steps
+ * than ranks, more small ones in flight than slots). */
 static void test_collectives_rails(void **state)
 {
 	(void)state;
