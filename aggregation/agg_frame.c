@@ -166,7 +166,8 @@ static int result_encode(struct agg_group *g, uint16_t member,
 	if (member >= g->cfg.nmembers)
 		return -AGG_E_INVAL;
 	mb = &g->members[member];
-	/* reduce, reduce-scatter: the others get the header alone */
+	/* reduce, reduce-scatter: the others get the header alone; allgather,
+	 * bcast: the owner */
 	has_data = agg_result_has_data_for(res, member);
 	body = AGG_LIKELY(has_data) ? res->payload_len + res->pad : 0;
 	roce = AGG_BTH_LEN + AGG_DETH_LEN + AGG_INCA_HLEN + body + AGG_ICRC_LEN;

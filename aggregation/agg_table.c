@@ -115,8 +115,10 @@ static void set_complete(struct agg_group *g, struct agg_set *s)
 		.root = s->root,
 	};
 	result_payload(s, has_data ? len : 0);
-	/* reduce, reduce-scatter: the root's owner only */
+	/* reduce, reduce-scatter: the root's owner only; allgather, bcast:
+	 * every member but the owner */
 	s->res.data_to_all = s->coll == AGG_COLL_ALLREDUCE || coll_copies(s->coll);
+	s->res.not_owner = coll_copies(s->coll);
 	s->res.owner = s->owner;
 	st->completions++;
 	if (g->cfg.parent.ip) {
@@ -335,24 +337,36 @@ int agg_group_parent_result(struct agg_group *g, const struct agg_pkt *pkt,
 		}
 		return wait_answer(st, h, h->fanin, res);
 	}
-	/* docs/protocol.md, section 4: the result comes down with data when
-	 * every member gets data, or to the child that owns the root */
-	has_data = s->coll == AGG_COLL_ALLREDUCE || coll_copies(s->coll) ||
-		   s->owner != AGG_NO_MEMBER;
-	if (AGG_UNLIKELY(agg_hdr_has_data(h) != has_data))
+	/* docs/protocol.md, section 4: the result comes down with data to
+	 * every child of an all-reduce, to the child that owns the root of a
+	 * reduce or reduce-scatter, and to every child but that one of an
+	 * allgather or bcast (it has the owner's elements: s->out; a parent
+	 * from before that rule sends them all the same: taken) */
+	bool copies = coll_copies(s->coll);
+	has_data = s->coll == AGG_COLL_ALLREDUCE ||
+		   (copies ? s->owner == AGG_NO_MEMBER : s->owner != AGG_NO_MEMBER);
+	if (AGG_UNLIKELY(agg_hdr_has_data(h) != has_data &&
+			 !(copies && s->owner != AGG_NO_MEMBER)))
 		return drop(st, -AGG_E_COLL_DATA);
 	if (s->state == SET_DONE) {
 		st->duplicates++;
 		return AGG_V_DUPLICATE;
 	}
-	len = has_data ? (size_t)s->count * agg_dtype_size(s->dtype) : 0;
-	if (AGG_UNLIKELY(pkt->payload_len != len))
+	len = (size_t)s->count * agg_dtype_size(s->dtype);
+	if (AGG_UNLIKELY(pkt->payload_len != (agg_hdr_has_data(h) ? len : 0)))
 		return drop(st, -AGG_E_MISMATCH);
-	memcpy(s->out, pkt->payload, len);
+	memcpy(s->out, pkt->payload, pkt->payload_len);
 	s->res.hdr = *h;
 	s->res.hdr.rank = 0;
+	if (copies) {
+		/* every member but the owner gets its elements */
+		s->res.hdr.flags &= (uint8_t)~AGG_FLAG_NO_DATA;
+	} else if (!has_data) {
+		len = 0;
+	}
 	result_payload(s, len);
 	s->res.data_to_all = s->coll == AGG_COLL_ALLREDUCE || coll_copies(s->coll);
+	s->res.not_owner = coll_copies(s->coll);
 	s->res.owner = s->owner;
 	s->state = SET_DONE;
 	st->parent_results++;

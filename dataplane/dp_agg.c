@@ -4,8 +4,9 @@
  * decoded and checked by the worker that received them, and reduced by the
  * worker that owns their slot ((group + slot) % workers; docs/switch.md), and on
  * completion one result per member leaves through the member's port: with
- * the elements, or (reduce, reduce-scatter: every member but the root's)
- * the header alone, as docs/protocol.md 2.1 says.
+ * the elements, or (reduce, reduce-scatter: every member but the root's;
+ * allgather, bcast: the root's) the header alone, as docs/protocol.md 2.1
+ * says.
  */
 #include <rte_ethdev.h>
 #include <rte_hash.h>

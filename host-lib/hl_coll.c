@@ -86,7 +86,8 @@ struct hl_coll {
 	enum agg_op op;
 	int root;
 	uint32_t elems;        /* per packet */
-	uint32_t pps;          /* packets per shard (reduce-scatter, allgather) */
+	uint32_t pps;          /* packets per shard (reduce-scatter, allgather; shard
+				  k mod N's packets are k = s, s + N, ...) */
 	uint32_t npkts, done_pkts, seq;
 	uint64_t gbase;        /* its first packet in the stream */
 	double start_us, deadline_us;
@@ -173,8 +174,13 @@ void hl_rto_backoff(struct hl_rto *r)
 static void pkt_use(const struct hl_coll *op, uint32_t k, struct hl_use *u)
 {
 	int me = op->c->rank;
-	uint32_t shard = sharded(op->coll) ? k / op->pps : 0;
-	size_t first = (size_t)(sharded(op->coll) ? k % op->pps : k) * op->elems;
+	uint32_t n = (uint32_t)op->c->size;
+	/* sharded: packet k is the (k / N)-th of shard k mod N: the shards
+	 * take turns, so that an allgather's hosts send (their own) and
+	 * receive (the others') at once, where one shard after the other
+	 * would use each link one way at a time */
+	uint32_t shard = sharded(op->coll) ? k % n : 0;
+	size_t first = (size_t)(sharded(op->coll) ? k / n : k) * op->elems;
 	size_t left = op->count - first, es = op->esize;
 
 	u->count = (uint32_t)(left < op->elems ? left : op->elems);
@@ -198,13 +204,16 @@ static void pkt_use(const struct hl_coll *op, uint32_t k, struct hl_use *u)
 		u->dst = u->want_data ? op->out + first * es : NULL;
 		break;
 	case AGG_COLL_ALLGATHER:
-		if ((int)shard == me)
-			u->src = op->in + first * es;     /* and we have the result */
+		/* the owner has the result: the switch's answer has no data */
+		u->want_data = (int)shard != me;
+		if (!u->want_data)
+			u->src = op->in + first * es;
 		else
 			u->dst = op->out + ((size_t)shard * op->count + first) * es;
 		break;
 	case AGG_COLL_BCAST:
-		if (op->root == me)
+		u->want_data = op->root != me;
+		if (!u->want_data)
 			u->src = op->in + first * es;     /* the root's buffer is only read */
 		else
 			u->dst = op->out + first * es;
@@ -669,7 +678,10 @@ static void accept_result(struct inca_comm *c, const struct hl_rx *rx, double no
 	if (h.dtype != op->dtype || h.op != op->op || h.count != u.count ||
 	    !(h.flags & AGG_FLAG_COLL) != (op->coll == AGG_COLL_ALLREDUCE) ||
 	    (op->coll != AGG_COLL_ALLREDUCE && (h.coll != op->coll || h.root != u.root)) ||
-	    agg_hdr_has_data(&h) != u.want_data) {
+	    (agg_hdr_has_data(&h) != u.want_data &&
+	     /* a switch from before 2026-11-28 sends an allgather's owner
+	      * and a bcast's root their own elements too: not used */
+	     !(!u.want_data && u.src && op->coll >= AGG_COLL_ALLGATHER))) {
 		bad_result(c, op, &h, &u);
 		return;
 	}

@@ -6,7 +6,8 @@
 # checked element by element (allgather and bcast byte for byte) and none
 # may fall back. Reduce-scatter: each host receives S/N of elements plus
 # headers from the switch (its port counters) and retransmissions; allgather:
-# each host sends only its own shard. With the fabric built (deploy/fabric),
+# each host sends only its own shard and receives only the others'. With the
+# fabric built (deploy/fabric),
 # the same on two levels (2 leaves, a spine).
 # Usage: collectives.sh BUILD_DIR [TRANSPORT...]   (default: udp xdp)
 BUILD=$(cd "${1:?usage: collectives.sh BUILD_DIR [TRANSPORT...]}" && pwd)
@@ -79,14 +80,27 @@ bytes_check() {
 		check "$tp$what: the switch received what host $((r + 1)) sent ($sent of $own bytes)" \
 			test "$sent" -ge "$own" -a "$sent" -le $((own + slack))
 	done
+	for r in 0 1 2 3; do tx0[$r]=$(port $r tx_bytes); done
+	retx0=$(telemetry /inca/group,1 retransmits)
+	waits0=$(telemetry /inca/group,1 waits)
+	dup0=$(telemetry /inca/info impair_duplicated)
 	check "$tp$what: allgather, 4 MiB of fp32 (for the byte count)" \
 		ranks "$tp" 120 INCA_SWITCH_TIMEOUT_MS=5000 -- -c allgather -d fp32 -n 262144
+	extra=$(( $(telemetry /inca/group,1 retransmits) - retx0 +
+		  $(telemetry /inca/info impair_duplicated) - dup0 ))
+	waits=$(( $(telemetry /inca/group,1 waits) - waits0 ))
+	# the other three shards; its own shard's results are acknowledgements
+	# without data (docs/protocol.md 2.1)
+	local others=$((npkts * hdr + 3 * shard_bytes))
 	for r in 0 1 2 3; do
-		local own retx
+		local own retx got
 		own=$(field $r "bytes sent")
 		retx=$(field $r retransmitted)
 		check "$tp$what: allgather: host $((r + 1)) sent its shard + headers ($own bytes: $base + $retx resent frames)" \
 			test "$own" -ge "$base" -a "$own" -le $((base + retx * full))
+		got=$(( $(port $r tx_bytes) - tx0[r] ))
+		check "$tp$what: allgather: host $((r + 1)) received the others' shards + headers ($got bytes: $others, + at most $extra resent frames and $waits WAITs)" \
+			test "$got" -ge "$others" -a "$got" -le $((others + extra * full + waits * hdr + slack))
 	done
 }
 

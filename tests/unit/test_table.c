@@ -1263,14 +1263,17 @@ static void test_coll_copy(void **state)
 					 k == NM - 1 ? AGG_V_COMPLETE : AGG_V_ACCEPTED);
 		}
 		assert_int_equal(res.hdr.flags, AGG_FLAG_COLL | (repro ? AGG_FLAG_REPRODUCIBLE : 0));
-		assert_true(res.data_to_all);
+		assert_true(res.data_to_all && res.not_owner);
+		assert_int_equal(res.owner, 2);
 		assert_int_equal(res.payload_len, 14);
 		assert_int_equal(res.pad, 2);
 		assert_memory_equal(res.payload, h16, 14);
 		assert_int_equal(res.payload_crc, agg_crc32(0, res.payload, 16));
+		/* the owner's result is its acknowledgement, without data */
 		for (uint16_t m = 0; m < NM; m++) {
-			check_result_frame(g, &res, m, true, &p, f);
-			assert_memory_equal(p.payload, h16, 14);
+			check_result_frame(g, &res, m, m != 2, &p, f);
+			if (m != 2)
+				assert_memory_equal(p.payload, h16, 14);
 		}
 		/* bcast from rank 7, fp32; the owner comes first this time */
 		for (uint16_t k = 0; k < NM; k++) {
@@ -1281,9 +1284,11 @@ static void test_coll_copy(void **state)
 					 k == NM - 1 ? AGG_V_COMPLETE : AGG_V_ACCEPTED);
 		}
 		assert_memory_equal(res.payload, h32, 16);
+		assert_int_equal(res.owner, 7);
 		for (uint16_t m = 0; m < NM; m++) {
-			check_result_frame(g, &res, m, true, &p, f);
-			assert_memory_equal(p.payload, h32, 16);
+			check_result_frame(g, &res, m, m != 7, &p, f);
+			if (m != 7)
+				assert_memory_equal(p.payload, h32, 16);
 		}
 		assert_int_equal(agg_group_stats(g)->completions, 2);
 		assert_int_equal(agg_group_stats(g)->contributions, 2 * NM);
@@ -1679,7 +1684,7 @@ static int cs_host_input(struct cs_net *n, uint8_t coll, int seq, const struct c
 	if (pkt.hdr.coll_seq != (uint32_t)seq || got[r][k])
 		return -1;        /* late or duplicate */
 	uint16_t root = cs_root(coll, k);
-	bool data = coll == AGG_COLL_ALLREDUCE || cs_copies(coll) || root == r;
+	bool data = coll == AGG_COLL_ALLREDUCE || (cs_copies(coll) ? root != r : root == r);
 	assert_int_equal(pkt.hdr.coll, coll);
 	assert_int_equal(pkt.hdr.root, coll ? root : 0);
 	assert_int_equal(pkt.hdr.count, CS_E);
@@ -1780,10 +1785,13 @@ static void cs_run(int nleaves)
 		}
 		base_g += CS_PKTS;
 	}
-	/* per use: reduce 1 rank with data, reduce-scatter 1, the others all */
+	/* per use: reduce 1 rank with data, reduce-scatter 1, allgather and
+	 * bcast all but the owner, all-reduce all (4 uses of the first two, 4
+	 * of the copies) */
 	uint64_t uses = (uint64_t)CS_PKTS * sizeof(order);
 	assert_int_equal(net.data_results + net.no_data_results, uses * CS_N);
-	assert_int_equal(net.no_data_results, (uint64_t)CS_PKTS * 4 * (CS_N - 1));
+	assert_int_equal(net.no_data_results, (uint64_t)CS_PKTS * 4 * (CS_N - 1) +
+					      (uint64_t)CS_PKTS * 4);
 	struct agg_group *all[3] = { t.leaf[0], t.leaf[1], t.spine };
 	for (int i = 0; i < 3; i++) {
 		if (!all[i])
@@ -1879,7 +1887,9 @@ static void test_coll_tree_results(void **state)
 	}
 
 	/* allgather of rank 3's shard (leaf 0, member 1), packet 1: leaf 1
-	 * sends up nothing, the spine sends both leaves the shard */
+	 * sends up nothing, the spine sends leaf 1 the shard and leaf 0, which
+	 * has it, a result without data; leaf 0 sends the shard to its members
+	 * but rank 3 */
 	for (int rank = 0; rank < CS_N; rank++) {
 		int l = t.leaf_of[rank];
 		decode_ok(f, cs_host_frame(&t, AGG_COLL_ALLGATHER, 2, rank, 1, 3, false, f,
@@ -1898,12 +1908,31 @@ static void test_coll_tree_results(void **state)
 		assert_int_equal(agg_group_ingest(t.spine, &p, &r, NULL),
 				 l == 0 ? AGG_V_COMPLETE : AGG_V_ACCEPTED);
 	}
-	assert_true(r.data_to_all);
+	assert_true(r.data_to_all && r.not_owner);
+	assert_int_equal(r.owner, 0);
 	uint8_t want[CS_E * 2];
 	cs_elems(AGG_COLL_ALLGATHER, 2, 3, 3, want);
 	assert_memory_equal(r.payload, want, sizeof(want));
+	downlen[0] = agg_result_encode(t.spine, 0, &r, &l2, NULL, down[0], AGG_MAX_FRAME_LEN);
+	decode_ok(down[0], downlen[0], &pd[0]);
+	assert_false(agg_hdr_has_data(&pd[0].hdr));
 	downlen[1] = agg_result_encode(t.spine, 1, &r, &l2, NULL, down[1], AGG_MAX_FRAME_LEN);
 	decode_ok(down[1], downlen[1], &p);
+	/* leaf 0 takes the result without the shard (it has it); the same
+	 * with the shard, as a parent from before that rule sends it, is
+	 * taken too (here a duplicate: not dropped as COLL_DATA) */
+	assert_int_equal(agg_group_parent_result(t.leaf[0], &pd[0], &r), AGG_V_COMPLETE);
+	struct agg_result_l2 l0 = { .switch_ip = LEAF_IP(0) };
+	for (uint16_t m = 0; m < 3; m++) {
+		struct agg_pkt q;
+		decode_ok(f, agg_result_encode(t.leaf[0], m, &r, &l0, NULL, f, sizeof(f)), &q);
+		assert_int_equal(agg_hdr_has_data(&q.hdr), m != 1);
+		assert_int_equal(q.payload_len, m != 1 ? CS_E * 2 : 0);
+		if (m != 1)
+			assert_memory_equal(q.payload, want, sizeof(want));
+	}
+	assert_int_equal(agg_group_parent_result(t.leaf[0], &p, &r), AGG_V_DUPLICATE);
+	assert_int_equal(agg_group_stats(t.leaf[0])->drops[AGG_E_COLL_DATA], 1);
 	/* without its data the result is refused */
 	struct agg_pkt empty = p;
 	empty.hdr.flags |= AGG_FLAG_NO_DATA;

@@ -106,8 +106,8 @@ enum agg_coll {
 	AGG_COLL_ALLREDUCE      = 0,   /* every member sends, every member gets */
 	AGG_COLL_REDUCE         = 1,   /* every member sends, root gets */
 	AGG_COLL_REDUCE_SCATTER = 2,   /* every member sends, the shard's owner gets */
-	AGG_COLL_ALLGATHER      = 3,   /* the shard's owner sends, every member gets */
-	AGG_COLL_BCAST          = 4,   /* root sends, every member gets */
+	AGG_COLL_ALLGATHER      = 3,   /* the shard's owner sends, the others get */
+	AGG_COLL_BCAST          = 4,   /* root sends, the others get */
 	AGG_COLL_COUNT
 };
 
@@ -580,9 +580,11 @@ struct agg_group;
  * A completed set's result as the data path needs it to build packets:
  * the wire-format payload (zero-padded to 4 bytes) and its CRC, and which
  * members get it (docs/protocol.md, section 2.1): with data_to_all every
- * member (all-reduce, allgather, bcast), else only the member owner
- * (reduce, reduce-scatter; AGG_NO_MEMBER: none here). The others get a
- * result without data (AGG_FLAG_NO_DATA, the same header otherwise);
+ * member (all-reduce), or every member but the owner (allgather, bcast:
+ * not_owner; the owner sent the elements, and the result without them is
+ * its acknowledgement), else only the member owner (reduce,
+ * reduce-scatter; AGG_NO_MEMBER: none here). The others get a result
+ * without data (AGG_FLAG_NO_DATA, the same header otherwise);
  * agg_result_encode builds either. With AGG_FLAG_NO_DATA in hdr there is
  * no payload at all (payload_len 0; a partial of an allgather or bcast
  * whose root is not under this switch).
@@ -594,7 +596,8 @@ struct agg_result {
 	uint8_t pad;              /* PadCnt: zero bytes after the payload */
 	uint32_t payload_crc;     /* agg_crc32 over payload + pad bytes */
 	uint32_t payload_shift;   /* agg_crc32_shift_op(payload_len + pad) */
-	bool data_to_all;         /* every member gets the payload */
+	bool data_to_all;         /* every member gets the payload ... */
+	bool not_owner;           /* ... but the owner */
 	uint16_t owner;           /* else the member that does, or AGG_NO_MEMBER */
 };
 
@@ -602,7 +605,9 @@ struct agg_result {
 static inline bool agg_result_has_data_for(const struct agg_result *res,
 					   uint16_t member)
 {
-	return res->data_to_all || res->owner == member;
+	if (res->data_to_all)
+		return !res->not_owner || res->owner != member;
+	return res->owner == member;
 }
 
 /*
@@ -661,7 +666,10 @@ int agg_group_ingest(struct agg_group *g, const struct agg_pkt *pkt,
  * root is not under this switch (then AGG_FLAG_NO_DATA). The parent's
  * result comes back through this call: checked against the parent's
  * address, QPN and Q_Key, the pending set and whether it must carry
- * elements (-AGG_E_COLL_DATA), it becomes the set's retained result;
+ * elements (-AGG_E_COLL_DATA; an allgather's or bcast's comes without them
+ * when its root is under this switch, which kept the owner's elements and
+ * sends them on; with them, from an older parent, also taken), it becomes
+ * the set's retained result;
  * returns AGG_V_COMPLETE (send *res to every member, with or without
  * data as agg_result_has_data_for says), AGG_V_DUPLICATE (already had it)
  * or a negative AGG_E_* code, counted. A member's retransmission of a set
