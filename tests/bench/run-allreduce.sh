@@ -47,8 +47,8 @@
 #   --per-host P  P ranks on each host (--ranks: the job's ranks, a
 #              multiple of P): libinca reducing inside the host first
 #              (inca-udp, inca-xdp), the same with rails (inca-udp-rails,
-#              INCA_HIER=rails: every local rank carries its share of an
-#              all-reduce from 256 KiB up; manager mode only), every rank a
+#              INCA_HIER=rails: every local rank carries its share of a
+#              call from 256 KiB up; manager mode only), every rank a
 #              member (inca-udp-flat, INCA_HIER=off), Open MPI's tuned ring and its
 #              hierarchical coll/han (shared memory inside the host), in
 #              turn on the same links; per size each one's time and algbw,
