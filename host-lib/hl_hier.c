@@ -491,14 +491,12 @@ static int plan_req(struct inca_comm *c, struct hl_hreq *r)
 
 	r->upm = UP_REDUCE;
 	r->up_from = -1;
-	/* the rails take what is large enough: the vector, or the whole
-	 * input (reduce-scatter) or output (allgather) */
+	/* the rails take what is large enough, of every collective below:
+	 * the vector, or the whole input (reduce-scatter) or output
+	 * (allgather) */
 	size_t size = a->coll == AGG_COLL_REDUCE_SCATTER || a->coll == AGG_COLL_ALLGATHER ?
 		      N * n * es : n * es;
-	r->rails = h->rails && n && size >= h->rail_min &&
-		   (a->coll == AGG_COLL_ALLREDUCE || a->coll == AGG_COLL_REDUCE ||
-		    a->coll == AGG_COLL_BCAST || a->coll == AGG_COLL_REDUCE_SCATTER ||
-		    a->coll == AGG_COLL_ALLGATHER);
+	r->rails = h->rails && n && size >= h->rail_min;
 	switch (a->coll) {
 	case AGG_COLL_ALLREDUCE:
 		r->up_src = in;
