@@ -90,13 +90,21 @@ static struct im_comm *offload_comm(MPI_Comm comm, enum im_why *why, bool pipe)
 }
 
 /* Pass a blocking call through: nonblocking (its request in pass_req)
- * with recoveries served on a communicator that was offloaded, else MPI's
- * blocking call. */
-#define PASS(kind, why, bytes, t0, comm, blocking, nonblocking)                       \
+ * with recoveries served on a communicator that was offloaded and may
+ * still need this rank for one, else MPI's blocking call (im_comm_pass).
+ * sync: the call's result needs every rank's input, so every rank entered
+ * it (it settles an offloaded communicator). */
+#define PASS(kind, why, bytes, t0, comm, sync, blocking, nonblocking)                 \
 	do {                                                                          \
 		MPI_Request pass_req;                                                 \
-		int rc_ = im_comm_pass(comm) ? im_pass_wait(nonblocking, &pass_req)  \
-						  : (blocking);                       \
+		struct im_comm *pass_ic;                                              \
+		enum im_pass how_ = im_comm_pass(comm, &pass_ic);                     \
+		int rc_ = how_ == IM_PASS_SERVE ? im_pass_wait(nonblocking, &pass_req) \
+						: (blocking);                         \
+		im_pass_forms.served += how_ == IM_PASS_SERVE;                        \
+		im_pass_forms.settled += how_ == IM_PASS_SETTLED;                     \
+		if (rc_ == MPI_SUCCESS && pass_ic && (sync))                          \
+			im_comm_settled(pass_ic);                                     \
 		im_count_call(kind, false, why, bytes, t0);                           \
 		return rc_;                                                           \
 	} while (0)
@@ -104,7 +112,8 @@ static struct im_comm *offload_comm(MPI_Comm comm, enum im_why *why, bool pipe)
 /* Pass a nonblocking call through. */
 #define PASS_I(kind, why, bytes, t0, comm, call)                                      \
 	do {                                                                          \
-		im_comm_pass(comm);                                                   \
+		struct im_comm *pass_ic;                                              \
+		im_comm_pass(comm, &pass_ic);                                         \
 		int rc_ = (call);                                                     \
 		im_count_call(kind, false, why, bytes, t0);                           \
 		return rc_;                                                           \
@@ -143,7 +152,7 @@ int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype ty
 	im_serve_all();
 	why = map_reduction(count, type, mop, 1, &dt, &io, &bytes);
 	if (!(ic = offload_comm(comm, &why, false)))
-		PASS(IM_ALLREDUCE, why, bytes, t0, comm,
+		PASS(IM_ALLREDUCE, why, bytes, t0, comm, bytes > 0,
 		     PMPI_Allreduce(sendbuf, recvbuf, count, type, mop, comm),
 		     PMPI_Iallreduce(sendbuf, recvbuf, count, type, mop, comm, &pass_req));
 	return allreduce(IM_ALLREDUCE, sendbuf, recvbuf, count, type, mop, NULL, ic, dt, io, bytes,
@@ -205,7 +214,7 @@ int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type,
 	why = map_reduction(count, type, mop, 1, &dt, &io, &bytes);
 	why = check_root(why, root, comm);
 	if (!(ic = offload_comm(comm, &why, false)))
-		PASS(IM_REDUCE, why, bytes, t0, comm,
+		PASS(IM_REDUCE, why, bytes, t0, comm, false,
 		     PMPI_Reduce(sendbuf, recvbuf, count, type, mop, root, comm),
 		     PMPI_Ireduce(sendbuf, recvbuf, count, type, mop, root, comm, &pass_req));
 	return reduce(IM_REDUCE, sendbuf, recvbuf, count, type, mop, root, NULL, ic, dt, io, bytes,
@@ -269,7 +278,7 @@ int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int rcount,
 	im_serve_all();
 	why = map_reduction(rcount, type, mop, comm_size(comm), &dt, &io, &bytes);
 	if (!(ic = offload_comm(comm, &why, false)))
-		PASS(IM_REDUCE_SCATTER_BLOCK, why, bytes, t0, comm,
+		PASS(IM_REDUCE_SCATTER_BLOCK, why, bytes, t0, comm, bytes > 0,
 		     PMPI_Reduce_scatter_block(sendbuf, recvbuf, rcount, type, mop, comm),
 		     PMPI_Ireduce_scatter_block(sendbuf, recvbuf, rcount, type, mop, comm, &pass_req));
 	return reduce_scatter(IM_REDUCE_SCATTER_BLOCK, sendbuf, recvbuf, rcount, type, mop, NULL,
@@ -312,6 +321,17 @@ static int equal_counts(const int *counts, MPI_Comm comm)
 	return counts[0];
 }
 
+/* This rank's block of a reduce-scatter is not empty: its result needs
+ * every rank's input. */
+static bool own_block(const int *counts, MPI_Datatype type, MPI_Comm comm)
+{
+	int r = -1, tsize = 0;
+
+	PMPI_Type_size(type, &tsize);
+	return counts && tsize > 0 && PMPI_Comm_rank(comm, &r) == MPI_SUCCESS && r >= 0 &&
+	       counts[r] > 0;
+}
+
 /* the bytes of a reduce-scatter with unequal counts (INCA_MPI_STATS) */
 static size_t counts_bytes(const int *counts, MPI_Datatype type, MPI_Comm comm)
 {
@@ -341,7 +361,7 @@ int MPI_Reduce_scatter(const void *sendbuf, void *recvbuf, const int counts[],
 	else
 		bytes = counts_bytes(counts, type, comm);
 	if (!(ic = offload_comm(comm, &why, false)))
-		PASS(IM_REDUCE_SCATTER, why, bytes, t0, comm,
+		PASS(IM_REDUCE_SCATTER, why, bytes, t0, comm, own_block(counts, type, comm),
 		     PMPI_Reduce_scatter(sendbuf, recvbuf, counts, type, mop, comm),
 		     PMPI_Ireduce_scatter(sendbuf, recvbuf, counts, type, mop, comm, &pass_req));
 	return reduce_scatter(IM_REDUCE_SCATTER, sendbuf, recvbuf, rcount, type, mop, NULL, ic,
@@ -447,7 +467,7 @@ int MPI_Allgather(const void *sendbuf, int scount, MPI_Datatype stype, void *rec
 	im_serve_all();
 	why = map_allgather(rcount, rtype, comm, &blk, &bytes);
 	if (!(ic = offload_comm(comm, &why, false)))
-		PASS(IM_ALLGATHER, why, bytes, t0, comm,
+		PASS(IM_ALLGATHER, why, bytes, t0, comm, bytes > 0,
 		     PMPI_Allgather(sendbuf, scount, stype, recvbuf, rcount, rtype, comm),
 		     PMPI_Iallgather(sendbuf, scount, stype, recvbuf, rcount, rtype, comm, &pass_req));
 	return allgather(IM_ALLGATHER, sendbuf, scount, stype, recvbuf, rcount, rtype, comm, NULL,
@@ -525,7 +545,7 @@ int MPI_Bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm)
 	why = map_bcast(count, type, &bytes);
 	why = check_root(why, root, comm);
 	if (!(ic = offload_comm(comm, &why, false)))
-		PASS(IM_BCAST, why, bytes, t0, comm, PMPI_Bcast(buf, count, type, root, comm),
+		PASS(IM_BCAST, why, bytes, t0, comm, false, PMPI_Bcast(buf, count, type, root, comm),
 		     PMPI_Ibcast(buf, count, type, root, comm, &pass_req));
 	return bcast(IM_BCAST, buf, count, type, root, comm, NULL, ic, bytes, t0);
 }
@@ -565,7 +585,8 @@ int MPI_Barrier(MPI_Comm comm)
 		return PMPI_Barrier(comm);
 	im_serve_all();
 	if (!(ic = offload_comm(comm, &why, false)))
-		PASS(IM_BARRIER, why, 0, t0, comm, PMPI_Barrier(comm), PMPI_Ibarrier(comm, &pass_req));
+		PASS(IM_BARRIER, why, 0, t0, comm, true, PMPI_Barrier(comm),
+		     PMPI_Ibarrier(comm, &pass_req));
 	return barrier(IM_BARRIER, NULL, ic, t0);
 }
 

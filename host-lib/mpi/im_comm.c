@@ -380,10 +380,16 @@ static void comm_decide(struct im_comm *ic)
 				       "MPI_COMM_WORLD only; set INCA_MANAGER for others"
 				     : "neither INCA_MANAGER nor a static group is set";
 	}
-	if (!agree_min(ic->shadow, ok)) {
+	/* and on INCA_MPI_PASS_SETTLED: off on one rank, off on all */
+	int agreed = agree_min(ic->shadow, ok ? 1 + (int)im_cfg.pass_settled : 0);
+	if (!agreed) {
 		say_why_not(ic, ok, why);
 		return;
 	}
+	ic->pass_settled = agreed == 2;
+	if (ic->rank == 0 && !ic->pass_settled)
+		im_log(2, "communicator of %d ranks: INCA_MPI_PASS_SETTLED=0 on a rank: its calls "
+		       "passed through always wait nonblocking", ic->size);
 	double t0 = im_now_us();
 	if (getenv("INCA_MANAGER") && pool_take(ic)) {
 		ic->state = IM_OFFLOADED;
@@ -478,19 +484,50 @@ struct im_comm *im_comm_get(MPI_Comm comm)
 	return ic->state == IM_OFFLOADED || ic->state == IM_FAILED ? ic : NULL;
 }
 
-bool im_comm_pass(MPI_Comm comm)
+enum im_pass im_comm_pass(MPI_Comm comm, struct im_comm **icp)
 {
 	struct im_comm *ic;
 	int flag = 0;
 
+	*icp = NULL;
 	if (im_keyval == MPI_KEYVAL_INVALID || comm == MPI_COMM_NULL)
-		return false;
+		return IM_PASS_MPI;
 	PMPI_Comm_get_attr(comm, im_keyval, &ic, &flag);
-	if (flag && ic->head)
+	if (!flag || (ic->state != IM_OFFLOADED && ic->state != IM_FAILED))
+		return IM_PASS_MPI;
+	if (ic->head)
 		im_finish_active(ic);
-	/* failed too: every rank passes calls through with MPI's nonblocking
-	 * calls, the form a rank that redoes a call on comm uses */
-	return flag && (ic->state == IM_OFFLOADED || ic->state == IM_FAILED);
+	*icp = ic;
+	/*
+	 * MPI's blocking call when a call that every rank had to enter came
+	 * after the last offloaded operation and none of those operations
+	 * failed: then no rank can miss one (this rank need not serve), and
+	 * every rank decides alike. A failure of one of them is known to
+	 * every rank by then (a recovery waits for every rank's answer before
+	 * its rank goes on); a failure of a later operation, which a rank
+	 * that left a broadcast or reduce early may report before this rank
+	 * enters it, does not count here. Otherwise MPI's nonblocking call,
+	 * serving a rank that missed the last result; once the communicator
+	 * failed, always, the form a rank redoing a call on it uses.
+	 */
+	return ic->pass_settled && ic->settled_seq == ic->seq &&
+			       (!ic->failed_at || ic->failed_at > ic->seq)
+		       ? IM_PASS_SETTLED
+		       : IM_PASS_SERVE;
+}
+
+void im_comm_settled(struct im_comm *ic)
+{
+	ic->settled_seq = ic->seq;
+}
+
+/* Some rank says (or this one found) that operation seq failed. */
+static void failed_at(struct im_comm *ic, uint32_t seq)
+{
+	if (!seq)
+		seq = 1;
+	if (!ic->failed_at || seq < ic->failed_at)
+		ic->failed_at = seq;
 }
 
 void *im_comm_scratch(struct im_comm *ic, size_t bytes)
@@ -593,6 +630,7 @@ static void on_notice(struct im_comm *ic, int src, uint32_t seq)
 {
 	if (seq > ic->seen[src])
 		ic->seen[src] = seq;
+	failed_at(ic, seq);
 	if (ic->state == IM_OFFLOADED) {
 		ic->state = IM_FAILED;
 		im_log(2, "rank %d: rank %d reports the switch failed at operation %u",
@@ -633,6 +671,7 @@ static void on_redo(struct im_comm *ic, uint32_t seq)
 	void *out = NULL;
 	MPI_Aint lb, extent = 0;
 
+	failed_at(ic, seq);
 	if (seq != ic->done_seq || !j->valid || ic->joined_seq == seq)
 		return;
 	ic->joined_seq = seq;
@@ -716,6 +755,7 @@ int im_recover(struct im_op *op)
 	uint32_t k = op->seq;
 	int rc;
 
+	failed_at(ic, k);
 	if (ic->state == IM_OFFLOADED) {
 		ic->state = IM_FAILED;
 		im_log(1, "rank %d: the switch path failed (%s); this and later collectives "

@@ -18,6 +18,7 @@
 struct im_config im_cfg;
 struct im_counter im_count[IM_NCOLL];
 struct im_host_first im_host_first;
+struct im_pass_forms im_pass_forms;
 struct im_groups im_groups;
 
 static const char *const coll_names[IM_NCOLL] = {
@@ -138,6 +139,7 @@ static void configure(void)
 	im_cfg.enabled = env_true("INCA_MPI", true);
 	im_cfg.verbose = s ? atoi(s) : 0;
 	im_cfg.stats = env_true("INCA_MPI_STATS", false);
+	im_cfg.pass_settled = env_true("INCA_MPI_PASS_SETTLED", true);
 	env_bytes("INCA_MPI_MIN_BYTES", 0, &im_cfg.min_bytes);
 	env_bytes("INCA_MPI_MAX_BYTES", 0, &im_cfg.max_bytes);
 	s = getenv("INCA_MPI_CREATE_TIMEOUT_MS");
@@ -240,12 +242,13 @@ static void print_stats(void)
 		for (int w = 0; w < IM_NWHY; w++)
 			mine[k][6 + w] = (double)c->why[w];
 	}
-	double hf[5] = { (double)im_host_first.calls, (double)im_host_first.all,
+	double hf[7] = { (double)im_host_first.calls, (double)im_host_first.all,
 			 (double)im_groups.created, (double)im_groups.reused,
-			 (double)im_host_first.rails }, hfs[5];
+			 (double)im_host_first.rails, (double)im_pass_forms.served,
+			 (double)im_pass_forms.settled }, hfs[7];
 	PMPI_Comm_size(MPI_COMM_WORLD, &size);
 	PMPI_Reduce(mine, sums, IM_NCOLL * NCOL, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
-	PMPI_Reduce(hf, hfs, 5, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+	PMPI_Reduce(hf, hfs, 7, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
 	if (world_rank != 0)
 		return;
 	fprintf(stderr, "libinca-mpi: calls summed over %d ranks (time: mean per call; "
@@ -273,6 +276,10 @@ static void print_stats(void)
 	fprintf(stderr, "libinca-mpi: communicators offloaded: %.0f with a new group, %.0f "
 		"with a freed communicator's (INCA_MPI_POOL)\n",
 		hfs[2], hfs[3]);
+	fprintf(stderr, "libinca-mpi: blocking calls passed through on offloaded communicators: "
+		"%.0f waited for nonblocking, serving recoveries (an offloaded call before them "
+		"may not be complete on every rank, or the switch failed), %.0f with MPI's "
+		"blocking call\n", hfs[5], hfs[6]);
 }
 
 int MPI_Finalize(void)
@@ -299,35 +306,45 @@ int MPI_Comm_free(MPI_Comm *comm)
  * that redoes one through MPI after a switch failure meets the others). */
 int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm)
 {
+	struct im_comm *ic;
+
 	if (im_cfg.enabled)
-		im_comm_pass(comm);
+		im_comm_pass(comm, &ic);
 	return PMPI_Comm_dup(comm, newcomm);
 }
 
 int MPI_Comm_idup(MPI_Comm comm, MPI_Comm *newcomm, MPI_Request *request)
 {
+	struct im_comm *ic;
+
 	if (im_cfg.enabled)
-		im_comm_pass(comm);
+		im_comm_pass(comm, &ic);
 	return PMPI_Comm_idup(comm, newcomm, request);
 }
 
 int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm)
 {
+	struct im_comm *ic;
+
 	if (im_cfg.enabled)
-		im_comm_pass(comm);
+		im_comm_pass(comm, &ic);
 	return PMPI_Comm_split(comm, color, key, newcomm);
 }
 
 int MPI_Comm_split_type(MPI_Comm comm, int type, int key, MPI_Info info, MPI_Comm *newcomm)
 {
+	struct im_comm *ic;
+
 	if (im_cfg.enabled)
-		im_comm_pass(comm);
+		im_comm_pass(comm, &ic);
 	return PMPI_Comm_split_type(comm, type, key, info, newcomm);
 }
 
 int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm)
 {
+	struct im_comm *ic;
+
 	if (im_cfg.enabled)
-		im_comm_pass(comm);
+		im_comm_pass(comm, &ic);
 	return PMPI_Comm_create(comm, group, newcomm);
 }

@@ -67,11 +67,22 @@ extern struct im_groups {
 	uint64_t created, reused;
 } im_groups;
 
+/* blocking calls passed through on offloaded communicators: MPI's
+ * nonblocking call, waited for while serving recoveries (served), or its
+ * blocking call, every operation before it being complete on every rank
+ * (settled) */
+extern struct im_pass_forms {
+	uint64_t served, settled;
+} im_pass_forms;
+
 /* Settings from the environment, read once at MPI_Init. */
 struct im_config {
 	bool enabled;             /* INCA_MPI=0 turns the interposer off */
 	int verbose;              /* INCA_MPI_VERBOSE */
 	bool stats;               /* INCA_MPI_STATS */
+	bool pass_settled;        /* INCA_MPI_PASS_SETTLED: MPI's blocking call
+				     for a call passed through on an offloaded
+				     communicator once it is settled */
 	size_t min_bytes;         /* INCA_MPI_MIN_BYTES: smaller calls pass through */
 	size_t max_bytes;         /* INCA_MPI_MAX_BYTES: larger calls pass through (0: none) */
 	unsigned create_timeout_ms; /* INCA_MPI_CREATE_TIMEOUT_MS */
@@ -124,6 +135,13 @@ struct im_comm {
 	inca_comm_t *inca;
 	uint32_t seq;             /* offloaded operations started */
 	uint32_t done_seq;        /* the last one completed here (0: none) */
+	uint32_t settled_seq;     /* seq when a passed-through call that every
+				     rank had to enter last completed here:
+				     operations up to it are complete on every
+				     rank, none needs this rank for a recovery */
+	uint32_t failed_at;       /* the earliest operation this rank knows
+				     failed on some rank (0: none) */
+	bool pass_settled;        /* INCA_MPI_PASS_SETTLED on every rank */
 	struct im_kept big;       /* the last call that ran alone */
 	struct im_kept ring[IM_PIPE_MAX]; /* pipelined calls, by seq % IM_PIPE_MAX */
 	void *scratch;            /* in-place inputs kept for a recovery */
@@ -212,11 +230,27 @@ void im_log(int level, const char *fmt, ...);
  * collectively on its offload_after-th offloadable call (counted here);
  * NULL: pass through (before that call too). */
 struct im_comm *im_comm_get(MPI_Comm comm);
+/* How a call passes through on a communicator: the same on every rank
+ * at the same call. */
+enum im_pass {
+	IM_PASS_MPI,      /* never offloaded: MPI's blocking call */
+	IM_PASS_SETTLED,  /* offloaded, and every offloaded operation on it is
+			     complete on every rank (a passed-through call
+			     that every rank had to enter came after them):
+			     MPI's blocking call */
+	IM_PASS_SERVE,    /* offloaded with operations another rank may still
+			     need this one for, or failed: MPI's nonblocking
+			     call, waited for while serving recoveries */
+};
 /* A call on comm passes through: comm's operation in flight, if any, is
- * finished first (the calls stay in the same order on every rank); true
- * when comm was offloaded (then its PMPI calls are nonblocking and keep
- * serving recoveries). Decides nothing. */
-bool im_comm_pass(MPI_Comm comm);
+ * finished first (the calls stay in the same order on every rank). *icp:
+ * comm's mapping when it was offloaded (NULL otherwise), for
+ * im_comm_settled. Decides nothing. */
+enum im_pass im_comm_pass(MPI_Comm comm, struct im_comm **icp);
+/* A passed-through call that every rank had to enter (its result needs
+ * every rank's input) completed on ic: every offloaded operation before
+ * it is complete on every rank. */
+void im_comm_settled(struct im_comm *ic);
 /* Send DATA for ic's last operation to the ranks whose NOTICE of it came
  * before it finished here. */
 void im_answer_owed(struct im_comm *ic);

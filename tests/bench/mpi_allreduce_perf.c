@@ -19,7 +19,8 @@
  * The time is the median over the timed iterations of the slowest rank's
  * time; cpu is a rank's user+system CPU seconds per GB reduced (mean over
  * ranks; Open MPI's daemons not counted).
- * -o: the OSU micro-benchmarks' table (# Size  Avg Latency(us)) instead.
+ * -o: the OSU micro-benchmarks' table (# Size  Avg Latency(us): the mean
+ *     over the ranks of each rank's mean timed call, as OSU's) instead.
  * Run it with libinca-mpi preloaded and the same binary's MPI_Allreduce
  * goes through the switch (tests/bench/run-mpi.sh).
  */
@@ -242,7 +243,7 @@ int main(int argc, char **argv)
 		if (coll == BCAST)   /* a bcast that did nothing must show */
 			for (size_t i = 0; i < count; i++)
 				out[i] = rank == root ? value(root, i) : -1000.0f;
-		double cpu0 = perf_cpu_s(), t0 = MPI_Wtime(), mean_us;
+		double cpu0 = perf_cpu_s(), mean_us = 0;
 		for (int it = 0; it < n_it; it++) {
 			/* rooted: an untimed barrier first, as OSU's osu_bcast and
 			 * osu_reduce do, or a root that returns at once would
@@ -253,15 +254,19 @@ int main(int argc, char **argv)
 			run(coll, in, out, count, root, size);
 			its[it] = (MPI_Wtime() - ti) * 1e6;
 		}
-		mean_us = (MPI_Wtime() - t0) * 1e6 / n_it;
+		/* the timed calls only, not the barriers before them */
+		double my_mean = 0;
+		for (int it = 0; it < n_it; it++)
+			my_mean += its[it] / n_it;
 		double cpu = perf_cpu_s() - cpu0, cpu_sum = 0;
 		wrong = check(coll, out, count, root, rank, size);
-		/* MPI_Reduce: not intercepted by libinca-mpi, so these do not
-		 * count among the calls measured */
+		/* after the timed calls: not among the calls measured */
 		long wrong_all = 0;
 		MPI_Reduce(its, slowest, n_it, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
 		MPI_Reduce(&cpu, &cpu_sum, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
 		MPI_Reduce(&wrong, &wrong_all, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+		MPI_Reduce(&my_mean, &mean_us, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+		mean_us /= size;
 		total_wrong += wrong;
 		double us = perf_median(slowest, n_it);
 		double algbw = (double)bytes / us / 1e3;

@@ -18,8 +18,11 @@
 # passed-through ones (a user op, a short-lived dup), 8 B to 4 KiB
 # --pass: what the interposer costs a call it passes through: Open MPI
 # alone against every call passed through, on a communicator never
-# offloaded and on an offloaded one, --rounds R interleaved rounds
-# (default 5); e.g. --ranks 2 --per-host 2 --max 4K: shared memory
+# offloaded and on an offloaded one (one call after another: MPI's
+# blocking call; and with INCA_MPI_PASS_SETTLED=0: its nonblocking call,
+# the form of a call right after an offloaded one), --rounds R
+# interleaved rounds (default 5), --iters calls a size (default 2000); e.g.
+# --ranks 2 --per-host 2 --max 4K: shared memory
 # --mpi mpich: the same against Debian's MPICH (ch4:ucx on TCP only, over
 # the same links between hosts) with libinca-mpi-mpich: MPICH at
 # its best is the fastest at each size of its default algorithm choice, its
@@ -33,7 +36,7 @@
 # (900 s) and tried once more
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
-rate="" min=8 max=16M iters=20 np=8 per=2 coll=allreduce nb="" mix="" pass="" rounds=5 impl=openmpi
+rate="" min=8 max=16M iters="" np=8 per=2 coll=allreduce nb="" mix="" pass="" rounds=5 impl=openmpi
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--rate) rate=${2:?}; shift 2 ;;
@@ -53,6 +56,8 @@ while [ $# -gt 0 ]; do
 	esac
 done
 [ "$(id -u)" -eq 0 ] || { echo "run-mpi.sh: run as root" >&2; exit 1; }
+# --iters: 20 by default; with --pass, 2000 (every size)
+[ -n "$iters" ] || { iters=20; [ -z "$pass" ] || iters=2000; }
 B=$here/build
 LIB=$B/host-lib/mpi/libinca-mpi.so
 PERF=$B/tests/bench/mpi-allreduce-perf
@@ -96,6 +101,10 @@ export OMPI_MCA_coll_tuned_dynamic_rules_filename=$here/tests/bench/ompi-allredu
 # communicator at its 4th call, and the first few dozen calls after are
 # slower on both sides); larger sizes --iters after 5
 ARGS=(-c "$coll" -o -b "$min" -e "$max" -f 8 -n "$iters" -N 100 -w 5 -W 50)
+# --pass: --iters for every size, 200 warm-up calls: the first timed call
+# after the harness's barrier (offloaded, and its ranks leave it tens of
+# microseconds apart) weighs 1/iters in the mean
+[ -z "$pass" ] || ARGS=(-c "$coll" -o -b "$min" -e "$max" -f 8 -n "$iters" -w 200)
 if [ -n "$nb" ]; then
 	PERF=$B/tests/bench/mpi-nb-perf
 	[ -e "$PERF" ] || { echo "run-mpi.sh: $PERF not built" >&2; exit 1; }
@@ -127,11 +136,13 @@ link_bound() {
 			}
 		}' "$WORK/$1.txt"
 }
-# run NAME: the perf tool once; a failed launch is retried once, and said
+# run NAME [ARGS...]: the perf tool once (ARGS after the usual ones); a
+# failed launch is retried once, and said
 run() {
 	local name=$1 try
+	shift
 	for try in 1 2; do
-		if "$launch" "$np" "$per" "$LIB" "$PERF" "${ARGS[@]}" > "$WORK/$name.txt" 2> "$WORK/$name.err"; then
+		if "$launch" "$np" "$per" "$LIB" "$PERF" "${ARGS[@]}" "$@" > "$WORK/$name.txt" 2> "$WORK/$name.err"; then
 			[ -n "$nb$mix$pass" ] || link_bound "$name" || exit 1
 			return 0
 		fi
@@ -155,21 +166,37 @@ if [ -n "$pass" ]; then
 	# the layout given (one host: shared memory, the worst case for it):
 	# Open MPI alone, then the same binary with every call passed through
 	# on a communicator never offloaded (MPI's blocking call) and on one
-	# offloaded (calls below INCA_MPI_MIN_BYTES: MPI's nonblocking call,
-	# serving recoveries while it waits), in turn for $rounds rounds (the
-	# machine's drifts fall on every side alike); medians over the rounds.
+	# offloaded at its first barrier (the calls below INCA_MPI_MIN_BYTES,
+	# one after another: after the first, MPI's blocking call), and again
+	# with INCA_MPI_PASS_SETTLED=0 (every one MPI's nonblocking call,
+	# serving recoveries while it waits: the form a call right after an
+	# offloaded one takes). In turn for $rounds rounds (the machine's
+	# drifts fall on every side alike); medians over the rounds.
 	# INCA_MPI_STATS=0, the default: its clock reads are not counted.
 	for r in $(seq "$rounds"); do
 		INCA_MPI=0 run "o$r"
 		INCA_MPI=1 INCA_MPI_STATS=0 INCA_MPI_OFFLOAD_AFTER=2147483647 run "b$r"
-		INCA_MPI=1 INCA_MPI_STATS=0 INCA_MPI_MIN_BYTES=64G run "n$r"
+		INCA_MPI=1 INCA_MPI_STATS=0 INCA_MPI_OFFLOAD_AFTER=1 INCA_MPI_MIN_BYTES=64G run "n$r"
+		INCA_MPI=1 INCA_MPI_STATS=0 INCA_MPI_OFFLOAD_AFTER=1 INCA_MPI_MIN_BYTES=64G \
+			INCA_MPI_PASS_SETTLED=0 run "s$r"
 	done
 	INCA_MPI=1 INCA_MPI_OFFLOAD_AFTER=2147483647 run bstats
-	INCA_MPI=1 INCA_MPI_MIN_BYTES=64G run nstats
+	INCA_MPI=1 INCA_MPI_OFFLOAD_AFTER=1 INCA_MPI_MIN_BYTES=64G run nstats
+	INCA_MPI=1 INCA_MPI_OFFLOAD_AFTER=1 INCA_MPI_MIN_BYTES=64G INCA_MPI_PASS_SETTLED=0 run sstats
 	no_offload bstats
 	no_offload nstats
-	grep -q "offloaded to INCA" "$WORK/nstats.err" ||
-		{ echo "run-mpi.sh: --pass: the communicator was not offloaded" >&2; exit 1; }
+	no_offload sstats
+	# the offloaded runs: offloaded at the first barrier, before any timed
+	# call; the forms the calls took (docs/mpi.md, "What a call passed
+	# through costs")
+	forms() { sed -n 's/.*offloaded communicators: \([0-9]*\) waited.* \([0-9]*\) with MPI.s blocking call/\1 \2/p' "$WORK/$1.err"; }
+	read -r ns nb < <(forms nstats) || true
+	read -r ss sb < <(forms sstats) || true
+	if [ "$(awk '$1 == "MPI_Barrier" { print $2 }' "$WORK/nstats.err")" != "$((np * $(grep -c '^[0-9]' "$WORK/nstats.txt")))" ] ||
+	   [ -z "${nb:-}" ] || [ -z "${ss:-}" ] || [ "$nb" -le "$ns" ] || [ "$sb" != 0 ]; then
+		echo "run-mpi.sh: --pass: the offloaded runs did not offload every barrier, or their calls did not take the forms measured (one after another: $ns nonblocking, $nb blocking; INCA_MPI_PASS_SETTLED=0: $ss nonblocking, $sb blocking)" >&2
+		exit 1
+	fi
 	echo "== $coll passed through libinca-mpi ($np ranks, $per per host${rate:+, links $rate}," \
 	     "medians of $rounds interleaved rounds, us)"
 	awk 'FNR == 1 { m = split(FILENAME, path, "/"); k = substr(path[m], 1, 1) }
@@ -177,12 +204,16 @@ if [ -n "$pass" ]; then
 	     function med(s,   x, m, i, j, t) { m = split(s, x, " ")
 		for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++) if (x[j] + 0 < x[i] + 0) { t = x[i]; x[i] = x[j]; x[j] = t }
 		return x[int((m + 1) / 2)] }
-	     END { printf "%-10s %12s %12s %12s %10s %10s\n", "# Size", "Open MPI", "never off.", "offloaded", "ratio", "ratio"
-		for (i = 1; i <= n; i++) { s = o[i]; a = med(v["o", s]); b = med(v["b", s]); c = med(v["n", s])
-			printf "%-10s %12.2f %12.2f %12.2f %9.3fx %9.3fx\n", s, a, b, c, b / a, c / a } }' \
-		"$WORK"/o[0-9]*.txt "$WORK"/b[0-9]*.txt "$WORK"/n[0-9]*.txt
-	echo "# ratio: time passed through / Open MPI alone (1.000: no cost); first on a"
-	echo "# communicator never offloaded, then on an offloaded one"
+	     END { printf "%-8s %9s %9s %9s %9s %8s %8s %8s\n", "# Size", "Open MPI", "never", "settled", "serving", "ratio", "ratio", "ratio"
+		for (i = 1; i <= n; i++) { s = o[i]; a = med(v["o", s]); b = med(v["b", s]); c = med(v["n", s]); d = med(v["s", s])
+			printf "%-8s %9.2f %9.2f %9.2f %9.2f %7.3fx %7.3fx %7.3fx\n", s, a, b, c, d, b / a, c / a, d / a } }' \
+		"$WORK"/o[0-9]*.txt "$WORK"/b[0-9]*.txt "$WORK"/n[0-9]*.txt "$WORK"/s[0-9]*.txt
+	echo "# ratio: time passed through / Open MPI alone (1.000: no cost). never: a communicator"
+	echo "# never offloaded (MPI's blocking call); settled: an offloaded one, calls one after"
+	echo "# another (MPI's blocking call: $nb of the stats run's $((ns + nb)) calls passed"
+	echo "# through, the others right after an offloaded barrier); serving: the same with"
+	echo "# INCA_MPI_PASS_SETTLED=0 (MPI's nonblocking call, serving recoveries: the form of"
+	echo "# a call right after an offloaded one)"
 	exit 0
 fi
 if [ "$impl" = mpich ]; then

@@ -14,6 +14,11 @@
  * --loop N: N checked all-reduces, reduces, reduce-scatters and
  * allgathers of 4 KiB..1 MiB, every other one a batch of 32 small
  * nonblocking all-reduces in flight (the switch may be killed meanwhile). --refuse-rank R: a communicator that rank R cannot offload.
+ * -p N: N rounds on MPI_COMM_WORLD of an offloaded all-reduce and three
+ * calls passed through with a user op (an all-reduce, a reduce, an
+ * all-reduce), after four offloaded all-reduces, nothing else: with
+ * INCA_MPI_STATS=1 the first of each round waits nonblocking and the other
+ * two use MPI's blocking call (the all-reduce made every rank enter it).
  * -s N: N short-lived communicators (a split, one checked broadcast and
  * one checked all-reduce, freed), nothing else. -F: without the request
  * freed before it completes (for runs where a communicator may not be
@@ -679,9 +684,54 @@ static void more(MPI_Comm comm, const char *cname, size_t max_bytes, unsigned *s
 	reduce_case(comm, cname, &t[0], MPI_SUM, 1000, 0, false, false, (*seed)++);
 }
 
+/* Calls passed through on comm with a user op, checked (round: the
+ * values): an all-reduce, a reduce to root, an all-reduce. */
+static void passed_three(MPI_Comm comm, int round, int root)
+{
+	int rank, size, a[8], b[8], c[8], d[8], bad = 0;
+	MPI_Op uop;
+
+	MPI_Comm_rank(comm, &rank);
+	MPI_Comm_size(comm, &size);
+	MPI_Op_create(user_sum, 1, &uop);
+	for (int i = 0; i < 8; i++) {
+		a[i] = rank * 10 + i + round;
+		c[i] = d[i] = -1;
+	}
+	MPI_Allreduce(a, b, 8, MPI_INT, uop, comm);
+	MPI_Reduce(a, c, 8, MPI_INT, uop, root, comm);
+	MPI_Allreduce(b, d, 8, MPI_INT, uop, comm);
+	for (int i = 0; i < 8; i++) {
+		int want = 10 * size * (size - 1) / 2 + (i + round) * size;
+		bad += b[i] != want || d[i] != size * want || (rank == root ? c[i] != want : c[i] != -1);
+	}
+	CHECK(!bad, "round %d: user-op all-reduce, reduce to %d, all-reduce: %d wrong", round,
+	      root, bad);
+	MPI_Op_free(&uop);
+}
+
+/* -p N: see the header */
+static void pass_rounds(int rounds)
+{
+	int rank, size;
+	double one = 1, sum = 0;
+
+	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+	MPI_Comm_size(MPI_COMM_WORLD, &size);
+	for (int r = 0; r < 4 + rounds; r++) {
+		MPI_Allreduce(&one, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+		CHECK(sum == (double)size, "round %d: all-reduce %g, want %d", r, sum, size);
+		if (r >= 4)
+			passed_three(MPI_COMM_WORLD, r, r % size);
+	}
+}
+
 /* iters checked collectives of 4 KiB..1 MiB (the switch may be killed
  * meanwhile): every other one a batch of small nonblocking all-reduces,
- * the others all-reduce, reduce, reduce-scatter, allgather in turn */
+ * the others all-reduce, reduce, reduce-scatter, allgather in turn; every
+ * third also three calls passed through (the first of them waits
+ * nonblocking, the others use MPI's blocking call, until the switch
+ * fails) */
 static void loop(int iters, unsigned *seed)
 {
 	const struct tcase f32 = { "MPI_FLOAT", MPI_FLOAT, K_F32 };
@@ -715,6 +765,8 @@ static void loop(int iters, unsigned *seed)
 				       it % 7 == 0, (*seed)++);
 			break;
 		}
+		if (it % 3 == 2)
+			passed_three(MPI_COMM_WORLD, it, it % size);
 		bad += failed != before;
 		if (wrank == 0 && it % 20 == 0) {
 			printf("mpi-check: loop %d of %d\n", it, iters);
@@ -753,26 +805,29 @@ static void short_lived(int n)
 int main(int argc, char **argv)
 {
 	size_t max_bytes = 16u << 20;
-	int iters = 0, refuse = -1, shortlived = 0, opt, provided;
+	int iters = 0, refuse = -1, shortlived = 0, pass = 0, opt, provided;
 	unsigned seed = 1;
 
 	MPI_Init_thread(&argc, &argv, MPI_THREAD_SINGLE, &provided);
 	MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
-	while ((opt = getopt(argc, argv, "m:l:r:s:F")) != -1) {
+	while ((opt = getopt(argc, argv, "m:l:r:s:p:F")) != -1) {
 		switch (opt) {
 		case 'm': max_bytes = strtoull(optarg, NULL, 0); break;
 		case 'l': iters = atoi(optarg); break;
 		case 'r': refuse = atoi(optarg); break;
 		case 's': shortlived = atoi(optarg); break;
+		case 'p': pass = atoi(optarg); break;
 		case 'F': free_requests = false; break;
 		default:
 			if (wrank == 0)
 				fprintf(stderr, "usage: mpi-check [-m MAX_BYTES] [-l LOOPS] "
-					"[-r REFUSE_RANK] [-s SHORT_LIVED_COMMS] [-F]\n");
+					"[-r REFUSE_RANK] [-s SHORT_LIVED_COMMS] [-p PASS_ROUNDS] [-F]\n");
 			MPI_Abort(MPI_COMM_WORLD, 2);
 		}
 	}
-	if (shortlived > 0) {
+	if (pass > 0) {
+		pass_rounds(pass);
+	} else if (shortlived > 0) {
 		short_lived(shortlived);
 	} else if (iters > 0) {
 		loop(iters, &seed);
