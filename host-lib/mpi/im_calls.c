@@ -7,8 +7,9 @@
  * rests only on what every rank passes alike (counts, types, ops, root),
  * so every rank decides the same way. A call that passes through on an
  * offloaded communicator waits nonblocking, serving other ranks'
- * recoveries (im_pass_wait), and always with MPI's nonblocking call, so
- * that it matches a rank redoing the same call after a switch failure.
+ * recoveries (im_pass_wait), with MPI's nonblocking call, so that it
+ * matches a rank redoing the same call after a switch failure; once the
+ * communicator is settled (im_comm_pass) it takes MPI's blocking call.
  */
 #include <stdlib.h>
 #include <string.h>
