@@ -322,15 +322,21 @@ static int equal_counts(const int *counts, MPI_Comm comm)
 	return counts[0];
 }
 
-/* This rank's block of a reduce-scatter is not empty: its result needs
- * every rank's input. */
-static bool own_block(const int *counts, MPI_Datatype type, MPI_Comm comm)
+/* Every rank's block of a reduce-scatter has data: each rank's result
+ * needs every rank's input, and every rank knows it alike (not so for its
+ * own block alone: a rank with an empty one may finish before the others
+ * enter, and would settle where they do not). */
+static bool all_blocks(const int *counts, MPI_Datatype type, MPI_Comm comm)
 {
-	int r = -1, tsize = 0;
+	int n = comm_size(comm), tsize = 0;
 
 	PMPI_Type_size(type, &tsize);
-	return counts && tsize > 0 && PMPI_Comm_rank(comm, &r) == MPI_SUCCESS && r >= 0 &&
-	       counts[r] > 0;
+	if (!counts || tsize <= 0 || n < 1)
+		return false;
+	for (int i = 0; i < n; i++)
+		if (counts[i] <= 0)
+			return false;
+	return true;
 }
 
 /* the bytes of a reduce-scatter with unequal counts (INCA_MPI_STATS) */
@@ -362,7 +368,7 @@ int MPI_Reduce_scatter(const void *sendbuf, void *recvbuf, const int counts[],
 	else
 		bytes = counts_bytes(counts, type, comm);
 	if (!(ic = offload_comm(comm, &why, false)))
-		PASS(IM_REDUCE_SCATTER, why, bytes, t0, comm, own_block(counts, type, comm),
+		PASS(IM_REDUCE_SCATTER, why, bytes, t0, comm, all_blocks(counts, type, comm),
 		     PMPI_Reduce_scatter(sendbuf, recvbuf, counts, type, mop, comm),
 		     PMPI_Ireduce_scatter(sendbuf, recvbuf, counts, type, mop, comm, &pass_req));
 	return reduce_scatter(IM_REDUCE_SCATTER, sendbuf, recvbuf, rcount, type, mop, NULL, ic,

@@ -56,6 +56,13 @@ while [ $# -gt 0 ]; do
 	esac
 done
 [ "$(id -u)" -eq 0 ] || { echo "run-mpi.sh: run as root" >&2; exit 1; }
+# --pass: an all-reduce, an allgather or a reduce-scatter (its figures come
+# from calls that follow one another, which the rooted ones and the
+# barrier, each behind a barrier of the harness's, never do)
+case "$pass:$coll" in
+:*|1:allreduce|1:allgather|1:reduce_scatter) ;;
+*) echo "run-mpi.sh: --pass goes with --coll allreduce, allgather or reduce_scatter" >&2; exit 2 ;;
+esac
 # --iters: 20 by default; with --pass, 2000 (every size)
 [ -n "$iters" ] || { iters=20; [ -z "$pass" ] || iters=2000; }
 B=$here/build
@@ -136,13 +143,11 @@ link_bound() {
 			}
 		}' "$WORK/$1.txt"
 }
-# run NAME [ARGS...]: the perf tool once (ARGS after the usual ones); a
-# failed launch is retried once, and said
+# run NAME: the perf tool once; a failed launch is retried once, and said
 run() {
 	local name=$1 try
-	shift
 	for try in 1 2; do
-		if "$launch" "$np" "$per" "$LIB" "$PERF" "${ARGS[@]}" "$@" > "$WORK/$name.txt" 2> "$WORK/$name.err"; then
+		if "$launch" "$np" "$per" "$LIB" "$PERF" "${ARGS[@]}" > "$WORK/$name.txt" 2> "$WORK/$name.err"; then
 			[ -n "$nb$mix$pass" ] || link_bound "$name" || exit 1
 			return 0
 		fi
@@ -190,11 +195,11 @@ if [ -n "$pass" ]; then
 	# call; the forms the calls took (docs/mpi.md, "What a call passed
 	# through costs")
 	forms() { sed -n 's/.*offloaded communicators: \([0-9]*\) waited.* \([0-9]*\) with MPI.s blocking call/\1 \2/p' "$WORK/$1.err"; }
-	read -r ns nb < <(forms nstats) || true
-	read -r ss sb < <(forms sstats) || true
+	read -r n_serve n_block < <(forms nstats) || true
+	read -r s_serve s_block < <(forms sstats) || true
 	if [ "$(awk '$1 == "MPI_Barrier" { print $2 }' "$WORK/nstats.err")" != "$((np * $(grep -c '^[0-9]' "$WORK/nstats.txt")))" ] ||
-	   [ -z "${nb:-}" ] || [ -z "${ss:-}" ] || [ "$nb" -le "$ns" ] || [ "$sb" != 0 ]; then
-		echo "run-mpi.sh: --pass: the offloaded runs did not offload every barrier, or their calls did not take the forms measured (one after another: $ns nonblocking, $nb blocking; INCA_MPI_PASS_SETTLED=0: $ss nonblocking, $sb blocking)" >&2
+	   [ -z "${n_block:-}" ] || [ -z "${s_serve:-}" ] || [ "$n_block" -le "$n_serve" ] || [ "$s_block" != 0 ]; then
+		echo "run-mpi.sh: --pass: the offloaded runs did not offload every barrier, or their calls did not take the forms measured (one after another: ${n_serve:-?} nonblocking, ${n_block:-?} blocking; INCA_MPI_PASS_SETTLED=0: ${s_serve:-?} nonblocking, ${s_block:-?} blocking)" >&2
 		exit 1
 	fi
 	echo "== $coll passed through libinca-mpi ($np ranks, $per per host${rate:+, links $rate}," \
@@ -210,7 +215,7 @@ if [ -n "$pass" ]; then
 		"$WORK"/o[0-9]*.txt "$WORK"/b[0-9]*.txt "$WORK"/n[0-9]*.txt "$WORK"/s[0-9]*.txt
 	echo "# ratio: time passed through / Open MPI alone (1.000: no cost). never: a communicator"
 	echo "# never offloaded (MPI's blocking call); settled: an offloaded one, calls one after"
-	echo "# another (MPI's blocking call: $nb of the stats run's $((ns + nb)) calls passed"
+	echo "# another (MPI's blocking call: $n_block of the stats run's $((n_serve + n_block)) calls passed"
 	echo "# through, the others right after an offloaded barrier); serving: the same with"
 	echo "# INCA_MPI_PASS_SETTLED=0 (MPI's nonblocking call, serving recoveries: the form of"
 	echo "# a call right after an offloaded one)"

@@ -14,11 +14,13 @@
  * --loop N: N checked all-reduces, reduces, reduce-scatters and
  * allgathers of 4 KiB..1 MiB, every other one a batch of 32 small
  * nonblocking all-reduces in flight (the switch may be killed meanwhile). --refuse-rank R: a communicator that rank R cannot offload.
- * -p N: N rounds on MPI_COMM_WORLD of an offloaded all-reduce and three
- * calls passed through with a user op (an all-reduce, a reduce, an
- * all-reduce), after four offloaded all-reduces, nothing else: with
- * INCA_MPI_STATS=1 the first of each round waits nonblocking and the other
- * two use MPI's blocking call (the all-reduce made every rank enter it).
+ * -p N: N rounds on MPI_COMM_WORLD of an offloaded all-reduce, a
+ * reduce-scatter whose rank 0 has an empty block (unequal counts: passed
+ * through) and three calls passed through with a user op (an all-reduce, a
+ * reduce, an all-reduce), after four offloaded all-reduces, nothing else:
+ * with INCA_MPI_STATS=1 the reduce-scatter and the first all-reduce of
+ * each round wait nonblocking (rank 0 may leave the reduce-scatter before
+ * the others enter it), the other two use MPI's blocking call.
  * -s N: N short-lived communicators (a split, one checked broadcast and
  * one checked all-reduce, freed), nothing else. -F: without the request
  * freed before it completes (for runs where a communicator may not be
@@ -718,12 +720,27 @@ static void pass_rounds(int rounds)
 
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
+	int *counts = xmalloc(sizeof(int) * (size_t)size), *in = xmalloc(sizeof(int) * 2 * (size_t)size);
+	int out[2] = { -1, -1 };
+
+	for (int q = 0; q < size; q++)
+		counts[q] = q ? 2 : 0;
+	for (int i = 0; i < 2 * size; i++)
+		in[i] = rank + i;
 	for (int r = 0; r < 4 + rounds; r++) {
 		MPI_Allreduce(&one, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
 		CHECK(sum == (double)size, "round %d: all-reduce %g, want %d", r, sum, size);
-		if (r >= 4)
-			passed_three(MPI_COMM_WORLD, r, r % size);
+		if (r < 4)
+			continue;
+		MPI_Reduce_scatter(in, out, counts, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+		int bad = 0;
+		for (int j = 0; rank && j < 2; j++)
+			bad += out[j] != size * (size - 1) / 2 + size * (2 * (rank - 1) + j);
+		CHECK(!bad, "round %d: reduce-scatter, rank 0's block empty: %d wrong", r, bad);
+		passed_three(MPI_COMM_WORLD, r, r % size);
 	}
+	free(counts);
+	free(in);
 }
 
 /* iters checked collectives of 4 KiB..1 MiB (the switch may be killed
