@@ -73,10 +73,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	check(rc >= -AGG_E__COUNT + 1 && rc <= AGG_V_RETRANSMIT);
 	if (rc >= 0) {
 		/* second member completes the set; the result must decode */
+		static const uint8_t zeros[AGG_MAX_FRAME_LEN];
 		pkt.hdr.rank = 1;
 		pkt.src_ip = m[1].ip;
 		pkt.src_qp = m[1].qpn;
 		pkt.hdr.fanin = 1;
+		if ((pkt.hdr.flags & AGG_FLAG_COLL) && pkt.hdr.coll >= AGG_COLL_ALLGATHER) {
+			/* an allgather's or bcast's elements come from the root's
+			 * member only: the other one sends its header alone (and
+			 * gets the owner's elements back; the owner, the result
+			 * without them) */
+			size_t len = (size_t)pkt.hdr.count * agg_dtype_size(pkt.hdr.dtype);
+			if (agg_hdr_has_data(&pkt.hdr)) {
+				pkt.hdr.flags |= AGG_FLAG_NO_DATA;
+				pkt.payload_len = 0;
+			} else if (len <= sizeof(zeros)) {
+				pkt.hdr.flags &= (uint8_t)~AGG_FLAG_NO_DATA;
+				pkt.payload = zeros;
+				pkt.payload_len = (uint32_t)len;
+			}
+		}
 		if (agg_group_ingest(g, &pkt, &res, NULL) == AGG_V_COMPLETE) {
 			/* with or without elements (a reduce's non-root), the
 			 * results decode */

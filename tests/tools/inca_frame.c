@@ -154,6 +154,21 @@ static int build(unsigned long count, unsigned long long seed, const char *dir)
 				.pkt_idx = (uint32_t)rnd(),
 			},
 		};
+		if (rnd() % 2) {
+			/* a contribution to a collective other than all-reduce,
+			 * in a slot of the fuzz target's two-member group, from
+			 * its member 0 (whose QPN it makes from the sender's with
+			 * bit 1 set), at most its 64 elements a packet: its
+			 * reduce, allgather and bcast sets can complete there */
+			s.hdr.type = AGG_TYPE_CONTRIB;
+			s.hdr.count = (uint16_t)(1 + rnd() % 64);
+			s.src_qp |= 2;
+			s.hdr.flags |= AGG_FLAG_COLL;
+			s.hdr.coll = (uint8_t)(rnd() % AGG_COLL_COUNT);
+			s.hdr.root = (uint16_t)(rnd() % 3);
+			s.hdr.slot = (uint16_t)(rnd() % 2);
+			s.hdr.rank = 0;
+		}
 		for (int i = 0; i < 6; i++) {
 			s.dst_mac[i] = (uint8_t)rnd();
 			s.src_mac[i] = (uint8_t)rnd();
