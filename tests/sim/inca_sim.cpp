@@ -28,7 +28,16 @@
  * the wire are the frame plus preamble, FCS and gap (the switch's shaper
  * counts them the same way, dp_qos.c).
  *
- * What is left out: loss and retransmission, the shaper's 1 ms burst, the
+ * Loss (--loss P, --drop R:K; packet by packet only): a packet that crosses
+ * a link is lost with probability P, and each loss delays it by the RTO
+ * (doubled for each further loss of the same packet, each at most
+ * --rto-cap): the member's timer, after which it (or, for a partial or a
+ * result, the switch a member's retransmission reaches) sends it again.
+ * The lost copies' bytes on the wire and the retransmission's extra trips
+ * are not simulated, nor libinca's probe rule (a timed-out packet goes
+ * again only once a later one completed) or its RTO estimator.
+ *
+ * What is left out besides: loss in chunks, the shaper's 1 ms burst, the
  * hosts' scheduling, PFC and ECN, ECMP (one shortest path per pair),
  * several jobs sharing a switch; docs/scale.md says what that means.
  *
@@ -83,6 +92,13 @@ struct params {
 	int ring_payload = 1448;          /* ring: TCP payload per segment */
 	int ring_frame = 1538;            /* ring: its frame on the wire */
 	double ring_ns_per_byte = 0;      /* ring: a rank's CPU per byte reduced */
+	double loss = 0;                  /* per packet per link crossing (--per-packet) */
+	double rto = 1e-3;                /* the delay a loss costs (INCA_RTO_MIN_US) */
+	double rto_cap = 0.25;            /* a back-off's cap: a quarter of the 1 s switch
+					     timeout, as libinca's */
+	unsigned long long seed = 1;      /* the losses' random draws */
+	int drop_rank = -1;               /* --drop R:K: rank R's packet K lost once */
+	long long drop_pkt = -1;
 };
 
 params P;
@@ -138,6 +154,36 @@ double agg_ns_per_pkt()
 	return cost.fwd_ns_per_pkt + per_elem * P.elems_per_pkt;
 }
 
+/* ---- loss (packet by packet) ---- */
+unsigned long long rng_state;
+long long lost_count;                     /* packet transmissions lost */
+
+double uniform01()
+{
+	/* xorshift64*: the same draws for the same seed, SimGrid's actors
+	 * being run in a fixed order */
+	rng_state ^= rng_state >> 12;
+	rng_state ^= rng_state << 25;
+	rng_state ^= rng_state >> 27;
+	return (double)((rng_state * 0x2545F4914F6CDD1DULL) >> 11) * 0x1.0p-53;
+}
+
+/* How long a packet crossing one link takes to get through besides its
+ * transfer: 0, or an RTO for each time it is lost (backed off, each at most
+ * rto_cap); lost_at_first: it is lost at least once whatever the draw */
+double loss_delay(bool lost_at_first = false)
+{
+	double d = 0, rto = P.rto;
+
+	while (lost_at_first || (P.loss > 0 && uniform01() < P.loss)) {
+		lost_at_first = false;
+		d += std::min(rto, P.rto_cap);
+		rto *= 2;
+		lost_count++;
+	}
+	return d;
+}
+
 /* ---- messages between actors ---- */
 struct msg {
 	long long chunk;
@@ -170,6 +216,22 @@ struct outbox {
 	}
 };
 
+/* m (bytes) into box from host `from`: now (its send kept in out), or,
+ * lost on the way, after delay (its retransmission, by an actor of its
+ * own) */
+void send_pkt(outbox &out, sg4::Host *from, sg4::Mailbox *box, msg *m, double bytes,
+	      double delay)
+{
+	if (delay <= 0) {
+		out.add(box->put_async(m, bytes));
+		return;
+	}
+	sg4::Actor::create("resend", from, [box, m, bytes, delay] {
+		sg4::this_actor::sleep_for(delay);
+		box->put(m, bytes);
+	});
+}
+
 struct node;
 std::vector<node *> nodes;
 std::vector<sg4::Mailbox *> rank_box;
@@ -195,9 +257,9 @@ struct node {
 	{
 		double b = chunk_bytes(c);
 		for (int k : child_nodes)
-			out.add(nodes[k]->box->put_async(new msg{ c, true, 0 }, b));
+			send_pkt(out, host, nodes[k]->box, new msg{ c, true, 0 }, b, loss_delay());
 		for (int r : child_ranks)
-			out.add(rank_box[r]->put_async(new msg{ c, true, 0 }, b));
+			send_pkt(out, host, rank_box[r], new msg{ c, true, 0 }, b, loss_delay());
 	}
 
 	/*
@@ -233,8 +295,9 @@ struct node {
 					if (parent < 0)
 						send_down(c);
 					else
-						out.add(nodes[parent]->box->put_async(
-							new msg{ c, false, 0 }, chunk_bytes(c)));
+						send_pkt(out, host, nodes[parent]->box,
+							 new msg{ c, false, 0 }, chunk_bytes(c),
+							 loss_delay());
 				}
 			}
 			delete m;
@@ -290,18 +353,27 @@ void inca_rank(int r)
 			long long k = CH.size[sent];
 			double b = chunk_bytes(sent), rate = P.rate_bps / 8;
 			rank_cpu((double)k * P.host_ns_per_pkt);
-			sg4::CommPtr c = leaf->box->put_init(new msg{ sent, false, 0 }, b);
-			if (!P.per_packet && CH.pkts > (long long)P.window) {
-				c->set_rate(CH.rate_cap);
+			bool capped = !P.per_packet && CH.pkts > (long long)P.window;
+			if (capped)
 				rate = std::min(rate, CH.rate_cap);
-			}
 			/* the NIC sends its queue in order: a chunk leaves once the
 			 * one before it is on the wire (flows would share the link
 			 * instead), while the CPU readies the next */
 			if (nic_free_at > sg4::Engine::get_clock())
 				sg4::this_actor::sleep_until(nic_free_at);
-			c->start();
-			out.add(c);
+			double lost = loss_delay(r == P.drop_rank && sent == P.drop_pkt);
+			if (lost > 0) {
+				/* its first copy took the NIC's time; its
+				 * retransmission gets through */
+				send_pkt(out, sg4::this_actor::get_host(), leaf->box,
+					 new msg{ sent, false, 0 }, b, lost);
+			} else {
+				sg4::CommPtr c = leaf->box->put_init(new msg{ sent, false, 0 }, b);
+				if (capped)
+					c->set_rate(CH.rate_cap);
+				c->start();
+				out.add(c);
+			}
 			nic_free_at = sg4::Engine::get_clock() + b / rate;
 			unanswered += k;
 			sent++;
@@ -544,7 +616,8 @@ void usage()
 		"         [--latency S] [--cores C|auto] [--window W|auto] [--elems E] [--header B]\n"
 		"         [--bytes S] [--chunks K | --per-packet] [--host-ns NS]\n"
 		"         [--shared-cpu CORES] [--call-overhead S] [--ring]\n"
-		"         [--ring-ns-per-byte NS] [--sizing] [SimGrid --cfg=... options]\n"
+		"         [--ring-ns-per-byte NS] [--sizing] [--loss P [--seed S]] [--drop R:K]\n"
+		"         [--rto S] [--rto-cap S] [SimGrid --cfg=... options]\n"
 		"       inca-sim --help\n");
 }
 
@@ -583,6 +656,15 @@ void help()
 	       "  --ring-ns-per-byte NS   the ring: a rank's CPU per byte reduced\n"
 	       "  --sizing                print each switch node's worker cores, slot memory\n"
 	       "                          and ports\n"
+	       "  --loss P                with --per-packet: each packet crossing a link is\n"
+	       "                          lost with probability P (0 <= P < 1) and gets through\n"
+	       "                          an RTO later (backed off if lost again)\n"
+	       "  --seed S                the losses' random draws (default 1)\n"
+	       "  --drop R:K              with --per-packet: rank R's packet K is lost once on\n"
+	       "                          its way to its switch (what one loss costs)\n"
+	       "  --rto S                 what a loss costs, seconds (default 1e-3:\n"
+	       "                          INCA_RTO_MIN_US)\n"
+	       "  --rto-cap S             a backed-off RTO at most (default 0.25)\n"
 	       "  --cfg=NAME:VALUE        a SimGrid option (--cfg=help lists them)\n");
 }
 
@@ -637,6 +719,11 @@ int main(int argc, char **argv)
 		{ "ring", no_argument, nullptr, 'R' },
 		{ "ring-ns-per-byte", required_argument, nullptr, 'B' },
 		{ "sizing", no_argument, nullptr, 'Z' },
+		{ "loss", required_argument, nullptr, 'x' },
+		{ "seed", required_argument, nullptr, 'e' },
+		{ "drop", required_argument, nullptr, 'd' },
+		{ "rto", required_argument, nullptr, 'y' },
+		{ "rto-cap", required_argument, nullptr, 'Y' },
 		{ nullptr, 0, nullptr, 0 },
 	};
 	int o;
@@ -666,6 +753,17 @@ int main(int argc, char **argv)
 		case 'O': P.call_overhead = atof(optarg); break;
 		case 'R': P.ring = true; break;
 		case 'B': P.ring_ns_per_byte = atof(optarg); break;
+		case 'x': P.loss = atof(optarg); break;
+		case 'e': P.seed = strtoull(optarg, nullptr, 0); break;
+		case 'd':
+			if (sscanf(optarg, "%d:%lld", &P.drop_rank, &P.drop_pkt) != 2 ||
+			    P.drop_rank < 0 || P.drop_pkt < 0) {
+				fprintf(stderr, "inca-sim: --drop R:K: a rank and a packet index\n");
+				return 2;
+			}
+			break;
+		case 'y': P.rto = atof(optarg); break;
+		case 'Y': P.rto_cap = atof(optarg); break;
 		default: usage(); return 2;
 		}
 	}
@@ -674,6 +772,16 @@ int main(int argc, char **argv)
 		usage();
 		return 2;
 	}
+	if (!(P.loss >= 0 && P.loss < 1) || !(P.rto > 0) || !(P.rto_cap > 0)) {
+		fprintf(stderr, "inca-sim: --loss P needs 0 <= P < 1, --rto and --rto-cap more than 0\n");
+		return 2;
+	}
+	if ((P.loss > 0 || P.drop_rank >= 0) && (!P.per_packet || P.ring)) {
+		fprintf(stderr, "inca-sim: --loss and --drop are simulated packet by packet, for "
+			"INCA: add --per-packet (and no --ring)\n");
+		return 2;
+	}
+	rng_state = P.seed ? P.seed : 1;
 	if (P.cores < 0)
 		P.cores = P.sizing ? 0 : 1;
 	if (sim_switch_cost_load(bench, &cost, why, sizeof(why))) {
@@ -693,6 +801,11 @@ int main(int argc, char **argv)
 	}
 	build_platform();
 	plan_chunks();
+	if (P.drop_rank >= fab.nhosts || P.drop_pkt >= CH.pkts) {
+		fprintf(stderr, "inca-sim: --drop %d:%lld: %d ranks, %lld packets each\n", P.drop_rank,
+			P.drop_pkt, fab.nhosts, CH.pkts);
+		return 2;
+	}
 
 	int n = fab.nhosts;
 	rank_done.assign(n, 0);
@@ -741,10 +854,11 @@ int main(int argc, char **argv)
 	}
 	printf("%s hosts=%d tiers=%d nodes=%d bytes=%.0f time_us=%.6f algbw_GBps=%.4f "
 	       "pkts=%lld chunks=%lld max_chunk=%lld window_rate_cap_Bps=%.0f "
-	       "agg_ns_per_pkt=%.1f root_cores=%d window=%u\n",
+	       "agg_ns_per_pkt=%.1f root_cores=%d window=%u loss=%g lost=%lld\n",
 	       P.ring ? "ring" : "inca", n, fab.depth, fab.nnodes, P.bytes, t * 1e6,
 	       P.bytes / t / 1e9, CH.pkts, CH.chunks(), CH.max, CH.rate_cap,
-	       agg_ns_per_pkt(), nodes.empty() ? P.cores : nodes[0]->cores, P.window);
+	       agg_ns_per_pkt(), nodes.empty() ? P.cores : nodes[0]->cores, P.window, P.loss,
+	       lost_count);
 	for (node *nd : nodes)
 		delete nd;
 	sim_fabric_free(&fab);
