@@ -323,9 +323,10 @@ static int equal_counts(const int *counts, MPI_Comm comm)
 }
 
 /* Every rank's block of a reduce-scatter has data: each rank's result
- * needs every rank's input, and every rank knows it alike (not so for its
- * own block alone: a rank with an empty one may finish before the others
- * enter, and would settle where they do not). */
+ * needs every rank's input, and every rank knows it alike. (A rank's own
+ * block alone differs between ranks: one whose block is empty would not
+ * settle where the others do, and would then wait nonblocking against
+ * their blocking call.) */
 static bool all_blocks(const int *counts, MPI_Datatype type, MPI_Comm comm)
 {
 	int n = comm_size(comm), tsize = 0;

@@ -33,9 +33,12 @@
  * (doubled for each further loss of the same packet, each at most
  * --rto-cap): the member's timer, after which it (or, for a partial or a
  * result, the switch a member's retransmission reaches) sends it again.
- * The lost copies' bytes on the wire and the retransmission's extra trips
- * are not simulated, nor libinca's probe rule (a timed-out packet goes
- * again only once a later one completed) or its RTO estimator.
+ * A rank's lost packet takes its NIC's time (its first copy) and its
+ * retransmission goes as a flow of its own; a switch's lost partial or
+ * result takes no wire time. The retransmission's extra trips (a member's
+ * copy up before a switch resends) are not simulated, nor libinca's probe
+ * rule (a timed-out packet goes again only once a later one completed) or
+ * its RTO estimator.
  *
  * What is left out besides: loss in chunks, the shaper's 1 ms burst, the
  * hosts' scheduling, PFC and ECN, ECMP (one shortest path per pair),
@@ -94,8 +97,8 @@ struct params {
 	double ring_ns_per_byte = 0;      /* ring: a rank's CPU per byte reduced */
 	double loss = 0;                  /* per packet per link crossing (--per-packet) */
 	double rto = 1e-3;                /* the delay a loss costs (INCA_RTO_MIN_US) */
-	double rto_cap = 0.25;            /* a back-off's cap: a quarter of the 1 s switch
-					     timeout, as libinca's */
+	double rto_cap = 0.25;            /* a backed-off RTO at most (libinca: the RTO
+					     ceiling, a quarter of the switch timeout) */
 	unsigned long long seed = 1;      /* the losses' random draws */
 	int drop_rank = -1;               /* --drop R:K: rank R's packet K lost once */
 	long long drop_pkt = -1;
@@ -169,16 +172,18 @@ double uniform01()
 }
 
 /* How long a packet crossing one link takes to get through besides its
- * transfer: 0, or an RTO for each time it is lost (backed off, each at most
+ * transfer: 0, or an RTO for each time it is lost, backed off as libinca
+ * does (x 2 per loss of the same packet, up to 64 x, each at most
  * rto_cap); lost_at_first: it is lost at least once whatever the draw */
 double loss_delay(bool lost_at_first = false)
 {
-	double d = 0, rto = P.rto;
+	double d = 0;
+	int tries = 0;
 
 	while (lost_at_first || (P.loss > 0 && uniform01() < P.loss)) {
 		lost_at_first = false;
-		d += std::min(rto, P.rto_cap);
-		rto *= 2;
+		d += std::min(P.rto * (double)(1 << std::min(tries, 6)), P.rto_cap);
+		tries++;
 		lost_count++;
 	}
 	return d;
@@ -781,7 +786,13 @@ int main(int argc, char **argv)
 			"INCA: add --per-packet (and no --ring)\n");
 		return 2;
 	}
-	rng_state = P.seed ? P.seed : 1;
+	/* splitmix64 of the seed: neighbouring seeds draw unrelated numbers */
+	rng_state = P.seed + 0x9E3779B97F4A7C15ULL;
+	rng_state = (rng_state ^ (rng_state >> 30)) * 0xBF58476D1CE4E5B9ULL;
+	rng_state = (rng_state ^ (rng_state >> 27)) * 0x94D049BB133111EBULL;
+	rng_state ^= rng_state >> 31;
+	if (!rng_state)
+		rng_state = 1;
 	if (P.cores < 0)
 		P.cores = P.sizing ? 0 : 1;
 	if (sim_switch_cost_load(bench, &cost, why, sizeof(why))) {

@@ -33,8 +33,8 @@
 # 6. As 1, rank 0's packet lost once on its way up (--drop 0:0): it gets
 #    through an RTO (1 ms) later, at 1001.08912; rank 1's was aggregated
 #    by 1.37732, rank 0's by 1001.37732 (the core is free again); the
-#    result arrives 1001.37732 + 1.08912 = 1002.46644 us. Without loss,
-#    --loss 0 and no draw change nothing (case 2 again).
+#    result arrives 1001.37732 + 1.08912 = 1002.46644 us. A loss
+#    probability that draws and never loses changes nothing (case 2 again).
 set -eu
 sim=$1
 bench=$2
@@ -66,7 +66,8 @@ run "leaf/spine, one packet" 5.29538 1e-6 --tiers 2 --hosts 2 --hosts-per-leaf 1
 run "ring, two hosts" 127.04 1e-6 --hosts 2 --bytes 2896 --rate 200M --ring
 run "one switch, one packet lost once" 1002.46644 1e-6 --hosts 2 --bytes 992 --per-packet \
 	--drop 0:0
-run "one switch, two packets, --loss 0" 3.33104 1e-6 --hosts 2 --bytes 1984 --per-packet --loss 0
+run "one switch, two packets, --loss 1e-12 (draws, no loss)" 3.33104 1e-6 --hosts 2 --bytes 1984 \
+	--per-packet --loss 1e-12
 per_packet=$("$sim" --bench "$bench" --log=root.thres:warning --rate 200M --hosts 4 \
 	--bytes 1048576 --per-packet | sed -n 's/.* time_us=\([0-9.]*\) .*/\1/p')
 run "chunks against packets" "${per_packet:-0}" 0.03 --rate 200M --hosts 4 --bytes 1048576
@@ -83,7 +84,8 @@ rc=0
 "$sim" --bench "$bench" --no-such-option > /dev/null 2>&1 || rc=$?
 if [ "$rc" = 2 ]; then echo "ok bad option: exit 2"; else echo "FAIL bad option: exit $rc, want 2"; fail=1; fi
 # loss is simulated packet by packet only; a drop names a packet there is
-for bad in "--loss 0.01" "--per-packet --loss 1" "--per-packet --drop 2:0" "--per-packet --drop 0:1"; do
+for bad in "--loss 0.01" "--per-packet --loss 1" "--per-packet --drop 2:0" "--per-packet --drop 0:1" \
+	"--per-packet --ring --drop 0:0"; do
 	rc=0
 	# shellcheck disable=SC2086
 	err=$("$sim" --bench "$bench" --log=root.thres:warning --hosts 2 --bytes 992 $bad 2>&1 \

@@ -159,12 +159,14 @@ static int build(unsigned long count, unsigned long long seed, const char *dir)
 			 * in a slot of the fuzz target's two-member group, from
 			 * its member 0 (whose QPN it makes from the sender's with
 			 * bit 1 set), at most its 64 elements a packet: its
-			 * reduce, allgather and bcast sets can complete there */
+			 * reduce, reduce-scatter, allgather and bcast sets can
+			 * complete there (the COLL flag with an all-reduce is
+			 * invalid) */
 			s.hdr.type = AGG_TYPE_CONTRIB;
 			s.hdr.count = (uint16_t)(1 + rnd() % 64);
 			s.src_qp |= 2;
 			s.hdr.flags |= AGG_FLAG_COLL;
-			s.hdr.coll = (uint8_t)(rnd() % AGG_COLL_COUNT);
+			s.hdr.coll = (uint8_t)(1 + rnd() % (AGG_COLL_COUNT - 1));
 			s.hdr.root = (uint16_t)(rnd() % 3);
 			s.hdr.slot = (uint16_t)(rnd() % 2);
 			s.hdr.rank = 0;
