@@ -52,9 +52,10 @@
 #              member (inca-udp-flat, INCA_HIER=off), Open MPI's tuned ring and its
 #              hierarchical coll/han (shared memory inside the host), in
 #              turn on the same links; per size each one's time and algbw,
-#              and in-network against the faster Open MPI (per-host.txt);
-#              --rounds R interleaved rounds of 8..256 B calls, every side
-#              in turn, their medians (per-host-latency.txt)
+#              and in-network against the faster Open MPI (per-host.txt;
+#              per-host-COLL.txt with --coll); --rounds R interleaved
+#              rounds of 8..256 B calls, every side in turn, their medians
+#              (per-host-latency.txt, per-host-COLL-latency.txt)
 #   --coll C   with --per-host: the collective every side runs (allreduce,
 #              reduce_scatter, allgather, bcast, reduce; default allreduce;
 #              sizes as nccl-tests count them). Open MPI's tuned rules are
@@ -104,6 +105,10 @@ reduce_scatter|allgather|bcast|reduce)
 	[ "$per" -gt 1 ] || { echo "run-allreduce.sh: --coll $coll needs --per-host (the one-rank-a-host sweep is all-reduce's)" >&2; exit 2; } ;;
 *) echo "run-allreduce.sh: --coll: allreduce, reduce_scatter, allgather, bcast or reduce" >&2; exit 2 ;;
 esac
+# the per-host sweep's files: per-host.* for all-reduce, per-host-COLL.*
+# for the others (two runs into one --out keep both)
+PH=per-host
+[ "$coll" = allreduce ] || PH=per-host-$coll
 case "$groups" in
 manager|static) kinds=$groups ;;
 both) kinds="manager static" ;;
@@ -277,7 +282,7 @@ one_run() {
 
 # per_host_rounds RATE N: $rounds rounds of 8..256 B calls, every side of
 # per_host_run taking turns on a fresh testbed each, into
-# $out/per-host-latency.csv (a sweep's first rows are slow on every side:
+# $out/$PH-latency.csv (a sweep's first rows are slow on every side:
 # these are the small calls' figures)
 per_host_rounds() {
 	local rate=$1 n=$2 r side kind tool
@@ -292,7 +297,7 @@ per_host_rounds() {
 				retry "the in-network $side latency round ($n ranks, $rate)" \
 					inca_job "$n" "$WORK/lat.txt" "${SMALL[@]}"
 				awk -v p="$rate,$tool,$n,$r" '/^ *[0-9]/ { printf "%s,%s,%s\n", p, $1, $5 }' \
-					"$WORK/lat.txt" >> "$out/per-host-latency.csv"
+					"$WORK/lat.txt" >> "$out/$PH-latency.csv"
 			done
 		done
 		unset INCA_HIER INCA_JOB
@@ -302,7 +307,7 @@ per_host_rounds() {
 			retry "the $tool latency round ($n ranks, $rate)" \
 				openmpi_job "$n" "$WORK/lat.txt" "${SMALL[@]}"
 			awk -v p="$rate,$tool,$n,$r" '/^ *[0-9]/ { printf "%s,%s,%s\n", p, $1, $5 }' \
-				"$WORK/lat.txt" >> "$out/per-host-latency.csv"
+				"$WORK/lat.txt" >> "$out/$PH-latency.csv"
 		done
 		unset OMPI_HAN
 	done
@@ -328,7 +333,7 @@ per_host_latency_table() {
 			for (j = 1; j <= nt[k]; j++) { m[j] = med(v[k, tools[k, j], b]); printf " %20.1f", m[j]
 				if (tools[k, j] ~ /^openmpi/ && (best == 0 || m[j] < best)) best = m[j] }
 			for (j = 1; j <= nt[k]; j++) if (tools[k, j] ~ /^inca/) printf " %15.2fx", m[j] / best
-			printf "\n" } } }' "$out/per-host-latency.csv" | tee "$out/per-host-latency.txt"
+			printf "\n" } } }' "$out/$PH-latency.csv" | tee "$out/$PH-latency.txt"
 }
 
 # rails_bpffs: the rails' ranks share their host's address, so the udp
@@ -343,12 +348,12 @@ rails_bpffs() {
 }
 
 # per_host_run: --per-host P; every side in turn, rate by rate, into
-# $out/per-host.csv and a table per rate and rank count (per-host.txt)
+# $out/$PH.csv and a table per rate and rank count ($PH.txt)
 per_host_run() {
 	local rate n kind side tool t
 	mkdir -p "$out"
-	echo "rate,tool,ranks,per_host,bytes,time_us,algbw_GBps" > "$out/per-host.csv"
-	echo "rate,tool,ranks,round,bytes,time_us" > "$out/per-host-latency.csv"
+	echo "rate,tool,ranks,per_host,bytes,time_us,algbw_GBps" > "$out/$PH.csv"
+	echo "rate,tool,ranks,round,bytes,time_us" > "$out/$PH-latency.csv"
 	for rate in $rates; do
 		for n in $ranks; do
 			for kind in $kinds; do
@@ -368,7 +373,7 @@ per_host_run() {
 						inca_job "$n" "$WORK/inca.txt" "${SIZES[@]}"
 					cat "$WORK/inca.txt" >&2
 					awk -v p="$rate,$t,$n,$per" '/^ *[0-9]/ { printf "%s,%s,%s,%s\n", p, $1, $5, $6 }' \
-						"$WORK/inca.txt" >> "$out/per-host.csv"
+						"$WORK/inca.txt" >> "$out/$PH.csv"
 				done
 			done
 			unset INCA_HIER INCA_JOB
@@ -379,7 +384,7 @@ per_host_run() {
 				retry "the $tool job ($n ranks, $rate)" openmpi_job "$n" "$WORK/mpi.txt" "${SIZES[@]}"
 				cat "$WORK/mpi.txt" >&2
 				awk -v p="$rate,$tool,$n,$per" '/^ *[0-9]/ { printf "%s,%s,%s,%s\n", p, $1, $5, $6 }' \
-					"$WORK/mpi.txt" >> "$out/per-host.csv"
+					"$WORK/mpi.txt" >> "$out/$PH.csv"
 			done
 			unset OMPI_HAN
 			[ "$rounds" = 0 ] || per_host_rounds "$rate" "$n"
@@ -411,8 +416,8 @@ per_host_run() {
 			ru = (u > 0) ? sprintf("%.2fx", best / u) : "-"; rx = (x > 0) ? sprintf("%.2fx", best / x) : "-"
 			rf = (u > 0 && f > 0) ? sprintf("%.2fx", f / u) : "-"; rl = (l > 0) ? sprintf("%.2fx", best / l) : "-"
 			printf " %12s %12s %12s %13s\n", ru, rx, rf, rl } } }' \
-		"$out/per-host.csv" | tee "$out/per-host.txt"
-	echo "results: $out (per-host.txt, per-host.csv)" >&2
+		"$out/$PH.csv" | tee "$out/$PH.txt"
+	echo "results: $out ($PH.txt, $PH.csv)" >&2
 }
 
 if [ "$per" -gt 1 ]; then
