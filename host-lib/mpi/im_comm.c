@@ -489,7 +489,8 @@ enum im_pass im_comm_pass(MPI_Comm comm, struct im_comm **icp)
 	struct im_comm *ic;
 	int flag = 0;
 
-	*icp = NULL;
+	if (icp)
+		*icp = NULL;
 	if (im_keyval == MPI_KEYVAL_INVALID || comm == MPI_COMM_NULL)
 		return IM_PASS_MPI;
 	PMPI_Comm_get_attr(comm, im_keyval, &ic, &flag);
@@ -497,7 +498,8 @@ enum im_pass im_comm_pass(MPI_Comm comm, struct im_comm **icp)
 		return IM_PASS_MPI;
 	if (ic->head)
 		im_finish_active(ic);
-	*icp = ic;
+	if (icp)
+		*icp = ic;
 	/*
 	 * MPI's blocking call when a call that every rank had to enter came
 	 * after the last offloaded operation and none of those operations
@@ -522,7 +524,7 @@ void im_comm_settled(struct im_comm *ic)
 }
 
 /* Some rank says (or this one found) that operation seq failed. */
-static void failed_at(struct im_comm *ic, uint32_t seq)
+static void mark_failed(struct im_comm *ic, uint32_t seq)
 {
 	if (!seq)
 		seq = 1;
@@ -630,7 +632,7 @@ static void on_notice(struct im_comm *ic, int src, uint32_t seq)
 {
 	if (seq > ic->seen[src])
 		ic->seen[src] = seq;
-	failed_at(ic, seq);
+	mark_failed(ic, seq);
 	if (ic->state == IM_OFFLOADED) {
 		ic->state = IM_FAILED;
 		im_log(2, "rank %d: rank %d reports the switch failed at operation %u",
@@ -671,7 +673,7 @@ static void on_redo(struct im_comm *ic, uint32_t seq)
 	void *out = NULL;
 	MPI_Aint lb, extent = 0;
 
-	failed_at(ic, seq);
+	mark_failed(ic, seq);
 	if (seq != ic->done_seq || !j->valid || ic->joined_seq == seq)
 		return;
 	ic->joined_seq = seq;
@@ -755,7 +757,7 @@ int im_recover(struct im_op *op)
 	uint32_t k = op->seq;
 	int rc;
 
-	failed_at(ic, k);
+	mark_failed(ic, k);
 	if (ic->state == IM_OFFLOADED) {
 		ic->state = IM_FAILED;
 		im_log(1, "rank %d: the switch path failed (%s); this and later collectives "

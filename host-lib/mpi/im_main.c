@@ -306,45 +306,35 @@ int MPI_Comm_free(MPI_Comm *comm)
  * that redoes one through MPI after a switch failure meets the others). */
 int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm)
 {
-	struct im_comm *ic;
-
 	if (im_cfg.enabled)
-		im_comm_pass(comm, &ic);
+		im_comm_pass(comm, NULL);
 	return PMPI_Comm_dup(comm, newcomm);
 }
 
 int MPI_Comm_idup(MPI_Comm comm, MPI_Comm *newcomm, MPI_Request *request)
 {
-	struct im_comm *ic;
-
 	if (im_cfg.enabled)
-		im_comm_pass(comm, &ic);
+		im_comm_pass(comm, NULL);
 	return PMPI_Comm_idup(comm, newcomm, request);
 }
 
 int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm)
 {
-	struct im_comm *ic;
-
 	if (im_cfg.enabled)
-		im_comm_pass(comm, &ic);
+		im_comm_pass(comm, NULL);
 	return PMPI_Comm_split(comm, color, key, newcomm);
 }
 
 int MPI_Comm_split_type(MPI_Comm comm, int type, int key, MPI_Info info, MPI_Comm *newcomm)
 {
-	struct im_comm *ic;
-
 	if (im_cfg.enabled)
-		im_comm_pass(comm, &ic);
+		im_comm_pass(comm, NULL);
 	return PMPI_Comm_split_type(comm, type, key, info, newcomm);
 }
 
 int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm)
 {
-	struct im_comm *ic;
-
 	if (im_cfg.enabled)
-		im_comm_pass(comm, &ic);
+		im_comm_pass(comm, NULL);
 	return PMPI_Comm_create(comm, group, newcomm);
 }

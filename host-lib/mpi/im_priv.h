@@ -243,9 +243,9 @@ enum im_pass {
 			     call, waited for while serving recoveries */
 };
 /* A call on comm passes through: comm's operation in flight, if any, is
- * finished first (the calls stay in the same order on every rank). *icp:
- * comm's mapping when it was offloaded (NULL otherwise), for
- * im_comm_settled. Decides nothing. */
+ * finished first (the calls stay in the same order on every rank). *icp
+ * (icp may be NULL): comm's mapping when it was offloaded (NULL
+ * otherwise), for im_comm_settled. Decides nothing. */
 enum im_pass im_comm_pass(MPI_Comm comm, struct im_comm **icp);
 /* A passed-through call that every rank had to enter (its result needs
  * every rank's input) completed on ic: every offloaded operation before
@@ -255,7 +255,8 @@ void im_comm_settled(struct im_comm *ic);
  * before it finished here. */
 void im_answer_owed(struct im_comm *ic);
 /* Serve other ranks' recovery requests on every offloaded communicator
- * (at most once a millisecond: each probe runs MPI's progress engine). */
+ * (at most once every 10 ms, IM_SERVE_EVERY_US: each probe runs MPI's progress
+ * engine). */
 void im_serve_all(void);
 /* The switch failed during op: agree with the other ranks and finish op
  * (from a rank that has its result, or redone through PMPI). */
