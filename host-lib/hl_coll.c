@@ -616,12 +616,22 @@ static int send_due(struct inca_comm *c, double now, double *next_due)
 	return 0;
 }
 
+/* op ended. With a plan, where this rank is changes now, not at the
+ * caller's next call: the plan thread's acknowledgement says which
+ * collective this rank completed first, and a caller that collects its
+ * collectives latest first (or is between calls) has completed the
+ * earlier ones long before it collects them. Acknowledged as not
+ * completed, such a collective made the manager ask every rank that
+ * completed it for a replay, which a rank that knew it complete
+ * everywhere had no input for (the soak's "rank 2 no longer holds its
+ * input" of 2026-11-28, a job failed for nothing). */
 static void op_done(struct hl_coll *op, int rc)
 {
 	op->result = rc;
 	op->finished = true;
 	if (rc == 0)
 		op->c->stats.collectives++;
+	hl_plan_position(op->c);
 }
 
 /* A result that breaks the protocol: said, ignored (its packet is

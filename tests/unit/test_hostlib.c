@@ -1857,6 +1857,61 @@ static void test_fallback_ranks_apart_not_kept(void **state)
 	ranks_apart(false);
 }
 
+/* With a manager's plan, where a rank is (what its plan thread
+ * acknowledges) moves when a collective completes, not at the caller's
+ * next call. Here A completes while the caller waits for B, started
+ * after it: acknowledged then, "first" is B. Before, it stayed at A until
+ * the caller collected A, and the manager asked ranks that had pruned A
+ * as complete everywhere to replay it (the soak of 2026-11-28: "rank 2
+ * no longer holds its input", a job failed for nothing). The plan here
+ * is set up by hand: a tree, installed, no thread and no manager. */
+static void test_plan_position_at_completion(void **state)
+{
+	inca_comm_t *c = mk_comm(4, 64, INCA_FALLBACK_OFF, -1);
+	static int32_t in[2][64], out[2][64];
+	struct hl_plan *pl = calloc(1, sizeof(*pl));
+	inca_request_t *ra, *rb;
+	int done = 0;
+
+	(void)state;
+	assert_non_null(pl);
+	assert_int_equal(pthread_mutex_init(&pl->lock, NULL), 0);
+	pl->tree = true;
+	pl->installed = true;
+	pl->switch_seq = c->next_seq;
+	c->plan = pl;
+	for (int k = 0; k < 2; k++)
+		for (int i = 0; i < 64; i++)
+			in[k][i] = k * 1000 + i;
+	uint32_t a = c->next_seq;
+	M.mute = true;
+	M.mute_seq = a + 1;                     /* B: unanswered for now */
+	assert_int_equal(inca_iallreduce(c, in[0], out[0], 64, INCA_INT32, INCA_SUM, &ra), 0);
+	assert_int_equal(inca_iallreduce(c, in[1], out[1], 64, INCA_INT32, INCA_SUM, &rb), 0);
+	assert_int_equal(pl->next, a + 2);
+	assert_int_equal(inca_test(rb, &done), 0);
+	assert_int_equal(done, 0);
+	/* A's result is in (one packet, the one-member switch's), B's is not */
+	assert_int_equal(c->stats.collectives, 1);
+	assert_int_equal(pl->first, a + 1);
+	assert_int_equal(pl->next, a + 2);
+	/* B answered (its retransmission), then both collected */
+	M.mute = false;
+	assert_int_equal(inca_wait(rb), 0);
+	assert_int_equal(pl->first, a + 2);
+	assert_int_equal(inca_wait(ra), 0);
+	for (int k = 0; k < 2; k++)
+		for (int i = 0; i < 64; i++)
+			assert_int_equal(out[k][i], k * 1000 + i);
+	assert_int_equal(pl->first, a + 2);
+	assert_int_equal(pl->next, a + 2);
+	/* the plan was never the manager's: no thread to stop */
+	c->plan = NULL;
+	pthread_mutex_destroy(&pl->lock);
+	free(pl);
+	done_comm(c);
+}
+
 /* ---- DCQCN and RTO arithmetic ---- */
 
 static void test_dcqcn_rates(void **state)
@@ -2094,6 +2149,7 @@ int main(void)
 		cmocka_unit_test(test_fallback_every_collective),
 		cmocka_unit_test(test_fallback_ranks_apart),
 		cmocka_unit_test(test_fallback_ranks_apart_not_kept),
+		cmocka_unit_test(test_plan_position_at_completion),
 		cmocka_unit_test(test_fallback_kept_above_unfinished),
 		cmocka_unit_test(test_group_descriptions),
 		cmocka_unit_test(test_mtu_auto),
