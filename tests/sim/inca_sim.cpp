@@ -47,6 +47,7 @@
  * Output: one line of key=value pairs (time_us is the last rank's result).
  */
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -599,17 +600,52 @@ void plan_chunks()
 	CH.rate_cap = P.window * full_frame() / packet_rtt();
 }
 
-double parse_rate(const char *s)
+/* An option's number, all of it and within [lo, hi]; else false, said.
+ * A rate takes k, M or G (x 1e3, 1e6, 1e9) and then "bit" or "bps"; a size
+ * takes K, M or G (x 1024, 1024^2, 1024^3). */
+enum num_kind { NUM_PLAIN, NUM_RATE, NUM_SIZE };
+
+bool opt_num(const char *name, const char *s, num_kind kind, double lo, double hi, double *v)
 {
 	char *end;
-	double v = strtod(s, &end);
-	switch (*end) {
-	case 'k': case 'K': v *= 1e3; break;
-	case 'm': case 'M': v *= 1e6; break;
-	case 'g': case 'G': v *= 1e9; break;
-	default: break;
+	errno = 0;
+	double x = strtod(s, &end);
+	bool ok = end != s && !errno && std::isfinite(x);
+	if (ok && kind != NUM_PLAIN && *end) {
+		double k = kind == NUM_RATE ? 1e3 : 1024;
+		switch (*end) {
+		case 'k': case 'K': x *= k; end++; break;
+		case 'm': case 'M': x *= k * k; end++; break;
+		case 'g': case 'G': x *= k * k * k; end++; break;
+		default: break;
+		}
+		if (kind == NUM_RATE && (!strcmp(end, "bit") || !strcmp(end, "bps")))
+			end += 3;
 	}
-	return v;
+	if (!ok || *end || !(x >= lo && x <= hi)) {
+		fprintf(stderr, "inca-sim: --%s %s: expected a %s from %g to %g\n", name, s,
+			kind == NUM_RATE ? "rate in bit/s (k, M, G; bit or bps)" :
+			kind == NUM_SIZE ? "size in bytes (K, M, G: KiB, MiB, GiB)" : "number",
+			lo, hi);
+		return false;
+	}
+	*v = x;
+	return true;
+}
+
+/* the same, a whole number */
+bool opt_int(const char *name, const char *s, long lo, long hi, long *v)
+{
+	char *end;
+	errno = 0;
+	long x = strtol(s, &end, 10);
+	if (end == s || *end || errno || x < lo || x > hi) {
+		fprintf(stderr, "inca-sim: --%s %s: expected a whole number from %ld to %ld\n",
+			name, s, lo, hi);
+		return false;
+	}
+	*v = x;
+	return true;
 }
 
 void usage()
@@ -640,7 +676,8 @@ void help()
 	       "  --hosts N               hosts (default 2)\n"
 	       "  --hosts-per-leaf H      (32)  --spines S (4)  --leaves-per-pod L (8)\n"
 	       "  --supers-per-plane X    (4)\n"
-	       "  --rate R                host link rate, e.g. 100G, 400G, 200M (default 100G)\n"
+	       "  --rate R                host link rate in bit/s, e.g. 100G, 400G, 200M or\n"
+	       "                          200mbit (default 100G)\n"
 	       "  --uplink-factor F       switch-to-switch links as F x the host rate\n"
 	       "                          (default: non-blocking)\n"
 	       "  --latency S             one cable, one way, seconds (default 1e-6)\n"
@@ -651,7 +688,8 @@ void help()
 	       "  --elems E               fp32 elements per packet (default 248: IB MTU 1024)\n"
 	       "  --header B              bytes a packet carries besides its elements, on the\n"
 	       "                          wire (default 122: Ethernet..ICRC, preamble, FCS, gap)\n"
-	       "  --bytes S               the vector per rank, e.g. 4096, 16M, 1G (default 4096)\n"
+	       "  --bytes S               the vector per rank, e.g. 4096, 16M (MiB), 1G (GiB)\n"
+	       "                          (default 4096)\n"
 	       "  --chunks K              simulate in chunks of at most K packets (default 64)\n"
 	       "  --per-packet            simulate packet by packet (slow; the reference)\n"
 	       "  --host-ns NS            a rank's CPU per packet, ns\n"
@@ -732,53 +770,89 @@ int main(int argc, char **argv)
 		{ nullptr, 0, nullptr, 0 },
 	};
 	int o;
-	while ((o = getopt_long(argc, argv, "", opts, nullptr)) != -1) {
+	bool ok = true;
+	long l;
+	while (ok && (o = getopt_long(argc, argv, "", opts, nullptr)) != -1) {
 		switch (o) {
 		case 'b': bench = optarg; break;
 		case 'T': shape.topo_path = optarg; break;
-		case 't': shape.tiers = atoi(optarg); break;
-		case 'n': shape.hosts = atoi(optarg); break;
-		case 'H': shape.hosts_per_leaf = atoi(optarg); break;
-		case 'S': shape.spines = atoi(optarg); break;
-		case 'L': shape.leaves_per_pod = atoi(optarg); break;
-		case 'X': shape.supers_per_plane = atoi(optarg); break;
-		case 'r': P.rate_bps = parse_rate(optarg); break;
-		case 'u': P.uplink_factor = atof(optarg); break;
-		case 'l': P.link_latency = atof(optarg); break;
-		case 'c': P.cores = strcmp(optarg, "auto") ? atoi(optarg) : 0; break;
+		case 't': ok = opt_int("tiers", optarg, 1, 3, &l); shape.tiers = (int)l; break;
+		case 'n': ok = opt_int("hosts", optarg, 1, 1 << 20, &l); shape.hosts = (int)l; break;
+		case 'H':
+			ok = opt_int("hosts-per-leaf", optarg, 1, 1 << 16, &l);
+			shape.hosts_per_leaf = (int)l;
+			break;
+		case 'S': ok = opt_int("spines", optarg, 1, 1 << 16, &l); shape.spines = (int)l; break;
+		case 'L':
+			ok = opt_int("leaves-per-pod", optarg, 1, 1 << 16, &l);
+			shape.leaves_per_pod = (int)l;
+			break;
+		case 'X':
+			ok = opt_int("supers-per-plane", optarg, 1, 1 << 16, &l);
+			shape.supers_per_plane = (int)l;
+			break;
+		case 'r': ok = opt_num("rate", optarg, NUM_RATE, 1, 1e15, &P.rate_bps); break;
+		case 'u': ok = opt_num("uplink-factor", optarg, NUM_PLAIN, 1e-6, 1e6, &P.uplink_factor); break;
+		case 'l': ok = opt_num("latency", optarg, NUM_PLAIN, 0, 10, &P.link_latency); break;
+		case 'c':
+			l = 0;
+			ok = !strcmp(optarg, "auto") || opt_int("cores", optarg, 1, 4096, &l);
+			P.cores = (int)l;
+			break;
 		case 'Z': P.sizing = true; break;
-		case 'w': P.window = strcmp(optarg, "auto") ? (unsigned)atoi(optarg) : 0; break;
-		case 'E': P.elems_per_pkt = atoi(optarg); break;
-		case 'h': P.header_bytes = atoi(optarg); break;
-		case 's': P.bytes = parse_rate(optarg); break;
-		case 'k': P.max_chunks = atoi(optarg); break;
+		case 'w':
+			l = 0;
+			ok = !strcmp(optarg, "auto") || opt_int("window", optarg, 1, 4096, &l);
+			P.window = (unsigned)l;
+			break;
+		case 'E': ok = opt_int("elems", optarg, 1, 1 << 20, &l); P.elems_per_pkt = (int)l; break;
+		case 'h': ok = opt_int("header", optarg, 0, 1 << 16, &l); P.header_bytes = (int)l; break;
+		case 's': ok = opt_num("bytes", optarg, NUM_SIZE, 4, 1e15, &P.bytes); break;
+		case 'k': ok = opt_int("chunks", optarg, 1, 1 << 30, &l); P.max_chunks = (int)l; break;
 		case 'p': P.per_packet = true; break;
-		case 'o': P.host_ns_per_pkt = atof(optarg); break;
-		case 'C': P.shared_cpu_cores = atoi(optarg); break;
-		case 'O': P.call_overhead = atof(optarg); break;
+		case 'o': ok = opt_num("host-ns", optarg, NUM_PLAIN, 0, 1e9, &P.host_ns_per_pkt); break;
+		case 'C':
+			ok = opt_int("shared-cpu", optarg, 0, 4096, &l);
+			P.shared_cpu_cores = (int)l;
+			break;
+		case 'O': ok = opt_num("call-overhead", optarg, NUM_PLAIN, 0, 10, &P.call_overhead); break;
 		case 'R': P.ring = true; break;
-		case 'B': P.ring_ns_per_byte = atof(optarg); break;
-		case 'x': P.loss = atof(optarg); break;
-		case 'e': P.seed = strtoull(optarg, nullptr, 0); break;
-		case 'd':
-			if (sscanf(optarg, "%d:%lld", &P.drop_rank, &P.drop_pkt) != 2 ||
+		case 'B':
+			ok = opt_num("ring-ns-per-byte", optarg, NUM_PLAIN, 0, 1e6, &P.ring_ns_per_byte);
+			break;
+		case 'x': ok = opt_num("loss", optarg, NUM_PLAIN, 0, 0.999999, &P.loss); break;
+		case 'e': {
+			char *end;
+			errno = 0;
+			P.seed = strtoull(optarg, &end, 0);
+			ok = end != optarg && !*end && !errno && optarg[0] != '-';
+			if (!ok)
+				fprintf(stderr, "inca-sim: --seed %s: expected a whole number from 0 "
+					"to 2^64 - 1\n", optarg);
+			break;
+		}
+		case 'd': {
+			char tail;
+			if (sscanf(optarg, "%d:%lld%c", &P.drop_rank, &P.drop_pkt, &tail) != 2 ||
 			    P.drop_rank < 0 || P.drop_pkt < 0) {
 				fprintf(stderr, "inca-sim: --drop R:K: a rank and a packet index\n");
 				return 2;
 			}
 			break;
-		case 'y': P.rto = atof(optarg); break;
-		case 'Y': P.rto_cap = atof(optarg); break;
+		}
+		case 'y': ok = opt_num("rto", optarg, NUM_PLAIN, 1e-9, 100, &P.rto); break;
+		case 'Y': ok = opt_num("rto-cap", optarg, NUM_PLAIN, 1e-9, 1000, &P.rto_cap); break;
 		default: usage(); return 2;
 		}
 	}
-	if (!bench || optind != argc || P.rate_bps <= 0 || P.cores < -1 || P.window > 4096 ||
-	    P.elems_per_pkt < 1 || P.bytes < 4 || P.max_chunks < 1) {
-		usage();
+	if (!ok)
 		return 2;
-	}
-	if (!(P.loss >= 0 && P.loss < 1) || !(P.rto > 0) || !(P.rto_cap > 0)) {
-		fprintf(stderr, "inca-sim: --loss P needs 0 <= P < 1, --rto and --rto-cap more than 0\n");
+	if (!bench || optind != argc) {
+		if (optind != argc)
+			fprintf(stderr, "inca-sim: %s: not an option\n", argv[optind]);
+		else
+			fprintf(stderr, "inca-sim: --bench FILE is required\n");
+		usage();
 		return 2;
 	}
 	if ((P.loss > 0 || P.drop_rank >= 0) && (!P.per_packet || P.ring)) {

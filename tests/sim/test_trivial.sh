@@ -83,9 +83,12 @@ fi
 rc=0
 "$sim" --bench "$bench" --no-such-option > /dev/null 2>&1 || rc=$?
 if [ "$rc" = 2 ]; then echo "ok bad option: exit 2"; else echo "FAIL bad option: exit $rc, want 2"; fail=1; fi
-# loss is simulated packet by packet only; a drop names a packet there is
+# loss is simulated packet by packet only; a drop names a packet there is;
+# a number is a number, all of it, in range (atoi took "4x" for 4 and "x" for 0)
 for bad in "--loss 0.01" "--per-packet --loss 1" "--per-packet --drop 2:0" "--per-packet --drop 0:1" \
-	"--per-packet --ring --drop 0:0"; do
+	"--per-packet --ring --drop 0:0" "--per-packet --drop 0:0x" "--hosts 4x" "--tiers 4" \
+	"--rate 200mbits" "--rate -1G" "--cores 0" "--window 5000" "--latency x" "--seed -1" \
+	"--bytes 1T" "--loss nan" "stray"; do
 	rc=0
 	# shellcheck disable=SC2086
 	err=$("$sim" --bench "$bench" --log=root.thres:warning --hosts 2 --bytes 992 $bad 2>&1 \
