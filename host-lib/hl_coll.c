@@ -524,6 +524,7 @@ static int send_due(struct inca_comm *c, double now, double *next_due)
 	 * about the order each rank sent them, which is what makes "a packet
 	 * sent after it completed" evidence of a loss */
 	hl_stream_frontier(c);
+	bool hold = hl_plan_hold_dead(c);         /* no first sends (hl_plan.c) */
 	for (uint32_t i = 0; i < st->window; i++) {
 		struct hl_slot *sl = &st->slots[(st->oldest + i) % st->window];
 		if (n == SEND_BATCH) {
@@ -539,6 +540,8 @@ static int send_due(struct inca_comm *c, double now, double *next_due)
 		if (sl->g >= c->gcount)
 			continue;             /* idle: no collective needs it yet */
 		if (!sl->op && !(sl->op = op_of_packet(c, sl->g)))
+			continue;
+		if (!sl->sent && hold)
 			continue;
 		/* exponential back-off per packet on repeated timeouts, never
 		 * beyond the RTO ceiling (several tries fit in the switch

@@ -130,8 +130,13 @@ static void *watch(void *arg)
 		bool ack = pm.epoch > pl->acked && pm.epoch > pl->adopted_epoch && !pm.cut &&
 			   pm.epoch > 1;
 		uint32_t next = pl->next, first = pl->first, keep = pl->keep;
-		if (ack)
+		if (ack) {
 			pl->holding = true;
+			/* until the cut of every plan acknowledged (a newer
+			 * one may come before the cut of a dead one) */
+			__atomic_store_n(&pl->hold_dead, pl->hold_dead || pm.dead,
+					 __ATOMIC_RELEASE);
+		}
 		if (pm.epoch > pl->adopted_epoch && !pl->seen_us)
 			pl->seen_us = mono_us();
 		pthread_mutex_unlock(&pl->lock);
@@ -294,8 +299,10 @@ static int apply_cut(struct inca_comm *c, const struct hl_plan_msg *m)
 	pl->adopted_epoch = m->epoch;
 	/* a newer plan acknowledged meanwhile (this one was missed): the
 	 * hold stays until its cut */
-	if (pl->acked <= m->epoch)
+	if (pl->acked <= m->epoch) {
 		pl->holding = false;
+		__atomic_store_n(&pl->hold_dead, false, __ATOMIC_RELEASE);
+	}
 	double seen = pl->seen_us;
 	pl->seen_us = 0;
 	pthread_mutex_unlock(&pl->lock);
@@ -465,6 +472,24 @@ void hl_plan_position(struct inca_comm *c)
 {
 	if (c->plan)
 		position(c);
+}
+
+/* This rank acknowledged a plan whose old tree failed, and its cut is not
+ * applied yet: the stream sends no packet for the first time (hl_coll.c's
+ * send_due; retransmissions go on). The cut runs every collective from its
+ * "from" again on the ring, so holding back costs nothing, and it keeps
+ * the acknowledgement true: another rank drops a kept input as complete
+ * everywhere once this rank has sent the packets that follow its results
+ * by a window (hl_keep.c), and a packet sent only after this rank's
+ * acknowledgement could so have it drop one this rank acknowledged as not
+ * completed, should the old tree still carry packets (a link back, a
+ * switch whose heartbeats stopped and not its data path). The manager
+ * then refused the cut: a rank no longer held the input. Read without
+ * the lock: results are taken in, and position() takes the lock, before
+ * the sends that depend on them are decided. */
+bool hl_plan_hold_dead(const struct inca_comm *c)
+{
+	return c->plan && __atomic_load_n(&c->plan->hold_dead, __ATOMIC_ACQUIRE);
 }
 
 /* A rank's acknowledgement told the manager from which collective it can

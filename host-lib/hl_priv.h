@@ -277,6 +277,8 @@ struct hl_plan {
 	double seen_us;           /* when a plan newer than the adopted one came */
 	uint32_t next, first, keep;   /* where this rank is */
 	bool holding;             /* acknowledged at next: start none before the cut */
+	bool hold_dead;           /* and the plan's old tree failed: no packet sent on
+				     it for the first time before the cut (atomic) */
 	uint32_t acked;
 	uint32_t adopted_epoch;   /* the plan in use: 0 none yet (the ring) */
 	bool stall_due;           /* the caller saw the tree stop: the thread tells */
@@ -518,6 +520,7 @@ void hl_keep_drop_before(struct inca_comm *c, uint32_t from);
 uint64_t hl_stream_frontier(struct inca_comm *c);
 /* Collectives completed or started: update the position the thread acks. */
 void hl_plan_position(struct inca_comm *c);
+bool hl_plan_hold_dead(const struct inca_comm *c);
 /* Before kept inputs are dropped (hl_keep.c): false while a plan's cut is
  * pending (acknowledged, not applied), when none may be; true, the plan
  * locked, and hl_plan_keep_end after the drops. No plan: true. */

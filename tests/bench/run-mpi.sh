@@ -101,17 +101,19 @@ export MPI_NET=10.0.0.0/24
 # run-allreduce.sh uses (recursive doubling below 4 KiB, the ring from it)
 export OMPI_MCA_coll_tuned_use_dynamic_rules=1
 export OMPI_MCA_coll_tuned_dynamic_rules_filename=$here/tests/bench/ompi-allreduce-rules.conf
-# 5 warm-up calls a size: the communicator's creation (at its 4th call,
-# INCA_MPI_OFFLOAD_AFTER) stays out of the timed calls
-# up to 64 KiB 100 timed calls after 50 warm-up calls, as the demo: a
-# small call's mean over 20 is a few slow calls' (libinca-mpi offloads a
-# communicator at its 4th call, and the first few dozen calls after are
-# slower on both sides); larger sizes --iters after 5
-ARGS=(-c "$coll" -o -b "$min" -e "$max" -f 8 -n "$iters" -N 100 -w 5 -W 50)
-# --pass: --iters for every size, 200 warm-up calls: the first timed call
-# after the harness's barrier (offloaded, and its ranks leave it tens of
-# microseconds apart) weighs 1/iters in the mean
-[ -z "$pass" ] || ARGS=(-c "$coll" -o -b "$min" -e "$max" -f 8 -n "$iters" -w 200)
+if [ -z "$pass" ]; then
+	# up to 64 KiB 100 timed calls after 50 warm-up calls, as the demo: a
+	# small call's mean over 20 is a few slow calls' (libinca-mpi offloads
+	# a communicator at its 4th call, and the first few dozen calls after
+	# are slower on both sides); larger sizes --iters after 5 (the
+	# communicator's creation stays out of the timed calls)
+	ARGS=(-c "$coll" -o -b "$min" -e "$max" -f 8 -n "$iters" -N 100 -w 5 -W 50)
+else
+	# --pass: --iters for every size, 200 warm-up calls: the first timed
+	# call after the harness's barrier (offloaded, and its ranks leave it
+	# tens of microseconds apart) weighs 1/iters in the mean
+	ARGS=(-c "$coll" -o -b "$min" -e "$max" -f 8 -n "$iters" -w 200)
+fi
 if [ -n "$nb" ]; then
 	PERF=$B/tests/bench/mpi-nb-perf
 	[ -e "$PERF" ] || { echo "run-mpi.sh: $PERF not built" >&2; exit 1; }

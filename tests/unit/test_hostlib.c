@@ -43,6 +43,7 @@ struct mock {
 	int64_t slot_open[AGG_MAX_WINDOW];
 	int violations;
 	unsigned contributions, dropped;
+	uint32_t max_seq;     /* the highest collective a contribution was of */
 	unsigned bad_sport;   /* contributions whose UDP source port is not their slot's */
 	/* receives that found nothing: polls (timeout 0) before the first
 	 * sleep (a timeout), and whether a sleep came yet */
@@ -84,6 +85,8 @@ static int mock_send(struct inca_comm *c, const struct hl_frame *f, unsigned n)
 		if (p.udp_sport != hl_slot_sport(c->g.group_id, p.hdr.slot))
 			M.bad_sport++;
 		M.contributions++;
+		if (p.hdr.coll_seq > M.max_seq)
+			M.max_seq = p.hdr.coll_seq;
 		if (M.dead)
 			continue;
 		uint32_t k = p.hdr.pkt_idx;
@@ -1912,6 +1915,64 @@ static void test_plan_position_at_completion(void **state)
 	done_comm(c);
 }
 
+/* A rank that acknowledged a plan whose old tree failed sends no packet
+ * on that tree for the first time until the cut (retransmissions go on):
+ * one sent after its acknowledgement could let another rank drop as
+ * complete everywhere a kept input this rank acknowledged as not
+ * completed (hl_plan.c, hl_plan_hold_dead). The plan by hand, as above. */
+static void test_plan_dead_hold(void **state)
+{
+	inca_comm_t *c = mk_comm(4, 64, INCA_FALLBACK_OFF, -1);
+	static int32_t in[2][64], out[2][64];
+	struct hl_plan *pl = calloc(1, sizeof(*pl));
+	inca_request_t *ra, *rb;
+	int done = 0;
+
+	(void)state;
+	assert_non_null(pl);
+	assert_int_equal(pthread_mutex_init(&pl->lock, NULL), 0);
+	pl->tree = true;
+	pl->installed = true;
+	pl->switch_seq = c->next_seq;
+	c->plan = pl;
+	for (int k = 0; k < 2; k++)
+		for (int i = 0; i < 64; i++)
+			in[k][i] = k * 1000 + i;
+	uint32_t a = c->next_seq;
+	M.mute = true;
+	M.mute_seq = a;                         /* A: sent, unanswered */
+	assert_int_equal(inca_iallreduce(c, in[0], out[0], 64, INCA_INT32, INCA_SUM, &ra), 0);
+	assert_int_equal(inca_test(ra, &done), 0);
+	assert_int_equal(done, 0);
+	assert_int_equal(M.max_seq, a);
+	unsigned before = M.contributions;
+	/* the dead plan acknowledged: B starts (the collectives in flight
+	 * then, as the holding caller's), is not sent; A is sent again */
+	pl->hold_dead = true;
+	assert_int_equal(inca_iallreduce(c, in[1], out[1], 64, INCA_INT32, INCA_SUM, &rb), 0);
+	for (int k = 0; k < 10; k++) {     /* 100 ms: within the switch timeout */
+		assert_int_equal(inca_test(rb, &done), 0);
+		assert_int_equal(done, 0);
+		M.now += 10000;                 /* 10 ms: past the RTO */
+	}
+	assert_int_equal(M.max_seq, a);
+	assert_true(M.contributions > before);
+	assert_int_equal(c->stats.collectives, 0);
+	/* the cut (here: the hold let go) */
+	pl->hold_dead = false;
+	M.mute = false;
+	assert_int_equal(inca_wait(rb), 0);
+	assert_int_equal(inca_wait(ra), 0);
+	assert_int_equal(M.max_seq, a + 1);
+	for (int k = 0; k < 2; k++)
+		for (int i = 0; i < 64; i++)
+			assert_int_equal(out[k][i], k * 1000 + i);
+	c->plan = NULL;
+	pthread_mutex_destroy(&pl->lock);
+	free(pl);
+	done_comm(c);
+}
+
 /* ---- DCQCN and RTO arithmetic ---- */
 
 static void test_dcqcn_rates(void **state)
@@ -2150,6 +2211,7 @@ int main(void)
 		cmocka_unit_test(test_fallback_ranks_apart),
 		cmocka_unit_test(test_fallback_ranks_apart_not_kept),
 		cmocka_unit_test(test_plan_position_at_completion),
+		cmocka_unit_test(test_plan_dead_hold),
 		cmocka_unit_test(test_fallback_kept_above_unfinished),
 		cmocka_unit_test(test_group_descriptions),
 		cmocka_unit_test(test_mtu_auto),
