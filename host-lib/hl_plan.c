@@ -132,6 +132,8 @@ static void *watch(void *arg)
 		uint32_t next = pl->next, first = pl->first, keep = pl->keep;
 		if (ack) {
 			pl->holding = true;
+			if (pm.epoch > pl->hold_epoch)
+				pl->hold_epoch = pm.epoch;
 			/* until the cut of every plan acknowledged (a newer
 			 * one may come before the cut of a dead one) */
 			__atomic_store_n(&pl->hold_dead, pl->hold_dead || pm.dead,
@@ -298,8 +300,13 @@ static int apply_cut(struct inca_comm *c, const struct hl_plan_msg *m)
 	pthread_mutex_lock(&pl->lock);
 	pl->adopted_epoch = m->epoch;
 	/* a newer plan acknowledged meanwhile (this one was missed): the
-	 * hold stays until its cut */
-	if (pl->acked <= m->epoch) {
+	 * hold stays until its cut. Its acknowledgement may still be on its
+	 * way (pl->acked is set when the manager has answered, and a retry
+	 * after a failed one takes 200 ms or a manager's restart): the hold
+	 * is the newest plan held for, not the newest acknowledged, or this
+	 * older cut let the caller start the collective the pending
+	 * acknowledgement names as next, and send it on a dead tree */
+	if (pl->hold_epoch <= m->epoch) {
 		pl->holding = false;
 		__atomic_store_n(&pl->hold_dead, false, __ATOMIC_RELEASE);
 	}

@@ -277,6 +277,7 @@ struct hl_plan {
 	double seen_us;           /* when a plan newer than the adopted one came */
 	uint32_t next, first, keep;   /* where this rank is */
 	bool holding;             /* acknowledged at next: start none before the cut */
+	uint32_t hold_epoch;      /*   of this plan (or a later one) */
 	bool hold_dead;           /* and the plan's old tree failed: no packet sent on
 				     it for the first time before the cut (atomic) */
 	uint32_t acked;

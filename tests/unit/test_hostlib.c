@@ -1973,6 +1973,51 @@ static void test_plan_dead_hold(void **state)
 	done_comm(c);
 }
 
+/* An older plan's cut, applied while the acknowledgement of a newer one
+ * is still on its way (pl->acked not yet the newer epoch), lets go of no
+ * hold: the caller starts nothing until the newer plan's cut (here none
+ * comes: the call's deadline). Before, the older cut ended the hold, and
+ * the caller started the collective the pending acknowledgement named as
+ * next (and, the newer plan dead, sent it on the dead tree). */
+static double mock_now_ticking(struct inca_comm *c)
+{
+	(void)c;
+	return M.now += 100;                /* the hold's wait reads the clock only */
+}
+
+static void test_plan_older_cut_keeps_hold(void **state)
+{
+	inca_comm_t *c = mk_comm(4, 64, INCA_FALLBACK_OFF, -1);
+	static int32_t in[64], out[64];
+	struct hl_plan *pl = calloc(1, sizeof(*pl));
+
+	(void)state;
+	assert_non_null(pl);
+	assert_int_equal(pthread_mutex_init(&pl->lock, NULL), 0);
+	c->plan = pl;
+	c->now_us = mock_now_ticking;
+	pl->adopted_epoch = 4;
+	pl->acked = 5;                      /* plan 5 acknowledged, its cut made */
+	pl->missed[0] = (struct hl_plan_msg){ .epoch = 5, .cut = true, .ready = true,
+					      .cut_seq = c->next_seq };
+	pl->nmissed = 1;
+	pl->msg = (struct hl_plan_msg){ .epoch = 6, .dead = true };  /* its tree died */
+	pl->holding = true;                 /* plan 6's acknowledgement on its way */
+	pl->hold_epoch = 6;
+	pl->hold_dead = true;
+	pl->news = true;
+	assert_int_equal(inca_allreduce(c, in, out, 64, INCA_INT32, INCA_SUM), INCA_ERR_TIMEOUT);
+	assert_non_null(strstr(inca_comm_errmsg(c), "no cut for the manager's new plan"));
+	assert_int_equal(pl->adopted_epoch, 5);
+	assert_true(pl->holding);
+	assert_true(pl->hold_dead);
+	assert_int_equal(M.contributions, 0);
+	c->plan = NULL;
+	pthread_mutex_destroy(&pl->lock);
+	free(pl);
+	done_comm(c);
+}
+
 /* ---- DCQCN and RTO arithmetic ---- */
 
 static void test_dcqcn_rates(void **state)
@@ -2212,6 +2257,7 @@ int main(void)
 		cmocka_unit_test(test_fallback_ranks_apart_not_kept),
 		cmocka_unit_test(test_plan_position_at_completion),
 		cmocka_unit_test(test_plan_dead_hold),
+		cmocka_unit_test(test_plan_older_cut_keeps_hold),
 		cmocka_unit_test(test_fallback_kept_above_unfinished),
 		cmocka_unit_test(test_group_descriptions),
 		cmocka_unit_test(test_mtu_auto),
