@@ -1860,6 +1860,42 @@ static void test_fallback_ranks_apart_not_kept(void **state)
 	ranks_apart(false);
 }
 
+/* A manager's plan set up by hand on c (pl from calloc): a tree,
+ * installed, from the next collective; no thread and no manager. */
+static void hand_tree_plan(inca_comm_t *c, struct hl_plan *pl)
+{
+	assert_non_null(pl);
+	assert_int_equal(pthread_mutex_init(&pl->lock, NULL), 0);
+	pl->tree = true;
+	pl->installed = true;
+	pl->switch_seq = c->next_seq;
+	c->plan = pl;
+}
+
+/* The same, and two collectives' inputs (k * 1000 + i); the mock mutes
+ * the collective M.mute_seq names. Returns the first one's number. */
+static uint32_t hand_plan_two(inca_comm_t *c, struct hl_plan *pl, int32_t in[2][64])
+{
+	hand_tree_plan(c, pl);
+	for (int k = 0; k < 2; k++)
+		for (int i = 0; i < 64; i++)
+			in[k][i] = k * 1000 + i;
+	M.mute = true;
+	return c->next_seq;
+}
+
+/* ... and gone with c (the plan was never the manager's: no thread to
+ * stop) */
+static void drop_hand_plan(inca_comm_t *c)
+{
+	struct hl_plan *pl = c->plan;
+
+	c->plan = NULL;
+	pthread_mutex_destroy(&pl->lock);
+	free(pl);
+	done_comm(c);
+}
+
 /* With a manager's plan, where a rank is (what its plan thread
  * acknowledges) moves when a collective completes, not at the caller's
  * next call. Here A completes while the caller waits for B, started
@@ -1877,17 +1913,7 @@ static void test_plan_position_at_completion(void **state)
 	int done = 0;
 
 	(void)state;
-	assert_non_null(pl);
-	assert_int_equal(pthread_mutex_init(&pl->lock, NULL), 0);
-	pl->tree = true;
-	pl->installed = true;
-	pl->switch_seq = c->next_seq;
-	c->plan = pl;
-	for (int k = 0; k < 2; k++)
-		for (int i = 0; i < 64; i++)
-			in[k][i] = k * 1000 + i;
-	uint32_t a = c->next_seq;
-	M.mute = true;
+	uint32_t a = hand_plan_two(c, pl, in);
 	M.mute_seq = a + 1;                     /* B: unanswered for now */
 	assert_int_equal(inca_iallreduce(c, in[0], out[0], 64, INCA_INT32, INCA_SUM, &ra), 0);
 	assert_int_equal(inca_iallreduce(c, in[1], out[1], 64, INCA_INT32, INCA_SUM, &rb), 0);
@@ -1908,11 +1934,7 @@ static void test_plan_position_at_completion(void **state)
 			assert_int_equal(out[k][i], k * 1000 + i);
 	assert_int_equal(pl->first, a + 2);
 	assert_int_equal(pl->next, a + 2);
-	/* the plan was never the manager's: no thread to stop */
-	c->plan = NULL;
-	pthread_mutex_destroy(&pl->lock);
-	free(pl);
-	done_comm(c);
+	drop_hand_plan(c);
 }
 
 /* A rank that acknowledged a plan whose old tree failed sends no packet
@@ -1929,17 +1951,7 @@ static void test_plan_dead_hold(void **state)
 	int done = 0;
 
 	(void)state;
-	assert_non_null(pl);
-	assert_int_equal(pthread_mutex_init(&pl->lock, NULL), 0);
-	pl->tree = true;
-	pl->installed = true;
-	pl->switch_seq = c->next_seq;
-	c->plan = pl;
-	for (int k = 0; k < 2; k++)
-		for (int i = 0; i < 64; i++)
-			in[k][i] = k * 1000 + i;
-	uint32_t a = c->next_seq;
-	M.mute = true;
+	uint32_t a = hand_plan_two(c, pl, in);
 	M.mute_seq = a;                         /* A: sent, unanswered */
 	assert_int_equal(inca_iallreduce(c, in[0], out[0], 64, INCA_INT32, INCA_SUM, &ra), 0);
 	assert_int_equal(inca_test(ra, &done), 0);
@@ -1967,10 +1979,7 @@ static void test_plan_dead_hold(void **state)
 	for (int k = 0; k < 2; k++)
 		for (int i = 0; i < 64; i++)
 			assert_int_equal(out[k][i], k * 1000 + i);
-	c->plan = NULL;
-	pthread_mutex_destroy(&pl->lock);
-	free(pl);
-	done_comm(c);
+	drop_hand_plan(c);
 }
 
 /* An older plan's cut, applied while the acknowledgement of a newer one
@@ -1992,9 +2001,9 @@ static void test_plan_older_cut_keeps_hold(void **state)
 	struct hl_plan *pl = calloc(1, sizeof(*pl));
 
 	(void)state;
-	assert_non_null(pl);
-	assert_int_equal(pthread_mutex_init(&pl->lock, NULL), 0);
-	c->plan = pl;
+	hand_tree_plan(c, pl);
+	pl->tree = pl->installed = false;
+	pl->switch_seq = 0;
 	c->now_us = mock_now_ticking;
 	pl->adopted_epoch = 4;
 	pl->acked = 5;                      /* plan 5 acknowledged, its cut made */
@@ -2012,10 +2021,7 @@ static void test_plan_older_cut_keeps_hold(void **state)
 	assert_true(pl->holding);
 	assert_true(pl->hold_dead);
 	assert_int_equal(M.contributions, 0);
-	c->plan = NULL;
-	pthread_mutex_destroy(&pl->lock);
-	free(pl);
-	done_comm(c);
+	drop_hand_plan(c);
 }
 
 /* ---- DCQCN and RTO arithmetic ---- */
