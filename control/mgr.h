@@ -110,6 +110,29 @@ static inline bool mgr_linked(const struct mgr_topo *t, int lower, int upper)
 /* Fill up/down from link (the loader does it; again after link changes). */
 int mgr_topo_index_links(struct mgr_topo *t);
 
+/*
+ * A generated fat-tree (for the tree builder's bench and the simulator,
+ * tests/sim): tiers 1, one leaf with every host; tiers 2, spines first,
+ * then the leaves, every leaf linked to every spine; tiers 3, super-spines
+ * (plane k: k x supers_per_plane ..), spines (pod p's spine of plane k),
+ * then leaves, each spine linked to every leaf of its pod and to every
+ * super-spine of its plane. Hosts h0, h1, ... (10.0.0.1 on) fill the
+ * leaves in order, hosts_per_leaf each; a three-tier fabric's last pod is
+ * full of leaves. Switches are <role><index>, 10.255.0.<index> on, with
+ * the default group limit and 2^24 slots.
+ */
+struct mgr_fat_tree {
+	int tiers;                   /* 1, 2 or 3 */
+	int hosts;
+	int hosts_per_leaf;          /* tiers 2, 3 */
+	int spines;                  /* tier 2: in all; tier 3: a pod's (one a plane) */
+	int leaves_per_pod;          /* tier 3 */
+	int supers_per_plane;        /* tier 3 */
+};
+/* 0 (links indexed; mgr_topo_free frees it), or -1 with why. */
+int mgr_topo_fat_tree(struct mgr_topo *t, const struct mgr_fat_tree *ft, char *why,
+		      size_t whylen);
+
 /* ---- trees (tree.c): pure ---- */
 
 /* What is used on each switch now (indexed like topo->switches). */

@@ -309,3 +309,94 @@ void mgr_topo_free(struct mgr_topo *t)
 	free(t->link);
 	memset(t, 0, sizeof(*t));
 }
+
+/* ---- generated fat-trees ---- */
+
+static void gen_switch(struct mgr_topo *t, int s, enum mgr_role role)
+{
+	struct mgr_switch *sw = &t->switches[s];
+
+	sw->role = role;
+	snprintf(sw->name, sizeof(sw->name), "%s%d", mgr_role_name(role), s);
+	sw->ip = 0x0aff0000u + (uint32_t)s;
+	sw->max_groups = MGR_DEFAULT_MAX_GROUPS;
+	sw->max_slots = 1u << 24;
+}
+
+static void gen_link(struct mgr_topo *t, int lower, int upper)
+{
+	t->link[(size_t)lower * (size_t)t->nswitches + (size_t)upper] = 1;
+}
+
+static int ceil_div(int a, int b)
+{
+	return (a + b - 1) / b;
+}
+
+int mgr_topo_fat_tree(struct mgr_topo *t, const struct mgr_fat_tree *ft, char *why,
+		      size_t whylen)
+{
+	int hpl = ft->tiers == 1 ? ft->hosts : ft->hosts_per_leaf;
+	int leaves, spines = 0, supers = 0, first_leaf;
+
+	memset(t, 0, sizeof(*t));
+	if (ft->tiers < 1 || ft->tiers > 3) {
+		snprintf(why, whylen, "tiers: 1, 2 or 3");
+		return -1;
+	}
+	if (ft->hosts < 1 || hpl < 1 || (ft->tiers > 1 && ft->spines < 1) ||
+	    (ft->tiers == 3 && (ft->leaves_per_pod < 1 || ft->supers_per_plane < 1))) {
+		snprintf(why, whylen, "a fabric needs hosts, hosts per leaf and spines");
+		return -1;
+	}
+	leaves = ceil_div(ft->hosts, hpl);
+	if (ft->tiers == 2) {
+		spines = ft->spines;
+	} else if (ft->tiers == 3) {
+		int pods = ceil_div(leaves, ft->leaves_per_pod);
+		leaves = pods * ft->leaves_per_pod;
+		spines = pods * ft->spines;
+		supers = ft->spines * ft->supers_per_plane;
+	}
+	if ((long)leaves + spines + supers > MGR_MAX_SWITCHES) {
+		snprintf(why, whylen, "%ld switches: the manager takes at most %d",
+			 (long)leaves + spines + supers, MGR_MAX_SWITCHES);
+		return -1;
+	}
+	t->nswitches = leaves + spines + supers;
+	t->nhosts = ft->hosts;
+	t->switches = calloc((size_t)t->nswitches, sizeof(*t->switches));
+	t->hosts = calloc((size_t)t->nhosts, sizeof(*t->hosts));
+	t->link = calloc((size_t)t->nswitches * (size_t)t->nswitches, 1);
+	if (!t->switches || !t->hosts || !t->link)
+		goto oom;
+	first_leaf = supers + spines;
+	for (int i = 0; i < t->nswitches; i++)
+		gen_switch(t, i, i < supers ? MGR_SUPERSPINE : i < first_leaf ? MGR_SPINE : MGR_LEAF);
+	for (int l = 0; l < leaves; l++) {
+		if (ft->tiers == 2) {
+			for (int sp = 0; sp < spines; sp++)
+				gen_link(t, first_leaf + l, sp);
+		} else if (ft->tiers == 3) {
+			int pod = l / ft->leaves_per_pod;
+			for (int k = 0; k < ft->spines; k++)
+				gen_link(t, first_leaf + l, supers + pod * ft->spines + k);
+		}
+	}
+	if (ft->tiers == 3)
+		for (int sp = 0; sp < spines; sp++)
+			for (int x = 0; x < ft->supers_per_plane; x++)
+				gen_link(t, supers + sp, (sp % ft->spines) * ft->supers_per_plane + x);
+	for (int h = 0; h < ft->hosts; h++) {
+		snprintf(t->hosts[h].name, sizeof(t->hosts[h].name), "h%d", h);
+		t->hosts[h].ip = 0x0a000000u + (uint32_t)h + 1;
+		t->hosts[h].leaf = first_leaf + h / hpl;
+	}
+	if (mgr_topo_index_links(t))
+		goto oom;
+	return 0;
+oom:
+	mgr_topo_free(t);
+	snprintf(why, whylen, "out of memory");
+	return -1;
+}

@@ -37,70 +37,17 @@ static int cmp(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-static void add_switch(struct mgr_topo *t, int s, enum mgr_role role)
+/* 64 hosts a leaf: two tiers, every leaf linked to every spine; three
+ * tiers, pods of 8 leaves and 4 spines, 4 planes of 4 super-spines */
+static void fabric(struct mgr_topo *t, int tiers, int leaves, int spines)
 {
-	struct mgr_switch *sw = &t->switches[s];
+	struct mgr_fat_tree ft = { .tiers = tiers, .hosts = leaves * 64, .hosts_per_leaf = 64,
+				   .spines = spines, .leaves_per_pod = 8, .supers_per_plane = 4 };
+	char why[200];
 
-	sw->role = role;
-	snprintf(sw->name, sizeof(sw->name), "%s%d", mgr_role_name(role), s);
-	sw->ip = 0x0aff0000u + (uint32_t)s;
-	sw->max_groups = 1024;
-	sw->max_slots = 1u << 20;
-}
-
-static void link_up(struct mgr_topo *t, int lower, int upper)
-{
-	t->link[(size_t)lower * (size_t)t->nswitches + (size_t)upper] = 1;
-}
-
-static void alloc_topo(struct mgr_topo *t, int nswitches, int nhosts)
-{
-	memset(t, 0, sizeof(*t));
-	t->nswitches = nswitches;
-	t->nhosts = nhosts;
-	t->switches = calloc((size_t)nswitches, sizeof(*t->switches));
-	t->hosts = calloc((size_t)nhosts, sizeof(*t->hosts));
-	t->link = calloc((size_t)nswitches * (size_t)nswitches, 1);
-	if (!t->switches || !t->hosts || !t->link) {
-		fprintf(stderr, "inca-bench-tree: out of memory\n");
+	if (mgr_topo_fat_tree(t, &ft, why, sizeof(why))) {
+		fprintf(stderr, "inca-bench-tree: %s\n", why);
 		exit(1);
-	}
-}
-
-/* Spines first, then leaves. */
-static void two_tiers(struct mgr_topo *t, int leaves, int spines)
-{
-	alloc_topo(t, leaves + spines, leaves * 64);
-	for (int s = 0; s < t->nswitches; s++)
-		add_switch(t, s, s < spines ? MGR_SPINE : MGR_LEAF);
-	for (int l = spines; l < t->nswitches; l++)
-		for (int s = 0; s < spines; s++)
-			link_up(t, l, s);
-	for (int h = 0; h < t->nhosts; h++) {
-		t->hosts[h].ip = 0x0a000000u + (uint32_t)h + 1;
-		t->hosts[h].leaf = spines + h / 64;
-	}
-}
-
-/* Super-spines (plane k: k*4 .. k*4+3), spines (pod p: 16 + 4p + k), leaves. */
-static void three_tiers(struct mgr_topo *t, int pods)
-{
-	int sup = 16, spi = 4 * pods, leaves = 8 * pods;
-
-	alloc_topo(t, sup + spi + leaves, leaves * 64);
-	for (int s = 0; s < t->nswitches; s++)
-		add_switch(t, s, s < sup ? MGR_SUPERSPINE : s < sup + spi ? MGR_SPINE : MGR_LEAF);
-	for (int p = 0; p < pods; p++)
-		for (int k = 0; k < 4; k++) {
-			int sp = sup + 4 * p + k;
-			for (int x = 0; x < 4; x++)
-				link_up(t, sp, 4 * k + x);
-			for (int l = 0; l < 8; l++)
-				link_up(t, sup + spi + 8 * p + l, sp);
-		}
-	for (int h = 0; h < t->nhosts; h++) {
-		t->hosts[h].ip = 0x0a000000u + (uint32_t)h + 1;
-		t->hosts[h].leaf = sup + spi + h / 64;
 	}
 }
 
@@ -233,24 +180,16 @@ int main(void)
 	       "ranks over 4 pods after its super-spine went down. Median of %d.\n", RUNS);
 	printf("%-9s %-7s %-7s %-9s %-7s %12s %12s\n", "what", "tiers", "ranks", "switches",
 	       "groups", "median_us", "max_us");
-	two_tiers(&t, 64, 16);
-	if (mgr_topo_index_links(&t))
-		return 1;
+	fabric(&t, 2, 64, 16);
 	full(&t, 2);
 	mgr_topo_free(&t);
-	two_tiers(&t, 256, 32);
-	if (mgr_topo_index_links(&t))
-		return 1;
+	fabric(&t, 2, 256, 32);
 	full(&t, 2);
 	mgr_topo_free(&t);
-	three_tiers(&t, 8);
-	if (mgr_topo_index_links(&t))
-		return 1;
+	fabric(&t, 3, 8 * 8, 4);
 	full(&t, 3);
 	mgr_topo_free(&t);
-	three_tiers(&t, 32);
-	if (mgr_topo_index_links(&t))
-		return 1;
+	fabric(&t, 3, 32 * 8, 4);
 	full(&t, 3);
 	rebuild(&t);
 	mgr_topo_free(&t);

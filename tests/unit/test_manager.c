@@ -181,6 +181,64 @@ static void test_topology_errors(void **state)
 		"the secret, e.g. from: printf %s SECRET | sha256sum)");
 }
 
+/* The generated fat-trees (the bench's and the simulator's): switch
+ * order, links, host placement, and the shapes refused. */
+static void test_fat_tree(void **state)
+{
+	struct mgr_topo t;
+	char why[200];
+	/* 10 hosts, 2 a leaf: 5 leaves, pods of 2 -> 3 pods, 6 leaves; 2 spines a
+	 * pod (6), 2 super-spines a plane (4) */
+	struct mgr_fat_tree ft = { .tiers = 3, .hosts = 10, .hosts_per_leaf = 2, .spines = 2,
+				   .leaves_per_pod = 2, .supers_per_plane = 2 };
+
+	(void)state;
+	assert_int_equal(mgr_topo_fat_tree(&t, &ft, why, sizeof(why)), 0);
+	assert_int_equal(t.nswitches, 16);
+	assert_int_equal(t.nhosts, 10);
+	assert_int_equal(t.switches[0].role, MGR_SUPERSPINE);
+	assert_int_equal(t.switches[4].role, MGR_SPINE);
+	assert_int_equal(t.switches[10].role, MGR_LEAF);
+	assert_string_equal(t.switches[10].name, "leaf10");
+	assert_int_equal(t.switches[15].ip, 0x0aff000fu);
+	/* leaf 12 (pod 1) on pod 1's spines 6 and 7; spine 7 (plane 1) on
+	 * super-spines 2 and 3 */
+	assert_int_equal(t.nup[12], 2);
+	assert_int_equal(t.up[12][0], 6);
+	assert_int_equal(t.up[12][1], 7);
+	assert_true(mgr_linked(&t, 7, 2) && mgr_linked(&t, 7, 3) && !mgr_linked(&t, 7, 0));
+	assert_int_equal(t.ndown[7], 2);
+	assert_int_equal(t.ndown[0], 3);
+	/* the last pod's second leaf has no host */
+	assert_int_equal(t.hosts[9].leaf, 14);
+	assert_string_equal(t.hosts[9].name, "h9");
+	assert_int_equal(t.hosts[9].ip, 0x0a00000au);
+	mgr_topo_free(&t);
+
+	ft = (struct mgr_fat_tree){ .tiers = 2, .hosts = 5, .hosts_per_leaf = 4, .spines = 3 };
+	assert_int_equal(mgr_topo_fat_tree(&t, &ft, why, sizeof(why)), 0);
+	assert_int_equal(t.nswitches, 5);
+	assert_int_equal(t.nup[3], 3);
+	assert_int_equal(t.hosts[4].leaf, 4);
+	mgr_topo_free(&t);
+	ft = (struct mgr_fat_tree){ .tiers = 1, .hosts = 7 };
+	assert_int_equal(mgr_topo_fat_tree(&t, &ft, why, sizeof(why)), 0);
+	assert_int_equal(t.nswitches, 1);
+	assert_int_equal(t.hosts[6].leaf, 0);
+	mgr_topo_free(&t);
+
+	ft = (struct mgr_fat_tree){ .tiers = 4, .hosts = 7 };
+	assert_int_equal(mgr_topo_fat_tree(&t, &ft, why, sizeof(why)), -1);
+	assert_string_equal(why, "tiers: 1, 2 or 3");
+	ft = (struct mgr_fat_tree){ .tiers = 2, .hosts = 7, .hosts_per_leaf = 2 };
+	assert_int_equal(mgr_topo_fat_tree(&t, &ft, why, sizeof(why)), -1);
+	assert_string_equal(why, "a fabric needs hosts, hosts per leaf and spines");
+	ft = (struct mgr_fat_tree){ .tiers = 2, .hosts = 2048, .hosts_per_leaf = 2, .spines = 1 };
+	assert_int_equal(mgr_topo_fat_tree(&t, &ft, why, sizeof(why)), -1);
+	assert_string_equal(why, "1025 switches: the manager takes at most 1024");
+	assert_null(t.switches);
+}
+
 /* tokens are kept as SHA-256 digests: a secret and "sha256:" with its
  * digest give the same one, and only the secret is accepted as a token */
 static void test_token_digests(void **state)
@@ -2039,6 +2097,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_topology_errors),
+		cmocka_unit_test(test_fat_tree),
 		cmocka_unit_test(test_token_digests),
 		cmocka_unit_test(test_tree_single_leaf),
 		cmocka_unit_test(test_tree_two_level_balanced),
