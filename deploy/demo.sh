@@ -166,7 +166,11 @@ if command -v mpirun >/dev/null && [ -e build/host-lib/mpi/libinca-mpi.so ]; the
 	# what jobs meet: several ranks per host (one per GPU or socket)
 	np=$((hosts * 2))
 	step "several ranks per host: $np ranks, 2 on each host; the same binary through libinca-mpi (reduced inside each host first, docs/hostlib.md) against Open MPI at its best for that layout (shared memory inside a host; the faster of its tuned rules and coll/han at each size)"
-	OSU2=(build/tests/bench/mpi-allreduce-perf -o -b 8 -e "$maxsize" -f 8 -n 5 -N 50 -w 5 -W 50)
+	# 100 calls a size up to 64 KiB, as above: with 50, a disturbed stretch
+	# of the shared machine took libinca-mpi's 32 KiB mean from its usual
+	# 1.5-1.9 ms to 2.6 ms in one run (2026-11-28; that run's in-network
+	# 32 KiB median, one rank a host, was 30% slower than usual as well)
+	OSU2=(build/tests/bench/mpi-allreduce-perf -o -b 8 -e "$maxsize" -f 8 -n 5 -N 100 -w 5 -W 50)
 	if OMPI_MCA_coll_tuned_use_dynamic_rules=1 \
 	   OMPI_MCA_coll_tuned_dynamic_rules_filename="$here/tests/bench/ompi-allreduce-rules.conf" \
 	   INCA_MPI=0 mpi_ranks "$np" 2 "$here/build/host-lib/mpi/libinca-mpi.so" "${OSU2[@]}" \
