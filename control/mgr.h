@@ -118,8 +118,8 @@ int mgr_topo_index_links(struct mgr_topo *t);
  * then leaves, each spine linked to every leaf of its pod and to every
  * super-spine of its plane. Hosts h0, h1, ... (10.0.0.1 on) fill the
  * leaves in order, hosts_per_leaf each; a three-tier fabric's last pod is
- * full of leaves. Switches are <role><index>, 10.255.0.<index> on, with
- * the default group limit and 2^24 slots.
+ * full of leaves. Switch s is <role>s at 10.255.0.0 + s, with the default
+ * group limit and 2^24 slots.
  */
 struct mgr_fat_tree {
 	int tiers;                   /* 1, 2 or 3 */

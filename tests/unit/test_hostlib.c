@@ -1982,18 +1982,19 @@ static void test_plan_dead_hold(void **state)
 	drop_hand_plan(c);
 }
 
+/* a clock that moves at every reading: the hold's wait reads nothing else */
+static double mock_now_ticking(struct inca_comm *c)
+{
+	(void)c;
+	return M.now += 100;
+}
+
 /* An older plan's cut, applied while the acknowledgement of a newer one
  * is still on its way (pl->acked not yet the newer epoch), lets go of no
  * hold: the caller starts nothing until the newer plan's cut (here none
  * comes: the call's deadline). Before, the older cut ended the hold, and
  * the caller started the collective the pending acknowledgement named as
  * next (and, the newer plan dead, sent it on the dead tree). */
-static double mock_now_ticking(struct inca_comm *c)
-{
-	(void)c;
-	return M.now += 100;                /* the hold's wait reads the clock only */
-}
-
 static void test_plan_older_cut_keeps_hold(void **state)
 {
 	inca_comm_t *c = mk_comm(4, 64, INCA_FALLBACK_OFF, -1);
