@@ -11,6 +11,8 @@
 #define CRC32_POLY 0xedb88320u
 
 static uint32_t crc_table[8][256];
+/* CRC-32 of the ICRC's first 8 bytes, 1s standing for the LRH */
+static uint32_t crc_after_lrh;
 
 /* Tables are built once, before main(), so no caller has to remember. */
 __attribute__((constructor)) static void crc_tables_init(void)
@@ -25,6 +27,10 @@ __attribute__((constructor)) static void crc_tables_init(void)
 		for (int t = 1; t < 8; t++)
 			crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^
 					  crc_table[0][crc_table[t - 1][i] & 0xff];
+	uint32_t c = 0xffffffffu;
+	for (int k = 0; k < 8; k++)
+		c = crc_table[0][(c ^ 0xffu) & 0xff] ^ (c >> 8);
+	crc_after_lrh = ~c;
 }
 
 static uint32_t crc32_raw(uint32_t c, const uint8_t *p, size_t len)
@@ -53,14 +59,22 @@ static uint32_t crc32_raw(uint32_t c, const uint8_t *p, size_t len)
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+/* x1 = x1 * x^128 mod P, the next 16 bytes added: one lane folded 16
+ * bytes on */
+#define FOLD_INTO(acc, next)                                               \
+	do {                                                               \
+		t1 = _mm_clmulepi64_si128(acc, k3k4, 0x00);                \
+		acc = _mm_clmulepi64_si128(acc, k3k4, 0x11);               \
+		acc = _mm_xor_si128(_mm_xor_si128(acc, t1), next);         \
+	} while (0)
+
 /*
- * The end of both foldings below: four 128-bit lanes into one, the rest
- * of the buffer 16 bytes at a time (len a multiple of 16), 128 -> 64 bits,
- * then a Barrett reduction to 32 bits.
+ * The end of every folding below: one 128-bit lane, the rest of the
+ * buffer 16 bytes at a time (len a multiple of 16), 128 -> 64 bits, then
+ * a Barrett reduction to 32 bits.
  */
 __attribute__((target("pclmul,sse4.1")))
-static inline uint32_t crc32_clmul_finish(__m128i x1, __m128i x2, __m128i x3, __m128i x4,
-					  const uint8_t *p, size_t len)
+static inline uint32_t crc32_clmul_lane(__m128i x1, const uint8_t *p, size_t len)
 {
 	const __m128i k3k4 = _mm_set_epi64x(0x00ccaa009e, 0x01751997d0);
 	const __m128i k5 = _mm_set_epi64x(0, 0x0163cd6124);
@@ -68,22 +82,11 @@ static inline uint32_t crc32_clmul_finish(__m128i x1, __m128i x2, __m128i x3, __
 	const __m128i mask32 = _mm_setr_epi32(-1, 0, -1, 0);
 	__m128i t1;
 
-	/* four lanes into one */
-#define FOLD_INTO(acc, next)                                               \
-	do {                                                               \
-		t1 = _mm_clmulepi64_si128(acc, k3k4, 0x00);                \
-		acc = _mm_clmulepi64_si128(acc, k3k4, 0x11);               \
-		acc = _mm_xor_si128(_mm_xor_si128(acc, t1), next);         \
-	} while (0)
-	FOLD_INTO(x1, x2);
-	FOLD_INTO(x1, x3);
-	FOLD_INTO(x1, x4);
 	while (len >= 16) {
 		FOLD_INTO(x1, _mm_loadu_si128((const __m128i *)p));
 		p += 16;
 		len -= 16;
 	}
-#undef FOLD_INTO
 
 	/* 128 -> 64 bits */
 	t1 = _mm_clmulepi64_si128(x1, k3k4, 0x10);
@@ -97,6 +100,35 @@ static inline uint32_t crc32_clmul_finish(__m128i x1, __m128i x2, __m128i x3, __
 	t1 = _mm_clmulepi64_si128(_mm_and_si128(t1, mask32), poly, 0x00);
 	x1 = _mm_xor_si128(x1, t1);
 	return (uint32_t)_mm_extract_epi32(x1, 1);
+}
+
+/* The end of the four-lane foldings: four lanes into one, then as above. */
+__attribute__((target("pclmul,sse4.1")))
+static inline uint32_t crc32_clmul_finish(__m128i x1, __m128i x2, __m128i x3, __m128i x4,
+					  const uint8_t *p, size_t len)
+{
+	const __m128i k3k4 = _mm_set_epi64x(0x00ccaa009e, 0x01751997d0);
+	__m128i t1;
+
+	FOLD_INTO(x1, x2);
+	FOLD_INTO(x1, x3);
+	FOLD_INTO(x1, x4);
+	return crc32_clmul_lane(x1, p, len);
+}
+#undef FOLD_INTO
+
+/*
+ * Short buffers (headers) on one lane: len >= 16 and a multiple of 16.
+ * No tables: on a switch's data path the 8 KiB of slice-by-8 tables are
+ * cold, the payloads streaming through L1 evict them.
+ */
+__attribute__((target("pclmul,sse4.1")))
+static uint32_t crc32_clmul16(uint32_t c, const uint8_t *p, size_t len)
+{
+	__m128i x1 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)p),
+				   _mm_cvtsi32_si128((int)c));
+
+	return crc32_clmul_lane(x1, p + 16, len - 16);
 }
 
 /*
@@ -271,6 +303,8 @@ static uint32_t crc32_impl(enum agg_crc_impl impl, uint32_t crc, const uint8_t *
 		fold = crc32_vclmul256;
 	else if (impl != AGG_CRC_TABLE && len >= 64)
 		fold = crc32_clmul;
+	else if (impl != AGG_CRC_TABLE && len >= 16)
+		fold = crc32_clmul16;
 	if (fold) {
 		size_t bulk = len & ~(size_t)15;
 
@@ -462,26 +496,25 @@ uint32_t agg_crc32_combine(uint32_t crc_a, uint32_t crc_b, size_t len_b)
  */
 uint32_t agg_icrc_ipv4_prefix(const uint8_t *ip, size_t hdr_len)
 {
-	static const uint8_t lrh[8] = { 0xff, 0xff, 0xff, 0xff,
-					0xff, 0xff, 0xff, 0xff };
-	uint8_t masked[AGG_IPV4_HLEN + AGG_UDP_HLEN + AGG_BTH_LEN];
-	size_t mlen = hdr_len < sizeof(masked) ? hdr_len : sizeof(masked);
+	/* The CRC after the LRH's 8 bytes of 1s is a constant; the masked
+	 * headers and the bytes after them up to PREFIX_BYTES go in one
+	 * buffer. A contribution's IPv4 .. payload (4176 bytes at 4 KiB) and
+	 * a result's headers (80) are multiples of 16: all folding, none of
+	 * the tables, which are cold on a switch's data path (the payloads
+	 * streaming through L1 evict them). */
+	enum { PREFIX_BYTES = 96 };
+	uint8_t masked[PREFIX_BYTES];
+	size_t mlen = hdr_len < PREFIX_BYTES ? hdr_len : PREFIX_BYTES;
 	uint32_t c;
 
 	memcpy(masked, ip, mlen);
-	if (mlen > 1)
-		masked[1] = 0xff;                     /* TOS */
-	if (mlen > 8)
-		masked[8] = 0xff;                     /* TTL */
-	if (mlen > 11)
-		masked[10] = masked[11] = 0xff;       /* header checksum */
-	if (mlen > 27)
-		masked[26] = masked[27] = 0xff;       /* UDP checksum */
-	if (mlen > 32)
-		masked[32] = 0xff;                    /* BTH byte 4 */
+	/* TOS, TTL, IPv4 header checksum, UDP checksum, BTH byte 4 (each
+	 * byte where the header is that long) */
+	static const uint8_t masked_at[] = { 1, 8, 10, 11, 26, 27, 32 };
+	for (size_t k = 0; k < sizeof(masked_at) && masked_at[k] < mlen; k++)
+		masked[masked_at[k]] = 0xff;
 
-	c = ~crc32_raw(0xffffffffu, lrh, sizeof(lrh));
-	c = agg_crc32(c, masked, mlen);
+	c = agg_crc32(crc_after_lrh, masked, mlen);
 	if (hdr_len > mlen)
 		c = agg_crc32(c, ip + mlen, hdr_len - mlen);
 	return c;

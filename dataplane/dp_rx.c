@@ -128,7 +128,7 @@ static inline void prefetch_contribution(const struct dp_switch *sw,
 		return;
 	const char *p = rte_pktmbuf_mtod(m, const char *);
 	for (uint32_t off = RTE_CACHE_LINE_SIZE; off < m->data_len; off += RTE_CACHE_LINE_SIZE)
-		rte_prefetch0(p + off);
+		rte_prefetch1(p + off);
 }
 
 int dp_worker_main(void *arg)
