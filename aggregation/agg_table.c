@@ -73,6 +73,18 @@ static void result_payload(struct agg_set *s, size_t len)
 	s->res.payload_shift = agg_crc32_shift_op(len + pad);
 }
 
+/* The accumulator of a use of dtype: the result buffer itself where the
+ * accumulator holds the wire's elements (fp32, fp64, int32, int64), so
+ * nothing is copied at completion and a set touches half the memory;
+ * fp16/bf16 accumulate in fp32, twice their wire size, in s->acc. The
+ * result of the set's previous use is no longer answered once a new use
+ * opens the set (hosts reuse a set only after every member has that
+ * result), so it may be overwritten. */
+static inline void *set_acc(struct agg_set *s, uint8_t dtype)
+{
+	return dtype == AGG_DTYPE_FP16 || dtype == AGG_DTYPE_BF16 ? s->acc : s->out;
+}
+
 static void set_complete(struct agg_group *g, struct agg_set *s)
 {
 	struct agg_group_stats *st = shard_stats(g, (uint32_t)((s - g->sets) / 2));
@@ -84,15 +96,18 @@ static void set_complete(struct agg_group *g, struct agg_set *s)
 		/* s->out holds the owner's elements, if it is here */
 		has_data = s->owner != AGG_NO_MEMBER;
 	} else {
+		void *acc = set_acc(s, s->dtype);
+
 		if (g->staged && agg_dtype_is_float(s->dtype)) {
 			/* Rank order, whatever the arrival order. */
-			agg_acc_load(s->dtype, s->acc, s->stage, s->count);
+			agg_acc_load(s->dtype, acc, s->stage, s->count);
 			for (uint16_t m = 1; m < g->cfg.nmembers; m++)
-				agg_acc_reduce(s->dtype, s->op, s->acc,
+				agg_acc_reduce(s->dtype, s->op, acc,
 					       s->stage + (size_t)m * g->row_bytes,
 					       s->count);
 		}
-		agg_acc_store(s->dtype, s->out, s->acc, s->count);
+		if (acc != s->out)
+			agg_acc_store(s->dtype, s->out, acc, s->count);
 	}
 
 	s->res.hdr = (struct agg_hdr){
@@ -288,9 +303,9 @@ int agg_group_ingest(struct agg_group *g, const struct agg_pkt *pkt,
 		memcpy(s->stage + (size_t)h->rank * g->row_bytes, pkt->payload,
 		       pkt->payload_len);
 	else if (s->nseen == 0)
-		agg_acc_load(h->dtype, s->acc, pkt->payload, h->count);
+		agg_acc_load(h->dtype, set_acc(s, h->dtype), pkt->payload, h->count);
 	else
-		agg_acc_reduce(h->dtype, h->op, s->acc, pkt->payload, h->count);
+		agg_acc_reduce(h->dtype, h->op, set_acc(s, h->dtype), pkt->payload, h->count);
 	s->nseen++;
 	st->contributions++;
 

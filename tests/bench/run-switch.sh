@@ -102,13 +102,18 @@ commit=$(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo unknown)
 		echo
 		echo "perf (\`perf record -e cpu-clock -g\`, IB MTU 4096, 8 members, 1 worker, aggregation; the worker thread only, idle polling included):"
 		echo
+		# by comm and symbol, the worker's rows taken here: perf report's
+		# --comm filter drops every symbol the main thread ran too (it
+		# builds the frames: their CRC-32 and copies), so the ICRC and
+		# memcpy went missing from the worker's profile
+		prof=$(perf report -i "$pd" --no-children --sort comm,symbol --stdio -g none 2> /dev/null |
+			awk '/^ +[0-9]/ && $2 == "rte-worker-1" { sub("%", "", $1); print $1, $4 }')
 		echo '```'
-		perf report -i "$pd" --no-children --comm rte-worker-1 --percentage relative \
-			--sort symbol --stdio -g none 2> /dev/null | awk '/^ +[0-9]/ && n++ < 10'
+		awk '{ p[NR] = $1; s[NR] = $2; t += $1 }
+		     END { for (i = 1; i <= NR && i <= 10; i++) printf "%7.2f%%  %s\n", 100 * p[i] / t, s[i] }' <<< "$prof"
 		echo '```'
-		icrc=$(perf report -i "$pd" --no-children --comm rte-worker-1 --percentage relative \
-			--sort symbol --stdio -g none 2> /dev/null |
-			awk '/agg_crc32|agg_icrc|crc32_/ { sub("%", "", $1); s += $1 } END { printf "%.1f", s }')
+		icrc=$(awk '{ t += $1 } $2 ~ /agg_crc32|agg_icrc|crc32_/ { s += $1 }
+			    END { printf "%.1f", 100 * s / t }' <<< "$prof")
 		echo
 		echo "ICRC (verification of every contribution, the result payload's CRC once per set, each result's header CRC and combination): ${icrc}% of the worker's samples."
 		rm -f "$pd"
