@@ -399,6 +399,8 @@ int main(int argc, char **argv)
 		       (unsigned long long)st.probes,
 		       (unsigned long long)st.duplicates, (unsigned long long)st.cnps,
 		       (unsigned long long)st.fallbacks, total_wrong, total_wrong ? "FAILED" : "OK");
+	if (rank == 0)
+		printf("# retransmission timeout at the end %.0f us\n", st.rto_us);
 	inca_comm_destroy(comm);
 	free(sendbuf);
 	free(recvbuf);

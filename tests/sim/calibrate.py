@@ -61,6 +61,24 @@ def err(model, measured):
     return (model - measured) / measured
 
 
+def lab_shape(build, rows, floor, rate_name, n):
+    """The lab at rate_name with n ranks as inca-sim options: the shape, and
+    the in-network CPU a packet and the fixed cost per call (fitted to the
+    8-byte row) as host_ns and call_overhead."""
+    lat = floor[(rate_name, n, "ping-host")] / 4 * 1e-6
+    lab = dict(hosts=n, rate=RATES[rate_name], latency=lat, shared_cpu=1, cores=1, window=64,
+               elems=248)
+    inca_cpu = cpu_per_gb(rows, CPU_RATE, "inca-udp", n) * 992   # ns a packet
+    # the fixed cost per call, from the 8-byte row: the model is linear in
+    # it (0 and 10 us)
+    t8 = float(rows[(rate_name, "inca-udp", n, 8)]["time_us"])
+    m0 = float(simlib.inca_sim(build, bytes=8, host_ns=inca_cpu, **lab)["time_us"])
+    m1 = float(simlib.inca_sim(build, bytes=8, host_ns=inca_cpu, call_overhead=1e-5,
+                               **lab)["time_us"])
+    call = max(0.0, (t8 - m0) / (m1 - m0) * 1e-5)
+    return dict(lab, host_ns=inca_cpu, call_overhead=call)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--build", default="build")
@@ -70,18 +88,10 @@ def main():
     out = []
     for rate_name, rate in RATES.items():
         for n in RANKS:
-            lat = floor[(rate_name, n, "ping-host")] / 4 * 1e-6
-            lab = dict(hosts=n, rate=rate, latency=lat, shared_cpu=1, cores=1, window=64,
-                       elems=248)
-            inca_cpu = cpu_per_gb(rows, CPU_RATE, "inca-udp", n) * 992   # ns a packet
+            shape = lab_shape(a.build, rows, floor, rate_name, n)
+            inca_cpu, call = shape.pop("host_ns"), shape.pop("call_overhead")
+            lat, lab = shape["latency"], shape
             ring_cpu = cpu_per_gb(rows, CPU_RATE, "openmpi-ring", n)     # ns a byte
-            # the fixed cost per call, from the 8-byte row: the model is
-            # linear in it (0 and 10 us)
-            t8 = float(rows[(rate_name, "inca-udp", n, 8)]["time_us"])
-            m0 = float(simlib.inca_sim(a.build, bytes=8, host_ns=inca_cpu, **lab)["time_us"])
-            m1 = float(simlib.inca_sim(a.build, bytes=8, host_ns=inca_cpu, call_overhead=1e-5,
-                                       **lab)["time_us"])
-            call = max(0.0, (t8 - m0) / (m1 - m0) * 1e-5)
             smpi = simlib.smpi_allreduce(a.build, n, rate, lat, SIZES, algos=["lr"])
             print("# %s, %d ranks: cable %.1f us, in-network %.0f ns CPU a packet, ring %.2f "
                   "ns a byte, %.1f us a call" % (rate_name, n, lat * 1e6, inca_cpu, ring_cpu,
