@@ -10,9 +10,10 @@ projections from there instead of simulating them again):
    calibrate_loss.py: the model under loss against docs/performance/loss.csv;
 2. chunks against packets on small fabrics; chunk counts at 1024 hosts;
 3. the baseline: SMPI (smpirun, mpi-allreduce-perf built with smpicc) at 64
-   hosts on a two-level fat-tree, against the latency-bandwidth formulas of
-   the ring, Rabenseifner and recursive doubling; beyond 64 hosts the best
-   formula (SMPI's runs of thousands of ranks do not fit the time here);
+   hosts (and at 128 and 256 for 8 B and 64 KiB) on a two-level fat-tree,
+   against the latency-bandwidth formulas of the ring, Rabenseifner and
+   recursive doubling; beyond that the best formula (SMPI's runs of
+   thousands of ranks do not fit the time here);
 4. in-network (inca-sim) on generated fat-trees, 64..8192 hosts, 100 and 400
    Gbit/s, 8 B .. 1 GiB, every switch node with the cores line rate needs
    (--cores auto) and the window its round trip needs (--window auto);
@@ -50,6 +51,9 @@ SMPI_RATES = [100e9]
 # one of each family (ring, Rabenseifner, recursive doubling): an smpirun of
 # 64 ranks and 16 MiB takes about 30 s here
 SMPI_CHECK_ALGOS = ["lr", "rab1", "rdb"]
+# beyond SMPI_HOSTS, small sizes only: 256 ranks at 8 B and 64 KiB take about
+# two minutes here, 16 MiB far longer
+SMPI_MORE = [(128, [8, 65536]), (256, [8, 65536])]
 LIMIT = 0.15
 
 
@@ -152,18 +156,20 @@ def run_agreement(build):
 
 
 def run_baseline(build):
-    """SMPI at SMPI_HOSTS on a two-level fat-tree against the formulas."""
+    """SMPI at SMPI_HOSTS (and SMPI_MORE's small sizes) on a two-level
+    fat-tree against the formulas."""
     rows = []
     for rate in SMPI_RATES:
-        res = simlib.smpi_allreduce(build, SMPI_HOSTS, rate, LATENCY, SMPI_SIZES, tiers=2,
-                                    algos=SMPI_CHECK_ALGOS, iters=1, warmup=0, each=True,
-                                    timeout=RUN_TIMEOUT)
-        for size in SMPI_SIZES:
-            t, algo = simlib.best(res, size)
-            f, falgo = best_formula(SMPI_HOSTS, size, rate, 2)
-            rows.append(dict(rate=rate, bytes=size, smpi_us=t, smpi_algo=algo, formula_us=f,
-                             formula_algo=falgo,
-                             per_algo={a: res[a].get(size) for a in res}))
+        for n, sizes in [(SMPI_HOSTS, SMPI_SIZES)] + SMPI_MORE:
+            res = simlib.smpi_allreduce(build, n, rate, LATENCY, sizes, tiers=2,
+                                        algos=SMPI_CHECK_ALGOS, iters=1, warmup=0, each=True,
+                                        timeout=RUN_TIMEOUT)
+            for size in sizes:
+                t, algo = simlib.best(res, size)
+                f, falgo = best_formula(n, size, rate, 2)
+                rows.append(dict(rate=rate, hosts=n, bytes=size, smpi_us=t, smpi_algo=algo,
+                                 formula_us=f, formula_algo=falgo,
+                                 per_algo={a: res[a].get(size) for a in res}))
     return rows
 
 
@@ -239,7 +245,8 @@ def write_doc(out, st, proj):
     agree, conv, base, wall = st["agree"], st["conv"], st["base"], st["wall"]
     # the formulas as they are now (a rendering with --reuse takes them anew)
     for b in base:
-        b["formula_us"], b["formula_algo"] = best_formula(SMPI_HOSTS, b["bytes"], b["rate"], 2)
+        b.setdefault("hosts", SMPI_HOSTS)
+        b["formula_us"], b["formula_algo"] = best_formula(b["hosts"], b["bytes"], b["rate"], 2)
     for p in proj:
         p["base_us"], p["base_algo"] = best_formula(int(p["hosts"]), int(p["bytes"]),
                                                     float(p["rate"]), int(p["tiers"]))
@@ -318,13 +325,25 @@ def write_doc(out, st, proj):
     w("  each tier, the window enforced as a rate cap; the agreement with")
     w("  packets, and how the time moves with the chunk count, are below.")
     dev = [b["formula_us"] / b["smpi_us"] for b in base if b["smpi_us"]]
-    w("* **The baseline beyond %d hosts** is a latency-bandwidth formula (per step the" % SMPI_HOSTS)
+    checked = sorted({b["hosts"] for b in base if b["smpi_us"]})
+
+    def trend(size):
+        return ", ".join("%.2f" % (b["formula_us"] / b["smpi_us"])
+                         for b in sorted(base, key=lambda b: b["hosts"])
+                         if b["bytes"] == size and b["smpi_us"])
+    w("* **The baseline beyond %d hosts** is a latency-bandwidth formula (per step the"
+      % max(checked))
     w("  latency to its partner and its bytes at the link's TCP payload rate, no contention,")
-    w("  no CPU), checked against SMPI at %d hosts only (below: the formula at %.2f to %.2f"
-      % (SMPI_HOSTS, min(dev), max(dev)))
-    w("  of SMPI's time): SMPI of thousands of ranks did not finish in minutes here. The")
-    w("  small-message ratios below carry that much uncertainty; from 16 MiB the formula")
-    w("  and SMPI agree.")
+    w("  no CPU), checked against SMPI at %s hosts (below: the formula at %.2f to %.2f"
+      % (", ".join(str(n) for n in checked), min(dev), max(dev)))
+    w("  of SMPI's time; at %d hosts three sizes, beyond it 8 B and 64 KiB): SMPI of"
+      % SMPI_HOSTS)
+    w("  thousands of ranks did not finish in minutes here. At %s hosts the ratio was"
+      % ", ".join(str(n) for n in checked))
+    w("  %s at 8 B and %s at 64 KiB: the small-message ratios below carry at"
+      % (trend(8), trend(65536)))
+    w("  least that much uncertainty, growing with N; from 16 MiB the formula and SMPI")
+    w("  agree (at %d hosts)." % SMPI_HOSTS)
     w("")
     w("## Calibration against the lab")
     w("")
@@ -422,16 +441,19 @@ def write_doc(out, st, proj):
           % (conv[-1][0], 100 * (tmax / t64[0] - 1)))
         w("sizes the projected in-network times are high (against INCA) by about that much.")
         w("")
-    w("## The baseline: SMPI at %d hosts against the formulas" % SMPI_HOSTS)
+    more = sorted({b["hosts"] for b in base if b["hosts"] != SMPI_HOSTS})
+    w("## The baseline: SMPI at %d%s hosts against the formulas"
+      % (SMPI_HOSTS, "".join(", %d" % n for n in more)))
     w("")
     w("`tests/sim/smpi_allreduce.py` runs: two-level fat-tree (SimGrid's), 32 hosts a leaf,")
     w("%.0f us a cable, links at the rate × 1448/1538." % (LATENCY * 1e6))
     w("")
-    w("| rate | bytes | SMPI best | algorithm | formula best | algorithm | formula ÷ SMPI |")
-    w("|---:|---:|---:|---|---:|---|---:|")
+    w("| rate | hosts | bytes | SMPI best | algorithm | formula best | algorithm | formula ÷ SMPI |")
+    w("|---:|---:|---:|---:|---|---:|---|---:|")
     for b in base:
-        w("| %.0f Gbit/s | %s | %s | %s | %s | %s | %s |" % (
-            b["rate"] / 1e9, fmt_bytes(b["bytes"]), fmt_us(b["smpi_us"]) if b["smpi_us"] else "-",
+        w("| %.0f Gbit/s | %d | %s | %s | %s | %s | %s | %s |" % (
+            b["rate"] / 1e9, b["hosts"], fmt_bytes(b["bytes"]),
+            fmt_us(b["smpi_us"]) if b["smpi_us"] else "-",
             b["smpi_algo"] or "-", fmt_us(b["formula_us"]), b["formula_algo"],
             "%.2f" % (b["formula_us"] / b["smpi_us"]) if b["smpi_us"] else "-"))
     w("")
