@@ -118,9 +118,10 @@ static inline uint32_t crc32_clmul_finish(__m128i x1, __m128i x2, __m128i x3, __
 #undef FOLD_INTO
 
 /*
- * Short buffers (headers) on one lane: len >= 16 and a multiple of 16.
- * No tables: on a switch's data path the 8 KiB of slice-by-8 tables are
- * cold, the payloads streaming through L1 evict them.
+ * Buffers too short for the four lanes (16 to 63 bytes, e.g. a small
+ * result's payload) on one lane: len >= 16 and a multiple of 16. No
+ * tables: on a switch's data path the 8 KiB of slice-by-8 tables are cold,
+ * the payloads streaming through L1 evict them.
  */
 __attribute__((target("pclmul,sse4.1")))
 static uint32_t crc32_clmul16(uint32_t c, const uint8_t *p, size_t len)

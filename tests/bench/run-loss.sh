@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # In-network all-reduce under packet loss: the lab's side of the scale
-# model's loss calibration (tests/sim/calibrate.py --loss). N ranks, one a
+# model's loss calibration (tests/sim/calibrate_loss.py). N ranks, one a
 # host, in manager mode (inca-manager sets the group up, libinca over udp:
 # inca-udp of run-allreduce.sh), 200 Mbit/s links, the switch losing each
 # frame on each link with probability P (inca-switch --impair "loss P%":
@@ -9,7 +9,7 @@
 # every result checked. A fresh testbed for each P. Times are medians over
 # the iterations of the slowest rank; retransmissions are rank 0's.
 # Fails when a call is wrong or falls back to the host ring. Writes
-# OUT/loss.csv (loss_pct,ranks,bytes,time_us,packets,retransmissions,probes,
+# OUT/loss.csv (rate,loss_pct,ranks,bytes,time_us,packets,retransmissions,probes,
 # rto_us: rank 0's packets, retransmissions and probes over the job, its
 # retransmission timeout at the end) and prints it.
 # Usage: tests/bench/run-loss.sh [--out DIR] [--build DIR] [--ranks N]
@@ -60,7 +60,7 @@ stop_manager() {
 trap 'stop_manager; "$here/deploy/testbed" down >/dev/null 2>&1 || true; rm -rf "$WORK"' EXIT
 mkdir -p "$out"
 csv=$out/loss.csv
-echo "loss_pct,ranks,bytes,time_us,packets,retransmissions,probes,rto_us" > "$csv"
+echo "rate,loss_pct,ranks,bytes,time_us,packets,retransmissions,probes,rto_us" > "$csv"
 for p in $losses; do
 	stop_manager
 	mkdir -p "$WORK/mgr"
@@ -84,7 +84,7 @@ for p in $losses; do
 		rto=$(sed -n 's/^# retransmission timeout at the end \([0-9]*\) us/\1/p' "$WORK/o.txt")
 		[ -n "$t" ] && [ -n "$pr" ] && [ -n "$rto" ] ||
 			{ echo "run-loss.sh: no figures from the job:" >&2; cat "$WORK/o.txt" >&2; exit 1; }
-		echo "$p,$n,$b,$t,$pr,$rto" | tee -a "$csv" >&2
+		echo "$rate,$p,$n,$b,$t,$pr,$rto" | tee -a "$csv" >&2
 	done
 done
 cat "$csv"

@@ -108,14 +108,18 @@ commit=$(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo unknown)
 		# memcpy went missing from the worker's profile
 		prof=$(perf report -i "$pd" --no-children --sort comm,symbol --stdio -g none 2> /dev/null |
 			awk '/^ +[0-9]/ && $2 == "rte-worker-1" { sub("%", "", $1); print $1, $4 }')
-		echo '```'
-		awk '{ p[NR] = $1; s[NR] = $2; t += $1 }
-		     END { for (i = 1; i <= NR && i <= 10; i++) printf "%7.2f%%  %s\n", 100 * p[i] / t, s[i] }' <<< "$prof"
-		echo '```'
-		icrc=$(awk '{ t += $1 } $2 ~ /agg_crc32|agg_icrc|crc32_/ { s += $1 }
-			    END { printf "%.1f", 100 * s / t }' <<< "$prof")
-		echo
-		echo "ICRC (verification of every contribution, the result payload's CRC once per set, each result's header CRC and combination): ${icrc}% of the worker's samples."
+		if [ -z "$prof" ]; then
+			echo "(perf recorded no samples of the worker thread, rte-worker-1)"
+		else
+			echo '```'
+			awk '{ p[NR] = $1; s[NR] = $2; t += $1 }
+			     END { for (i = 1; i <= NR && i <= 10; i++) printf "%7.2f%%  %s\n", 100 * p[i] / t, s[i] }' <<< "$prof"
+			echo '```'
+			icrc=$(awk '{ t += $1 } $2 ~ /agg_crc32|agg_icrc|crc32_/ { s += $1 }
+				    END { printf "%.1f", 100 * s / t }' <<< "$prof")
+			echo
+			echo "ICRC (verification of every contribution, the result payload's CRC once per set, each result's header CRC and combination): ${icrc}% of the worker's samples."
+		fi
 		rm -f "$pd"
 	fi
 } > "$out/switch.md"

@@ -4,7 +4,8 @@
 measured (docs/performance/loss.csv: N ranks, one a host, manager mode, 200
 Mbit/s, the switch losing each frame on each link with probability P) beside
 inca-sim --per-packet --loss P on the lab's shape (calibrate.py's inputs for
-200 Mbit/s and N ranks), the median of seeds 1-5. Two models: with the RTO
+that rate and N ranks: 200mbit or 1gbit, 2, 4 or 8 ranks), the median of
+seeds 1-5. Two models: with the RTO
 inca-sim takes by default (1 ms, libinca's minimum), and with the RTO
 libinca's rank 0 ended the lab's job with (the CSV's rto_us: an input taken
 from the run, as the CPU per packet is). Per point the error of the time
@@ -23,7 +24,6 @@ import calibrate
 import simlib
 
 SEEDS = range(1, 6)
-RATE = "200mbit"
 
 
 def load_loss():
@@ -55,24 +55,33 @@ def main():
     a = ap.parse_args()
     rows, floor = calibrate.load_lab()
     lab = load_loss()
-    shapes, out = {}, []
-    base = {(r["ranks"], r["bytes"]): r["lab_us"] for r in lab if r["loss"] == 0}
     for r in lab:
-        n, size = r["ranks"], r["bytes"]
-        if n not in shapes:
-            shapes[n] = calibrate.lab_shape(a.build, rows, floor, RATE, n)
+        if (r["rate"], "inca-udp", r["ranks"], 8) not in rows or \
+                (r["rate"], r["ranks"], "ping-host") not in floor:
+            print("calibrate_loss.py: docs/performance/loss.csv has %s with %d ranks; the "
+                  "lab's calibrated shapes are %s" % (
+                      r["rate"], r["ranks"], ", ".join(
+                          "%s with %d ranks" % (k[0], k[1]) for k in sorted(floor)
+                          if k[2] == "ping-host")), file=sys.stderr)
+            return 1
+    shapes, out = {}, []
+    base = {(r["rate"], r["ranks"], r["bytes"]): r["lab_us"] for r in lab if r["loss"] == 0}
+    for r in lab:
+        n, size, key = r["ranks"], r["bytes"], (r["rate"], r["ranks"])
+        if key not in shapes:
+            shapes[key] = calibrate.lab_shape(a.build, rows, floor, r["rate"], n)
             print("# %d ranks at %s: cable %.1f us, %.0f ns CPU a packet, %.1f us a call" % (
-                n, RATE, shapes[n]["latency"] * 1e6, shapes[n]["host_ns"],
-                shapes[n]["call_overhead"] * 1e6), flush=True)
-        m0 = model_us(a.build, shapes[n], size, 0)
-        m1 = model_us(a.build, shapes[n], size, r["loss"])
-        mr = model_us(a.build, shapes[n], size, r["loss"], r["rto_lab_s"])
-        o = dict(loss_pct=r["loss_pct"], ranks=n, bytes=size, lab_us=r["lab_us"],
+                n, r["rate"], shapes[key]["latency"] * 1e6, shapes[key]["host_ns"],
+                shapes[key]["call_overhead"] * 1e6), flush=True)
+        m0 = model_us(a.build, shapes[key], size, 0)
+        m1 = model_us(a.build, shapes[key], size, r["loss"])
+        mr = model_us(a.build, shapes[key], size, r["loss"], r["rto_lab_s"])
+        o = dict(rate=r["rate"], loss_pct=r["loss_pct"], ranks=n, bytes=size, lab_us=r["lab_us"],
                  retransmissions=r["retransmissions"], rto_lab_us=r["rto_us"],
                  model_us=m1, err=calibrate.err(m1, r["lab_us"]),
                  model_lab_rto_us=mr, err_lab_rto=calibrate.err(mr, r["lab_us"]))
-        if (n, size) in base:
-            slow = r["lab_us"] / base[(n, size)]
+        if (r["rate"], n, size) in base:
+            slow = r["lab_us"] / base[(r["rate"], n, size)]
             o.update(lab_slowdown=slow, model_slowdown=m1 / m0,
                      model_lab_rto_slowdown=mr / m0)
         out.append(o)

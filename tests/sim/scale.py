@@ -389,10 +389,13 @@ def write_doc(out, st, proj):
     w("")
     w("### Loss against the lab")
     w("")
-    w("`tests/bench/run-loss.sh` (docs/performance/loss.csv): 4 ranks, one a host, manager")
-    w("mode, 200 Mbit/s, the switch losing each frame on each link with probability P")
+    shapes = "; ".join("%s, %s ranks" % k for k in sorted({(r.get("rate", "200mbit"),
+                                                              r["ranks"]) for r in loss}))
+    w("`tests/bench/run-loss.sh` (docs/performance/loss.csv; %s): one rank a host, manager"
+      % shapes)
+    w("mode, the switch losing each frame on each link with probability P")
     w("(`--impair \"loss P%\"`), the median over 10 calls of each size. `tests/sim/calibrate_loss.py`:")
-    w("inca-sim packet by packet on the shape above (200mbit, 4 ranks), the median of")
+    w("inca-sim packet by packet on the lab's shape as above (%s), the median of" % shapes)
     w("seeds 1-5, with its default RTO (1 ms) and with the RTO libinca's rank 0 ended the")
     w("lab's job with (an input taken from the run, as the CPU per packet is). \"x\": the")
     w("time over the same size's lossless time, lab and model each.")
@@ -596,6 +599,10 @@ def main():
     steps_json = os.path.join(outdir, "steps.json")
     if a.reuse and os.path.exists(steps_json) and os.path.exists(proj_csv):
         st = json.load(open(steps_json))
+        if "loss" not in st:
+            print("scale.py: %s predates the loss calibration: run without --reuse"
+                  % steps_json, file=sys.stderr)
+            return 1
         proj = list(csv.DictReader(open(proj_csv)))
     else:
         st = {}
@@ -616,7 +623,8 @@ def main():
     if pngs:
         with open(a.out, "a") as f:
             f.write("\n## Plots\n\nThe projections above (in-network from inca-sim, the best host "
-                    "algorithm from the formulas SMPI checked at 64 hosts):\n\n")
+                    "algorithm from the formulas SMPI checked up to %d hosts):\n\n"
+                    % max(n for n, _ in SMPI_MORE))
             for name, what in pngs:
                 f.write("![%s](scale/%s)\n\n" % (what, name))
     print("wrote %s (%.0f s)" % (a.out, time.time() - t0), file=sys.stderr)

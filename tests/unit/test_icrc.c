@@ -255,7 +255,7 @@ static void test_icrc_prefix_combine(void **state)
 }
 
 /* The masked pseudo-header's CRC at every header length (0 .. 300: the
- * prefix buffer's edge at 88 bytes, the masks' offsets, the folding's
+ * prefix buffer's edge at 96 bytes, the masks' offsets, the folding's
  * 16-byte steps), with every implementation this CPU has, against the
  * definition over the masked bytes built here. */
 static void test_icrc_prefix_every_length(void **state)
