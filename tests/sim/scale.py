@@ -109,25 +109,25 @@ def best_formula(n, size, rate, tiers):
     return f[algo], algo
 
 
-def run_calibration(build, outdir):
-    path = os.path.join(outdir, "calibration.csv")
-    out = subprocess.run(["/usr/bin/python3", os.path.join(simlib.HERE, "calibrate.py"),
+def run_script(script, build, path):
+    """tests/sim/SCRIPT writing its points to path: those rows, and the
+    summary lines it printed ("# ...")."""
+    out = subprocess.run(["/usr/bin/python3", os.path.join(simlib.HERE, script),
                           "--build", build, "--csv", path], check=True, capture_output=True,
                          text=True).stdout
-    rows = list(csv.DictReader(open(path)))
-    summary = [l[2:] for l in out.splitlines() if l.startswith("# ") and "points" in l]
-    inputs = [l[2:] for l in out.splitlines() if l.startswith("# ") and "cable" in l]
-    return rows, summary, inputs
+    notes = [l[2:] for l in out.splitlines() if l.startswith("# ")]
+    return list(csv.DictReader(open(path))), notes
+
+
+def run_calibration(build, outdir):
+    rows, notes = run_script("calibrate.py", build, os.path.join(outdir, "calibration.csv"))
+    return (rows, [l for l in notes if "points" in l], [l for l in notes if "cable" in l])
 
 
 def run_loss_calibration(build, outdir):
-    path = os.path.join(outdir, "loss-calibration.csv")
-    out = subprocess.run(["/usr/bin/python3", os.path.join(simlib.HERE, "calibrate_loss.py"),
-                          "--build", build, "--csv", path], check=True, capture_output=True,
-                         text=True).stdout
-    rows = list(csv.DictReader(open(path)))
-    summary = [l[2:] for l in out.splitlines() if l.startswith("# ") and "points" in l]
-    return rows, summary
+    rows, notes = run_script("calibrate_loss.py", build,
+                             os.path.join(outdir, "loss-calibration.csv"))
+    return rows, [l for l in notes if "points" in l]
 
 
 def run_agreement(build):
