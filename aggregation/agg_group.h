@@ -36,7 +36,9 @@ struct agg_set {
 	uint8_t restarted;     /* every member sent restart_*: that key opens
 				  the set next, the kept use answers until then */
 	uint32_t restart_seq, restart_idx;
-	void *acc;             /* E accumulator elements */
+	void *acc;             /* E accumulator elements, for dtypes whose
+				  accumulator is wider than the wire's (fp16,
+				  bf16); the others accumulate in out */
 	uint8_t *out;          /* wire-format result + pad, kept until reuse */
 	uint8_t *stage;        /* reproducible mode: one row per member */
 	struct agg_result res;

@@ -14,6 +14,8 @@ static uint32_t crc_table[8][256];
 /* CRC-32 of the ICRC's first 8 bytes, 1s standing for the LRH */
 static uint32_t crc_after_lrh;
 
+static uint32_t crc32_raw(uint32_t c, const uint8_t *p, size_t len);
+
 /* Tables are built once, before main(), so no caller has to remember. */
 __attribute__((constructor)) static void crc_tables_init(void)
 {
@@ -27,10 +29,8 @@ __attribute__((constructor)) static void crc_tables_init(void)
 		for (int t = 1; t < 8; t++)
 			crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^
 					  crc_table[0][crc_table[t - 1][i] & 0xff];
-	uint32_t c = 0xffffffffu;
-	for (int k = 0; k < 8; k++)
-		c = crc_table[0][(c ^ 0xffu) & 0xff] ^ (c >> 8);
-	crc_after_lrh = ~c;
+	static const uint8_t lrh[8] = { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff };
+	crc_after_lrh = ~crc32_raw(0xffffffffu, lrh, sizeof(lrh));
 }
 
 static uint32_t crc32_raw(uint32_t c, const uint8_t *p, size_t len)

@@ -76,13 +76,13 @@ static void result_payload(struct agg_set *s, size_t len)
 /* The accumulator of a use of dtype: the result buffer itself where the
  * accumulator holds the wire's elements (fp32, fp64, int32, int64), so
  * nothing is copied at completion and a set touches half the memory;
- * fp16/bf16 accumulate in fp32, twice their wire size, in s->acc. The
- * result of the set's previous use is no longer answered once a new use
- * opens the set (hosts reuse a set only after every member has that
- * result), so it may be overwritten. */
+ * s->acc where it is wider (fp16/bf16 accumulate in fp32). The result of
+ * the set's previous use is no longer answered once a new use opens the
+ * set (hosts reuse a set only after every member has that result), so it
+ * may be overwritten. */
 static inline void *set_acc(struct agg_set *s, uint8_t dtype)
 {
-	return dtype == AGG_DTYPE_FP16 || dtype == AGG_DTYPE_BF16 ? s->acc : s->out;
+	return agg_dtype_acc_size(dtype) == agg_dtype_size(dtype) ? s->out : s->acc;
 }
 
 static void set_complete(struct agg_group *g, struct agg_set *s)
