@@ -61,6 +61,14 @@ def err(model, measured):
     return (model - measured) / measured
 
 
+def summary(name, errs):
+    """How many of the errors (model / lab - 1) are within LIMIT."""
+    e = [abs(x) for x in errs]
+    return "%s: %d of %d points within %d%%, largest %.1f%%, median %.1f%%" % (
+        name, sum(x <= LIMIT for x in e), len(e), 100 * LIMIT, 100 * max(e),
+        100 * statistics.median(e))
+
+
 def lab_shape(build, rows, floor, rate_name, n):
     """The lab at rate_name with n ranks as inca-sim options: the shape, and
     the in-network CPU a packet and the fixed cost per call (fitted to the
@@ -121,10 +129,8 @@ def main():
     for rate_name in RATES:
         for key, what in (("inca_err", "in-network"), ("smpi_err", "Open MPI, smpi ring"),
                           ("ring_cpu_err", "Open MPI, ring+cpu")):
-            e = [abs(o[key]) for o in out if o["rate"] == rate_name and o[key] is not None]
-            print("# %s %s: %d of %d points within %d%%, largest %.1f%%, median %.1f%%" % (
-                rate_name, what, sum(x <= LIMIT for x in e), len(e), 100 * LIMIT, 100 * max(e),
-                100 * statistics.median(e)))
+            print("# " + summary("%s %s" % (rate_name, what), [
+                o[key] for o in out if o["rate"] == rate_name and o[key] is not None]))
     if a.csv:
         with open(a.csv, "w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=list(out[0]))

@@ -41,13 +41,6 @@ def model_us(build, shape, size, loss, rto=None):
     return statistics.median(t)
 
 
-def summary(name, errs):
-    e = [abs(x) for x in errs]
-    return "%s: %d of %d points within %d%%, largest %.1f%%, median %.1f%%" % (
-        name, sum(x <= calibrate.LIMIT for x in e), len(e), 100 * calibrate.LIMIT,
-        100 * max(e), 100 * statistics.median(e))
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--build", default="build")
@@ -64,7 +57,7 @@ def main():
                           "%s with %d ranks" % (k[0], k[1]) for k in sorted(floor)
                           if k[2] == "ping-host")), file=sys.stderr)
             return 1
-    shapes, out = {}, []
+    shapes, lossless, out = {}, {}, []
     base = {(r["rate"], r["ranks"], r["bytes"]): r["lab_us"] for r in lab if r["loss"] == 0}
     for r in lab:
         n, size, key = r["ranks"], r["bytes"], (r["rate"], r["ranks"])
@@ -73,9 +66,11 @@ def main():
             print("# %d ranks at %s: cable %.1f us, %.0f ns CPU a packet, %.1f us a call" % (
                 n, r["rate"], shapes[key]["latency"] * 1e6, shapes[key]["host_ns"],
                 shapes[key]["call_overhead"] * 1e6), flush=True)
-        m0 = model_us(a.build, shapes[key], size, 0)
-        m1 = model_us(a.build, shapes[key], size, r["loss"])
-        mr = model_us(a.build, shapes[key], size, r["loss"], r["rto_lab_s"])
+        if (key, size) not in lossless:
+            lossless[(key, size)] = model_us(a.build, shapes[key], size, 0)
+        m0 = lossless[(key, size)]
+        m1 = model_us(a.build, shapes[key], size, r["loss"]) if r["loss"] else m0
+        mr = model_us(a.build, shapes[key], size, r["loss"], r["rto_lab_s"]) if r["loss"] else m0
         o = dict(rate=r["rate"], loss_pct=r["loss_pct"], ranks=n, bytes=size, lab_us=r["lab_us"],
                  retransmissions=r["retransmissions"], rto_lab_us=r["rto_us"],
                  model_us=m1, err=calibrate.err(m1, r["lab_us"]),
@@ -95,10 +90,10 @@ def main():
             o.get("lab_slowdown", 0), o.get("model_slowdown", 0),
             o.get("model_lab_rto_slowdown", 0)))
     lossy = [o for o in out if float(o["loss_pct"]) > 0]
-    print("# lossless rows: " + summary("the model", [o["err"] for o in out
+    print("# lossless rows: " + calibrate.summary("the model", [o["err"] for o in out
                                                       if float(o["loss_pct"]) == 0]))
-    print("# lossy rows, 1 ms RTO: " + summary("time", [o["err"] for o in lossy]))
-    print("# lossy rows, the lab's RTO: " + summary("time", [o["err_lab_rto"] for o in lossy]))
+    print("# lossy rows, 1 ms RTO: " + calibrate.summary("time", [o["err"] for o in lossy]))
+    print("# lossy rows, the lab's RTO: " + calibrate.summary("time", [o["err_lab_rto"] for o in lossy]))
     if a.csv:
         with open(a.csv, "w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=list(out[0]) + [
