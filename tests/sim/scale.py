@@ -245,7 +245,6 @@ def write_doc(out, st, proj):
     agree, conv, base, wall = st["agree"], st["conv"], st["base"], st["wall"]
     # the formulas as they are now (a rendering with --reuse takes them anew)
     for b in base:
-        b.setdefault("hosts", SMPI_HOSTS)
         b["formula_us"], b["formula_algo"] = best_formula(b["hosts"], b["bytes"], b["rate"], 2)
     for p in proj:
         p["base_us"], p["base_algo"] = best_formula(int(p["hosts"]), int(p["bytes"]),
@@ -389,8 +388,8 @@ def write_doc(out, st, proj):
     w("")
     w("### Loss against the lab")
     w("")
-    shapes = "; ".join("%s, %s ranks" % k for k in sorted({(r.get("rate", "200mbit"),
-                                                              r["ranks"]) for r in loss}))
+    shapes = "; ".join("%s, %s ranks" % k for k in sorted({(r["rate"], r["ranks"])
+                                                              for r in loss}))
     w("`tests/bench/run-loss.sh` (docs/performance/loss.csv; %s): one rank a host, manager"
       % shapes)
     w("mode, the switch losing each frame on each link with probability P")
@@ -414,8 +413,8 @@ def write_doc(out, st, proj):
             float(r["model_slowdown"]), float(r["model_lab_rto_slowdown"])))
     w("")
     miss = sum(abs(float(r["err_lab_rto"])) > LIMIT for r in lossy)
-    w("Even with the lab's own RTO the model misses %d of the %d lossy points by more than 15%%:"
-      % (miss, len(lossy)))
+    w("Even with the lab's own RTO the model misses %d of the %d lossy points by more than %d%%:"
+      % (miss, len(lossy), 100 * LIMIT))
     w("one number at the job's end stands for an RTO that moves with every sample and")
     w("back-off, and libinca resends a timed-out packet only once a later one has")
     w("completed (one probe at a time otherwise), which the model does not do. So no")
