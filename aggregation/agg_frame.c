@@ -154,7 +154,8 @@ int agg_encode_cnp(void *buf, size_t cap, const struct agg_frame_spec *s)
 static int result_encode(struct agg_group *g, uint16_t member,
 			 const struct agg_result *res,
 			 const struct agg_result_l2 *l2, const uint8_t *dst_mac,
-			 void *buf, size_t cap, bool hdr_only, uint32_t *icrc_out)
+			 void *buf, size_t cap, bool hdr_only, uint32_t icrc,
+			 uint32_t unshift_op)
 {
 	const struct agg_member *mb;
 	uint8_t *f = buf, *ip, *b;
@@ -169,6 +170,8 @@ static int result_encode(struct agg_group *g, uint16_t member,
 	/* reduce, reduce-scatter: the others get the header alone; allgather,
 	 * bcast: the owner */
 	has_data = agg_result_has_data_for(res, member);
+	if (hdr_only && !has_data)
+		return -AGG_E_INVAL;
 	body = AGG_LIKELY(has_data) ? res->payload_len + res->pad : 0;
 	roce = AGG_BTH_LEN + AGG_DETH_LEN + AGG_INCA_HLEN + body + AGG_ICRC_LEN;
 	total = AGG_ETH_HLEN + (l2->has_vlan ? AGG_VLAN_HLEN : 0) +
@@ -214,7 +217,9 @@ static int result_encode(struct agg_group *g, uint16_t member,
 		crc = agg_crc32_combine_op(crc, res->payload_crc, res->payload_shift);
 	}
 	if (hdr_only) {
-		*icrc_out = crc;
+		/* the balance: the header's last 4 bytes, body bytes before
+		 * the end */
+		agg_icrc_store(b + AGG_INCA_HLEN - 4, agg_crc32_balance(crc, icrc, unshift_op));
 		return (int)off;
 	}
 	agg_icrc_store(f + off + body, crc);
@@ -226,13 +231,13 @@ int agg_result_encode(struct agg_group *g, uint16_t member,
 		      const struct agg_result_l2 *l2, const uint8_t *dst_mac,
 		      void *buf, size_t cap)
 {
-	return result_encode(g, member, res, l2, dst_mac, buf, cap, false, NULL);
+	return result_encode(g, member, res, l2, dst_mac, buf, cap, false, 0, 0);
 }
 
 int agg_result_encode_hdr(struct agg_group *g, uint16_t member,
 			  const struct agg_result *res,
 			  const struct agg_result_l2 *l2, const uint8_t *dst_mac,
-			  void *buf, size_t cap, uint32_t *icrc)
+			  void *buf, size_t cap, uint32_t icrc, uint32_t unshift_op)
 {
-	return result_encode(g, member, res, l2, dst_mac, buf, cap, true, icrc);
+	return result_encode(g, member, res, l2, dst_mac, buf, cap, true, icrc, unshift_op);
 }

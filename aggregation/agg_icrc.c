@@ -422,7 +422,41 @@ __attribute__((constructor)) static void crc_x2n_init(void)
 		x2n_table[n] = p = crc_multmodp(p, p);
 }
 
+/* x^-(2^k) mod P for k = 0..31. x's inverse: P = x^32 + ... + 1, so
+ * x * (P - 1) / x = P - 1 = 1 mod P; (P - 1) / x in the reflected
+ * representation is the polynomial's bits one place up, and x^31 (bit 0). */
+static uint32_t xinv2n_table[32];
+
+__attribute__((constructor)) static void crc_xinv2n_init(void)
+{
+	uint32_t p = (CRC32_POLY << 1) | 1u; /* x^-1 */
+
+	xinv2n_table[0] = p;
+	for (int n = 1; n < 32; n++)
+		xinv2n_table[n] = p = crc_multmodp(p, p);
+}
+
 static uint32_t multmodp_best(uint32_t a, uint32_t b);
+
+uint32_t agg_crc32_unshift_op(size_t len)
+{
+	/* x^-(8*len + 32): the 4 bytes themselves (x^32) and the len after */
+	uint64_t e = 8 * (uint64_t)len + 32;
+	uint32_t p = 1u << 31; /* x^0 */
+
+	for (unsigned k = 0; e; k++, e >>= 1)
+		if (e & 1)
+			p = multmodp_best(xinv2n_table[k & 31], p);
+	return p;
+}
+
+uint32_t agg_crc32_balance(uint32_t have, uint32_t want, uint32_t unshift_op)
+{
+	/* CRC-32 is linear: XORing the 4 bytes with B, len bytes before the
+	 * end, changes the CRC by B * x^(8*len + 32); have ^ want divided by
+	 * that. */
+	return multmodp_best(unshift_op, have ^ want);
+}
 
 uint32_t agg_crc32_shift_op(size_t len)
 {

@@ -53,7 +53,7 @@ static inline void frame_addresses(struct agg_frame_spec *s, const struct dp_swi
 	s->dscp = dscp;
 }
 
-/* A small mbuf for a result's pieces: taken from the worker's stash,
+/* A small mbuf for a result's headers: taken from the worker's stash,
  * refilled in bulk (one pool access and overlapping cache misses for a
  * burst of results instead of one each). NULL when the pool is empty. */
 static inline struct rte_mbuf *hdr_mbuf(struct dp_worker *w)
@@ -76,40 +76,31 @@ void dp_worker_stash_free(struct dp_worker *w)
 	w->hdr_stashed = 0;
 }
 
-/* m's headers, then a reference to the shared payload pl, then the
- * member's ICRC: the payload is not copied per member. */
-static struct rte_mbuf *chain_result(struct dp_worker *w, struct rte_mbuf *m, int hlen,
-				     struct rte_mbuf *pl, uint32_t icrc)
+/* m's headers, then the shared body and ICRC pl (one more reference to
+ * it): the payload is not copied per member. */
+static struct rte_mbuf *chain_result(struct rte_mbuf *m, int hlen, struct rte_mbuf *pl)
 {
-	struct rte_mbuf *ref, *tail;
-	uint8_t *p;
-
 	m->data_len = (uint16_t)hlen;
-	m->pkt_len = (uint32_t)hlen;
-	ref = hdr_mbuf(w);
-	if (likely(ref != NULL))
-		rte_pktmbuf_attach(ref, pl);
-	tail = hdr_mbuf(w);
-	p = tail ? (uint8_t *)rte_pktmbuf_append(tail, AGG_ICRC_LEN) : NULL;
-	if (unlikely(!ref || !p)) {
-		rte_pktmbuf_free(ref);
-		rte_pktmbuf_free(tail);
-		rte_pktmbuf_free(m);
-		return NULL;
-	}
-	p[0] = (uint8_t)icrc;
-	p[1] = (uint8_t)(icrc >> 8);
-	p[2] = (uint8_t)(icrc >> 16);
-	p[3] = (uint8_t)(icrc >> 24);
-	rte_pktmbuf_chain(m, ref);
-	rte_pktmbuf_chain(m, tail);
+	m->pkt_len = (uint32_t)hlen + pl->data_len;
+	m->nb_segs = 2;
+	m->next = pl;
 	return m;
 }
 
+/* The shared body of a set's results (NULL: each result a frame of its
+ * own): the payload, its pad and the ICRC every member's frame ends with. */
+struct shared_body {
+	struct rte_mbuf *pl;
+	uint32_t icrc;
+	uint32_t unshift_op;
+	uint16_t refs;              /* references to pl the results took */
+};
+
 static void send_result(struct dp_switch *sw, struct dp_worker *w,
 			struct dp_group *g, uint16_t member,
-			const struct agg_result *res, struct rte_mbuf *pl)
+			const struct agg_result *res, struct shared_body *sb)
 {
+	struct rte_mbuf *pl = sb ? sb->pl : NULL;
 	uint16_t port = __atomic_load_n(&g->member_port[member], __ATOMIC_RELAXED);
 	struct dp_group_shard *sh = &g->sh[w->index];
 	struct rte_mbuf *m;
@@ -138,20 +129,17 @@ static void send_result(struct dp_switch *sw, struct dp_worker *w,
 	memcpy(l2.src_mac, sw->port_mac[port].addr_bytes, 6);
 	/* with the elements or without, as the collective says for member */
 	if (chain) {
-		uint32_t icrc;
 		int hlen = agg_result_encode_hdr(g->agg, member, res, &l2,
 						 g->member_mac[member].addr_bytes,
 						 rte_pktmbuf_mtod(m, void *),
-						 rte_pktmbuf_tailroom(m), &icrc);
+						 rte_pktmbuf_tailroom(m), sb->icrc,
+						 sb->unshift_op);
 		if (unlikely(hlen < 0)) {
 			send_built(sw, w, m, hlen, 0, port);
 			return;
 		}
-		m = chain_result(w, m, hlen, pl, icrc);
-		if (unlikely(!m)) {
-			w->drops[DP_DROP_NO_MBUF]++;
-			return;
-		}
+		m = chain_result(m, hlen, pl);
+		sb->refs++;
 		sh->results_sent++;
 		dp_classify_local(sw, m, sw->cfg->result_dscp);
 		dp_tx(sw, w, port, m);
@@ -252,30 +240,50 @@ static void send_cnp(struct dp_switch *sw, struct dp_worker *w, struct dp_group 
 
 /* Payloads at least this long are shared by the members' results (chained
  * mbufs) instead of copied into each: below it the copy costs less than
- * the two extra mbufs. */
+ * the extra mbuf. */
 #define CHAIN_MIN_PAYLOAD 512
 
-/* A completed set: one result per member. */
+/* A completed set: one result per member. Where the ports chain, every
+ * member's frame is its own headers, then one mbuf with the body and an
+ * ICRC they all share: each header carries the balance that makes its
+ * frame's ICRC that one (docs/protocol.md, 1.6). */
 static void send_results(struct dp_switch *sw, struct dp_worker *w, struct dp_group *g,
 			 const struct agg_result *res)
 {
 	uint16_t n = agg_group_config(g->agg)->nmembers;
 	uint32_t body = res->payload_len + res->pad;
-	struct rte_mbuf *pl = NULL;
+	struct shared_body sb = { 0 };
 
 	if (n > 1 && body >= CHAIN_MIN_PAYLOAD && sw->multiseg_any) {
-		pl = rte_pktmbuf_alloc(w->pool);
-		void *p = pl ? rte_pktmbuf_append(pl, (uint16_t)body) : NULL;
-		if (p)
+		sb.pl = rte_pktmbuf_alloc(w->pool);
+		uint8_t *p = sb.pl ? (uint8_t *)rte_pktmbuf_append(sb.pl,
+						(uint16_t)(body + AGG_ICRC_LEN)) : NULL;
+		if (p) {
 			rte_memcpy(p, res->payload, body);
-		else if (pl) {
-			rte_pktmbuf_free(pl);
-			pl = NULL;
+			/* any value would do: the payload's own CRC */
+			sb.icrc = res->payload_crc;
+			agg_icrc_store(p + body, sb.icrc);
+			if (w->unshift_body != body + 1) {
+				w->unshift_body = body + 1;
+				w->unshift_op = agg_crc32_unshift_op(body);
+			}
+			sb.unshift_op = w->unshift_op;
+			/* a reference for each member, given back below for
+			 * those that took none: two atomics a set, not one a
+			 * result */
+			rte_mbuf_refcnt_update(sb.pl, (int16_t)n);
+		} else if (sb.pl) {
+			rte_pktmbuf_free(sb.pl);
+			sb.pl = NULL;
 		}
 	}
 	for (uint16_t i = 0; i < n; i++)
-		send_result(sw, w, g, i, res, pl);
-	rte_pktmbuf_free(pl);   /* the results hold their own references */
+		send_result(sw, w, g, i, res, sb.pl ? &sb : NULL);
+	if (sb.pl) {
+		if (sb.refs < n)
+			rte_mbuf_refcnt_update(sb.pl, (int16_t)-(int)(n - sb.refs));
+		rte_pktmbuf_free(sb.pl);   /* the results hold their own */
+	}
 }
 
 void dp_agg_input(struct dp_switch *sw, struct dp_worker *w,

@@ -166,14 +166,14 @@ int dp_ports_init(struct dp_switch *sw)
 			       nb_mbufs, rte_strerror(rte_errno));
 			return -rte_errno;
 		}
-		/* a result that shares its payload: header, reference, ICRC */
+		/* the headers of results that share their body and ICRC */
 		snprintf(name, sizeof(name), "inca_hdr_%u", w);
-		wk->hdr_pool = rte_pktmbuf_pool_create(name, 3 * nb_mbufs, 512, 0,
+		wk->hdr_pool = rte_pktmbuf_pool_create(name, nb_mbufs, 512, 0,
 						       RTE_PKTMBUF_HEADROOM + 128,
 						       (int)rte_lcore_to_socket_id(wk->lcore));
 		if (!wk->hdr_pool) {
 			DP_LOG(ERR, "header pool for worker %u (%u mbufs): %s\n", w,
-			       3 * nb_mbufs, rte_strerror(rte_errno));
+			       nb_mbufs, rte_strerror(rte_errno));
 			return -rte_errno;
 		}
 	}

@@ -17,7 +17,8 @@
  * a pool like the switch's (stream-rw: what aggregation cannot do without);
  * the aggregation's payload bytes/s is printed as a fraction of both. It checks that the work was done: every
  * contribution accepted, every set completed, one result per contribution
- * (out/in = 1; forwarding: every packet out), no drop anywhere. Otherwise it
+ * (out/in = 1; forwarding: every packet out), every frame out whole with a
+ * right ICRC (checked after the clock), no drop anywhere. Otherwise it
  * says what is wrong and exits 1. Prints figures; asserts nothing on speed.
  */
 #define _GNU_SOURCE    /* nftw */
@@ -54,6 +55,24 @@ struct result {
 	uint64_t pkts, out, pkts_w[MAX_W];
 };
 
+/* Frames out that are not whole RoCEv2 frames with a right ICRC (the
+ * learning frame aside): results are built in pieces, which must add up. */
+static uint64_t bad_frames;
+
+static void check_frame(const struct rte_mbuf *m)
+{
+	static uint8_t buf[AGG_MAX_FRAME_LEN];
+	const struct rte_ether_hdr *eh = rte_pktmbuf_mtod(m, const struct rte_ether_hdr *);
+	struct agg_pkt pkt;
+
+	if (eh->ether_type == RTE_BE16(0x88b5))
+		return;
+	const void *p = m->pkt_len <= sizeof(buf) ? rte_pktmbuf_read(m, 0, m->pkt_len, buf)
+						  : NULL;
+	if (!p || agg_decode(p, m->pkt_len, true, &pkt))
+		bad_frames++;
+}
+
 static uint64_t drain(unsigned nw)
 {
 	struct rte_mbuf *b[64];
@@ -63,6 +82,8 @@ static uint64_t drain(unsigned nw)
 		for (unsigned q = 0; q < nw; q++) {
 			unsigned n;
 			while ((n = rte_ring_dequeue_burst(tx_ring[p][q], (void **)b, 64, NULL))) {
+				for (unsigned i = 0; i < n; i++)
+					check_frame(b[i]);
 				rte_pktmbuf_free_bulk(b, n);
 				out += n;
 			}
@@ -543,6 +564,7 @@ int main(int argc, char **argv)
 
 		agg_group_stats_sum(sw->groups[0].agg, &before);
 		uint64_t drops0 = switch_drops(sw);
+		bad_frames = 0;
 		for (int k = 0; k < runs; k++)
 			if (run_phase(sw, (uint16_t)members, (uint16_t)elems, rounds, fwd, stream,
 				      &r[k])) {
@@ -564,7 +586,7 @@ int main(int argc, char **argv)
 		uint64_t gdrops = 0;
 		for (int d = 1; d < AGG_E__COUNT; d++)
 			gdrops += after.drops[d] - before.drops[d];
-		bool ok = drops == 0 && gdrops == 0 && outp == in;
+		bool ok = drops == 0 && gdrops == 0 && outp == in && bad_frames == 0;
 		if (stream)         /* the switch idle; the stream's own count in run_phase */
 			ok = ok && contrib == 0;
 		else if (!fwd)
@@ -586,12 +608,14 @@ int main(int argc, char **argv)
 			fprintf(stderr, "inca-bench-switch: FAILED (%s): the switch did not do "
 				"the work: %llu packets in, %llu out (want %llu); %llu contributions "
 				"(want %llu), %llu completions (want %llu), %llu switch drops, "
-				"%llu group drops\n", mode_name[mode],
+				"%llu group drops, %llu frames out that do not decode (ICRC)\n",
+				mode_name[mode],
 				(unsigned long long)in, (unsigned long long)outp,
 				(unsigned long long)in, (unsigned long long)contrib,
 				fwd || stream ? 0ull : (unsigned long long)in, (unsigned long long)compl,
 				fwd || stream ? 0ull : (unsigned long long)(in / (uint64_t)members),
-				(unsigned long long)drops, (unsigned long long)gdrops);
+				(unsigned long long)drops, (unsigned long long)gdrops,
+				(unsigned long long)bad_frames);
 			print_drops(sw);
 			failed = 1;
 		}

@@ -182,6 +182,37 @@ static void test_crc32_combine(void **state)
 	assert_int_equal(agg_crc32_combine(0x12345678u, 0, 0), 0x12345678u);
 }
 
+/* 4 bytes anywhere in a message set its CRC to any value: the balance
+ * XORed in (little-endian) makes the bit-wise CRC the one asked for. */
+static void test_crc32_balance(void **state)
+{
+	static uint8_t buf[5000];
+
+	(void)state;
+	test_seed_init("crc32_balance");
+	for (int i = 0; i < 500; i++) {
+		size_t len = 4 + test_rand_below(sizeof(buf) - 3);
+		size_t at = test_rand_below((uint32_t)(len - 3));
+		uint32_t want = (uint32_t)test_rand64();
+		size_t after = len - at - 4;
+
+		test_rand_bytes(buf, len);
+		if (i == 0)
+			want = crc32_bitwise(buf, len);   /* already there: 0 */
+		uint32_t bal = agg_crc32_balance(crc32_bitwise(buf, len), want,
+						 agg_crc32_unshift_op(after));
+		if (i == 0)
+			assert_int_equal(bal, 0);
+		for (int k = 0; k < 4; k++)
+			buf[at + k] ^= (uint8_t)(bal >> (8 * k));
+		assert_int_equal(crc32_bitwise(buf, len), want);
+		/* the inverse of appending after + 4 zero bytes */
+		assert_int_equal(agg_crc32_combine_op(agg_crc32_unshift_op(after), 0,
+						      agg_crc32_shift_op(after + 4)),
+				 1u << 31);
+	}
+}
+
 static void test_icrc_cnp_vector(void **state)
 {
 	struct agg_pkt pkt;
@@ -312,6 +343,7 @@ int main(void)
 		cmocka_unit_test(test_crc32_every_impl),
 		cmocka_unit_test(test_crc32_impl_use),
 		cmocka_unit_test(test_crc32_combine),
+		cmocka_unit_test(test_crc32_balance),
 		cmocka_unit_test(test_icrc_cnp_vector),
 		cmocka_unit_test(test_icrc_masks_variant_fields),
 		cmocka_unit_test(test_icrc_prefix_combine),

@@ -275,6 +275,86 @@ static void test_result_frames(void **state)
 			 -AGG_E_INVAL);
 }
 
+/* The two-piece result (agg_result_encode_hdr): each member's headers,
+ * then one body and ICRC for all. Every member's frame, with and without a
+ * VLAN tag, carries the same ICRC, verifies, and differs from
+ * agg_result_encode's only in its PSN (the next) and the balance in the
+ * INCA header's last 4 bytes. */
+static void test_result_shared_body(void **state)
+{
+	struct agg_group *g = *state;
+	struct agg_result res;
+	struct agg_result_l2 l2 = {
+		.src_mac = { 0x02, 0, 0, 0, 0, 0xfe },
+		.switch_ip = SWITCH_IP,
+		.dscp = 26,
+	};
+	uint8_t f[AGG_MAX_FRAME_LEN], h[AGG_MAX_FRAME_LEN];
+	struct agg_pkt pkt, ref;
+	struct contrib c;
+	float v[251];
+
+	test_seed_init("result_shared_body");
+	/* 251 fp32 elements: 1004 bytes, no pad; then 37 fp16: 74 + 2 pad */
+	for (int round = 0; round < 2; round++) {
+		uint8_t dtype = round ? AGG_DTYPE_FP16 : AGG_DTYPE_FP32;
+		uint16_t count = round ? 37 : 251;
+		for (int m = 0; m < NM; m++) {
+			for (int i = 0; i < count; i++) {
+				float x = (float)(m * 3 + i);
+				uint16_t x16 = agg_fp32_to_fp16(x);
+				if (round)
+					memcpy((uint8_t *)v + 2 * i, &x16, 2);
+				else
+					v[i] = x;
+			}
+			mk(&c, (uint16_t)m, dtype, AGG_OP_SUM, count, (uint16_t)round, false,
+			   20, (uint32_t)round, v);
+			assert_int_equal(agg_group_ingest(g, &c.pkt, &res, NULL),
+					 m == NM - 1 ? AGG_V_COMPLETE : AGG_V_ACCEPTED);
+		}
+		assert_int_equal(res.pad, round ? 2 : 0);
+		size_t body = res.payload_len + res.pad;
+		uint32_t op = agg_crc32_unshift_op(body);
+		uint32_t icrc = (uint32_t)test_rand64();
+		for (uint16_t m = 0; m < NM; m++) {
+			l2.has_vlan = m & 1;
+			l2.vlan_tci = (uint16_t)(0x6000 | m);
+			int len = agg_result_encode(g, m, &res, &l2, NULL, f, sizeof(f));
+			assert_true(len > 0);
+			assert_int_equal(agg_decode(f, (size_t)len, true, &ref), 0);
+			int hl = agg_result_encode_hdr(g, m, &res, &l2, NULL, h, sizeof(h),
+						       icrc, op);
+			assert_int_equal(hl, len - (int)body - 4);
+			memcpy(h + hl, res.payload, body);
+			agg_icrc_store(h + hl + body, icrc);
+			size_t ip = 14 + (l2.has_vlan ? 4 : 0);
+			assert_int_equal(agg_icrc_ipv4(h + ip, (size_t)len - ip), icrc);
+			assert_int_equal(agg_decode(h, (size_t)len, true, &pkt), 0);
+			assert_int_equal(pkt.psn, ref.psn + 1);
+			assert_memory_equal(&pkt.hdr, &ref.hdr, sizeof(pkt.hdr));
+			/* the rest byte for byte: up to the PSN, from it to the
+			 * balance, the body */
+			size_t psn = ip + 20 + 8 + 9, bal = (size_t)hl - 4;
+			assert_memory_equal(h, f, psn);
+			assert_memory_equal(h + psn + 3, f + psn + 3, bal - psn - 3);
+			assert_memory_equal(h + hl, f + hl, body);
+			uint32_t zero = 0;
+			assert_memory_equal(f + bal, &zero, 4);
+		}
+	}
+	/* a member that gets no elements has no shared body */
+	struct agg_result no = res;
+	no.data_to_all = false;
+	no.owner = 1;
+	assert_int_equal(agg_result_encode_hdr(g, 0, &no, &l2, NULL, h, sizeof(h), 0,
+					       agg_crc32_unshift_op(0)), -AGG_E_INVAL);
+	assert_true(agg_result_encode_hdr(g, 1, &no, &l2, NULL, h, sizeof(h), 0,
+					  agg_crc32_unshift_op(0)) > 0);
+	assert_int_equal(agg_result_encode_hdr(g, 0, &res, &l2, NULL, h, 60, 0, 0),
+			 -AGG_E_NOSPACE);
+}
+
 static void test_drop_reasons(void **state)
 {
 	struct agg_group *g = *state;
@@ -1964,6 +2044,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_complete, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_duplicate_and_retransmit, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_result_frames, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_result_shared_body, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_drop_reasons, setup, teardown),
 		cmocka_unit_test(test_dtype_mask),
 		cmocka_unit_test_setup_teardown(test_shadow_sets_and_stale, setup, teardown),

@@ -443,6 +443,15 @@ int agg_crc32_impl_parse(const char *name);
 uint32_t agg_crc32_with(enum agg_crc_impl impl, uint32_t crc, const void *buf, size_t len);
 /* Operator that appends len zero bytes: x^(8*len) mod P. */
 uint32_t agg_crc32_shift_op(size_t len);
+/* The inverse of agg_crc32_shift_op(len + 4): x^-(8*len + 32) mod P. */
+uint32_t agg_crc32_unshift_op(size_t len);
+/*
+ * What to XOR into 4 bytes of a message (as a little-endian 32-bit word)
+ * that are followed by len more bytes, so that its CRC (or ICRC) becomes
+ * want instead of have; unshift_op is agg_crc32_unshift_op(len). Every
+ * CRC value is reachable (x is invertible modulo P).
+ */
+uint32_t agg_crc32_balance(uint32_t have, uint32_t want, uint32_t unshift_op);
 /* crc(A || B) from crc(A), crc(B) and agg_crc32_shift_op(len(B)). */
 uint32_t agg_crc32_combine_op(uint32_t crc_a, uint32_t crc_b, uint32_t op);
 /* The same with impl's multiplication (bit-wise for AGG_CRC_TABLE, one
@@ -702,17 +711,22 @@ int agg_result_encode(struct agg_group *g, uint16_t member,
 		      const struct agg_result_l2 *l2, const uint8_t *dst_mac,
 		      void *buf, size_t cap);
 /*
- * The same frame in three pieces, for senders that chain buffers (one
- * payload shared by every member's result): writes the headers only and
- * returns their length; the frame is those headers, then the member's
- * body (res->payload_len + res->pad bytes, or none when
- * agg_result_has_data_for(res, member) is false), then the 4 bytes
- * agg_icrc_store(*icrc) writes. Same PSN step and errors as above.
+ * The same frame in two pieces, for senders that chain buffers: one body
+ * and ICRC shared by every member's result. Writes the member's headers
+ * only and returns their length; the frame is those headers, then the
+ * body (res->payload_len + res->pad bytes), then the 4 bytes
+ * agg_icrc_store(icrc) writes, with the same icrc for every member: the
+ * INCA header's last 4 bytes (reserved, ignored by receivers) carry the
+ * balance that makes the frame's ICRC icrc (docs/protocol.md, 1.6).
+ * unshift_op is agg_crc32_unshift_op(res->payload_len + res->pad).
+ * -AGG_E_INVAL for a member that gets no elements
+ * (agg_result_has_data_for); otherwise the PSN step and errors of
+ * agg_result_encode.
  */
 int agg_result_encode_hdr(struct agg_group *g, uint16_t member,
 			  const struct agg_result *res,
 			  const struct agg_result_l2 *l2, const uint8_t *dst_mac,
-			  void *buf, size_t cap, uint32_t *icrc);
+			  void *buf, size_t cap, uint32_t icrc, uint32_t unshift_op);
 
 #ifdef __cplusplus
 }
