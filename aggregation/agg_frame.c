@@ -148,14 +148,26 @@ int agg_encode_cnp(void *buf, size_t cap, const struct agg_frame_spec *s)
 	return (int)total;
 }
 
-/* The result frame for member; with hdr_only, the payload and ICRC are
- * left to the caller (the ICRC in *icrc_out) and the header length is
- * returned. */
-static int result_encode(struct agg_group *g, uint16_t member,
-			 const struct agg_result *res,
-			 const struct agg_result_l2 *l2, const uint8_t *dst_mac,
-			 void *buf, size_t cap, bool hdr_only, uint32_t icrc,
-			 uint32_t unshift_op)
+/* UDP source port: varies per member for ECMP entropy. */
+static inline uint16_t result_sport(const struct agg_group *g, uint16_t member)
+{
+	return (uint16_t)(0xc000 | ((g->cfg.group_id + member) & 0x3fff));
+}
+
+/* A member's next PSN: a counter per member and shard (no line shared
+ * between the threads): with S shards, shard k's PSNs to a member are k,
+ * k + S, k + 2S, ... (docs/protocol.md, 3.3) */
+static inline uint32_t result_psn(struct agg_group *g, uint16_t slot, uint16_t member)
+{
+	uint16_t shard = (uint16_t)((g->cfg.group_id + slot) % g->shards);
+
+	return g->member_psn[shard * g->psn_stride + member]++ * g->shards + shard;
+}
+
+int agg_result_encode(struct agg_group *g, uint16_t member,
+		      const struct agg_result *res,
+		      const struct agg_result_l2 *l2, const uint8_t *dst_mac,
+		      void *buf, size_t cap)
 {
 	const struct agg_member *mb;
 	uint8_t *f = buf, *ip, *b;
@@ -170,29 +182,22 @@ static int result_encode(struct agg_group *g, uint16_t member,
 	/* reduce, reduce-scatter: the others get the header alone; allgather,
 	 * bcast: the owner */
 	has_data = agg_result_has_data_for(res, member);
-	if (hdr_only && !has_data)
-		return -AGG_E_INVAL;
 	body = AGG_LIKELY(has_data) ? res->payload_len + res->pad : 0;
 	roce = AGG_BTH_LEN + AGG_DETH_LEN + AGG_INCA_HLEN + body + AGG_ICRC_LEN;
 	total = AGG_ETH_HLEN + (l2->has_vlan ? AGG_VLAN_HLEN : 0) +
 		AGG_IPV4_HLEN + AGG_UDP_HLEN + roce;
-	if ((hdr_only ? total - body - AGG_ICRC_LEN : total) > cap)
+	if (total > cap)
 		return -AGG_E_NOSPACE;
 
-	/* a counter per member and shard (no line shared between the
-	 * threads): with S shards, shard k's PSNs to a member are k, k + S,
-	 * k + 2S, ... (docs/protocol.md, 3.3) */
-	uint16_t shard = (uint16_t)((g->cfg.group_id + res->hdr.slot) % g->shards);
 	struct agg_frame_spec s = {
 		.has_vlan = l2->has_vlan,
 		.vlan_tci = l2->vlan_tci,
 		.src_ip = l2->switch_ip,
 		.dst_ip = mb->ip,
 		.dscp = l2->dscp,
-		/* UDP source port varies per member for ECMP entropy. */
-		.udp_sport = (uint16_t)(0xc000 | ((g->cfg.group_id + member) & 0x3fff)),
+		.udp_sport = result_sport(g, member),
 		.dest_qp = mb->qpn,
-		.psn = g->member_psn[shard * g->psn_stride + member]++ * g->shards + shard,
+		.psn = result_psn(g, res->hdr.slot, member),
 		.qkey = g->cfg.qkey,
 		.src_qp = g->cfg.qpn,
 	};
@@ -210,34 +215,136 @@ static int result_encode(struct agg_group *g, uint16_t member,
 	off += AGG_INCA_HLEN;
 	crc = agg_icrc_ipv4_prefix(ip, (size_t)(f + off - ip));
 	if (AGG_LIKELY(has_data)) {
-		if (!hdr_only)
-			memcpy(f + off, res->payload, body);
+		memcpy(f + off, res->payload, body);
 		/* CRC-32 is linear: header CRC combined with the payload's,
 		 * which was computed once for all members. */
 		crc = agg_crc32_combine_op(crc, res->payload_crc, res->payload_shift);
-	}
-	if (hdr_only) {
-		/* the balance: the header's last 4 bytes, body bytes before
-		 * the end */
-		agg_icrc_store(b + AGG_INCA_HLEN - 4, agg_crc32_balance(crc, icrc, unshift_op));
-		return (int)off;
 	}
 	agg_icrc_store(f + off + body, crc);
 	return (int)total;
 }
 
-int agg_result_encode(struct agg_group *g, uint16_t member,
-		      const struct agg_result *res,
-		      const struct agg_result_l2 *l2, const uint8_t *dst_mac,
-		      void *buf, size_t cap)
+/*
+ * Results from a template (docs/protocol.md, 1.6, "ICRC balance"). The
+ * IPv4 .. INCA headers of a set's results differ between members only in
+ * these fields, zero in the template:
+ */
+enum {
+	T_IP_DST = 16,                      /* IPv4 destination, 4 bytes */
+	T_IP_CSUM = 10,                     /* IPv4 checksum (masked in the ICRC) */
+	T_UDP_SPORT = AGG_IPV4_HLEN,        /* 2 */
+	T_BTH = AGG_IPV4_HLEN + AGG_UDP_HLEN,
+	T_DEST_QP = T_BTH + 5,              /* 3 */
+	T_PSN_WORD = T_BTH + 8,             /* BTH byte 8 (0) and the PSN: 4 */
+	T_INCA = T_BTH + AGG_BTH_LEN + AGG_DETH_LEN,
+	T_RANK = T_INCA + 12,               /* 2 */
+	T_BALANCE = T_INCA + 28,            /* 4 */
+	T_LEN = T_INCA + AGG_INCA_HLEN,
+};
+_Static_assert(T_LEN == AGG_RESULT_TMPL_HLEN, "the template's length");
+
+/* The CRC-32's linear part over T_LEN bytes (zero start, no final XOR):
+ * what XORing buf into a frame's headers changes its ICRC by, before the
+ * bytes after the headers shift it. */
+static uint32_t crc_linear(const uint8_t *buf)
 {
-	return result_encode(g, member, res, l2, dst_mac, buf, cap, false, 0, 0);
+	static const uint8_t zero[T_LEN];
+
+	return agg_crc32(0, buf, T_LEN) ^ agg_crc32(0, zero, T_LEN);
+}
+
+uint32_t agg_result_psn_op(void)
+{
+	/* x^(8 * the bytes after the PSN word): B = part * x^-32 (below)
+	 * with the PSN word's part x^(8 * after + 32) * word */
+	return agg_crc32_shift_op(T_LEN - T_PSN_WORD - 4);
+}
+
+uint32_t agg_result_member_balance(const struct agg_group *g, uint16_t member)
+{
+	const struct agg_member *mb = &g->members[member];
+	uint8_t d[T_LEN] = { 0 };
+
+	agg_wr32(d + T_IP_DST, mb->ip);
+	agg_wr16(d + T_UDP_SPORT, result_sport(g, member));
+	agg_wr24(d + T_DEST_QP, mb->qpn & AGG_QPN_MASK);
+	agg_wr16(d + T_RANK, member);
+	/* the balance B at the headers' end changes the linear part by
+	 * B * x^32: B = part * x^-32 cancels the member's fields */
+	return agg_crc32_balance(crc_linear(d), 0, agg_crc32_unshift_op(0));
+}
+
+int agg_result_tmpl_init(struct agg_group *g, const struct agg_result *res,
+			 const struct agg_result_l2 *l2, struct agg_result_tmpl *t)
+{
+	uint8_t f[AGG_ETH_HLEN + T_LEN], *ip;
+	size_t body = res->payload_len + res->pad;
+	struct agg_frame_spec s = {
+		.src_ip = l2->switch_ip,
+		.dscp = l2->dscp,
+		.udp_sport = 1,     /* not 0, which means 4791; zeroed below */
+		.qkey = g->cfg.qkey,
+		.src_qp = g->cfg.qpn,
+	};
+	struct agg_hdr hdr = res->hdr;
+
+	if (res->payload_len == 0 || body > AGG_MAX_PAYLOAD + 3)
+		return -AGG_E_INVAL;
+	write_ud_headers(f, &s, AGG_OP_UD_SEND_ONLY, res->pad,
+			 AGG_BTH_LEN + AGG_DETH_LEN + AGG_INCA_HLEN + body + AGG_ICRC_LEN, &ip);
+	memcpy(t->hdr, ip, T_INCA);
+	hdr.rank = 0;
+	agg_hdr_write(t->hdr + T_INCA, &hdr);
+	agg_wr16(t->hdr + T_UDP_SPORT, 0);
+	agg_wr16(t->hdr + T_IP_CSUM, 0);
+	/* the IPv4 header's 16-bit words, its destination and checksum 0 */
+	uint32_t sum = 0;
+	for (int k = 0; k < AGG_IPV4_HLEN; k += 2)
+		sum += (uint32_t)t->hdr[k] << 8 | t->hdr[k + 1];
+	t->ip_sum = sum;
+	t->icrc = agg_crc32_combine_op(agg_icrc_ipv4_prefix(t->hdr, T_LEN), res->payload_crc,
+				       res->payload_shift);
+	t->res = res;
+	return 0;
 }
 
 int agg_result_encode_hdr(struct agg_group *g, uint16_t member,
-			  const struct agg_result *res,
+			  const struct agg_result_tmpl *t,
 			  const struct agg_result_l2 *l2, const uint8_t *dst_mac,
-			  void *buf, size_t cap, uint32_t icrc, uint32_t unshift_op)
+			  void *buf, size_t cap)
 {
-	return result_encode(g, member, res, l2, dst_mac, buf, cap, true, icrc, unshift_op);
+	const struct agg_member *mb;
+	uint8_t *f = buf, *h;
+	size_t off;
+
+	if (member >= g->cfg.nmembers || !agg_result_has_data_for(t->res, member))
+		return -AGG_E_INVAL;
+	mb = &g->members[member];
+	if (AGG_ETH_HLEN + (l2->has_vlan ? AGG_VLAN_HLEN : 0) + T_LEN > cap)
+		return -AGG_E_NOSPACE;
+	struct agg_frame_spec s = {
+		.has_vlan = l2->has_vlan,
+		.vlan_tci = l2->vlan_tci,
+	};
+	memcpy(s.dst_mac, dst_mac ? dst_mac : mb->mac, 6);
+	memcpy(s.src_mac, l2->src_mac, 6);
+	off = write_eth(f, &s);
+	h = f + off;
+	memcpy(h, t->hdr, T_LEN);
+	agg_wr32(h + T_IP_DST, mb->ip);
+	uint32_t sum = t->ip_sum + (mb->ip >> 16) + (mb->ip & 0xffff);
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	agg_wr16(h + T_IP_CSUM, (uint16_t)~sum);
+	agg_wr16(h + T_UDP_SPORT, result_sport(g, member));
+	agg_wr24(h + T_DEST_QP, mb->qpn & AGG_QPN_MASK);
+	uint32_t psn = result_psn(g, t->res->hdr.slot, member) & AGG_PSN_MASK;
+	agg_wr24(h + T_PSN_WORD + 1, psn);
+	agg_wr16(h + T_RANK, member);
+	/* the PSN word's bytes (0, PSN) as CRC-32 reads them: little-endian */
+	uint32_t psn_le = (psn >> 16 & 0xff) << 8 | (psn >> 8 & 0xff) << 16 | (psn & 0xff) << 24;
+	agg_icrc_store(h + T_BALANCE, g->member_bal[member] ^
+		       agg_crc32_balance(psn_le, 0, g->bal_psn_op));
+	return (int)(off + T_LEN);
 }
+

@@ -165,13 +165,17 @@ struct agg_group *agg_group_create(const struct agg_group_config *cfg,
 	/* one PSN counter per (shard, member), each shard's on its own lines */
 	g->psn_stride = ((size_t)cfg->nmembers + 15) & ~(size_t)15;
 	g->member_psn = calloc(g->psn_stride * g->shards, sizeof(*g->member_psn));
+	g->member_bal = calloc(cfg->nmembers, sizeof(*g->member_bal));
 	if (posix_memalign((void **)&g->sh, 64, g->shards * sizeof(*g->sh)))
 		g->sh = NULL;
-	if (!g->members || !g->member_psn || !g->sh)
+	if (!g->members || !g->member_psn || !g->member_bal || !g->sh)
 		goto err_oom;
 	memset(g->sh, 0, g->shards * sizeof(*g->sh));
 	memcpy(g->members, cfg->members, cfg->nmembers * sizeof(*g->members));
 	g->cfg.members = g->members;
+	for (uint16_t m = 0; m < cfg->nmembers; m++)
+		g->member_bal[m] = agg_result_member_balance(g, m);
+	g->bal_psn_op = agg_result_psn_op();
 	for (uint16_t m = 0; m < cfg->nmembers; m++)
 		g->total_fanin += cfg->members[m].fanin;
 	g->owners = calloc(g->total_fanin, sizeof(*g->owners));
@@ -242,6 +246,7 @@ void agg_group_destroy(struct agg_group *g)
 	free(g->owners);
 	free(g->member_ranks);
 	free(g->member_psn);
+	free(g->member_bal);
 	free(g->sh);
 	free(g->members);
 	free(g);

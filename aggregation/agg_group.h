@@ -61,6 +61,8 @@ struct agg_group {
 	uint16_t *member_ranks;    /* copies of the members' rank lists */
 	struct rank_owner *owners; /* total_fanin entries */
 	uint32_t *member_psn;      /* [shard * psn_stride + member] */
+	uint32_t *member_bal;      /* agg_result_member_balance of each member */
+	uint32_t bal_psn_op;       /* agg_result_psn_op() */
 	size_t psn_stride;
 	uint16_t total_fanin;
 	uint16_t bitmap_words;
@@ -71,6 +73,12 @@ struct agg_group {
 	uint16_t shards;       /* slot s is shard (group_id + s) % shards */
 	struct shard *sh;
 };
+
+/* The share of a member's own fields (address, UDP source port, QPN,
+ * rank) in its results' ICRC balance (agg_frame.c). */
+uint32_t agg_result_member_balance(const struct agg_group *g, uint16_t member);
+/* The operator that takes a PSN to its share of the balance. */
+uint32_t agg_result_psn_op(void);
 
 /* Counters of the shard that handles slot: one writer each. */
 static inline struct agg_group_stats *shard_stats(struct agg_group *g, uint32_t slot)

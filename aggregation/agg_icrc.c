@@ -398,6 +398,8 @@ static uint32_t crc_multmodp(uint32_t a, uint32_t b)
 {
 	uint32_t m = 1u << 31, p = 0;
 
+	if (a == 0)
+		return 0;     /* the loop below ends at a's lowest set bit */
 	for (;;) {
 		if (a & m) {
 			p ^= b;

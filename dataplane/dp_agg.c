@@ -91,8 +91,7 @@ static struct rte_mbuf *chain_result(struct rte_mbuf *m, int hlen, struct rte_mb
  * own): the payload, its pad and the ICRC every member's frame ends with. */
 struct shared_body {
 	struct rte_mbuf *pl;
-	uint32_t icrc;
-	uint32_t unshift_op;
+	struct agg_result_tmpl t;   /* the headers the results share, the ICRC */
 	uint16_t refs;              /* references to pl the results took */
 };
 
@@ -129,11 +128,10 @@ static void send_result(struct dp_switch *sw, struct dp_worker *w,
 	memcpy(l2.src_mac, sw->port_mac[port].addr_bytes, 6);
 	/* with the elements or without, as the collective says for member */
 	if (chain) {
-		int hlen = agg_result_encode_hdr(g->agg, member, res, &l2,
+		int hlen = agg_result_encode_hdr(g->agg, member, &sb->t, &l2,
 						 g->member_mac[member].addr_bytes,
 						 rte_pktmbuf_mtod(m, void *),
-						 rte_pktmbuf_tailroom(m), sb->icrc,
-						 sb->unshift_op);
+						 rte_pktmbuf_tailroom(m));
 		if (unlikely(hlen < 0)) {
 			send_built(sw, w, m, hlen, 0, port);
 			return;
@@ -244,9 +242,9 @@ static void send_cnp(struct dp_switch *sw, struct dp_worker *w, struct dp_group 
 #define CHAIN_MIN_PAYLOAD 512
 
 /* A completed set: one result per member. Where the ports chain, every
- * member's frame is its own headers, then one mbuf with the body and an
- * ICRC they all share: each header carries the balance that makes its
- * frame's ICRC that one (docs/protocol.md, 1.6). */
+ * member's frame is its own headers, written from one template, then one
+ * mbuf with the body and an ICRC they all share: each header carries the
+ * balance that makes its frame's ICRC that one (docs/protocol.md, 1.6). */
 static void send_results(struct dp_switch *sw, struct dp_worker *w, struct dp_group *g,
 			 const struct agg_result *res)
 {
@@ -258,16 +256,13 @@ static void send_results(struct dp_switch *sw, struct dp_worker *w, struct dp_gr
 		sb.pl = rte_pktmbuf_alloc(w->pool);
 		uint8_t *p = sb.pl ? (uint8_t *)rte_pktmbuf_append(sb.pl,
 						(uint16_t)(body + AGG_ICRC_LEN)) : NULL;
-		if (p) {
+		struct agg_result_l2 l2 = {
+			.switch_ip = sw->cfg->switch_ip,
+			.dscp = sw->cfg->result_dscp,
+		};
+		if (p && agg_result_tmpl_init(g->agg, res, &l2, &sb.t) == 0) {
 			rte_memcpy(p, res->payload, body);
-			/* any value would do: the payload's own CRC */
-			sb.icrc = res->payload_crc;
-			agg_icrc_store(p + body, sb.icrc);
-			if (w->unshift_body != body + 1) {
-				w->unshift_body = body + 1;
-				w->unshift_op = agg_crc32_unshift_op(body);
-			}
-			sb.unshift_op = w->unshift_op;
+			agg_icrc_store(p + body, sb.t.icrc);
 			/* a reference for each member, given back below for
 			 * those that took none: two atomics a set, not one a
 			 * result */

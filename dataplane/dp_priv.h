@@ -326,8 +326,6 @@ struct dp_worker {
 	struct rte_mempool *hdr_pool;        /* small: the headers of results that share a body */
 	struct rte_mbuf *hdr_stash[3 * DP_BURST];  /* from hdr_pool, allocated in bulk */
 	unsigned hdr_stashed;
-	uint32_t unshift_body;               /* body length + 1 that unshift_op is for (0: none) */
-	uint32_t unshift_op;                 /* agg_crc32_unshift_op(body) */
 	struct rte_ring *handoff;            /* slots this worker owns, received elsewhere */
 	struct dp_egress egress[DP_MAX_PORTS];
 	struct dp_port_stats port[DP_MAX_PORTS];

@@ -275,11 +275,11 @@ static void test_result_frames(void **state)
 			 -AGG_E_INVAL);
 }
 
-/* The two-piece result (agg_result_encode_hdr): each member's headers,
- * then one body and ICRC for all. Every member's frame, with and without a
- * VLAN tag, carries the same ICRC, verifies, and differs from
- * agg_result_encode's only in its PSN (the next) and the balance in the
- * INCA header's last 4 bytes. */
+/* The two-piece result (agg_result_tmpl_init, agg_result_encode_hdr):
+ * each member's headers from the set's template, then one body and ICRC
+ * for all. Every member's frame, with and without a VLAN tag, carries the
+ * template's ICRC, verifies, and differs from agg_result_encode's only in
+ * its PSN (the next) and the balance in the INCA header's last 4 bytes. */
 static void test_result_shared_body(void **state)
 {
 	struct agg_group *g = *state;
@@ -315,16 +315,19 @@ static void test_result_shared_body(void **state)
 		}
 		assert_int_equal(res.pad, round ? 2 : 0);
 		size_t body = res.payload_len + res.pad;
-		uint32_t op = agg_crc32_unshift_op(body);
-		uint32_t icrc = (uint32_t)test_rand64();
+		struct agg_result_tmpl t;
+		assert_int_equal(agg_result_tmpl_init(g, &res, &l2, &t), 0);
+		uint32_t icrc = t.icrc;
+		/* PSNs past 16 bits: every PSN byte in the balance */
+		for (int k = 0; k < 70000 * round; k++)
+			assert_true(agg_result_encode(g, 5, &res, &l2, NULL, f, sizeof(f)) > 0);
 		for (uint16_t m = 0; m < NM; m++) {
 			l2.has_vlan = m & 1;
 			l2.vlan_tci = (uint16_t)(0x6000 | m);
 			int len = agg_result_encode(g, m, &res, &l2, NULL, f, sizeof(f));
 			assert_true(len > 0);
 			assert_int_equal(agg_decode(f, (size_t)len, true, &ref), 0);
-			int hl = agg_result_encode_hdr(g, m, &res, &l2, NULL, h, sizeof(h),
-						       icrc, op);
+			int hl = agg_result_encode_hdr(g, m, &t, &l2, NULL, h, sizeof(h));
 			assert_int_equal(hl, len - (int)body - 4);
 			memcpy(h + hl, res.payload, body);
 			agg_icrc_store(h + hl + body, icrc);
@@ -343,16 +346,22 @@ static void test_result_shared_body(void **state)
 			assert_memory_equal(f + bal, &zero, 4);
 		}
 	}
-	/* a member that gets no elements has no shared body */
+	/* a member that gets no elements has no shared body; nor a result
+	 * without elements */
 	struct agg_result no = res;
+	struct agg_result_tmpl t;
 	no.data_to_all = false;
 	no.owner = 1;
-	assert_int_equal(agg_result_encode_hdr(g, 0, &no, &l2, NULL, h, sizeof(h), 0,
-					       agg_crc32_unshift_op(0)), -AGG_E_INVAL);
-	assert_true(agg_result_encode_hdr(g, 1, &no, &l2, NULL, h, sizeof(h), 0,
-					  agg_crc32_unshift_op(0)) > 0);
-	assert_int_equal(agg_result_encode_hdr(g, 0, &res, &l2, NULL, h, 60, 0, 0),
-			 -AGG_E_NOSPACE);
+	assert_int_equal(agg_result_tmpl_init(g, &no, &l2, &t), 0);
+	assert_int_equal(agg_result_encode_hdr(g, 0, &t, &l2, NULL, h, sizeof(h)),
+			 -AGG_E_INVAL);
+	assert_true(agg_result_encode_hdr(g, 1, &t, &l2, NULL, h, sizeof(h)) > 0);
+	assert_int_equal(agg_result_encode_hdr(g, NM, &t, &l2, NULL, h, sizeof(h)),
+			 -AGG_E_INVAL);
+	assert_int_equal(agg_result_encode_hdr(g, 1, &t, &l2, NULL, h, 60), -AGG_E_NOSPACE);
+	no.payload_len = 0;
+	no.pad = 0;
+	assert_int_equal(agg_result_tmpl_init(g, &no, &l2, &t), -AGG_E_INVAL);
 }
 
 static void test_drop_reasons(void **state)

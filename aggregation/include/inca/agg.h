@@ -711,22 +711,35 @@ int agg_result_encode(struct agg_group *g, uint16_t member,
 		      const struct agg_result_l2 *l2, const uint8_t *dst_mac,
 		      void *buf, size_t cap);
 /*
- * The same frame in two pieces, for senders that chain buffers: one body
- * and ICRC shared by every member's result. Writes the member's headers
- * only and returns their length; the frame is those headers, then the
- * body (res->payload_len + res->pad bytes), then the 4 bytes
- * agg_icrc_store(icrc) writes, with the same icrc for every member: the
- * INCA header's last 4 bytes (reserved, ignored by receivers) carry the
- * balance that makes the frame's ICRC icrc (docs/protocol.md, 1.6).
- * unshift_op is agg_crc32_unshift_op(res->payload_len + res->pad).
- * -AGG_E_INVAL for a member that gets no elements
- * (agg_result_has_data_for); otherwise the PSN step and errors of
- * agg_result_encode.
+ * The same frames in two pieces, for senders that chain buffers: one body
+ * and ICRC shared by every member's result. agg_result_tmpl_init builds,
+ * once for a completed set, the IPv4 .. INCA headers its results share
+ * (l2's switch_ip and dscp; each member's own fields zero) and the ICRC
+ * every frame will end with; then agg_result_encode_hdr writes one
+ * member's headers from it and returns their length. The frame is those
+ * headers, then the body (res->payload_len + res->pad bytes), then the 4
+ * bytes agg_icrc_store(t->icrc) writes. No CRC over the headers per
+ * member: the INCA header's last 4 bytes (reserved, ignored by receivers)
+ * carry the balance that makes the frame's ICRC t->icrc, one carry-less
+ * multiplication (docs/protocol.md, 1.6). The frame is agg_result_encode's
+ * but for that balance (and the PSN, the member's next). res must outlive
+ * the template. -AGG_E_INVAL for a result without elements (init) or a
+ * member that gets none (agg_result_has_data_for); -AGG_E_NOSPACE.
  */
+#define AGG_RESULT_TMPL_HLEN (AGG_IPV4_HLEN + AGG_UDP_HLEN + AGG_BTH_LEN + \
+			      AGG_DETH_LEN + AGG_INCA_HLEN)
+struct agg_result_tmpl {
+	uint8_t hdr[AGG_RESULT_TMPL_HLEN];  /* IPv4 .. INCA, the members' fields 0 */
+	uint32_t ip_sum;                    /* its IPv4 words, summed, not folded */
+	uint32_t icrc;                      /* every member's frame ends with it */
+	const struct agg_result *res;
+};
+int agg_result_tmpl_init(struct agg_group *g, const struct agg_result *res,
+			 const struct agg_result_l2 *l2, struct agg_result_tmpl *t);
 int agg_result_encode_hdr(struct agg_group *g, uint16_t member,
-			  const struct agg_result *res,
+			  const struct agg_result_tmpl *t,
 			  const struct agg_result_l2 *l2, const uint8_t *dst_mac,
-			  void *buf, size_t cap, uint32_t icrc, uint32_t unshift_op);
+			  void *buf, size_t cap);
 
 #ifdef __cplusplus
 }
