@@ -118,7 +118,7 @@ commit=$(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo unknown)
 			icrc=$(awk '{ t += $1 } $2 ~ /agg_crc32|agg_icrc|crc32_/ { s += $1 }
 				    END { printf "%.1f", 100 * s / t }' <<< "$prof")
 			echo
-			echo "ICRC (verification of every contribution, the result payload's CRC once per set, each result's header CRC and combination): ${icrc}% of the worker's samples."
+			echo "ICRC (verification of every contribution; once per set, the result payload's CRC and the results' template; each result's balance): ${icrc}% of the worker's samples."
 		fi
 		rm -f "$pd"
 	fi
