@@ -211,15 +211,18 @@ static void test_duplicate_and_retransmit(void **state)
 	assert_int_equal(st->completions, 1);
 }
 
+/* The switch's side of the results the tests encode. */
+static const struct agg_result_l2 switch_l2 = {
+	.src_mac = { 0x02, 0, 0, 0, 0, 0xfe },
+	.switch_ip = SWITCH_IP,
+	.dscp = 26,
+};
+
 static void test_result_frames(void **state)
 {
 	struct agg_group *g = *state;
 	struct agg_result res;
-	struct agg_result_l2 l2 = {
-		.src_mac = { 0x02, 0, 0, 0, 0, 0xfe },
-		.switch_ip = SWITCH_IP,
-		.dscp = 26,
-	};
+	struct agg_result_l2 l2 = switch_l2;
 	uint8_t f[AGG_MAX_FRAME_LEN];
 	struct agg_pkt pkt;
 
@@ -284,11 +287,7 @@ static void test_result_shared_body(void **state)
 {
 	struct agg_group *g = *state;
 	struct agg_result res;
-	struct agg_result_l2 l2 = {
-		.src_mac = { 0x02, 0, 0, 0, 0, 0xfe },
-		.switch_ip = SWITCH_IP,
-		.dscp = 26,
-	};
+	struct agg_result_l2 l2 = switch_l2;
 	uint8_t f[AGG_MAX_FRAME_LEN], h[AGG_MAX_FRAME_LEN];
 	struct agg_pkt pkt, ref;
 	struct contrib c;
