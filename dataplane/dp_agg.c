@@ -63,8 +63,8 @@ static inline struct rte_mbuf *hdr_mbuf(struct dp_worker *w)
 			return rte_pktmbuf_alloc(w->hdr_pool);
 		w->hdr_stashed = RTE_DIM(w->hdr_stash);
 	}
-	/* the next one's first data line, which a result writes (header or
-	 * ICRC): its write-allocate miss overlaps this one's work */
+	/* the next one's first data line, which a result's headers are
+	 * written to: its write-allocate miss overlaps this one's work */
 	if (likely(w->hdr_stashed > 1))
 		__builtin_prefetch(rte_pktmbuf_mtod(w->hdr_stash[w->hdr_stashed - 2], void *), 1, 3);
 	return w->hdr_stash[--w->hdr_stashed];
