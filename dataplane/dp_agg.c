@@ -264,8 +264,8 @@ static void send_results(struct dp_switch *sw, struct dp_worker *w, struct dp_gr
 			rte_memcpy(p, res->payload, body);
 			agg_icrc_store(p + body, sb.t.icrc);
 			/* a reference for each member, given back below for
-			 * those that took none: two atomics a set, not one a
-			 * result */
+			 * those that took none: taking them costs two atomic
+			 * updates a set, not one a result */
 			rte_mbuf_refcnt_update(sb.pl, (int16_t)n);
 		} else if (sb.pl) {
 			rte_pktmbuf_free(sb.pl);

@@ -115,7 +115,7 @@ commit=$(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo unknown)
 			awk '{ p[NR] = $1; s[NR] = $2; t += $1 }
 			     END { for (i = 1; i <= NR && i <= 10; i++) printf "%7.2f%%  %s\n", 100 * p[i] / t, s[i] }' <<< "$prof"
 			echo '```'
-			icrc=$(awk '{ t += $1 } $2 ~ /agg_crc32|agg_icrc|crc32_/ { s += $1 }
+			icrc=$(awk '{ t += $1 } $2 ~ /agg_crc32|agg_icrc|crc32_|crc_multmodp/ { s += $1 }
 				    END { printf "%.1f", 100 * s / t }' <<< "$prof")
 			echo
 			echo "ICRC (verification of every contribution; once per set, the result payload's CRC and the results' template; each result's balance): ${icrc}% of the worker's samples."

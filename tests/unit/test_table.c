@@ -282,7 +282,8 @@ static void test_result_frames(void **state)
  * each member's headers from the set's template, then one body and ICRC
  * for all. Every member's frame, with and without a VLAN tag, carries the
  * template's ICRC, verifies, and differs from agg_result_encode's only in
- * its PSN (the next) and the balance in the INCA header's last 4 bytes. */
+ * its PSN (the next), the balance in the INCA header's last 4 bytes and the
+ * ICRC that balance leads to. */
 static void test_result_shared_body(void **state)
 {
 	struct agg_group *g = *state;

@@ -721,8 +721,11 @@ int agg_result_encode(struct agg_group *g, uint16_t member,
  * bytes agg_icrc_store(t->icrc) writes. No CRC over the headers per
  * member: the INCA header's last 4 bytes (reserved, ignored by receivers)
  * carry the balance that makes the frame's ICRC t->icrc, one carry-less
- * multiplication (docs/protocol.md, 1.6). The frame is agg_result_encode's
- * but for that balance (and the PSN, the member's next). res must outlive
+ * multiplication where the CPU has PCLMULQDQ, a 32-step loop elsewhere
+ * (docs/protocol.md, 1.6). The frame is agg_result_encode's
+ * but for that balance, the ICRC it leads to, and the PSN (the member's
+ * next). The template's switch_ip and dscp are used, not l2's: l2 gives
+ * the member's Ethernet header (src_mac, VLAN). res must outlive
  * the template. -AGG_E_INVAL for a result without elements (init) or a
  * member that gets none (agg_result_has_data_for); -AGG_E_NOSPACE.
  */
