@@ -66,6 +66,10 @@ static int port_setup(struct dp_switch *sw, uint16_t idx)
 		mtu = info.max_rx_pktlen > RTE_ETHER_HDR_LEN + RTE_VLAN_HLEN + RTE_ETHER_MIN_MTU ?
 		      info.max_rx_pktlen - RTE_ETHER_HDR_LEN - RTE_VLAN_HLEN : RTE_ETHER_MTU;
 	conf.rxmode.mtu = mtu;
+	/* results are chained mbufs where the port sends chains (below):
+	 * asked for, or a NIC's driver may pick a transmit path that sends
+	 * only a chain's first segment */
+	conf.txmode.offloads = info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
 	/* slots spread over the workers by the UDP ports (docs/switch.md,
 	 * "Slots and workers"): RSS on what the NIC can hash */
 	uint64_t rss = info.flow_type_rss_offloads &
