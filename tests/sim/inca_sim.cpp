@@ -40,6 +40,24 @@
  * rule (a timed-out packet goes again only once a later one completed) or
  * its RTO estimator.
  *
+ * Several ranks a host (--ranks-per-host P, --host-rate R, --host-call F):
+ * libinca reduces inside the host first (host-lib/hl_hier.c), and only
+ * then does the host take part in the network, as one member; its in-host
+ * phases are time on the host before and after the network phase, every
+ * local rank on a core of its own moving R bytes a second (read and
+ * reduced, or copied), plus F a call for the handshakes through the
+ * shared segment:
+ *   leader (libinca's default; rails below --rail-min): up, the leader
+ *     reduces the P inputs, P x S bytes; down, every local rank copies the
+ *     result out in parallel, S: F + (P + 1) S / R
+ *   rails (--hier rails, S >= --rail-min): up, every local rank reduces
+ *     its 1/P of every input, S; the P rails cross the host's link at once
+ *     (the same bytes as one member: simulated as one); down, every rank
+ *     copies the others' shares: F + (2P - 1) / P x S / R
+ *   the host ring (--ring), hierarchical: an in-host reduce-scatter and
+ *     allgather around the ring of the hosts, as rails at every size.
+ * Memory bandwidth shared by a host's cores is not modelled.
+ *
  * What is left out besides: loss in chunks, the shaper's 1 ms burst, the
  * hosts' scheduling, PFC and ECN, ECMP (one shortest path per pair),
  * several jobs sharing a switch; docs/scale.md says what that means.
@@ -103,6 +121,11 @@ struct params {
 	unsigned long long seed = 1;      /* the losses' random draws */
 	int drop_rank = -1;               /* --drop R:K: rank R's packet K lost once */
 	long long drop_pkt = -1;
+	int ranks_per_host = 1;           /* P: the in-host phases around the network's */
+	double host_rate = 0;             /* bytes a local rank's core moves a second */
+	double host_call = 0;             /* seconds a call's in-host phases take besides */
+	bool rails = false;               /* --hier rails */
+	double rail_min = 262144;         /* rails from this vector size (INCA_RAIL_MIN_BYTES) */
 };
 
 params P;
@@ -340,6 +363,23 @@ void rank_cpu(double ns)
 		sg4::this_actor::execute(ns);
 }
 
+/* The in-host phases of a call with several ranks a host (the header
+ * comment): seconds before the host's network phase, and after it. */
+void local_phases(double *up, double *down)
+{
+	double p = P.ranks_per_host, s = P.bytes;
+	*up = *down = 0;
+	if (P.ranks_per_host < 2)
+		return;
+	if (P.ring || (P.rails && s >= P.rail_min)) {
+		*up = P.host_call / 2 + s / P.host_rate;
+		*down = P.host_call / 2 + (p - 1) / p * s / P.host_rate;
+	} else {
+		*up = P.host_call / 2 + p * s / P.host_rate;
+		*down = P.host_call / 2 + s / P.host_rate;
+	}
+}
+
 /* ---- a rank of the in-network all-reduce ---- */
 void inca_rank(int r)
 {
@@ -349,8 +389,12 @@ void inca_rank(int r)
 	double nic_free_at = 0;
 	outbox out;
 
+	double up, down;
+	local_phases(&up, &down);
 	me->set_receiver(sg4::Actor::self());
 	rank_cpu(P.call_overhead * 1e9);
+	if (up > 0)
+		sg4::this_actor::sleep_for(up);
 	/* per packet: a packet goes when fewer than W are unanswered; chunks:
 	 * every one capped at the rate the window sustains (a vector of W
 	 * packets or fewer never waits for the window) */
@@ -390,7 +434,7 @@ void inca_rank(int r)
 			got++;
 		}
 	}
-	rank_done[r] = sg4::Engine::get_clock();
+	rank_done[r] = sg4::Engine::get_clock() + down;
 	out.drain();
 	me->set_receiver(nullptr);
 }
@@ -403,7 +447,11 @@ void ring_rank(int r)
 	double seg = P.bytes / n;
 	/* a segment's bytes and its frames' headers */
 	double wire = seg + std::ceil(seg / P.ring_payload) * (P.ring_frame - P.ring_payload);
+	double up, down;
+	local_phases(&up, &down);
 	rank_cpu(P.call_overhead * 1e9);
+	if (up > 0)
+		sg4::this_actor::sleep_for(up);
 	for (int step = 0; step < 2 * (n - 1); step++) {
 		sg4::CommPtr s = next->put_async(new msg{ step, false, 0 }, wire);
 		delete me->get<msg>();
@@ -411,7 +459,7 @@ void ring_rank(int r)
 		rank_cpu(P.bytes * P.ring_ns_per_byte / (2 * (n - 1)));
 		s->wait();
 	}
-	rank_done[r] = sg4::Engine::get_clock();
+	rank_done[r] = sg4::Engine::get_clock() + down;
 }
 
 /* ---- the platform ---- */
@@ -658,7 +706,9 @@ void usage()
 		"         [--bytes S] [--chunks K | --per-packet] [--host-ns NS]\n"
 		"         [--shared-cpu CORES] [--call-overhead S] [--ring]\n"
 		"         [--ring-ns-per-byte NS] [--sizing] [--loss P [--seed S]] [--drop R:K]\n"
-		"         [--rto S] [--rto-cap S] [SimGrid --cfg=... options]\n"
+		"         [--rto S] [--rto-cap S] [--ranks-per-host P --host-rate R\n"
+		"         [--host-call S] [--hier leader|rails] [--rail-min S]]\n"
+		"         [SimGrid --cfg=... options]\n"
 		"       inca-sim --help\n");
 }
 
@@ -708,6 +758,15 @@ void help()
 	       "  --rto S                 what a loss costs, seconds (default 1e-3:\n"
 	       "                          INCA_RTO_MIN_US)\n"
 	       "  --rto-cap S             a backed-off RTO at most (default 0.25)\n"
+	       "  --ranks-per-host P      P ranks on every host, reduced inside it first\n"
+	       "                          (default 1; --hosts counts hosts)\n"
+	       "  --host-rate R           with P > 1: bytes a second one local rank's core\n"
+	       "                          reduces or copies in the in-host phases; required\n"
+	       "  --host-call S           with P > 1: seconds a call's in-host phases take\n"
+	       "                          besides their bytes (default 0)\n"
+	       "  --hier leader|rails     with P > 1: the leader reduces for its host\n"
+	       "                          (default), or every local rank its share (rails)\n"
+	       "  --rail-min S            rails from this vector size (default 262144)\n"
 	       "  --cfg=NAME:VALUE        a SimGrid option (--cfg=help lists them)\n");
 }
 
@@ -767,6 +826,11 @@ int main(int argc, char **argv)
 		{ "drop", required_argument, nullptr, 'd' },
 		{ "rto", required_argument, nullptr, 'y' },
 		{ "rto-cap", required_argument, nullptr, 'Y' },
+		{ "ranks-per-host", required_argument, nullptr, 'P' },
+		{ "host-rate", required_argument, nullptr, 'W' },
+		{ "host-call", required_argument, nullptr, 'F' },
+		{ "hier", required_argument, nullptr, 'I' },
+		{ "rail-min", required_argument, nullptr, 'M' },
 		{ nullptr, 0, nullptr, 0 },
 	};
 	int o;
@@ -842,6 +906,19 @@ int main(int argc, char **argv)
 		}
 		case 'y': ok = opt_num("rto", optarg, NUM_PLAIN, 1e-9, 100, &P.rto); break;
 		case 'Y': ok = opt_num("rto-cap", optarg, NUM_PLAIN, 1e-9, 1000, &P.rto_cap); break;
+		case 'P':
+			ok = opt_int("ranks-per-host", optarg, 1, 4096, &l);
+			P.ranks_per_host = (int)l;
+			break;
+		case 'W': ok = opt_num("host-rate", optarg, NUM_PLAIN, 1, 1e15, &P.host_rate); break;
+		case 'F': ok = opt_num("host-call", optarg, NUM_PLAIN, 0, 10, &P.host_call); break;
+		case 'I':
+			ok = !strcmp(optarg, "leader") || !strcmp(optarg, "rails");
+			P.rails = !strcmp(optarg, "rails");
+			if (!ok)
+				fprintf(stderr, "inca-sim: --hier %s: leader or rails\n", optarg);
+			break;
+		case 'M': ok = opt_num("rail-min", optarg, NUM_SIZE, 0, 1e15, &P.rail_min); break;
 		default: usage(); return 2;
 		}
 	}
@@ -853,6 +930,12 @@ int main(int argc, char **argv)
 		else
 			fprintf(stderr, "inca-sim: --bench FILE is required\n");
 		usage();
+		return 2;
+	}
+	if (P.ranks_per_host > 1 && P.host_rate <= 0) {
+		fprintf(stderr, "inca-sim: --ranks-per-host %d needs --host-rate (bytes a second a "
+			"local rank moves; tests/sim/calibrate_host.py measures it)\n",
+			P.ranks_per_host);
 		return 2;
 	}
 	if ((P.loss > 0 || P.drop_rank >= 0) && (!P.per_packet || P.ring)) {
@@ -937,13 +1020,16 @@ int main(int argc, char **argv)
 		printf("# all-reduce of %.0f bytes: in-network %.1f us (simulated), a ring at best "
 		       "%.1f us (bound): %.2fx\n", P.bytes, t * 1e6, ring * 1e6, ring / t);
 	}
+	double up, down;
+	local_phases(&up, &down);
 	printf("%s hosts=%d tiers=%d nodes=%d bytes=%.0f time_us=%.6f algbw_GBps=%.4f "
 	       "pkts=%lld chunks=%lld max_chunk=%lld window_rate_cap_Bps=%.0f "
-	       "agg_ns_per_pkt=%.1f root_cores=%d window=%u loss=%g lost=%lld\n",
+	       "agg_ns_per_pkt=%.1f root_cores=%d window=%u loss=%g lost=%lld "
+	       "ranks_per_host=%d local_up_us=%.6f local_down_us=%.6f\n",
 	       P.ring ? "ring" : "inca", n, fab.depth, fab.nnodes, P.bytes, t * 1e6,
 	       P.bytes / t / 1e9, CH.pkts, CH.chunks(), CH.max, CH.rate_cap,
 	       agg_ns_per_pkt(), nodes.empty() ? P.cores : nodes[0]->cores, P.window, P.loss,
-	       lost_count);
+	       lost_count, P.ranks_per_host, up * 1e6, down * 1e6);
 	for (node *nd : nodes)
 		delete nd;
 	sim_fabric_free(&fab);

@@ -35,6 +35,14 @@
 #    by 1.37732, rank 0's by 1001.37732 (the core is free again); the
 #    result arrives 1001.37732 + 1.08912 = 1002.46644 us. A loss
 #    probability that draws and never loses changes nothing (case 2 again).
+# 7. As 1 with 4 ranks a host (--ranks-per-host 4), each local rank's core
+#    moving 1e9 B/s, 1 us a call in the host: the leader reduces 4 x 992 B
+#    before the network (0.5 + 3.968 us) and every rank copies 992 B out
+#    after it (0.5 + 0.992): 2.75464 + 5.96 = 8.71464 us. With rails from
+#    0 B every rank reduces its quarter of the 4 inputs (992 B) and copies
+#    the other three quarters (744 B): 2.75464 + 1 + 0.992 + 0.744
+#    = 5.49064 us. The ring of case 4 with 4 ranks a host, hierarchical
+#    (no call cost): 127.04 + 2.896 + 2.172 = 132.108 us.
 set -eu
 sim=$1
 bench=$2
@@ -68,6 +76,14 @@ run "one switch, one packet lost once" 1002.46644 1e-6 --hosts 2 --bytes 992 --p
 	--drop 0:0
 run "one switch, two packets, --loss 1e-12 (draws, no loss)" 3.33104 1e-6 --hosts 2 --bytes 1984 \
 	--per-packet --loss 1e-12
+run "4 ranks a host, leader" 8.71464 1e-6 --hosts 2 --bytes 992 --ranks-per-host 4 \
+	--host-rate 1e9 --host-call 1e-6
+run "4 ranks a host, rails" 5.49064 1e-6 --hosts 2 --bytes 992 --ranks-per-host 4 \
+	--host-rate 1e9 --host-call 1e-6 --hier rails --rail-min 0
+run "4 ranks a host, rails below --rail-min: the leader" 8.71464 1e-6 --hosts 2 --bytes 992 \
+	--ranks-per-host 4 --host-rate 1e9 --host-call 1e-6 --hier rails
+run "ring, two hosts of 4 ranks" 132.108 1e-6 --hosts 2 --bytes 2896 --rate 200M --ring \
+	--ranks-per-host 4 --host-rate 1e9
 per_packet=$("$sim" --bench "$bench" --log=root.thres:warning --rate 200M --hosts 4 \
 	--bytes 1048576 --per-packet | sed -n 's/.* time_us=\([0-9.]*\) .*/\1/p')
 run "chunks against packets" "${per_packet:-0}" 0.03 --rate 200M --hosts 4 --bytes 1048576
@@ -88,7 +104,8 @@ if [ "$rc" = 2 ]; then echo "ok bad option: exit 2"; else echo "FAIL bad option:
 for bad in "--loss 0.01" "--per-packet --loss 1" "--per-packet --drop 2:0" "--per-packet --drop 0:1" \
 	"--per-packet --ring --drop 0:0" "--per-packet --drop 0:0x" "--hosts 4x" "--tiers 4" \
 	"--rate 200mbits" "--rate -1G" "--cores 0" "--window 5000" "--latency x" "--seed -1" \
-	"--bytes 1T" "--loss nan" "stray"; do
+	"--bytes 1T" "--loss nan" "--ranks-per-host 4" "--ranks-per-host 0 --host-rate 1e9" \
+	"--ranks-per-host 2 --host-rate 0" "--hier ring" "stray"; do
 	rc=0
 	# shellcheck disable=SC2086
 	err=$("$sim" --bench "$bench" --log=root.thres:warning --hosts 2 --bytes 992 $bad 2>&1 \
