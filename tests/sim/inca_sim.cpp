@@ -56,7 +56,10 @@
  *     copies the others' shares: F + (2P - 1) / P x S / R
  *   the host ring (--ring), hierarchical: an in-host reduce-scatter and
  *     allgather around the ring of the hosts, as rails at every size.
- * Memory bandwidth shared by a host's cores is not modelled.
+ * With --host-cache C and --host-rate-cached Rc, a call whose inputs and
+ * result fit the host's cache ((P + 1) S <= C) moves its bytes at Rc
+ * instead (a job's buffers used again, call after call). Memory bandwidth
+ * shared by a host's cores is not modelled.
  *
  * What is left out besides: loss in chunks, the shaper's 1 ms burst, the
  * hosts' scheduling, PFC and ECN, ECMP (one shortest path per pair),
@@ -124,6 +127,8 @@ struct params {
 	int ranks_per_host = 1;           /* P: the in-host phases around the network's */
 	double host_rate = 0;             /* bytes a local rank's core moves a second */
 	double host_call = 0;             /* seconds a call's in-host phases take besides */
+	double host_cache = 0;            /* bytes of a host's cache (0: none modelled) */
+	double host_rate_cached = 0;      /* host_rate when a call's bytes fit the cache */
 	bool rails = false;               /* --hier rails */
 	double rail_min = 262144;         /* rails from this vector size (INCA_RAIL_MIN_BYTES) */
 };
@@ -371,12 +376,14 @@ void local_phases(double *up, double *down)
 	*up = *down = 0;
 	if (P.ranks_per_host < 2)
 		return;
+	double rate = P.host_cache > 0 && (p + 1) * s <= P.host_cache ? P.host_rate_cached :
+									P.host_rate;
 	if (P.ring || (P.rails && s >= P.rail_min)) {
-		*up = P.host_call / 2 + s / P.host_rate;
-		*down = P.host_call / 2 + (p - 1) / p * s / P.host_rate;
+		*up = P.host_call / 2 + s / rate;
+		*down = P.host_call / 2 + (p - 1) / p * s / rate;
 	} else {
-		*up = P.host_call / 2 + p * s / P.host_rate;
-		*down = P.host_call / 2 + s / P.host_rate;
+		*up = P.host_call / 2 + p * s / rate;
+		*down = P.host_call / 2 + s / rate;
 	}
 }
 
@@ -707,7 +714,8 @@ void usage()
 		"         [--shared-cpu CORES] [--call-overhead S] [--ring]\n"
 		"         [--ring-ns-per-byte NS] [--sizing] [--loss P [--seed S]] [--drop R:K]\n"
 		"         [--rto S] [--rto-cap S] [--ranks-per-host P --host-rate R\n"
-		"         [--host-call S] [--hier leader|rails] [--rail-min S]]\n"
+		"         [--host-call S] [--host-cache B --host-rate-cached R]\n"
+		"         [--hier leader|rails] [--rail-min S]]\n"
 		"         [SimGrid --cfg=... options]\n"
 		"       inca-sim --help\n");
 }
@@ -764,6 +772,9 @@ void help()
 	       "                          reduces or copies in the in-host phases; required\n"
 	       "  --host-call S           with P > 1: seconds a call's in-host phases take\n"
 	       "                          besides their bytes (default 0)\n"
+	       "  --host-cache B          with P > 1: a host's cache, bytes (1M, 32M): a call\n"
+	       "                          whose P inputs and result fit it moves its bytes at\n"
+	       "  --host-rate-cached R    instead of --host-rate (both or neither)\n"
 	       "  --hier leader|rails     with P > 1: the leader reduces for its host\n"
 	       "                          (default), or every local rank its share (rails)\n"
 	       "  --rail-min S            rails from this vector size (default 262144)\n"
@@ -829,6 +840,8 @@ int main(int argc, char **argv)
 		{ "ranks-per-host", required_argument, nullptr, 'P' },
 		{ "host-rate", required_argument, nullptr, 'W' },
 		{ "host-call", required_argument, nullptr, 'F' },
+		{ "host-cache", required_argument, nullptr, 'K' },
+		{ "host-rate-cached", required_argument, nullptr, 'G' },
 		{ "hier", required_argument, nullptr, 'I' },
 		{ "rail-min", required_argument, nullptr, 'M' },
 		{ nullptr, 0, nullptr, 0 },
@@ -912,6 +925,10 @@ int main(int argc, char **argv)
 			break;
 		case 'W': ok = opt_num("host-rate", optarg, NUM_PLAIN, 1, 1e15, &P.host_rate); break;
 		case 'F': ok = opt_num("host-call", optarg, NUM_PLAIN, 0, 10, &P.host_call); break;
+		case 'K': ok = opt_num("host-cache", optarg, NUM_SIZE, 1, 1e15, &P.host_cache); break;
+		case 'G':
+			ok = opt_num("host-rate-cached", optarg, NUM_PLAIN, 1, 1e15, &P.host_rate_cached);
+			break;
 		case 'I':
 			ok = !strcmp(optarg, "leader") || !strcmp(optarg, "rails");
 			P.rails = !strcmp(optarg, "rails");
@@ -936,6 +953,10 @@ int main(int argc, char **argv)
 		fprintf(stderr, "inca-sim: --ranks-per-host %d needs --host-rate (bytes a second a "
 			"local rank moves; tests/sim/calibrate_host.py measures it)\n",
 			P.ranks_per_host);
+		return 2;
+	}
+	if ((P.host_cache > 0) != (P.host_rate_cached > 0)) {
+		fprintf(stderr, "inca-sim: --host-cache and --host-rate-cached go together\n");
 		return 2;
 	}
 	if ((P.loss > 0 || P.drop_rank >= 0) && (!P.per_packet || P.ring)) {

@@ -42,7 +42,10 @@
 #    0 B every rank reduces its quarter of the 4 inputs (992 B) and copies
 #    the other three quarters (744 B): 2.75464 + 1 + 0.992 + 0.744
 #    = 5.49064 us. The ring of case 4 with 4 ranks a host, hierarchical
-#    (no call cost): 127.04 + 2.896 + 2.172 = 132.108 us.
+#    (no call cost): 127.04 + 2.896 + 2.172 = 132.108 us. The leader's case
+#    with a cache of 4960 B at 2e9 B/s: the 4 inputs and the result
+#    (5 x 992 = 4960 B) fit, so 0.5 + 1.984 and 0.5 + 0.496: 2.75464 + 3.48
+#    = 6.23464 us; with 4959 B they do not (8.71464 again).
 set -eu
 sim=$1
 bench=$2
@@ -82,6 +85,10 @@ run "4 ranks a host, rails" 5.49064 1e-6 --hosts 2 --bytes 992 --ranks-per-host 
 	--host-rate 1e9 --host-call 1e-6 --hier rails --rail-min 0
 run "4 ranks a host, rails below --rail-min: the leader" 8.71464 1e-6 --hosts 2 --bytes 992 \
 	--ranks-per-host 4 --host-rate 1e9 --host-call 1e-6 --hier rails
+run "4 ranks a host, leader, in cache" 6.23464 1e-6 --hosts 2 --bytes 992 --ranks-per-host 4 \
+	--host-rate 1e9 --host-call 1e-6 --host-cache 4960 --host-rate-cached 2e9
+run "4 ranks a host, leader, a byte past the cache" 8.71464 1e-6 --hosts 2 --bytes 992 \
+	--ranks-per-host 4 --host-rate 1e9 --host-call 1e-6 --host-cache 4959 --host-rate-cached 2e9
 run "ring, two hosts of 4 ranks" 132.108 1e-6 --hosts 2 --bytes 2896 --rate 200M --ring \
 	--ranks-per-host 4 --host-rate 1e9
 per_packet=$("$sim" --bench "$bench" --log=root.thres:warning --rate 200M --hosts 4 \
@@ -105,7 +112,8 @@ for bad in "--loss 0.01" "--per-packet --loss 1" "--per-packet --drop 2:0" "--pe
 	"--per-packet --ring --drop 0:0" "--per-packet --drop 0:0x" "--hosts 4x" "--tiers 4" \
 	"--rate 200mbits" "--rate -1G" "--cores 0" "--window 5000" "--latency x" "--seed -1" \
 	"--bytes 1T" "--loss nan" "--ranks-per-host 4" "--ranks-per-host 0 --host-rate 1e9" \
-	"--ranks-per-host 2 --host-rate 0" "--hier ring" "stray"; do
+	"--ranks-per-host 2 --host-rate 0" "--hier ring" \
+	"--ranks-per-host 2 --host-rate 1e9 --host-cache 32M" "stray"; do
 	rc=0
 	# shellcheck disable=SC2086
 	err=$("$sim" --bench "$bench" --log=root.thres:warning --hosts 2 --bytes 992 $bad 2>&1 \
