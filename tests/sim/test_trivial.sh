@@ -5,25 +5,25 @@
 # Every case: 100 Gbit/s links (12.5e9 B/s), 1 us a cable, one worker core,
 # float sum, 248 floats a packet (992 B) in a 1114-byte frame on the wire
 # (98 bytes Ethernet..ICRC, 24 preamble, FCS and gap). The switch's costs
-# from the committed inca-bench-switch output: aggregation 957.5 ns per
-# packet of 1024 floats, forwarding 74.3 ns; a packet of 248 floats costs
-# 74.3 + (957.5 - 74.3) * 248 / 1024 = 288.2 ns. A cable: 1000 ns + 1114 B
+# from the committed inca-bench-switch output: aggregation 575.5 ns per
+# packet of 1024 floats, forwarding 78.6 ns; a packet of 248 floats costs
+# 78.6 + (575.5 - 78.6) * 248 / 1024 = 198.943 ns. A cable: 1000 ns + 1114 B
 # / 12.5e9 B/s = 1000 + 89.12 = 1089.12 ns.
 #
 # 1. 2 hosts, one switch, one packet: both packets reach the switch at
-#    1089.12; one core aggregates them one after the other (2 x 288.2);
-#    the result goes back over a cable: 1089.12 + 576.4 + 1089.12
-#    = 2754.64 ns.
+#    1089.12; one core aggregates them one after the other (2 x 198.943);
+#    the result goes back over a cable: 1089.12 + 397.886 + 1089.12
+#    = 2576.126 ns.
 # 2. 2 hosts, one switch, two packets, per packet: each host's second
 #    packet leaves 89.12 ns after its first. The core takes the four in
-#    arrival order: 1089.12 -> 1665.52 (both firsts, result 0 sent),
-#    then the seconds (arrived at 1178.24, core busy) -> 2241.92; result 1
-#    arrives 2241.92 + 1089.12 = 3331.04 ns.
+#    arrival order: 1089.12 -> 1487.006 (both firsts, result 0 sent),
+#    then the seconds (arrived at 1178.24, core busy) -> 1884.892; result 1
+#    arrives 1884.892 + 1089.12 = 2974.012 ns.
 # 3. 2 hosts on two leaves under one spine, one packet: host -> leaf
-#    1089.12, the leaf aggregates its one member (288.2) -> 1377.32, leaf
-#    -> spine 1089.12 -> 2466.44, the spine aggregates two (576.4) ->
-#    3042.84, spine -> leaf 1089.12 -> 4131.96, the leaf passes the result
-#    on (74.3) -> 4206.26, leaf -> host 1089.12 -> 5295.38 ns.
+#    1089.12, the leaf aggregates its one member (198.943) -> 1288.063,
+#    leaf -> spine 1089.12 -> 2377.183, the spine aggregates two (397.886)
+#    -> 2775.069, spine -> leaf 1089.12 -> 3864.189, the leaf passes the
+#    result on (78.6) -> 3942.789, leaf -> host 1089.12 -> 5031.909 ns.
 # 4. The host ring, 2 hosts, 2896 B at 200 Mbit/s (25e6 B/s): 2 steps of
 #    1448 B (one 1538-byte frame) over two cables: 2 x (2 x 1000 ns +
 #    1538 / 25e6 s) = 2 x 63.52 = 127.04 us.
@@ -32,20 +32,20 @@
 #    (measured when written: 47885.2 and 47153.8 us, 1.6%).
 # 6. As 1, rank 0's packet lost once on its way up (--drop 0:0): it gets
 #    through an RTO (1 ms) later, at 1001.08912; rank 1's was aggregated
-#    by 1.37732, rank 0's by 1001.37732 (the core is free again); the
-#    result arrives 1001.37732 + 1.08912 = 1002.46644 us. A loss
+#    by 1.288063, rank 0's by 1001.288063 (the core is free again); the
+#    result arrives 1001.288063 + 1.08912 = 1002.377183 us. A loss
 #    probability that draws and never loses changes nothing (case 2 again).
 # 7. As 1 with 4 ranks a host (--ranks-per-host 4), each local rank's core
 #    moving 1e9 B/s, 1 us a call in the host: the leader reduces 4 x 992 B
 #    before the network (0.5 + 3.968 us) and every rank copies 992 B out
-#    after it (0.5 + 0.992): 2.75464 + 5.96 = 8.71464 us. With rails from
-#    0 B every rank reduces its quarter of the 4 inputs (992 B) and copies
-#    the other three quarters (744 B): 2.75464 + 1 + 0.992 + 0.744
-#    = 5.49064 us. The ring of case 4 with 4 ranks a host, hierarchical
+#    after it (0.5 + 0.992): 2.576126 + 5.96 = 8.536126 us. With rails
+#    from 0 B every rank reduces its quarter of the 4 inputs (992 B) and
+#    copies the other three quarters (744 B): 2.576126 + 1 + 0.992 + 0.744
+#    = 5.312126 us. The ring of case 4 with 4 ranks a host, hierarchical
 #    (no call cost): 127.04 + 2.896 + 2.172 = 132.108 us. The leader's case
 #    with a cache of 4960 B at 2e9 B/s: the 4 inputs and the result
-#    (5 x 992 = 4960 B) fit, so 0.5 + 1.984 and 0.5 + 0.496: 2.75464 + 3.48
-#    = 6.23464 us; with 4959 B they do not (8.71464 again).
+#    (5 x 992 = 4960 B) fit, so 0.5 + 1.984 and 0.5 + 0.496: 2.576126
+#    + 3.48 = 6.056126 us; with 4959 B they do not (8.536126 again).
 set -eu
 sim=$1
 bench=$2
@@ -70,24 +70,24 @@ run() {
 	fi
 }
 
-run "one switch, one packet" 2.75464 1e-6 --hosts 2 --bytes 992
-run "one switch, two packets" 3.33104 1e-6 --hosts 2 --bytes 1984 --per-packet
-run "leaf/spine, one packet" 5.29538 1e-6 --tiers 2 --hosts 2 --hosts-per-leaf 1 \
+run "one switch, one packet" 2.576126 1e-6 --hosts 2 --bytes 992
+run "one switch, two packets" 2.974012 1e-6 --hosts 2 --bytes 1984 --per-packet
+run "leaf/spine, one packet" 5.031909 1e-6 --tiers 2 --hosts 2 --hosts-per-leaf 1 \
 	--spines 1 --bytes 992
 run "ring, two hosts" 127.04 1e-6 --hosts 2 --bytes 2896 --rate 200M --ring
-run "one switch, one packet lost once" 1002.46644 1e-6 --hosts 2 --bytes 992 --per-packet \
+run "one switch, one packet lost once" 1002.377183 1e-6 --hosts 2 --bytes 992 --per-packet \
 	--drop 0:0
-run "one switch, two packets, --loss 1e-12 (draws, no loss)" 3.33104 1e-6 --hosts 2 --bytes 1984 \
+run "one switch, two packets, --loss 1e-12 (draws, no loss)" 2.974012 1e-6 --hosts 2 --bytes 1984 \
 	--per-packet --loss 1e-12
-run "4 ranks a host, leader" 8.71464 1e-6 --hosts 2 --bytes 992 --ranks-per-host 4 \
+run "4 ranks a host, leader" 8.536126 1e-6 --hosts 2 --bytes 992 --ranks-per-host 4 \
 	--host-rate 1e9 --host-call 1e-6
-run "4 ranks a host, rails" 5.49064 1e-6 --hosts 2 --bytes 992 --ranks-per-host 4 \
+run "4 ranks a host, rails" 5.312126 1e-6 --hosts 2 --bytes 992 --ranks-per-host 4 \
 	--host-rate 1e9 --host-call 1e-6 --hier rails --rail-min 0
-run "4 ranks a host, rails below --rail-min: the leader" 8.71464 1e-6 --hosts 2 --bytes 992 \
+run "4 ranks a host, rails below --rail-min: the leader" 8.536126 1e-6 --hosts 2 --bytes 992 \
 	--ranks-per-host 4 --host-rate 1e9 --host-call 1e-6 --hier rails
-run "4 ranks a host, leader, in cache" 6.23464 1e-6 --hosts 2 --bytes 992 --ranks-per-host 4 \
+run "4 ranks a host, leader, in cache" 6.056126 1e-6 --hosts 2 --bytes 992 --ranks-per-host 4 \
 	--host-rate 1e9 --host-call 1e-6 --host-cache 4960 --host-rate-cached 2e9
-run "4 ranks a host, leader, a byte past the cache" 8.71464 1e-6 --hosts 2 --bytes 992 \
+run "4 ranks a host, leader, a byte past the cache" 8.536126 1e-6 --hosts 2 --bytes 992 \
 	--ranks-per-host 4 --host-rate 1e9 --host-call 1e-6 --host-cache 4959 --host-rate-cached 2e9
 run "ring, two hosts of 4 ranks" 132.108 1e-6 --hosts 2 --bytes 2896 --rate 200M --ring \
 	--ranks-per-host 4 --host-rate 1e9
