@@ -88,7 +88,7 @@ def run_once(build, ranks, mode, iters, timeout):
     times = {}
     for line in outs[0][0].splitlines():
         f = line.split()
-        if len(f) >= 8 and not line.startswith("#") and f[0].isdigit():
+        if len(f) >= 10 and not line.startswith("#") and f[0].isdigit():
             if int(f[7]) != 0:
                 sys.exit("calibrate_host.py: %s: %s wrong elements at %s B" % (mode, f[7], f[0]))
             if int(f[8]) != 0:
@@ -164,7 +164,7 @@ def fit(lab):
 
 def model(build, p, opts, mode, size):
     r = simlib.inca_sim(build, hosts=1, bytes=size, ranks_per_host=p, hier=mode,
-                        rail_min=RAIL_MIN, **{k: "%.6g" % v for k, v in opts.items()})
+                        rail_min=RAIL_MIN, **{k: "%.10g" % v for k, v in opts.items()})
     return float(r["local_up_us"]) + float(r["local_down_us"])
 
 

@@ -50,12 +50,16 @@
  *   leader (libinca's default; rails below --rail-min): up, the leader
  *     reduces the P inputs, P x S bytes; down, every local rank copies the
  *     result out in parallel, S: F + (P + 1) S / R
- *   rails (--hier rails, S >= --rail-min): up, every local rank reduces
- *     its 1/P of every input, S; the P rails cross the host's link at once
- *     (the same bytes as one member: simulated as one); down, every rank
- *     copies the others' shares: F + (2P - 1) / P x S / R
- *   the host ring (--ring), hierarchical: an in-host reduce-scatter and
- *     allgather around the ring of the hosts, as rails at every size.
+ *   rails (--hier rails, S >= --rail-min), as hl_hier.c moves the bytes:
+ *     up, every local rank copies the (P - 1) / P of its input others own
+ *     into the segment and reduces its 1/P of every input, (2P - 1) / P x S;
+ *     the P rails cross the host's link at once (the same bytes as one
+ *     member: simulated as one); down, every rank writes its share to the
+ *     segment and its output and copies the others' shares, (P + 1) / P x S:
+ *     F + 3 S / R
+ *   the host ring (--ring), the host algorithms' hierarchical form at their
+ *     best: an in-host reduce-scatter (S a rank) and allgather
+ *     ((P - 1) / P x S) around the ring of the hosts.
  * With --host-cache C and --host-rate-cached Rc, a call whose inputs and
  * result fit the host's cache ((P + 1) S <= C) moves its bytes at Rc
  * instead (a job's buffers used again, call after call). Memory bandwidth
@@ -378,9 +382,12 @@ void local_phases(double *up, double *down)
 		return;
 	double rate = P.host_cache > 0 && (p + 1) * s <= P.host_cache ? P.host_rate_cached :
 									P.host_rate;
-	if (P.ring || (P.rails && s >= P.rail_min)) {
+	if (P.ring) {
 		*up = P.host_call / 2 + s / rate;
 		*down = P.host_call / 2 + (p - 1) / p * s / rate;
+	} else if (P.rails && s >= P.rail_min) {
+		*up = P.host_call / 2 + (2 * p - 1) / p * s / rate;
+		*down = P.host_call / 2 + (p + 1) / p * s / rate;
 	} else {
 		*up = P.host_call / 2 + p * s / rate;
 		*down = P.host_call / 2 + s / rate;

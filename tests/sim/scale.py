@@ -220,7 +220,7 @@ def host_inputs(build, outdir):
 def local_us(build, opts, size, mode):
     """inca-sim's in-host phases for PER_HOST ranks a host, us: mode leader,
     rails (libinca's) or ring (the host algorithms' hierarchical form)."""
-    kw = {k: "%.6g" % v for k, v in opts.items()}
+    kw = {k: "%.10g" % v for k, v in opts.items()}
     r = simlib.inca_sim(build, hosts=1, bytes=size, ranks_per_host=PER_HOST,
                         hier="leader" if mode == "ring" else mode, ring=mode == "ring", **kw)
     return float(r["local_up_us"]) + float(r["local_down_us"])
@@ -249,7 +249,7 @@ def per_host_rows(build, proj, opts):
 def per_host_check(build, opts):
     """inca-sim --ranks-per-host PER_HOST against one rank a host plus the
     in-host phases: 64 hosts, two tiers, 100 Gbit/s."""
-    kw = {k: "%.6g" % v for k, v in opts.items()}
+    kw = {k: "%.10g" % v for k, v in opts.items()}
     out = []
     for s in (65536, 16 << 20):
         common = dict(bytes=s, tiers=2, hosts=64, rate=100e9, elems=ELEMS, cores="auto",
@@ -622,16 +622,19 @@ def write_per_host(w, host):
     w("phase moves the same bytes through the same switch nodes as one rank a host, so its")
     w("time is the projection above; the in-host phases come before and after it")
     w("(`inca-sim --ranks-per-host`, the header of tests/sim/inca_sim.cpp: the leader reads")
-    w("P inputs and every rank copies the result, (P + 1) S bytes a core; rails (2P − 1) / P")
-    w("x S). The host algorithms at their best take the hierarchical form: a reduce-scatter")
-    w("inside the host, the algorithm across the hosts on the host's link, an allgather")
-    w("inside the host (the rails' bytes).")
+    w("P inputs and copies the result into the segment, (P + 1) S bytes on its one core;")
+    w("with rails every rank copies in the parts of its input others own, reduces its share,")
+    w("writes it twice and copies the others' shares out, 3 S a core whatever P). The host")
+    w("algorithms at their best take the hierarchical form: a reduce-scatter inside the")
+    w("host (S a core), the algorithm across the hosts on the host's link, an allgather")
+    w("inside the host ((P − 1) / P x S a core).")
     w("")
     w("### The in-host inputs, on this host")
     w("")
     w("`tests/sim/calibrate_host.py --measure` ran libinca's all-reduce with %d ranks on this" % lab_p)
     w("host alone (a job of one host sends nothing: its time is the in-host phases), the")
-    w("leader and rails taking turns, 5 rounds, medians (docs/scale/host-lab.csv). The")
+    w("leader and rails taking turns, %d rounds, medians (docs/scale/host-lab.csv). The"
+      % len(host["lab_rounds"]))
     w("model's inputs, fitted to three of the leader's rows: %.1f us a call, %.1f GB/s a"
       % (opts["host_call"] * 1e6, opts["host_rate"] / 1e9))
     w("core from memory and %.1f GB/s when a call's inputs and result fit the %s cache."
@@ -662,12 +665,13 @@ def write_per_host(w, host):
         lab_p, PER_HOST))
     w("bytes take**: from 1 MiB they took %.1f-%.1fx the model's time, and more than the" % (
         min(slow), max(slow)))
-    w("leader on the same host, where they should take about half. A profile of the 64 MiB")
+    w("leader on the same host, where their bytes (3 S a core against the leader's 3 S at")
+    w("P = 2) say about the same. One profile of the 64 MiB")
     w("call (`perf record -e cpu-clock -g` on rank 0) is dominated by futex wake-ups,")
     w("task switches and the wait for the other rank (about 60% together); the reduction")
     w("itself is under 2%. The rails columns below are thus what rails would give at the")
     w("leader's per-core rate, not what libinca's rails give today: not calibrated, and")
-    w("not used for a conclusion.")
+    w("a bound: libinca's rails today are slower than these columns.")
     w("")
     w("Check: `inca-sim --ranks-per-host %d` itself against one rank a host plus the in-host" % PER_HOST)
     w("phases (64 hosts, two tiers, 100 Gbit/s, the leader):")
@@ -703,10 +707,10 @@ def write_per_host(w, host):
         fmt_bytes(min(SIZES)), fmt_us(small[0]["local_leader"])))
     w("  %.2f-%.2fx the best host algorithm." % (min(r["base"] / r["leader"] for r in small),
                                                max(r["base"] / r["leader"] for r in small)))
-    w("* Large calls are the leader's: at %s its in-host phases are %.0f-%.0f%% of the call"
+    w("* Large calls are bound by the leader's core: at %s its in-host phases are %.0f-%.0f%% of the call"
       % (fmt_bytes(max(SIZES)), min(100 * r["local_leader"] / r["leader"] for r in big),
          max(100 * r["local_leader"] / r["leader"] for r in big)))
-    w("  (the leader's core reads %d inputs, then every rank copies the result out: %d x %s"
+    w("  (the leader's core reads %d inputs and copies the result into the segment: %d x %s"
       % (PER_HOST, PER_HOST + 1, fmt_bytes(max(SIZES))))
     w("  at %.1f GB/s, %s) and in-network is" % (opts["host_rate"] / 1e9,
                                                fmt_us(big[0]["local_leader"])))
@@ -716,11 +720,13 @@ def write_per_host(w, host):
         w("  In-network with the leader is slower than the best host algorithm at %s:"
           % ", ".join(lose))
         w("  for large calls with several ranks a host, libinca's default path is the slower one.")
-    w("* Rails would keep the lead (%.2f-%.2fx at %s) if libinca's in-host phases ran at"
+    w("* Rails, even at their bytes' rate (3 S a core; on this host they are slower still,")
+    w("  above), give %.2f-%.2fx at %s: libinca moves more bytes a core than the host"
       % (min(r["base"] / r["rails"] for r in big), max(r["base"] / r["rails"] for r in big),
          fmt_bytes(max(SIZES))))
-    w("  their bytes' rate; on this host they do not (above). With %d ranks a host the" % PER_HOST)
-    w("  host's memory, not the network, bounds a large all-reduce on either side.")
+    w("  algorithms' in-host phases (%s a core), so with %d ranks a host one core's rate"
+      % ("(2P − 1) / P x S", PER_HOST))
+    w("  decides a large call's in-network speed-up in this model.")
     w("")
 
 
@@ -817,7 +823,9 @@ def main():
         with open(steps_json, "w") as f:
             json.dump(st, f, indent=1)
     rows, notes, opts, lab_p = host_inputs(a.build, outdir)
-    host = dict(rows=rows, notes=notes, opts=opts, lab_p=lab_p)
+    lab = list(csv.DictReader(open(calibrate_host.LAB)))
+    host = dict(rows=rows, notes=notes, opts=opts, lab_p=lab_p,
+                lab_rounds=lab[0]["rounds_us"].split())
     for p in proj:
         p["base_us"], p["base_algo"] = best_formula(int(p["hosts"]), int(p["bytes"]),
                                                     float(p["rate"]), int(p["tiers"]))

@@ -39,9 +39,10 @@
 #    moving 1e9 B/s, 1 us a call in the host: the leader reduces 4 x 992 B
 #    before the network (0.5 + 3.968 us) and every rank copies 992 B out
 #    after it (0.5 + 0.992): 2.576126 + 5.96 = 8.536126 us. With rails
-#    from 0 B every rank reduces its quarter of the 4 inputs (992 B) and
-#    copies the other three quarters (744 B): 2.576126 + 1 + 0.992 + 0.744
-#    = 5.312126 us. The ring of case 4 with 4 ranks a host, hierarchical
+#    from 0 B every rank copies the 3/4 of its input others own and reduces
+#    its quarter of the 4 inputs (7/4 x 992 = 1736 B), then writes its
+#    share twice and copies the other three (5/4 x 992 = 1240 B):
+#    2.576126 + 1 + 1.736 + 1.24 = 6.552126 us. The ring of case 4 with 4 ranks a host, hierarchical
 #    (no call cost): 127.04 + 2.896 + 2.172 = 132.108 us. The leader's case
 #    with a cache of 4960 B at 2e9 B/s: the 4 inputs and the result
 #    (5 x 992 = 4960 B) fit, so 0.5 + 1.984 and 0.5 + 0.496: 2.576126
@@ -81,7 +82,7 @@ run "one switch, two packets, --loss 1e-12 (draws, no loss)" 2.974012 1e-6 --hos
 	--per-packet --loss 1e-12
 run "4 ranks a host, leader" 8.536126 1e-6 --hosts 2 --bytes 992 --ranks-per-host 4 \
 	--host-rate 1e9 --host-call 1e-6
-run "4 ranks a host, rails" 5.312126 1e-6 --hosts 2 --bytes 992 --ranks-per-host 4 \
+run "4 ranks a host, rails" 6.552126 1e-6 --hosts 2 --bytes 992 --ranks-per-host 4 \
 	--host-rate 1e9 --host-call 1e-6 --hier rails --rail-min 0
 run "4 ranks a host, rails below --rail-min: the leader" 8.536126 1e-6 --hosts 2 --bytes 992 \
 	--ranks-per-host 4 --host-rate 1e9 --host-call 1e-6 --hier rails
