@@ -118,15 +118,8 @@ def measure(build, ranks, rounds, path):
         for mode in MODES:
             for s in SIZES:
                 w.writerow([mode, ranks, s, "%.1f" % statistics.median(got[mode][s]),
-                            " ".join("%.1f" % v for v in got[mode][s]), machine(),
+                            " ".join("%.1f" % v for v in got[mode][s]), simlib.machine(),
                             last_level_cache()])
-
-
-def machine():
-    for line in open("/proc/cpuinfo"):
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return "?"
 
 
 def last_level_cache():
@@ -163,8 +156,11 @@ def fit(lab):
 
 
 def model(build, p, opts, mode, size):
-    r = simlib.inca_sim(build, hosts=1, bytes=size, ranks_per_host=p, hier=mode,
-                        rail_min=RAIL_MIN, **{k: "%.10g" % v for k, v in opts.items()})
+    """inca-sim's in-host phases of one call, us: mode leader, rails
+    (libinca's) or ring (the host algorithms' hierarchical form)."""
+    r = simlib.inca_sim(build, hosts=1, bytes=size, ranks_per_host=p,
+                        hier="leader" if mode == "ring" else mode, ring=mode == "ring",
+                        rail_min=RAIL_MIN, **simlib.host_opts(opts))
     return float(r["local_up_us"]) + float(r["local_down_us"])
 
 

@@ -32,7 +32,6 @@ import csv
 import json
 import math
 import os
-import platform
 import subprocess
 import sys
 import time
@@ -218,12 +217,8 @@ def host_inputs(build, outdir):
 
 
 def local_us(build, opts, size, mode):
-    """inca-sim's in-host phases for PER_HOST ranks a host, us: mode leader,
-    rails (libinca's) or ring (the host algorithms' hierarchical form)."""
-    kw = {k: "%.10g" % v for k, v in opts.items()}
-    r = simlib.inca_sim(build, hosts=1, bytes=size, ranks_per_host=PER_HOST,
-                        hier="leader" if mode == "ring" else mode, ring=mode == "ring", **kw)
-    return float(r["local_up_us"]) + float(r["local_down_us"])
+    """calibrate_host.model for PER_HOST ranks a host."""
+    return calibrate_host.model(build, PER_HOST, opts, mode, size)
 
 
 def per_host_rows(build, proj, opts):
@@ -249,7 +244,7 @@ def per_host_rows(build, proj, opts):
 def per_host_check(build, opts):
     """inca-sim --ranks-per-host PER_HOST against one rank a host plus the
     in-host phases: 64 hosts, two tiers, 100 Gbit/s."""
-    kw = {k: "%.10g" % v for k, v in opts.items()}
+    kw = simlib.host_opts(opts)
     out = []
     for s in (65536, 16 << 20):
         common = dict(bytes=s, tiers=2, hosts=64, rate=100e9, elems=ELEMS, cores="auto",
@@ -279,16 +274,6 @@ def sizing_rows():
     return rows, ns
 
 
-def machine():
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.machine()
-
-
 def slot_mib(window, members):
     """A group's slot memory (inca-sim's slot_bytes, agg_group_create's
     layout), MiB."""
@@ -305,9 +290,6 @@ def write_doc(out, st, proj, host):
     # the formulas as they are now (a rendering with --reuse takes them anew)
     for b in base:
         b["formula_us"], b["formula_algo"] = best_formula(b["hosts"], b["bytes"], b["rate"], 2)
-    for p in proj:
-        p["base_us"], p["base_algo"] = best_formula(int(p["hosts"]), int(p["bytes"]),
-                                                    float(p["rate"]), int(p["tiers"]))
     sz, ns = sizing_rows()
     L = []
     w = L.append
@@ -739,7 +721,7 @@ def simgrid_version():
 
 
 def plots(outdir, proj):
-    """PNG plots of the projections (write_doc has set each row's base_us):
+    """PNG plots of the projections (main has set each row's base_us):
     [(file, caption)], none without matplotlib."""
     try:
         import matplotlib
@@ -819,13 +801,14 @@ def main():
         print("baseline done (%.0f s)" % (time.time() - t0), file=sys.stderr, flush=True)
         proj = run_projections(a.build, proj_csv)
         st["wall"] = time.time() - t0
-        st["machine"] = machine()
+        st["machine"] = simlib.machine()
         with open(steps_json, "w") as f:
             json.dump(st, f, indent=1)
     rows, notes, opts, lab_p = host_inputs(a.build, outdir)
     lab = list(csv.DictReader(open(calibrate_host.LAB)))
     host = dict(rows=rows, notes=notes, opts=opts, lab_p=lab_p,
                 lab_rounds=lab[0]["rounds_us"].split())
+    # the formulas as they are now (a rendering with --reuse takes them anew)
     for p in proj:
         p["base_us"], p["base_algo"] = best_formula(int(p["hosts"]), int(p["bytes"]),
                                                     float(p["rate"]), int(p["tiers"]))

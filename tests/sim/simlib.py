@@ -4,6 +4,7 @@ and the baseline, the project's own mpi-allreduce-perf built with smpicc and
 run by smpirun on a SimGrid platform of the same shape (SMPI's ring,
 Rabenseifner and recursive doubling, the fastest per size)."""
 import os
+import platform
 import re
 import signal
 import subprocess
@@ -17,6 +18,23 @@ BENCH_FILE = os.path.join(HERE, "bench-switch-amd-epyc-2core.txt")
 SMPI_ALGOS = ["lr", "rab1", "rab2", "rab_rdb", "rdb"]
 # TCP carries 1448 bytes in a 1538-byte frame on the wire (docs/performance.md)
 TCP_EFFICIENCY = 1448 / 1538
+
+
+def machine():
+    """The CPU's model name (what every figure is named beside)."""
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.machine()
+
+
+def host_opts(opts):
+    """inca-sim's in-host options (calibrate_host.fit's dict) as arguments
+    of inca_sim(), whole numbers kept whole."""
+    return {k: "%.10g" % v for k, v in opts.items()}
 
 
 def nice(cmd):
