@@ -48,8 +48,9 @@
  * reduced, or copied), plus F a call for the handshakes through the
  * shared segment:
  *   leader (libinca's default; rails below --rail-min): up, the leader
- *     reduces the P inputs, P x S bytes; down, every local rank copies the
- *     result out in parallel, S: F + (P + 1) S / R
+ *     reduces the P inputs, P x S bytes; down, it copies the result into
+ *     the segment, S, which the other ranks copy out on their own cores
+ *     meanwhile: F + (P + 1) S / R on the leader's core
  *   rails (--hier rails, S >= --rail-min), as hl_hier.c moves the bytes:
  *     up, every local rank copies the (P - 1) / P of its input others own
  *     into the segment and reduces its 1/P of every input, (2P - 1) / P x S;
