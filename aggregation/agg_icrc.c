@@ -141,15 +141,18 @@ static uint32_t crc32_clmul16(uint32_t c, const uint8_t *p, size_t len)
  * len >= 64 and a multiple of 16; c is the raw (uninverted) register.
  */
 __attribute__((target("pclmul,sse4.1")))
-static uint32_t crc32_clmul(uint32_t c, const uint8_t *p, size_t len)
+static uint32_t crc32_clmul(uint32_t c, const uint8_t *p, size_t len, const uint8_t *or64)
 {
 	const __m128i k1k2 = _mm_set_epi64x(0x01c6e41596, 0x0154442bd4);
 	__m128i x1, x2, x3, x4, t1, t2, t3, t4;
 
-	x1 = _mm_loadu_si128((const __m128i *)p);
-	x2 = _mm_loadu_si128((const __m128i *)(p + 16));
-	x3 = _mm_loadu_si128((const __m128i *)(p + 32));
-	x4 = _mm_loadu_si128((const __m128i *)(p + 48));
+#define LOAD_OR(k) _mm_or_si128(_mm_loadu_si128((const __m128i *)(p + 16 * (k))), \
+				_mm_loadu_si128((const __m128i *)(or64 + 16 * (k))))
+	x1 = LOAD_OR(0);
+	x2 = LOAD_OR(1);
+	x3 = LOAD_OR(2);
+	x4 = LOAD_OR(3);
+#undef LOAD_OR
 	x1 = _mm_xor_si128(x1, _mm_cvtsi32_si128((int)c));
 	p += 64;
 	len -= 64;
@@ -186,7 +189,7 @@ static uint32_t crc32_clmul(uint32_t c, const uint8_t *p, size_t len)
  * into one as above. len >= 256 and a multiple of 16.
  */
 __attribute__((target("avx512f,vpclmulqdq,pclmul,sse4.1")))
-static uint32_t crc32_vclmul(uint32_t c, const uint8_t *p, size_t len)
+static uint32_t crc32_vclmul(uint32_t c, const uint8_t *p, size_t len, const uint8_t *or64)
 {
 	const __m512i k2048 = _mm512_broadcast_i32x4(_mm_set_epi64x(0x01322d1430, 0x011542778a));
 	const __m512i k512 = _mm512_broadcast_i32x4(_mm_set_epi64x(0x01c6e41596, 0x0154442bd4));
@@ -196,7 +199,7 @@ static uint32_t crc32_vclmul(uint32_t c, const uint8_t *p, size_t len)
 #define ZFOLD(z, k, next) \
 	_mm512_ternarylogic_epi64(_mm512_clmulepi64_epi128(z, k, 0x00), \
 				  _mm512_clmulepi64_epi128(z, k, 0x11), next, 0x96)
-	z1 = _mm512_loadu_si512(p);
+	z1 = _mm512_or_si512(_mm512_loadu_si512(p), _mm512_loadu_si512(or64));
 	z2 = _mm512_loadu_si512(p + 64);
 	z3 = _mm512_loadu_si512(p + 128);
 	z4 = _mm512_loadu_si512(p + 192);
@@ -238,7 +241,7 @@ static uint32_t crc32_vclmul(uint32_t c, const uint8_t *p, size_t len)
  * end. len >= 128 and a multiple of 16.
  */
 __attribute__((target("avx2,vpclmulqdq,pclmul,sse4.1")))
-static uint32_t crc32_vclmul256(uint32_t c, const uint8_t *p, size_t len)
+static uint32_t crc32_vclmul256(uint32_t c, const uint8_t *p, size_t len, const uint8_t *or64)
 {
 	const __m256i k1024 = _mm256_broadcastsi128_si256(_mm_set_epi64x(0x014a7fe880,
 									  0x01e88ef372));
@@ -249,8 +252,10 @@ static uint32_t crc32_vclmul256(uint32_t c, const uint8_t *p, size_t len)
 #define YFOLD(y, k, next) \
 	_mm256_xor_si256(_mm256_xor_si256(_mm256_clmulepi64_epi128(y, k, 0x00), \
 					  _mm256_clmulepi64_epi128(y, k, 0x11)), next)
-	y1 = _mm256_loadu_si256((const __m256i *)p);
-	y2 = _mm256_loadu_si256((const __m256i *)(p + 32));
+	y1 = _mm256_or_si256(_mm256_loadu_si256((const __m256i *)p),
+			     _mm256_loadu_si256((const __m256i *)or64));
+	y2 = _mm256_or_si256(_mm256_loadu_si256((const __m256i *)(p + 32)),
+			     _mm256_loadu_si256((const __m256i *)(or64 + 32)));
 	y3 = _mm256_loadu_si256((const __m256i *)(p + 64));
 	y4 = _mm256_loadu_si256((const __m256i *)(p + 96));
 	y1 = _mm256_xor_si256(y1, _mm256_castsi128_si256(_mm_cvtsi32_si128((int)c)));
@@ -285,6 +290,25 @@ __attribute__((constructor)) static void crc_cpu_init(void)
 	have_vclmul256 = have_clmul && __builtin_cpu_supports("avx2") &&
 			 __builtin_cpu_supports("vpclmulqdq");
 }
+
+static const uint8_t no_mask[64] __attribute__((aligned(64)));
+
+/* The folding that takes a buffer of len bytes with impl, if any (len a
+ * multiple of 16 from its minimum on). Each ORs or64's 64 bytes into the
+ * buffer's first 64 as it loads them: the ICRC's masked headers are read
+ * in place. */
+typedef uint32_t (*fold_fn)(uint32_t, const uint8_t *, size_t, const uint8_t *);
+
+static inline fold_fn crc32_fold_for(enum agg_crc_impl impl, size_t len)
+{
+	if (impl == AGG_CRC_VPCLMUL_AVX512 && len >= 256)
+		return crc32_vclmul;
+	if (impl == AGG_CRC_VPCLMUL_AVX2 && len >= 128)
+		return crc32_vclmul256;
+	if (impl != AGG_CRC_TABLE && len >= 64)
+		return crc32_clmul;
+	return NULL;
+}
 #endif
 
 /* CRC-32 of buf with one implementation the caller checked exists. */
@@ -296,23 +320,17 @@ static uint32_t crc32_impl(enum agg_crc_impl impl, uint32_t crc, const uint8_t *
 #if defined(__x86_64__)
 	/* the folding takes the multiples of 16 bytes from its minimum on
 	 * (its first registers' worth), the tables the rest */
-	uint32_t (*fold)(uint32_t, const uint8_t *, size_t) = NULL;
+	fold_fn fold = crc32_fold_for(impl, len);
+	size_t bulk = len & ~(size_t)15;
 
-	if (impl == AGG_CRC_VPCLMUL_AVX512 && len >= 256)
-		fold = crc32_vclmul;
-	else if (impl == AGG_CRC_VPCLMUL_AVX2 && len >= 128)
-		fold = crc32_vclmul256;
-	else if (impl != AGG_CRC_TABLE && len >= 64)
-		fold = crc32_clmul;
+	if (fold)
+		c = fold(c, p, bulk, no_mask);
 	else if (impl != AGG_CRC_TABLE && len >= 16)
-		fold = crc32_clmul16;
-	if (fold) {
-		size_t bulk = len & ~(size_t)15;
-
-		c = fold(c, p, bulk);
-		p += bulk;
-		len -= bulk;
-	}
+		c = crc32_clmul16(c, p, bulk);
+	else
+		bulk = 0;
+	p += bulk;
+	len -= bulk;
 #else
 	(void)impl;
 #endif
@@ -533,21 +551,38 @@ uint32_t agg_crc32_combine(uint32_t crc_a, uint32_t crc_b, size_t len_b)
  */
 uint32_t agg_icrc_ipv4_prefix(const uint8_t *ip, size_t hdr_len)
 {
-	/* The CRC after the LRH's 8 bytes of 1s is a constant; the masked
-	 * headers and the bytes after them up to PREFIX_BYTES go in one
-	 * buffer. A contribution's IPv4 .. payload (4176 bytes at 4 KiB) and
-	 * a result's headers (80) are multiples of 16: all folding, none of
-	 * the tables, which are cold on a switch's data path (the payloads
-	 * streaming through L1 evict them). */
+	/* TOS, TTL, IPv4 header checksum, UDP checksum, BTH byte 4 (each
+	 * byte where the header is that long) */
+	static const uint8_t masked_at[] = { 1, 8, 10, 11, 26, 27, 32 };
+#if defined(__x86_64__)
+	/* The CRC after the LRH's 8 bytes of 1s is a constant. From 64
+	 * bytes on (a contribution's IPv4 .. payload, 4176 bytes at 4 KiB; a
+	 * result's headers, 80) the folding reads the headers in place with
+	 * the mask ORed into its first registers: one pass, no copy. The
+	 * spans are multiples of 16, so none of it goes through the tables,
+	 * which are cold on a switch's data path. */
+	static const uint8_t or_mask[64] __attribute__((aligned(64))) = {
+		[1] = 0xff, [8] = 0xff, [10] = 0xff, [11] = 0xff,
+		[26] = 0xff, [27] = 0xff, [32] = 0xff,
+	};
+	enum agg_crc_impl impl = agg_crc32_impl_best();
+	fold_fn fold = crc32_fold_for(impl, hdr_len);
+
+	if (fold) {
+		size_t bulk = hdr_len & ~(size_t)15;
+		uint32_t r = fold(~crc_after_lrh, ip, bulk, or_mask);
+
+		return ~crc32_raw(r, ip + bulk, hdr_len - bulk);
+	}
+#endif
+	/* Shorter: the masked headers and the bytes after them up to
+	 * PREFIX_BYTES go in one buffer. */
 	enum { PREFIX_BYTES = 96 };
 	uint8_t masked[PREFIX_BYTES];
 	size_t mlen = hdr_len < PREFIX_BYTES ? hdr_len : PREFIX_BYTES;
 	uint32_t c;
 
 	memcpy(masked, ip, mlen);
-	/* TOS, TTL, IPv4 header checksum, UDP checksum, BTH byte 4 (each
-	 * byte where the header is that long) */
-	static const uint8_t masked_at[] = { 1, 8, 10, 11, 26, 27, 32 };
 	for (size_t k = 0; k < sizeof(masked_at) && masked_at[k] < mlen; k++)
 		masked[masked_at[k]] = 0xff;
 
