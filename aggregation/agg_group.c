@@ -146,7 +146,7 @@ struct agg_group *agg_group_create(const struct agg_group_config *cfg,
 				   const char **why)
 {
 	struct agg_group *g;
-	size_t nsets, row, per_set, bitmap_bytes;
+	size_t nsets, row, room, per_set, bitmap_bytes;
 	uint8_t *p;
 	const char *err = cfg ? agg_group_config_check(cfg) : "no configuration";
 
@@ -194,8 +194,10 @@ struct agg_group *agg_group_create(const struct agg_group_config *cfg,
 	row = (size_t)cfg->elems_per_pkt * 8;
 	g->row_bytes = row;
 	bitmap_bytes = (size_t)g->bitmap_words * 8;
-	/* acc + out (+4 pad) + bitmap (+ staging rows), 64-byte aligned */
-	per_set = row + ((row + 4 + 63) & ~(size_t)63) + 2 * ((bitmap_bytes + 63) & ~(size_t)63);
+	/* acc + out (+4 pad), rooms of one size (they change places with
+	 * the shards' spares), + bitmaps (+ staging rows), 64-byte aligned */
+	room = (row + 4 + 63) & ~(size_t)63;
+	per_set = 2 * room + 2 * ((bitmap_bytes + 63) & ~(size_t)63);
 	if (g->staged)
 		per_set += row * cfg->nmembers;
 	nsets = (size_t)cfg->window * 2;
@@ -205,19 +207,23 @@ struct agg_group *agg_group_create(const struct agg_group_config *cfg,
 		goto err_oom;
 	}
 	memset(g->sets, 0, nsets * sizeof(*g->sets));
-	if (posix_memalign(&g->mem, 64, per_set * nsets)) {
+	if (posix_memalign(&g->mem, 64, per_set * nsets + room * g->shards)) {
 		g->mem = NULL;
 		goto err_oom;
 	}
-	memset(g->mem, 0, per_set * nsets);
+	memset(g->mem, 0, per_set * nsets + room * g->shards);
 	p = g->mem;
+	for (uint16_t k = 0; k < g->shards; k++) {
+		g->sh[k].spare = p;
+		p += room;
+	}
 	for (size_t i = 0; i < nsets; i++) {
 		struct agg_set *s = &g->sets[i];
 
 		s->acc = p;
-		p += row;
+		p += room;
 		s->out = p;
-		p += (row + 4 + 63) & ~(size_t)63;
+		p += room;
 		s->bitmap = (uint64_t *)p;
 		p += (bitmap_bytes + 63) & ~(size_t)63;
 		s->older = (uint64_t *)p;

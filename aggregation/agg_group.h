@@ -40,6 +40,8 @@ struct agg_set {
 				  accumulator is wider than the wire's (fp16,
 				  bf16); the others accumulate in out */
 	uint8_t *out;          /* wire-format result + pad, kept until reuse */
+	/* acc and out are rooms of one size, which change places with the
+	 * shards' spares (struct shard): no set owns a fixed one */
 	uint8_t *stage;        /* reproducible mode: one row per member */
 	struct agg_result res;
 } __attribute__((aligned(64)));   /* slots of different shards share no line */
@@ -47,6 +49,11 @@ struct agg_set {
 /* One shard's counters, on cache lines of their own (one writer each). */
 struct shard {
 	struct agg_group_stats st;
+	/* an accumulator's room that changes places with a set's when a
+	 * contribution is reduced and its ICRC checked in one pass
+	 * (agg_icrc_reduce): the set's stays as it was until the ICRC is
+	 * known good */
+	uint8_t *spare;
 } __attribute__((aligned(64)));
 
 /* One job rank and the member it is under; sorted by rank. */
@@ -80,10 +87,15 @@ uint32_t agg_result_member_balance(const struct agg_group *g, uint16_t member);
 /* The operator that takes a PSN to its share of the balance. */
 uint32_t agg_result_psn_op(void);
 
-/* Counters of the shard that handles slot: one writer each. */
+/* The shard that handles slot, its counters: one writer each. */
+static inline struct shard *shard_of(struct agg_group *g, uint32_t slot)
+{
+	return &g->sh[(g->cfg.group_id + slot) % g->shards];
+}
+
 static inline struct agg_group_stats *shard_stats(struct agg_group *g, uint32_t slot)
 {
-	return &g->sh[(g->cfg.group_id + slot) % g->shards].st;
+	return &shard_of(g, slot)->st;
 }
 
 #endif /* AGG_GROUP_H */

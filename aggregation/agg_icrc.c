@@ -278,7 +278,7 @@ static uint32_t crc32_vclmul256(uint32_t c, const uint8_t *p, size_t len, const 
 				  p, len);
 }
 
-static bool have_clmul, have_vclmul, have_vclmul256;
+static bool have_clmul, have_vclmul, have_vclmul256, have_avx512bw;
 
 __attribute__((constructor)) static void crc_cpu_init(void)
 {
@@ -289,6 +289,7 @@ __attribute__((constructor)) static void crc_cpu_init(void)
 		      __builtin_cpu_supports("vpclmulqdq");
 	have_vclmul256 = have_clmul && __builtin_cpu_supports("avx2") &&
 			 __builtin_cpu_supports("vpclmulqdq");
+	have_avx512bw = __builtin_cpu_supports("avx512bw");
 }
 
 static const uint8_t no_mask[64] __attribute__((aligned(64)));
@@ -308,6 +309,298 @@ static inline fold_fn crc32_fold_for(enum agg_crc_impl impl, size_t len)
 	if (impl != AGG_CRC_TABLE && len >= 64)
 		return crc32_clmul;
 	return NULL;
+}
+
+/* The bytes of the ICRC's first 64 after the LRH that it masks with 1s:
+ * TOS, TTL, IPv4 header checksum, UDP checksum, BTH byte 4 (FECN, BECN,
+ * resv6). */
+static const uint8_t icrc_or_mask[64] __attribute__((aligned(64))) = {
+	[1] = 0xff, [8] = 0xff, [10] = 0xff, [11] = 0xff,
+	[26] = 0xff, [27] = 0xff, [32] = 0xff,
+};
+
+/*
+ * A contribution's ICRC and its reduction in one pass over its bytes
+ * (issue 33): the folding of crc32_vclmul (or crc32_vclmul256) over the
+ * datagram, the masked headers ORed in as agg_icrc_ipv4_prefix does, and
+ * in the same loop out = acc + in (or out = in, the first contribution)
+ * over the payload, which starts hoff bytes into the datagram. The
+ * clmul's port and the adds', loads' and stores' ports work side by side,
+ * and the payload comes into L1 once. out may not alias acc's or in's
+ * bytes unless it is acc itself. The sums are the kernels' own operations
+ * (IEEE addition, integers modulo 2^n), so results are bit for bit
+ * agg_acc_reduce's.
+ */
+enum fuse_kind { FUSE_COPY, FUSE_FP32_SUM, FUSE_FP64_SUM, FUSE_I32_SUM, FUSE_I64_SUM };
+
+__attribute__((target("avx512f,avx512bw,vpclmulqdq,pclmul,sse4.1"), always_inline))
+static inline void fuse_op512(enum fuse_kind k, uint8_t *o, const uint8_t *a,
+			      const uint8_t *in, __mmask64 m)
+{
+	/* m: the bytes to do (all 64 but in the tail), whole elements */
+	__m512i x = _mm512_maskz_loadu_epi8(m, in);
+
+	if (k != FUSE_COPY) {
+		__m512i y = _mm512_maskz_loadu_epi8(m, a);
+		switch (k) {
+		case FUSE_FP32_SUM:
+			x = _mm512_castps_si512(_mm512_add_ps(_mm512_castsi512_ps(y),
+							      _mm512_castsi512_ps(x)));
+			break;
+		case FUSE_FP64_SUM:
+			x = _mm512_castpd_si512(_mm512_add_pd(_mm512_castsi512_pd(y),
+							      _mm512_castsi512_pd(x)));
+			break;
+		case FUSE_I32_SUM:
+			x = _mm512_add_epi32(y, x);
+			break;
+		default:
+			x = _mm512_add_epi64(y, x);
+			break;
+		}
+	}
+	_mm512_mask_storeu_epi8(o, m, x);
+}
+
+__attribute__((target("avx512f,avx512bw,vpclmulqdq,pclmul,sse4.1"), always_inline))
+static inline uint32_t icrc_fused512(enum fuse_kind k, const uint8_t *ip, size_t span,
+				     size_t hoff, uint8_t *out, const uint8_t *acc,
+				     size_t nbytes)
+{
+	const __m512i k2048 = _mm512_broadcast_i32x4(_mm_set_epi64x(0x01322d1430, 0x011542778a));
+	const __m512i k512 = _mm512_broadcast_i32x4(_mm_set_epi64x(0x01c6e41596, 0x0154442bd4));
+	const uint8_t *p = ip, *in = ip + hoff;
+	size_t bulk = span & ~(size_t)15, len = bulk, r = 0;
+	__m512i z1, z2, z3, z4;
+
+#define ZFOLD(z, kk, next) \
+	_mm512_ternarylogic_epi64(_mm512_clmulepi64_epi128(z, kk, 0x00), \
+				  _mm512_clmulepi64_epi128(z, kk, 0x11), next, 0x96)
+	z1 = _mm512_or_si512(_mm512_loadu_si512(p), _mm512_load_si512(icrc_or_mask));
+	z2 = _mm512_loadu_si512(p + 64);
+	z3 = _mm512_loadu_si512(p + 128);
+	z4 = _mm512_loadu_si512(p + 192);
+	z1 = _mm512_xor_si512(z1, _mm512_castsi128_si512(_mm_cvtsi32_si128((int)~crc_after_lrh)));
+	p += 256;
+	len -= 256;
+	while (len >= 256 && r + 256 <= nbytes) {
+		z1 = ZFOLD(z1, k2048, _mm512_loadu_si512(p));
+		z2 = ZFOLD(z2, k2048, _mm512_loadu_si512(p + 64));
+		z3 = ZFOLD(z3, k2048, _mm512_loadu_si512(p + 128));
+		z4 = ZFOLD(z4, k2048, _mm512_loadu_si512(p + 192));
+		for (size_t j = 0; j < 256; j += 64)
+			fuse_op512(k, out + r + j, acc + r + j, in + r + j, ~(__mmask64)0);
+		p += 256;
+		len -= 256;
+		r += 256;
+	}
+	while (len >= 256) {
+		z1 = ZFOLD(z1, k2048, _mm512_loadu_si512(p));
+		z2 = ZFOLD(z2, k2048, _mm512_loadu_si512(p + 64));
+		z3 = ZFOLD(z3, k2048, _mm512_loadu_si512(p + 128));
+		z4 = ZFOLD(z4, k2048, _mm512_loadu_si512(p + 192));
+		p += 256;
+		len -= 256;
+	}
+	z2 = ZFOLD(z1, k512, z2);
+	z3 = ZFOLD(z2, k512, z3);
+	z4 = ZFOLD(z3, k512, z4);
+	while (len >= 64) {
+		z4 = ZFOLD(z4, k512, _mm512_loadu_si512(p));
+		p += 64;
+		len -= 64;
+	}
+#undef ZFOLD
+	for (; r < nbytes; r += 64) {
+		size_t n = nbytes - r < 64 ? nbytes - r : 64;
+		fuse_op512(k, out + r, acc + r, in + r, n == 64 ? ~(__mmask64)0 : ((__mmask64)1 << n) - 1);
+	}
+	uint32_t c = crc32_clmul_finish(_mm512_extracti32x4_epi32(z4, 0),
+					_mm512_extracti32x4_epi32(z4, 1),
+					_mm512_extracti32x4_epi32(z4, 2),
+					_mm512_extracti32x4_epi32(z4, 3), p, len);
+	return ~crc32_raw(c, ip + bulk, span - bulk);
+}
+
+__attribute__((target("avx2,vpclmulqdq,pclmul,sse4.1"), always_inline))
+static inline void fuse_op256(enum fuse_kind k, uint8_t *o, const uint8_t *a,
+			      const uint8_t *in)
+{
+	__m256i x = _mm256_loadu_si256((const __m256i *)in);
+
+	if (k != FUSE_COPY) {
+		__m256i y = _mm256_loadu_si256((const __m256i *)a);
+		switch (k) {
+		case FUSE_FP32_SUM:
+			x = _mm256_castps_si256(_mm256_add_ps(_mm256_castsi256_ps(y),
+							      _mm256_castsi256_ps(x)));
+			break;
+		case FUSE_FP64_SUM:
+			x = _mm256_castpd_si256(_mm256_add_pd(_mm256_castsi256_pd(y),
+							      _mm256_castsi256_pd(x)));
+			break;
+		case FUSE_I32_SUM:
+			x = _mm256_add_epi32(y, x);
+			break;
+		default:
+			x = _mm256_add_epi64(y, x);
+			break;
+		}
+	}
+	_mm256_storeu_si256((__m256i *)o, x);
+}
+
+/* The elements after the last whole vector, one at a time. */
+static inline void fuse_scalar(enum fuse_kind k, uint8_t *o, const uint8_t *a,
+			       const uint8_t *in, size_t nbytes)
+{
+	size_t i = 0;
+
+	switch (k) {
+	case FUSE_COPY:
+		memmove(o, in, nbytes);
+		break;
+	case FUSE_FP32_SUM:
+		for (; i + 4 <= nbytes; i += 4) {
+			float x, y;
+			memcpy(&x, in + i, 4);
+			memcpy(&y, a + i, 4);
+			y += x;
+			memcpy(o + i, &y, 4);
+		}
+		break;
+	case FUSE_FP64_SUM:
+		for (; i + 8 <= nbytes; i += 8) {
+			double x, y;
+			memcpy(&x, in + i, 8);
+			memcpy(&y, a + i, 8);
+			y += x;
+			memcpy(o + i, &y, 8);
+		}
+		break;
+	case FUSE_I32_SUM:
+		for (; i + 4 <= nbytes; i += 4) {
+			uint32_t x, y;
+			memcpy(&x, in + i, 4);
+			memcpy(&y, a + i, 4);
+			y += x;
+			memcpy(o + i, &y, 4);
+		}
+		break;
+	case FUSE_I64_SUM:
+		for (; i + 8 <= nbytes; i += 8) {
+			uint64_t x, y;
+			memcpy(&x, in + i, 8);
+			memcpy(&y, a + i, 8);
+			y += x;
+			memcpy(o + i, &y, 8);
+		}
+		break;
+	}
+}
+
+__attribute__((target("avx2,vpclmulqdq,pclmul,sse4.1"), always_inline))
+static inline uint32_t icrc_fused256(enum fuse_kind k, const uint8_t *ip, size_t span,
+				     size_t hoff, uint8_t *out, const uint8_t *acc,
+				     size_t nbytes)
+{
+	const __m256i k1024 = _mm256_broadcastsi128_si256(_mm_set_epi64x(0x014a7fe880,
+									  0x01e88ef372));
+	const __m256i k512 = _mm256_broadcastsi128_si256(_mm_set_epi64x(0x01c6e41596,
+									 0x0154442bd4));
+	const uint8_t *p = ip, *in = ip + hoff;
+	size_t bulk = span & ~(size_t)15, len = bulk, r = 0;
+	__m256i y1, y2, y3, y4;
+
+#define YFOLD(y, kk, next) \
+	_mm256_xor_si256(_mm256_xor_si256(_mm256_clmulepi64_epi128(y, kk, 0x00), \
+					  _mm256_clmulepi64_epi128(y, kk, 0x11)), next)
+#define YLOAD(q) _mm256_loadu_si256((const __m256i *)(q))
+	y1 = _mm256_or_si256(YLOAD(p), _mm256_load_si256((const __m256i *)icrc_or_mask));
+	y2 = _mm256_or_si256(YLOAD(p + 32),
+			     _mm256_load_si256((const __m256i *)(icrc_or_mask + 32)));
+	y3 = YLOAD(p + 64);
+	y4 = YLOAD(p + 96);
+	y1 = _mm256_xor_si256(y1, _mm256_castsi128_si256(_mm_cvtsi32_si128((int)~crc_after_lrh)));
+	p += 128;
+	len -= 128;
+	while (len >= 128 && r + 128 <= nbytes) {
+		y1 = YFOLD(y1, k1024, YLOAD(p));
+		y2 = YFOLD(y2, k1024, YLOAD(p + 32));
+		y3 = YFOLD(y3, k1024, YLOAD(p + 64));
+		y4 = YFOLD(y4, k1024, YLOAD(p + 96));
+		for (size_t j = 0; j < 128; j += 32)
+			fuse_op256(k, out + r + j, acc + r + j, in + r + j);
+		p += 128;
+		len -= 128;
+		r += 128;
+	}
+	while (len >= 128) {
+		y1 = YFOLD(y1, k1024, YLOAD(p));
+		y2 = YFOLD(y2, k1024, YLOAD(p + 32));
+		y3 = YFOLD(y3, k1024, YLOAD(p + 64));
+		y4 = YFOLD(y4, k1024, YLOAD(p + 96));
+		p += 128;
+		len -= 128;
+	}
+	y3 = YFOLD(y1, k512, y3);
+	y4 = YFOLD(y2, k512, y4);
+#undef YFOLD
+#undef YLOAD
+	for (; r + 32 <= nbytes; r += 32)
+		fuse_op256(k, out + r, acc + r, in + r);
+	fuse_scalar(k, out + r, acc + r, in + r, nbytes - r);
+	uint32_t c = crc32_clmul_finish(_mm256_castsi256_si128(y3), _mm256_extracti128_si256(y3, 1),
+					_mm256_castsi256_si128(y4), _mm256_extracti128_si256(y4, 1),
+					p, len);
+	return ~crc32_raw(c, ip + bulk, span - bulk);
+}
+
+/* One function per kind and width: the kind a constant in each. */
+#define FUSED_FNS(kind, tag)                                                         \
+	__attribute__((target("avx512f,avx512bw,vpclmulqdq,pclmul,sse4.1")))          \
+	static uint32_t icrc_##tag##_512(const uint8_t *ip, size_t span, size_t hoff,  \
+					 uint8_t *o, const uint8_t *a, size_t n)       \
+	{ return icrc_fused512(kind, ip, span, hoff, o, a, n); }                       \
+	__attribute__((target("avx2,vpclmulqdq,pclmul,sse4.1")))                      \
+	static uint32_t icrc_##tag##_256(const uint8_t *ip, size_t span, size_t hoff,  \
+					 uint8_t *o, const uint8_t *a, size_t n)       \
+	{ return icrc_fused256(kind, ip, span, hoff, o, a, n); }
+FUSED_FNS(FUSE_COPY, copy)
+FUSED_FNS(FUSE_FP32_SUM, fp32_sum)
+FUSED_FNS(FUSE_FP64_SUM, fp64_sum)
+FUSED_FNS(FUSE_I32_SUM, i32_sum)
+FUSED_FNS(FUSE_I64_SUM, i64_sum)
+#undef FUSED_FNS
+
+typedef uint32_t (*fused_fn)(const uint8_t *, size_t, size_t, uint8_t *, const uint8_t *,
+			     size_t);
+
+/* The one-pass kernel for dtype and op (acc NULL: the first contribution,
+ * a copy) with the CRC implementation in use, or NULL. */
+static fused_fn fused_for(enum agg_dtype dtype, enum agg_op op, bool load)
+{
+	enum agg_crc_impl impl = agg_crc32_impl_best();
+	bool w512 = impl == AGG_CRC_VPCLMUL_AVX512;
+
+	if (impl != AGG_CRC_VPCLMUL_AVX512 && impl != AGG_CRC_VPCLMUL_AVX2)
+		return NULL;
+	if (w512 && !have_avx512bw)
+		return NULL;
+	bool wide = dtype == AGG_DTYPE_FP32 || dtype == AGG_DTYPE_FP64 ||
+		    dtype == AGG_DTYPE_INT32 || dtype == AGG_DTYPE_INT64;
+	if (!wide)
+		return NULL;   /* fp16/bf16 accumulate in fp32: not one of these */
+	if (load)
+		return w512 ? icrc_copy_512 : icrc_copy_256;
+	if (op != AGG_OP_SUM)
+		return NULL;
+	switch (dtype) {
+	case AGG_DTYPE_FP32: return w512 ? icrc_fp32_sum_512 : icrc_fp32_sum_256;
+	case AGG_DTYPE_FP64: return w512 ? icrc_fp64_sum_512 : icrc_fp64_sum_256;
+	case AGG_DTYPE_INT32: return w512 ? icrc_i32_sum_512 : icrc_i32_sum_256;
+	default: return w512 ? icrc_i64_sum_512 : icrc_i64_sum_256;
+	}
 }
 #endif
 
@@ -561,16 +854,12 @@ uint32_t agg_icrc_ipv4_prefix(const uint8_t *ip, size_t hdr_len)
 	 * the mask ORed into its first registers: one pass, no copy. The
 	 * spans are multiples of 16, so none of it goes through the tables,
 	 * which are cold on a switch's data path. */
-	static const uint8_t or_mask[64] __attribute__((aligned(64))) = {
-		[1] = 0xff, [8] = 0xff, [10] = 0xff, [11] = 0xff,
-		[26] = 0xff, [27] = 0xff, [32] = 0xff,
-	};
 	enum agg_crc_impl impl = agg_crc32_impl_best();
 	fold_fn fold = crc32_fold_for(impl, hdr_len);
 
 	if (fold) {
 		size_t bulk = hdr_len & ~(size_t)15;
-		uint32_t r = fold(~crc_after_lrh, ip, bulk, or_mask);
+		uint32_t r = fold(~crc_after_lrh, ip, bulk, icrc_or_mask);
 
 		return ~crc32_raw(r, ip + bulk, hdr_len - bulk);
 	}
@@ -595,6 +884,45 @@ uint32_t agg_icrc_ipv4_prefix(const uint8_t *ip, size_t hdr_len)
 uint32_t agg_icrc_ipv4(const uint8_t *ip, size_t ip_len)
 {
 	return agg_icrc_ipv4_prefix(ip, ip_len - AGG_ICRC_LEN);
+}
+
+bool agg_icrc_reduce_available(enum agg_dtype dtype, enum agg_op op, bool load)
+{
+#if defined(__x86_64__)
+	return fused_for(dtype, op, load) != NULL;
+#else
+	(void)dtype;
+	(void)op;
+	(void)load;
+	return false;
+#endif
+}
+
+uint32_t agg_icrc_reduce(const struct agg_pkt *pkt, void *out, const void *acc)
+{
+	const uint8_t *ip = pkt->frame + pkt->l3_off;
+	enum agg_dtype dtype = (enum agg_dtype)pkt->hdr.dtype;
+	enum agg_op op = (enum agg_op)pkt->hdr.op;
+	size_t span = (size_t)pkt->ip_len - AGG_ICRC_LEN;
+	uint32_t icrc;
+
+#if defined(__x86_64__)
+	fused_fn f = fused_for(dtype, op, acc == NULL);
+
+	if (f && span >= 256)
+		return f(ip, span, (size_t)(pkt->payload - ip), out,
+			 acc ? acc : pkt->payload, pkt->payload_len);
+#endif
+	/* two passes */
+	icrc = agg_icrc_ipv4(ip, pkt->ip_len);
+	if (!acc) {
+		agg_acc_load(dtype, out, pkt->payload, pkt->hdr.count);
+	} else {
+		if (out != acc)
+			memcpy(out, acc, (size_t)pkt->hdr.count * agg_dtype_acc_size(dtype));
+		agg_acc_reduce(dtype, op, out, pkt->payload, pkt->hdr.count);
+	}
+	return icrc;
 }
 
 void agg_icrc_store(uint8_t *p, uint32_t icrc)

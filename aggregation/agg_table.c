@@ -27,6 +27,16 @@ static inline int drop(struct agg_group_stats *st, int rc)
 	return rc;
 }
 
+/* A contribution refused for rc before any state changed: when its ICRC
+ * was left for later (agg_decode_lazy) and is wrong, that is the error,
+ * counted where the decoder counts it, not in the group's drops. */
+static int refuse(struct agg_group_stats *st, const struct agg_pkt *pkt, bool lazy, int rc)
+{
+	if (lazy && agg_icrc_ipv4(pkt->frame + pkt->l3_off, pkt->ip_len) != pkt->icrc)
+		return -AGG_E_ICRC;
+	return drop(st, rc);
+}
+
 /* A WAIT for the sender of h: its key, no elements, fanin = the members
  * the set has heard from (docs/protocol.md 3.2, "Waiting"). */
 static int wait_answer(struct agg_group_stats *st, const struct agg_hdr *h, unsigned seen,
@@ -80,9 +90,9 @@ static void result_payload(struct agg_set *s, size_t len)
  * the set's previous use is no longer answered once a new use opens the
  * set (hosts reuse a set only after every member has that result), so it
  * may be overwritten. */
-static inline void *set_acc(struct agg_set *s, uint8_t dtype)
+static inline uint8_t *set_acc(struct agg_set *s, uint8_t dtype)
 {
-	return agg_dtype_acc_size(dtype) == agg_dtype_size(dtype) ? s->out : s->acc;
+	return agg_dtype_acc_size(dtype) == agg_dtype_size(dtype) ? s->out : (uint8_t *)s->acc;
 }
 
 static void set_complete(struct agg_group *g, struct agg_set *s)
@@ -159,32 +169,33 @@ int agg_group_ingest(struct agg_group *g, const struct agg_pkt *pkt,
 	uint16_t owner = AGG_NO_MEMBER;
 	struct agg_group_stats *st = shard_stats(g, h->slot);
 	int cmp, rc;
+	bool lazy = pkt->icrc_pending, fused = false;
 
 	if (AGG_UNLIKELY(pkt->kind != AGG_PKT_INCA ||
 			 h->group_id != c->group_id || pkt->dest_qp != c->qpn))
-		return drop(st, -AGG_E_GROUP);
+		return refuse(st, pkt, lazy, -AGG_E_GROUP);
 	if (AGG_UNLIKELY(pkt->qkey != c->qkey))
-		return drop(st, -AGG_E_QKEY);
+		return refuse(st, pkt, lazy, -AGG_E_QKEY);
 	if (AGG_UNLIKELY(h->type != AGG_TYPE_CONTRIB))
-		return drop(st, -AGG_E_TYPE);
+		return refuse(st, pkt, lazy, -AGG_E_TYPE);
 	if (AGG_UNLIKELY(c->dtype_mask && !(c->dtype_mask & (1u << h->dtype))))
-		return drop(st, -AGG_E_DTYPE);
+		return refuse(st, pkt, lazy, -AGG_E_DTYPE);
 	if (AGG_UNLIKELY(h->rank >= c->nmembers))
-		return drop(st, -AGG_E_NOT_MEMBER);
+		return refuse(st, pkt, lazy, -AGG_E_NOT_MEMBER);
 	mb = &g->members[h->rank];
 	if (AGG_UNLIKELY(mb->ip != pkt->src_ip || mb->qpn != pkt->src_qp))
-		return drop(st, -AGG_E_NOT_MEMBER);
+		return refuse(st, pkt, lazy, -AGG_E_NOT_MEMBER);
 	if (AGG_UNLIKELY(h->fanin != mb->fanin))
-		return drop(st, -AGG_E_FANIN);
+		return refuse(st, pkt, lazy, -AGG_E_FANIN);
 	if (AGG_UNLIKELY(h->slot >= c->window))
-		return drop(st, -AGG_E_SLOT);
+		return refuse(st, pkt, lazy, -AGG_E_SLOT);
 	if (AGG_UNLIKELY(h->count > c->elems_per_pkt))
-		return drop(st, -AGG_E_TOO_LONG);
+		return refuse(st, pkt, lazy, -AGG_E_TOO_LONG);
 	if (AGG_UNLIKELY(h->flags & AGG_FLAG_COLL)) {
 		owner = agg_group_rank_owner(g, h->root);
 		rc = coll_contrib_check(g, h, owner);
 		if (rc)
-			return drop(st, rc);
+			return refuse(st, pkt, lazy, rc);
 	}
 	if (member_out)
 		*member_out = h->rank;
@@ -194,6 +205,35 @@ int agg_group_ingest(struct agg_group *g, const struct agg_pkt *pkt,
 	/* the key every member sent again (a restarted job): a new use */
 	bool restart = cmp < 0 && s->restarted && h->coll_seq == s->restart_seq &&
 		       h->pkt_idx == s->restart_idx;
+	if (AGG_UNLIKELY(lazy)) {
+		/* The ICRC, not checked yet: in the pass that reduces the
+		 * elements where this contribution is a plain one (a new use,
+		 * or the next member of the open one), into the shard's spare
+		 * accumulator, which then changes places with the set's: a
+		 * wrong ICRC leaves the set as it was. Otherwise now, before
+		 * anything changes. */
+		bool opens = cmp > 0 || restart;
+		bool next = cmp == 0 && s->state == SET_OPEN && s->nseen > 0 &&
+			    h->dtype == s->dtype && h->op == s->op && h->count == s->count &&
+			    h->coll == s->coll && h->root == s->root &&
+			    !(s->bitmap[h->rank / 64] & 1ull << (h->rank % 64));
+		if ((opens || next) && !coll_copies(h->coll) && agg_hdr_has_data(h) &&
+		    !(g->staged && agg_dtype_is_float(h->dtype)) &&
+		    agg_icrc_reduce_available((enum agg_dtype)h->dtype, (enum agg_op)h->op, opens)) {
+			struct shard *sh = shard_of(g, h->slot);
+			uint8_t *acc = set_acc(s, h->dtype);
+			if (agg_icrc_reduce(pkt, sh->spare, opens ? NULL : acc) != pkt->icrc)
+				return -AGG_E_ICRC;
+			if (acc == s->out)
+				s->out = sh->spare;
+			else
+				s->acc = sh->spare;
+			sh->spare = acc;
+			fused = true;
+		} else if (agg_icrc_ipv4(pkt->frame + pkt->l3_off, pkt->ip_len) != pkt->icrc) {
+			return -AGG_E_ICRC;
+		}
+	}
 	if (cmp > 0 || restart) {
 		/* A newer use of this set. Hosts reuse a set only after every
 		 * member has the result of its previous use, so an open set
@@ -294,7 +334,9 @@ int agg_group_ingest(struct agg_group *g, const struct agg_pkt *pkt,
 	if (!(h->flags & AGG_FLAG_RETRANSMIT))
 		s->first_seen = 1;
 
-	if (AGG_UNLIKELY(coll_copies(h->coll))) {
+	if (fused) {
+		/* reduced above */
+	} else if (AGG_UNLIKELY(coll_copies(h->coll))) {
 		/* allgather, bcast: the owner's bytes as they are (checked:
 		 * only the owner sends any) */
 		if (agg_hdr_has_data(h))

@@ -148,8 +148,20 @@ int agg_decode_msg(const void *msg, size_t len, struct agg_hdr *hdr,
  * With ip non-NULL the ICRC is verified once the lengths are known to be
  * consistent and before any INCA field is interpreted.
  */
+/* rc from a check after the ICRC's point: the ICRC's error instead when
+ * it was left for later and is wrong */
+static int late_fail(const uint8_t *ip, struct agg_pkt *pkt, int rc)
+{
+	if (pkt->icrc_pending) {
+		pkt->icrc_pending = false;
+		if (agg_icrc_ipv4(ip, pkt->ip_len) != pkt->icrc)
+			return -AGG_E_ICRC;
+	}
+	return rc;
+}
+
 static int decode_roce(const uint8_t *b, size_t rest, const uint8_t *ip,
-		       struct agg_pkt *pkt)
+		       bool lazy, struct agg_pkt *pkt)
 {
 	size_t need, avail, elems;
 	const uint8_t *h;
@@ -194,7 +206,9 @@ static int decode_roce(const uint8_t *b, size_t rest, const uint8_t *ip,
 
 	if (rest < need + AGG_INCA_HLEN + AGG_ICRC_LEN)
 		return -AGG_E_TRUNC_INCA;
-	if (ip && agg_icrc_ipv4(ip, pkt->ip_len) != pkt->icrc)
+	if (ip && lazy)
+		pkt->icrc_pending = true;
+	else if (ip && agg_icrc_ipv4(ip, pkt->ip_len) != pkt->icrc)
 		return -AGG_E_ICRC;
 
 	h = b + need;
@@ -202,25 +216,25 @@ static int decode_roce(const uint8_t *b, size_t rest, const uint8_t *ip,
 	pkt->kind = AGG_PKT_INCA;
 	rc = hdr_check(hdr);
 	if (rc)
-		return rc;
+		return late_fail(ip, pkt, rc);
 
 	avail = rest - need - AGG_INCA_HLEN - AGG_ICRC_LEN;
 	elems = hdr_elems(hdr);
 	if ((hdr->count == 0 && hdr->type != AGG_TYPE_CONTROL) ||
 	    hdr->count > AGG_MAX_ELEMS || pkt->pad > avail ||
 	    elems != avail - pkt->pad)
-		return -AGG_E_COUNT;
+		return late_fail(ip, pkt, -AGG_E_COUNT);
 	if (pkt->pad != agg_pad_len(elems))
-		return -AGG_E_PAD;
+		return late_fail(ip, pkt, -AGG_E_PAD);
 	if (hdr->fanin == 0 && hdr->type != AGG_TYPE_CONTROL)
-		return -AGG_E_FANIN;
+		return late_fail(ip, pkt, -AGG_E_FANIN);
 	pkt->payload = h + AGG_INCA_HLEN;
 	pkt->payload_len = (uint32_t)elems;
 	return 0;
 }
 
-int agg_decode(const void *frame, size_t len, bool verify_icrc,
-	       struct agg_pkt *pkt)
+static int decode(const void *frame, size_t len, bool verify_icrc, bool lazy,
+		  struct agg_pkt *pkt)
 {
 	const uint8_t *f = frame, *ip, *udp;
 	uint16_t etype, off = AGG_ETH_HLEN, udp_len;
@@ -281,7 +295,27 @@ int agg_decode(const void *frame, size_t len, bool verify_icrc,
 
 	pkt->bth_off = off + AGG_IPV4_HLEN + AGG_UDP_HLEN;
 	return decode_roce(udp + AGG_UDP_HLEN, udp_len - AGG_UDP_HLEN,
-			   verify_icrc ? ip : NULL, pkt);
+			   verify_icrc ? ip : NULL, lazy, pkt);
+}
+
+int agg_decode(const void *frame, size_t len, bool verify_icrc,
+	       struct agg_pkt *pkt)
+{
+	return decode(frame, len, verify_icrc, false, pkt);
+}
+
+int agg_decode_lazy(const void *frame, size_t len, struct agg_pkt *pkt)
+{
+	return decode(frame, len, true, true, pkt);
+}
+
+int agg_pkt_icrc_check(struct agg_pkt *pkt)
+{
+	if (!pkt->icrc_pending)
+		return 0;
+	pkt->icrc_pending = false;
+	return agg_icrc_ipv4(pkt->frame + pkt->l3_off, pkt->ip_len) == pkt->icrc ? 0 :
+	       -AGG_E_ICRC;
 }
 
 int agg_decode_bth(const void *bth, size_t len, struct agg_pkt *pkt)
@@ -289,7 +323,7 @@ int agg_decode_bth(const void *bth, size_t len, struct agg_pkt *pkt)
 	memset(pkt, 0, sizeof(*pkt));
 	pkt->frame = bth;
 	pkt->frame_len = (uint32_t)len;
-	return decode_roce(bth, len, NULL, pkt);
+	return decode_roce(bth, len, NULL, false, pkt);
 }
 
 /* ---- dtype and op metadata ---- */

@@ -295,7 +295,11 @@ void dp_agg_input(struct dp_switch *sw, struct dp_worker *w,
 		w->drops[DP_DROP_MULTI_SEGMENT]++;
 		goto out;
 	}
-	rc = agg_decode(rte_pktmbuf_mtod(m, void *), m->data_len, !icrc_checked, &pkt);
+	/* The ICRC is checked in the pass that reduces the elements
+	 * (agg_group_ingest), or before anything else reads the packet's
+	 * INCA fields here. */
+	rc = icrc_checked ? agg_decode(rte_pktmbuf_mtod(m, void *), m->data_len, false, &pkt) :
+			    agg_decode_lazy(rte_pktmbuf_mtod(m, void *), m->data_len, &pkt);
 	if (unlikely(rc)) {
 		w->agg_drops[-rc]++;
 		goto out;
@@ -307,11 +311,17 @@ void dp_agg_input(struct dp_switch *sw, struct dp_worker *w,
 	}
 	rc = rte_hash_lookup_data(sw->group_by_qpn, &pkt.dest_qp, &data);
 	if (unlikely(rc < 0)) {
-		w->agg_drops[AGG_E_GROUP]++;
+		rc = agg_pkt_icrc_check(&pkt);
+		w->agg_drops[rc ? -rc : AGG_E_GROUP]++;
 		goto out;
 	}
 	g = &sw->groups[(uintptr_t)data];
 	unsigned owner = dp_slot_owner(g, pkt.hdr.slot);
+	if (unlikely(owner != w->index || pkt.hdr.type != AGG_TYPE_CONTRIB) &&
+	    (rc = agg_pkt_icrc_check(&pkt))) {
+		w->agg_drops[-rc]++;
+		goto out;
+	}
 	if (unlikely(owner != w->index)) {
 		/* only the slot's owner touches it: no locks. Its packets
 		 * arrive here when the ports' hash did not send them to the
@@ -332,8 +342,12 @@ void dp_agg_input(struct dp_switch *sw, struct dp_worker *w,
 		goto out;
 	}
 	rc = agg_group_ingest(g->agg, &pkt, &res, &member);
-	if (rc < 0)
-		goto out;           /* counted in the group's drops */
+	if (rc < 0) {
+		/* counted in the group's drops, but for the ICRC */
+		if (rc == -AGG_E_ICRC)
+			w->agg_drops[AGG_E_ICRC]++;
+		goto out;
+	}
 	/* results go back the way the member's contributions came */
 	uint16_t in = dp_port_index(sw, m->port);
 	uint32_t vlan = pkt.has_vlan ? (1u << 16 | pkt.vlan_tci) : 0;

@@ -21,6 +21,16 @@
 
 static struct agg_member members[NM];
 
+/* The suite runs twice: contributions decoded with their ICRC checked, as
+ * a host's receiver does, and with it left to agg_group_ingest's reducing
+ * pass (agg_decode_lazy), as the switch does. */
+static bool lazy_icrc;
+
+static int decode_in(const void *frame, size_t len, struct agg_pkt *pkt)
+{
+	return lazy_icrc ? agg_decode_lazy(frame, len, pkt) : agg_decode(frame, len, true, pkt);
+}
+
 static struct agg_group_config base_cfg(void)
 {
 	for (int m = 0; m < NM; m++)
@@ -92,7 +102,7 @@ static void mk(struct contrib *c, uint16_t member, uint8_t dtype, uint8_t op,
 	};
 	int len = agg_encode(c->frame, sizeof(c->frame), &s, payload);
 	assert_true(len > 0);
-	assert_int_equal(agg_decode(c->frame, (size_t)len, true, &c->pkt), 0);
+	assert_int_equal(decode_in(c->frame, (size_t)len, &c->pkt), 0);
 }
 
 static int32_t ival(int m, int i) { return m * 1000 + i - 77; }
@@ -187,7 +197,7 @@ static void test_duplicate_and_retransmit(void **state)
 	int wl = agg_result_encode(g, 3, &res, &l2, NULL, wf, sizeof(wf));
 	assert_int_equal(wl, AGG_FRAME_HDR_LEN + AGG_ICRC_LEN);
 	struct agg_pkt wp;
-	assert_int_equal(agg_decode(wf, (size_t)wl, true, &wp), 0);
+	assert_int_equal(decode_in(wf, (size_t)wl, &wp), 0);
 	assert_int_equal(wp.hdr.type, AGG_TYPE_WAIT);
 	assert_int_equal(wp.hdr.rank, 3);
 	assert_int_equal(wp.hdr.fanin, 1);
@@ -242,7 +252,7 @@ static void test_result_frames(void **state)
 			int len = agg_result_encode(g, m, &res, &l2, NULL, f, sizeof(f));
 			assert_int_equal(len, AGG_FRAME_HDR_LEN + 74 + 2 + 4);
 			/* the combined ICRC equals a full recomputation */
-			assert_int_equal(agg_decode(f, (size_t)len, true, &pkt), 0);
+			assert_int_equal(decode_in(f, (size_t)len, &pkt), 0);
 			assert_int_equal(agg_icrc_load(f + len - 4),
 					 agg_icrc_ipv4(f + 14, (size_t)len - 14));
 			assert_memory_equal(f, members[m].mac, 6);
@@ -326,14 +336,14 @@ static void test_result_shared_body(void **state)
 			l2.vlan_tci = (uint16_t)(0x6000 | m);
 			int len = agg_result_encode(g, m, &res, &l2, NULL, f, sizeof(f));
 			assert_true(len > 0);
-			assert_int_equal(agg_decode(f, (size_t)len, true, &ref), 0);
+			assert_int_equal(decode_in(f, (size_t)len, &ref), 0);
 			int hl = agg_result_encode_hdr(g, m, &t, &l2, NULL, h, sizeof(h));
 			assert_int_equal(hl, len - (int)body - 4);
 			memcpy(h + hl, res.payload, body);
 			agg_icrc_store(h + hl + body, icrc);
 			size_t ip = 14 + (l2.has_vlan ? 4 : 0);
 			assert_int_equal(agg_icrc_ipv4(h + ip, (size_t)len - ip), icrc);
-			assert_int_equal(agg_decode(h, (size_t)len, true, &pkt), 0);
+			assert_int_equal(decode_in(h, (size_t)len, &pkt), 0);
 			assert_int_equal(pkt.psn, ref.psn + 1);
 			assert_memory_equal(&pkt.hdr, &ref.hdr, sizeof(pkt.hdr));
 			/* the rest byte for byte: up to the PSN, from it to the
@@ -626,7 +636,7 @@ static void test_fanin_hierarchy(void **state)
 		v[0] = (int64_t)m2[m].fanin * 10;
 		v[1] = -(int64_t)m2[m].fanin;
 		int len = agg_encode(f, sizeof(f), &s, v);
-		assert_int_equal(agg_decode(f, (size_t)len, true, &pkt), 0);
+		assert_int_equal(decode_in(f, (size_t)len, &pkt), 0);
 		if (m == 1) {   /* a child claiming the wrong fan-in */
 			pkt.hdr.fanin = 4;
 			assert_int_equal(agg_group_ingest(g, &pkt, &res, NULL),
@@ -936,7 +946,7 @@ static void test_lossy_network(void **state)
 			int i = (int)test_rand_below((uint32_t)net.nq);
 			struct sim_msg m = net.q[i];
 			net.q[i] = net.q[--net.nq];
-			assert_int_equal(agg_decode(m.frame, m.len, true, &pkt), 0);
+			assert_int_equal(decode_in(m.frame, m.len, &pkt), 0);
 			if (m.to_switch) {
 				int v = agg_group_ingest(g, &pkt, &res, NULL);
 				if (v == -AGG_E_STALE)
@@ -1009,7 +1019,7 @@ static struct agg_member tree_hosts[2][3], tree_leaves[2];
 static void decode_ok(const uint8_t *f, int len, struct agg_pkt *p)
 {
 	assert_true(len > 0);
-	assert_int_equal(agg_decode(f, (size_t)len, true, p), 0);
+	assert_int_equal(decode_in(f, (size_t)len, p), 0);
 }
 
 /* a host's contribution to its leaf */
@@ -1221,7 +1231,7 @@ static void mk_coll(struct contrib *c, uint16_t member, uint8_t dtype, uint16_t 
 	};
 	int len = agg_encode(c->frame, sizeof(c->frame), &s, payload);
 	assert_true(len > 0);
-	assert_int_equal(agg_decode(c->frame, (size_t)len, true, &c->pkt), 0);
+	assert_int_equal(decode_in(c->frame, (size_t)len, &c->pkt), 0);
 }
 
 static size_t pad_of(size_t n)
@@ -1243,7 +1253,7 @@ static void check_result_frame(struct agg_group *g, const struct agg_result *res
 
 	assert_int_equal(agg_result_has_data_for(res, m), data);
 	assert_int_equal(len, AGG_FRAME_HDR_LEN + (data ? body + pad_of(body) : 0) + 4);
-	assert_int_equal(agg_decode(f, (size_t)len, true, p), 0);
+	assert_int_equal(decode_in(f, (size_t)len, p), 0);
 	assert_int_equal(agg_icrc_load(f + len - 4), agg_icrc_ipv4(f + 14, (size_t)len - 14));
 	assert_int_equal(p->hdr.type, AGG_TYPE_RESULT);
 	assert_int_equal(p->hdr.rank, m);
@@ -1726,7 +1736,7 @@ static void cs_switch_input(struct cs_net *n, struct cs_tree *t, const struct cs
 	uint16_t who;
 	int v;
 
-	assert_int_equal(agg_decode(m->frame, m->len, true, &pkt), 0);
+	assert_int_equal(decode_in(m->frame, m->len, &pkt), 0);
 	if (pkt.hdr.type == AGG_TYPE_RESULT || pkt.hdr.type == AGG_TYPE_WAIT) {
 		/* the parent's result, or its WAIT: both to every member */
 		v = agg_group_parent_result(g, &pkt, &res);
@@ -1764,7 +1774,7 @@ static int cs_host_input(struct cs_net *n, uint8_t coll, int seq, const struct c
 	uint8_t want[CS_E * 4];
 	int r = m->idx;
 
-	assert_int_equal(agg_decode(m->frame, m->len, true, &pkt), 0);
+	assert_int_equal(decode_in(m->frame, m->len, &pkt), 0);
 	if (pkt.hdr.type == AGG_TYPE_WAIT) {
 		n->waits_down++;      /* a sign of life: the packet goes again on its timer */
 		return -1;
@@ -2047,6 +2057,89 @@ static void test_coll_lossy_network(void **state)
 	cs_run(2);
 }
 
+/*
+ * The switch's path (agg_decode_lazy): a contribution whose ICRC is wrong
+ * is refused as -AGG_E_ICRC wherever ingest would have looked at it, and
+ * leaves the set as it was: not counted in the group's drops, no use
+ * opened or preempted by its corrupted key, the accumulator untouched. The
+ * same frame made right is then taken, and the sums are exact. 4 KiB of
+ * fp32 and of int32, the sizes the one-pass kernels take.
+ */
+static void test_icrc_in_reducing_pass(void **state)
+{
+	struct agg_group_config cfg = base_cfg();
+	const char *why = NULL;
+	struct agg_group_stats st;
+	struct agg_result res;
+	static struct contrib c;
+	static float fv[1024];
+	static int32_t iv[1024];
+
+	(void)state;
+	cfg.elems_per_pkt = 1024;
+	struct agg_group *g = agg_group_create(&cfg, &why);
+	assert_non_null(g);
+	for (int round = 0; round < 2; round++) {
+		uint8_t dt = round ? AGG_DTYPE_INT32 : AGG_DTYPE_FP32;
+		uint32_t seq = 5 + (uint32_t)round;
+
+		for (int m = 0; m < NM; m++) {
+			for (int i = 0; i < 1024; i++) {
+				fv[i] = (float)(m * 1000 - i);
+				iv[i] = m * 1000 - i;
+			}
+			mk(&c, (uint16_t)m, dt, AGG_OP_SUM, 1024, 1, false, seq, 0,
+			   round ? (const void *)iv : (const void *)fv);
+			size_t len = c.pkt.frame_len;
+			size_t pay = (size_t)(c.pkt.payload - c.frame);
+			/* a payload bit, the INCA header's coll_seq (a newer
+			 * use), its rank (another member, or none), the BTH's
+			 * QPN (refused before the set); its count (the decoder
+			 * checks the ICRC before it says the count is wrong) */
+			size_t at[5] = { pay + 4 * (size_t)(m * 97 % 1024) + 1,
+					 pay - AGG_INCA_HLEN + 23, pay - AGG_INCA_HLEN + 13,
+					 (size_t)c.pkt.bth_off + 7, pay - AGG_INCA_HLEN + 7 };
+			for (int f = 0; f < 5; f++) {
+				struct agg_pkt bad;
+
+				c.frame[at[f]] ^= 0x04;
+				if (f == 4) {
+					assert_int_equal(agg_decode_lazy(c.frame, len, &bad),
+							 -AGG_E_ICRC);
+				} else {
+					assert_int_equal(agg_decode_lazy(c.frame, len, &bad), 0);
+					assert_true(bad.icrc_pending);
+					assert_int_equal(agg_group_ingest(g, &bad, &res, NULL),
+							 -AGG_E_ICRC);
+				}
+				c.frame[at[f]] ^= 0x04;
+			}
+			assert_int_equal(agg_decode_lazy(c.frame, len, &c.pkt), 0);
+			assert_int_equal(agg_group_ingest(g, &c.pkt, &res, NULL),
+					 m == NM - 1 ? AGG_V_COMPLETE : AGG_V_ACCEPTED);
+		}
+		for (int i = 0; i < 1024; i++) {
+			/* sum over m of m * 1000 - i: 28000 - 8 i */
+			if (round) {
+				int32_t v;
+				memcpy(&v, res.payload + 4 * i, 4);
+				assert_int_equal(v, 28000 - 8 * i);
+			} else {
+				float v;
+				memcpy(&v, res.payload + 4 * i, 4);
+				assert_true(v == (float)(28000 - 8 * i));
+			}
+		}
+		agg_group_stats_sum(g, &st);
+		assert_int_equal(st.contributions, (uint64_t)NM * (round + 1));
+		assert_int_equal(st.completions, (uint64_t)round + 1);
+		assert_int_equal(st.preempted, 0);
+		for (int d = 0; d < AGG_E__COUNT; d++)
+			assert_int_equal(st.drops[d], 0);
+	}
+	agg_group_destroy(g);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -2068,6 +2161,12 @@ int main(void)
 		cmocka_unit_test(test_rank_map),
 		cmocka_unit_test(test_coll_tree_results),
 		cmocka_unit_test(test_coll_lossy_network),
+		cmocka_unit_test(test_icrc_in_reducing_pass),
 	};
-	return cmocka_run_group_tests_name("table", tests, NULL, NULL);
+	int failed = cmocka_run_group_tests_name("table", tests, NULL, NULL);
+
+	lazy_icrc = true;
+	failed += cmocka_run_group_tests_name("table, the ICRC checked in the reducing pass",
+					      tests, NULL, NULL);
+	return failed;
 }

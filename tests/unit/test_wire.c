@@ -205,7 +205,27 @@ static void test_each_error_code(void **state)
 		if (rc != c->expect)
 			fail_msg("%s: got %d (%s), want %d (%s)", c->what, rc,
 				 agg_errname(rc), c->expect, agg_errname(c->expect));
+		/* the switch's decoder: the same, but a wrong ICRC alone is
+		 * found by whoever checks it later */
+		rc = agg_decode_lazy(f, (size_t)len, &pkt);
+		if (c->expect == -AGG_E_ICRC) {
+			assert_int_equal(rc, 0);
+			assert_true(pkt.icrc_pending);
+			assert_int_equal(agg_pkt_icrc_check(&pkt), -AGG_E_ICRC);
+			assert_false(pkt.icrc_pending);
+		} else if (rc != c->expect) {
+			fail_msg("%s, lazy: got %d (%s), want %d (%s)", c->what, rc,
+				 agg_errname(rc), c->expect, agg_errname(c->expect));
+		}
 	}
+	/* unharmed: pending, then checked good */
+	int len = build(f, sizeof(f), AGG_DTYPE_FP32, 7);
+	assert_int_equal(agg_decode_lazy(f, (size_t)len, &pkt), 0);
+	assert_true(pkt.icrc_pending);
+	assert_int_equal(agg_pkt_icrc_check(&pkt), 0);
+	assert_false(pkt.icrc_pending);
+	assert_int_equal(agg_decode(f, (size_t)len, true, &pkt), 0);
+	assert_false(pkt.icrc_pending);
 }
 
 /* The collective fields: coll (byte 5) and root (bytes 18-19) mean

@@ -278,6 +278,7 @@ struct agg_pkt {
 	const uint8_t *payload;   /* elements, little-endian */
 	uint32_t payload_len;     /* count * dtype size; 0 with AGG_FLAG_NO_DATA */
 	uint32_t icrc;            /* as carried (host value of the LE bytes) */
+	bool icrc_pending;        /* agg_decode_lazy left the ICRC unchecked */
 };
 
 /*
@@ -288,6 +289,20 @@ struct agg_pkt {
  */
 int agg_decode(const void *frame, size_t len, bool verify_icrc,
 	       struct agg_pkt *pkt);
+
+/*
+ * agg_decode with the ICRC of an INCA packet that passes every other check
+ * left for later (pkt->icrc_pending), so that the switch can check it in
+ * the pass that reduces the elements (agg_group_ingest does). A packet that
+ * fails a check after the point where agg_decode checks the ICRC has its
+ * ICRC checked first: a wrong one is reported as -AGG_E_ICRC, as
+ * agg_decode would. Whoever takes the packet on must check it before using
+ * any INCA field (agg_pkt_icrc_check) unless it hands it to
+ * agg_group_ingest.
+ */
+int agg_decode_lazy(const void *frame, size_t len, struct agg_pkt *pkt);
+/* A pending ICRC checked now: 0 (and no longer pending) or -AGG_E_ICRC. */
+int agg_pkt_icrc_check(struct agg_pkt *pkt);
 
 /*
  * Decode a RoCEv2 packet starting at the BTH, as a UDP socket sees it.
@@ -474,6 +489,17 @@ uint32_t agg_icrc_ipv4(const uint8_t *ip, size_t ip_len);
  *   agg_crc32_combine(agg_icrc_ipv4_prefix(ip, h), agg_crc32(0, ip+h, n-4-h), n-4-h)
  */
 uint32_t agg_icrc_ipv4_prefix(const uint8_t *ip, size_t hdr_len);
+/*
+ * A contribution's ICRC (agg_icrc_ipv4's value over the frame agg_decode
+ * read) computed in the pass that reduces its elements: out = acc op the
+ * elements (acc NULL: out = the elements, as agg_acc_load). out is another
+ * accumulator's room, or acc itself; the result is bit for bit
+ * agg_acc_load's or agg_acc_reduce's. One pass where
+ * agg_icrc_reduce_available (fp32, fp64, int32, int64: load, and sum; with
+ * VPCLMULQDQ), two otherwise.
+ */
+uint32_t agg_icrc_reduce(const struct agg_pkt *pkt, void *out, const void *acc);
+bool agg_icrc_reduce_available(enum agg_dtype dtype, enum agg_op op, bool load);
 /* Store the ICRC little-endian at p / read it. */
 void agg_icrc_store(uint8_t *p, uint32_t icrc);
 uint32_t agg_icrc_load(const uint8_t *p);
