@@ -278,7 +278,7 @@ static uint32_t crc32_vclmul256(uint32_t c, const uint8_t *p, size_t len, const 
 				  p, len);
 }
 
-static bool have_clmul, have_vclmul, have_vclmul256, have_avx512bw;
+static bool have_clmul, have_vclmul, have_vclmul256, have_avx512bw, have_f16c;
 
 __attribute__((constructor)) static void crc_cpu_init(void)
 {
@@ -290,6 +290,7 @@ __attribute__((constructor)) static void crc_cpu_init(void)
 	have_vclmul256 = have_clmul && __builtin_cpu_supports("avx2") &&
 			 __builtin_cpu_supports("vpclmulqdq");
 	have_avx512bw = __builtin_cpu_supports("avx512bw");
+	have_f16c = __builtin_cpu_supports("f16c");
 }
 
 static const uint8_t no_mask[64] __attribute__((aligned(64)));
@@ -331,13 +332,49 @@ static const uint8_t icrc_or_mask[64] __attribute__((aligned(64))) = {
  * (IEEE addition, integers modulo 2^n), so results are bit for bit
  * agg_acc_reduce's.
  */
-enum fuse_kind { FUSE_COPY, FUSE_FP32_SUM, FUSE_FP64_SUM, FUSE_I32_SUM, FUSE_I64_SUM };
+enum fuse_kind {
+	FUSE_COPY, FUSE_FP32_SUM, FUSE_FP64_SUM, FUSE_I32_SUM, FUSE_I64_SUM,
+	/* 2-byte elements on the wire, an fp32 accumulator: twice the bytes */
+	FUSE_FP16_LOAD, FUSE_FP16_SUM, FUSE_BF16_LOAD, FUSE_BF16_SUM,
+};
+
+static inline bool fuse_half(enum fuse_kind k)
+{
+	return k >= FUSE_FP16_LOAD;
+}
 
 __attribute__((target("avx512f,avx512bw,vpclmulqdq,pclmul,sse4.1"), always_inline))
-static inline void fuse_op512(enum fuse_kind k, uint8_t *o, const uint8_t *a,
-			      const uint8_t *in, __mmask64 m)
+static inline __m512 fuse_widen512(enum fuse_kind k, __m256i h)
 {
-	/* m: the bytes to do (all 64 but in the tail), whole elements */
+	if (k == FUSE_FP16_LOAD || k == FUSE_FP16_SUM)
+		return _mm512_cvtph_ps(h);   /* exact; NaNs quieted, as fp16_to_fp32 */
+	return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+/* The elements of n wire bytes at in (whole elements; n = 64 but in the
+ * tail): out = acc op in, or out = in. For 2-byte elements out and acc
+ * hold fp32, twice the bytes. */
+__attribute__((target("avx512f,avx512bw,vpclmulqdq,pclmul,sse4.1"), always_inline))
+static inline void fuse_op512(enum fuse_kind k, uint8_t *o, const uint8_t *a,
+			      const uint8_t *in, size_t n)
+{
+	__mmask64 m = n >= 64 ? ~(__mmask64)0 : ((__mmask64)1 << n) - 1;
+
+	if (fuse_half(k)) {
+		__mmask32 e = n >= 64 ? ~(__mmask32)0 : ((__mmask32)1 << (n / 2)) - 1;
+		__m512i w = _mm512_maskz_loadu_epi16(e, in);
+		__m512 lo = fuse_widen512(k, _mm512_castsi512_si256(w));
+		__m512 hi = fuse_widen512(k, _mm512_extracti64x4_epi64(w, 1));
+		__mmask16 elo = (__mmask16)e, ehi = (__mmask16)(e >> 16);
+
+		if (k == FUSE_FP16_SUM || k == FUSE_BF16_SUM) {
+			lo = _mm512_add_ps(_mm512_maskz_loadu_ps(elo, a), lo);
+			hi = _mm512_add_ps(_mm512_maskz_loadu_ps(ehi, a + 64), hi);
+		}
+		_mm512_mask_storeu_ps(o, elo, lo);
+		_mm512_mask_storeu_ps(o + 64, ehi, hi);
+		return;
+	}
 	__m512i x = _mm512_maskz_loadu_epi8(m, in);
 
 	if (k != FUSE_COPY) {
@@ -371,6 +408,7 @@ static inline uint32_t icrc_fused512(enum fuse_kind k, const uint8_t *ip, size_t
 	const __m512i k512 = _mm512_broadcast_i32x4(_mm_set_epi64x(0x01c6e41596, 0x0154442bd4));
 	const uint8_t *p = ip, *in = ip + hoff;
 	size_t bulk = span & ~(size_t)15, len = bulk, r = 0;
+	const size_t aw = fuse_half(k) ? 2 : 1;   /* accumulator bytes a wire byte */
 	__m512i z1, z2, z3, z4;
 
 #define ZFOLD(z, kk, next) \
@@ -389,7 +427,7 @@ static inline uint32_t icrc_fused512(enum fuse_kind k, const uint8_t *ip, size_t
 		z3 = ZFOLD(z3, k2048, _mm512_loadu_si512(p + 128));
 		z4 = ZFOLD(z4, k2048, _mm512_loadu_si512(p + 192));
 		for (size_t j = 0; j < 256; j += 64)
-			fuse_op512(k, out + r + j, acc + r + j, in + r + j, ~(__mmask64)0);
+			fuse_op512(k, out + (r + j) * aw, acc + (r + j) * aw, in + r + j, 64);
 		p += 256;
 		len -= 256;
 		r += 256;
@@ -411,10 +449,8 @@ static inline uint32_t icrc_fused512(enum fuse_kind k, const uint8_t *ip, size_t
 		len -= 64;
 	}
 #undef ZFOLD
-	for (; r < nbytes; r += 64) {
-		size_t n = nbytes - r < 64 ? nbytes - r : 64;
-		fuse_op512(k, out + r, acc + r, in + r, n == 64 ? ~(__mmask64)0 : ((__mmask64)1 << n) - 1);
-	}
+	for (; r < nbytes; r += 64)
+		fuse_op512(k, out + r * aw, acc + r * aw, in + r, nbytes - r < 64 ? nbytes - r : 64);
 	uint32_t c = crc32_clmul_finish(_mm512_extracti32x4_epi32(z4, 0),
 					_mm512_extracti32x4_epi32(z4, 1),
 					_mm512_extracti32x4_epi32(z4, 2),
@@ -422,12 +458,33 @@ static inline uint32_t icrc_fused512(enum fuse_kind k, const uint8_t *ip, size_t
 	return ~crc32_raw(c, ip + bulk, span - bulk);
 }
 
-__attribute__((target("avx2,vpclmulqdq,pclmul,sse4.1"), always_inline))
+__attribute__((target("avx2,f16c,vpclmulqdq,pclmul,sse4.1"), always_inline))
+static inline __m256 fuse_widen256(enum fuse_kind k, __m128i h)
+{
+	if (k == FUSE_FP16_LOAD || k == FUSE_FP16_SUM)
+		return _mm256_cvtph_ps(h);
+	return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+/* 32 wire bytes: as fuse_op512 */
+__attribute__((target("avx2,f16c,vpclmulqdq,pclmul,sse4.1"), always_inline))
 static inline void fuse_op256(enum fuse_kind k, uint8_t *o, const uint8_t *a,
 			      const uint8_t *in)
 {
 	__m256i x = _mm256_loadu_si256((const __m256i *)in);
 
+	if (fuse_half(k)) {
+		__m256 lo = fuse_widen256(k, _mm256_castsi256_si128(x));
+		__m256 hi = fuse_widen256(k, _mm256_extracti128_si256(x, 1));
+
+		if (k == FUSE_FP16_SUM || k == FUSE_BF16_SUM) {
+			lo = _mm256_add_ps(_mm256_loadu_ps((const float *)a), lo);
+			hi = _mm256_add_ps(_mm256_loadu_ps((const float *)(a + 32)), hi);
+		}
+		_mm256_storeu_ps((float *)o, lo);
+		_mm256_storeu_ps((float *)(o + 32), hi);
+		return;
+	}
 	if (k != FUSE_COPY) {
 		__m256i y = _mm256_loadu_si256((const __m256i *)a);
 		switch (k) {
@@ -496,10 +553,25 @@ static inline void fuse_scalar(enum fuse_kind k, uint8_t *o, const uint8_t *a,
 			memcpy(o + i, &y, 8);
 		}
 		break;
+	default:
+		/* 2-byte elements, fp32 accumulators */
+		for (; i + 2 <= nbytes; i += 2) {
+			uint16_t h;
+			float x, y = 0.0f;
+			memcpy(&h, in + i, 2);
+			x = k == FUSE_FP16_LOAD || k == FUSE_FP16_SUM ? agg_fp16_to_fp32(h) :
+								     agg_bf16_to_fp32(h);
+			if (k == FUSE_FP16_SUM || k == FUSE_BF16_SUM) {
+				memcpy(&y, a + 2 * i, 4);
+				x = y + x;
+			}
+			memcpy(o + 2 * i, &x, 4);
+		}
+		break;
 	}
 }
 
-__attribute__((target("avx2,vpclmulqdq,pclmul,sse4.1"), always_inline))
+__attribute__((target("avx2,f16c,vpclmulqdq,pclmul,sse4.1"), always_inline))
 static inline uint32_t icrc_fused256(enum fuse_kind k, const uint8_t *ip, size_t span,
 				     size_t hoff, uint8_t *out, const uint8_t *acc,
 				     size_t nbytes)
@@ -510,6 +582,7 @@ static inline uint32_t icrc_fused256(enum fuse_kind k, const uint8_t *ip, size_t
 									 0x0154442bd4));
 	const uint8_t *p = ip, *in = ip + hoff;
 	size_t bulk = span & ~(size_t)15, len = bulk, r = 0;
+	const size_t aw = fuse_half(k) ? 2 : 1;
 	__m256i y1, y2, y3, y4;
 
 #define YFOLD(y, kk, next) \
@@ -530,7 +603,7 @@ static inline uint32_t icrc_fused256(enum fuse_kind k, const uint8_t *ip, size_t
 		y3 = YFOLD(y3, k1024, YLOAD(p + 64));
 		y4 = YFOLD(y4, k1024, YLOAD(p + 96));
 		for (size_t j = 0; j < 128; j += 32)
-			fuse_op256(k, out + r + j, acc + r + j, in + r + j);
+			fuse_op256(k, out + (r + j) * aw, acc + (r + j) * aw, in + r + j);
 		p += 128;
 		len -= 128;
 		r += 128;
@@ -548,8 +621,8 @@ static inline uint32_t icrc_fused256(enum fuse_kind k, const uint8_t *ip, size_t
 #undef YFOLD
 #undef YLOAD
 	for (; r + 32 <= nbytes; r += 32)
-		fuse_op256(k, out + r, acc + r, in + r);
-	fuse_scalar(k, out + r, acc + r, in + r, nbytes - r);
+		fuse_op256(k, out + r * aw, acc + r * aw, in + r);
+	fuse_scalar(k, out + r * aw, acc + r * aw, in + r, nbytes - r);
 	uint32_t c = crc32_clmul_finish(_mm256_castsi256_si128(y3), _mm256_extracti128_si256(y3, 1),
 					_mm256_castsi256_si128(y4), _mm256_extracti128_si256(y4, 1),
 					p, len);
@@ -562,7 +635,7 @@ static inline uint32_t icrc_fused256(enum fuse_kind k, const uint8_t *ip, size_t
 	static uint32_t icrc_##tag##_512(const uint8_t *ip, size_t span, size_t hoff,  \
 					 uint8_t *o, const uint8_t *a, size_t n)       \
 	{ return icrc_fused512(kind, ip, span, hoff, o, a, n); }                       \
-	__attribute__((target("avx2,vpclmulqdq,pclmul,sse4.1")))                      \
+	__attribute__((target("avx2,f16c,vpclmulqdq,pclmul,sse4.1")))                 \
 	static uint32_t icrc_##tag##_256(const uint8_t *ip, size_t span, size_t hoff,  \
 					 uint8_t *o, const uint8_t *a, size_t n)       \
 	{ return icrc_fused256(kind, ip, span, hoff, o, a, n); }
@@ -571,6 +644,10 @@ FUSED_FNS(FUSE_FP32_SUM, fp32_sum)
 FUSED_FNS(FUSE_FP64_SUM, fp64_sum)
 FUSED_FNS(FUSE_I32_SUM, i32_sum)
 FUSED_FNS(FUSE_I64_SUM, i64_sum)
+FUSED_FNS(FUSE_FP16_LOAD, fp16_load)
+FUSED_FNS(FUSE_FP16_SUM, fp16_sum)
+FUSED_FNS(FUSE_BF16_LOAD, bf16_load)
+FUSED_FNS(FUSE_BF16_SUM, bf16_sum)
 #undef FUSED_FNS
 
 typedef uint32_t (*fused_fn)(const uint8_t *, size_t, size_t, uint8_t *, const uint8_t *,
@@ -587,14 +664,29 @@ static fused_fn fused_for(enum agg_dtype dtype, enum agg_op op, bool load)
 		return NULL;
 	if (w512 && !have_avx512bw)
 		return NULL;
-	bool wide = dtype == AGG_DTYPE_FP32 || dtype == AGG_DTYPE_FP64 ||
-		    dtype == AGG_DTYPE_INT32 || dtype == AGG_DTYPE_INT64;
-	if (!wide)
-		return NULL;   /* fp16/bf16 accumulate in fp32: not one of these */
-	if (load)
-		return w512 ? icrc_copy_512 : icrc_copy_256;
-	if (op != AGG_OP_SUM)
+	if (!load && op != AGG_OP_SUM)
 		return NULL;
+	switch (dtype) {
+	case AGG_DTYPE_FP16:
+		if (!have_f16c)
+			return NULL;
+		if (load)
+			return w512 ? icrc_fp16_load_512 : icrc_fp16_load_256;
+		return w512 ? icrc_fp16_sum_512 : icrc_fp16_sum_256;
+	case AGG_DTYPE_BF16:
+		if (load)
+			return w512 ? icrc_bf16_load_512 : icrc_bf16_load_256;
+		return w512 ? icrc_bf16_sum_512 : icrc_bf16_sum_256;
+	case AGG_DTYPE_FP32:
+	case AGG_DTYPE_FP64:
+	case AGG_DTYPE_INT32:
+	case AGG_DTYPE_INT64:
+		if (load)
+			return w512 ? icrc_copy_512 : icrc_copy_256;
+		break;
+	default:
+		return NULL;
+	}
 	switch (dtype) {
 	case AGG_DTYPE_FP32: return w512 ? icrc_fp32_sum_512 : icrc_fp32_sum_256;
 	case AGG_DTYPE_FP64: return w512 ? icrc_fp64_sum_512 : icrc_fp64_sum_256;

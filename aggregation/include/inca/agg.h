@@ -494,9 +494,10 @@ uint32_t agg_icrc_ipv4_prefix(const uint8_t *ip, size_t hdr_len);
  * read) computed in the pass that reduces its elements: out = acc op the
  * elements (acc NULL: out = the elements, as agg_acc_load). out is another
  * accumulator's room, or acc itself; the result is bit for bit
- * agg_acc_load's or agg_acc_reduce's. One pass where
- * agg_icrc_reduce_available (fp32, fp64, int32, int64: load, and sum; with
- * VPCLMULQDQ), two otherwise.
+ * agg_acc_load's or agg_acc_reduce's (but for which NaN a NaN element
+ * is, which docs/protocol.md leaves open). One pass where
+ * agg_icrc_reduce_available (every float and integer dtype: load, and sum;
+ * with VPCLMULQDQ on AVX-512 or AVX2), two otherwise.
  */
 uint32_t agg_icrc_reduce(const struct agg_pkt *pkt, void *out, const void *acc);
 bool agg_icrc_reduce_available(enum agg_dtype dtype, enum agg_op op, bool load);
