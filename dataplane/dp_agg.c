@@ -53,27 +53,72 @@ static inline void frame_addresses(struct agg_frame_spec *s, const struct dp_swi
 	s->dscp = dscp;
 }
 
+/* (DPDK's rte_prefetch0_write is still experimental) */
+#define prefetch_w(p) __builtin_prefetch((p), 1, 3)
+
 /* A small mbuf for a result's headers: taken from the worker's stash,
- * refilled in bulk (one pool access and overlapping cache misses for a
- * burst of results instead of one each). NULL when the pool is empty. */
+ * refilled from the pool in bulk without touching the mbufs (one pool
+ * access a burst of results), each reset when it is taken: by then its two
+ * lines are here, prefetched four results ahead, and its first data line,
+ * which the headers are written to, two ahead. NULL when the pool is
+ * empty. */
 static inline struct rte_mbuf *hdr_mbuf(struct dp_worker *w)
 {
-	if (unlikely(!w->hdr_stashed)) {
-		if (rte_pktmbuf_alloc_bulk(w->hdr_pool, w->hdr_stash, RTE_DIM(w->hdr_stash)))
+	unsigned n = w->hdr_stashed;
+	struct rte_mbuf *m;
+
+	if (unlikely(!n)) {
+		n = RTE_DIM(w->hdr_stash);
+		if (rte_mempool_get_bulk(w->hdr_pool, (void **)w->hdr_stash, n))
 			return rte_pktmbuf_alloc(w->hdr_pool);
-		w->hdr_stashed = RTE_DIM(w->hdr_stash);
+		for (unsigned i = n - 4; i < n; i++) {
+			prefetch_w(w->hdr_stash[i]);
+			prefetch_w((char *)w->hdr_stash[i] + RTE_CACHE_LINE_SIZE);
+		}
 	}
-	/* the next one's first data line, which a result's headers are
-	 * written to: its write-allocate miss overlaps this one's work */
-	if (likely(w->hdr_stashed > 1))
-		__builtin_prefetch(rte_pktmbuf_mtod(w->hdr_stash[w->hdr_stashed - 2], void *), 1, 3);
-	return w->hdr_stash[--w->hdr_stashed];
+	if (likely(n > 4)) {
+		prefetch_w(w->hdr_stash[n - 5]);
+		prefetch_w((char *)w->hdr_stash[n - 5] + RTE_CACHE_LINE_SIZE);
+	}
+	if (likely(n > 2)) {
+		struct rte_mbuf *ahead = w->hdr_stash[n - 3];
+		prefetch_w((char *)ahead->buf_addr + RTE_PKTMBUF_HEADROOM);
+	}
+	m = w->hdr_stash[--n];
+	w->hdr_stashed = n;
+	/* a mbuf in its pool has one reference, one segment, no next */
+	rte_pktmbuf_reset(m);
+	return m;
+}
+
+/* The shared body of a set's results: the one taken for this set, whose
+ * data lines were prefetched for writing when the last set completed (the
+ * payload copy then writes to lines in cache, not to cold memory); the
+ * next one taken and its first len bytes prefetched. NULL when the pool is
+ * empty. */
+static struct rte_mbuf *body_mbuf(struct dp_worker *w, uint32_t len)
+{
+	struct rte_mbuf *m = w->body_next;
+
+	w->body_next = rte_pktmbuf_alloc(w->pool);
+	if (likely(w->body_next)) {
+		char *d = rte_pktmbuf_mtod(w->body_next, char *);
+		uint32_t room = rte_pktmbuf_tailroom(w->body_next);
+
+		if (len > room)
+			len = room;
+		for (uint32_t off = 0; off < len; off += RTE_CACHE_LINE_SIZE)
+			prefetch_w(d + off);
+	}
+	return m ? m : rte_pktmbuf_alloc(w->pool);
 }
 
 void dp_worker_stash_free(struct dp_worker *w)
 {
-	rte_pktmbuf_free_bulk(w->hdr_stash, w->hdr_stashed);
+	rte_mempool_put_bulk(w->hdr_pool, (void **)w->hdr_stash, w->hdr_stashed);
 	w->hdr_stashed = 0;
+	rte_pktmbuf_free(w->body_next);
+	w->body_next = NULL;
 }
 
 /* m's headers, then the shared body and ICRC pl (one more reference to
@@ -253,7 +298,7 @@ static void send_results(struct dp_switch *sw, struct dp_worker *w, struct dp_gr
 	struct shared_body sb = { 0 };
 
 	if (n > 1 && body >= CHAIN_MIN_PAYLOAD && sw->multiseg_any) {
-		sb.pl = rte_pktmbuf_alloc(w->pool);
+		sb.pl = body_mbuf(w, body + AGG_ICRC_LEN);
 		uint8_t *p = sb.pl ? (uint8_t *)rte_pktmbuf_append(sb.pl,
 						(uint16_t)(body + AGG_ICRC_LEN)) : NULL;
 		struct agg_result_l2 l2 = {

@@ -324,8 +324,10 @@ struct dp_worker {
 	unsigned lcore;
 	struct rte_mempool *pool;
 	struct rte_mempool *hdr_pool;        /* small: the headers of results that share a body */
-	struct rte_mbuf *hdr_stash[3 * DP_BURST];  /* from hdr_pool, allocated in bulk */
+	struct rte_mbuf *hdr_stash[3 * DP_BURST];  /* from hdr_pool in bulk, not reset yet */
 	unsigned hdr_stashed;
+	struct rte_mbuf *body_next;          /* the next set's shared result body,
+						its lines prefetched for writing */
 	struct rte_ring *handoff;            /* slots this worker owns, received elsewhere */
 	struct dp_egress egress[DP_MAX_PORTS];
 	struct dp_port_stats port[DP_MAX_PORTS];
