@@ -419,5 +419,5 @@ void dp_agg_input(struct dp_switch *sw, struct dp_worker *w,
 		send_result(sw, w, g, member, &res, NULL);
 	}
 out:
-	rte_pktmbuf_free(m);
+	dp_free_later(w, m);
 }

@@ -328,6 +328,8 @@ struct dp_worker {
 	unsigned hdr_stashed;
 	struct rte_mbuf *body_next;          /* the next set's shared result body,
 						its lines prefetched for writing */
+	struct rte_mbuf *spent[DP_BURST];    /* contributions done with, freed in bulk */
+	unsigned nspent;
 	struct rte_ring *handoff;            /* slots this worker owns, received elsewhere */
 	struct dp_egress egress[DP_MAX_PORTS];
 	struct dp_port_stats port[DP_MAX_PORTS];
@@ -443,6 +445,23 @@ int dp_group_del(struct dp_switch *sw, uint32_t group_id);
 struct dp_group *dp_group_find(struct dp_switch *sw, uint32_t group_id);
 /* dp_agg.c: the aggregation path */
 /* m carries a frame addressed to the switch's IP and UDP port 4791. */
+/* A received frame the worker is done with: freed with the others of its
+ * burst, one pool access for them all. */
+static inline void dp_free_spent(struct dp_worker *w)
+{
+	if (w->nspent) {
+		rte_pktmbuf_free_bulk(w->spent, w->nspent);
+		w->nspent = 0;
+	}
+}
+
+static inline void dp_free_later(struct dp_worker *w, struct rte_mbuf *m)
+{
+	w->spent[w->nspent++] = m;
+	if (unlikely(w->nspent == RTE_DIM(w->spent)))
+		dp_free_spent(w);
+}
+
 void dp_agg_input(struct dp_switch *sw, struct dp_worker *w,
 		  struct rte_mbuf *m, bool icrc_checked);
 /* Give back the small mbufs a worker holds in advance (when it stops). */

@@ -194,6 +194,7 @@ int dp_worker_main(void *arg)
 		got += n;
 		for (unsigned i = 0; i < n; i++)
 			dp_agg_input(sw, w, pkts[i], true);
+		dp_free_spent(w);
 
 		uint64_t now = rte_rdtsc();
 		if (w->index == 0)
@@ -221,6 +222,7 @@ int dp_worker_main(void *arg)
 	}
 	rte_rcu_qsbr_thread_offline(sw->rcu, w->index);
 	rte_rcu_qsbr_thread_unregister(sw->rcu, w->index);
+	dp_free_spent(w);
 	dp_worker_stash_free(w);
 	for (uint16_t p = 0; p < sw->nports; p++) {
 		dp_egress_drain(&w->egress[p]);
