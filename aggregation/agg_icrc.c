@@ -336,6 +336,9 @@ enum fuse_kind {
 	FUSE_COPY, FUSE_FP32_SUM, FUSE_FP64_SUM, FUSE_I32_SUM, FUSE_I64_SUM,
 	/* 2-byte elements on the wire, an fp32 accumulator: twice the bytes */
 	FUSE_FP16_LOAD, FUSE_FP16_SUM, FUSE_BF16_LOAD, FUSE_BF16_SUM,
+	/* the set's last contribution: the sum rounded to the wire's format
+	 * as it is made (agg_acc_store's rounding), no fp32 written */
+	FUSE_FP16_LAST, FUSE_BF16_LAST,
 };
 
 static inline bool fuse_half(enum fuse_kind k)
@@ -343,12 +346,53 @@ static inline bool fuse_half(enum fuse_kind k)
 	return k >= FUSE_FP16_LOAD;
 }
 
+static inline bool fuse_fp16(enum fuse_kind k)
+{
+	return k == FUSE_FP16_LOAD || k == FUSE_FP16_SUM || k == FUSE_FP16_LAST;
+}
+
+static inline bool fuse_adds(enum fuse_kind k)
+{
+	return k == FUSE_FP16_SUM || k == FUSE_BF16_SUM || k == FUSE_FP16_LAST ||
+	       k == FUSE_BF16_LAST;
+}
+
+static inline bool fuse_last(enum fuse_kind k)
+{
+	return k == FUSE_FP16_LAST || k == FUSE_BF16_LAST;
+}
+
 __attribute__((target("avx512f,avx512bw,vpclmulqdq,pclmul,sse4.1"), always_inline))
 static inline __m512 fuse_widen512(enum fuse_kind k, __m256i h)
 {
-	if (k == FUSE_FP16_LOAD || k == FUSE_FP16_SUM)
+	if (fuse_fp16(k))
 		return _mm512_cvtph_ps(h);   /* exact; NaNs quieted, as fp16_to_fp32 */
 	return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+/* 16 fp32 to the wire as agg_acc_store rounds them (agg_reduce.c's
+ * stv8_fp16, stv8_bf16): to nearest even; a NaN is 0x7E00 with its sign
+ * (fp16) or quieted with its sign (bf16) */
+__attribute__((target("avx512f,avx512bw,vpclmulqdq,pclmul,sse4.1"), always_inline))
+static inline __m256i fuse_narrow512(enum fuse_kind k, __m512 f)
+{
+	if (fuse_fp16(k)) {
+		__m256i h = _mm512_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+		__m256i nan = _mm256_cmpgt_epi16(_mm256_and_si256(h, _mm256_set1_epi16(0x7fff)),
+						 _mm256_set1_epi16(0x7c00));
+		__m256i canon = _mm256_or_si256(_mm256_and_si256(h, _mm256_set1_epi16(-0x8000)),
+						_mm256_set1_epi16(0x7e00));
+		return _mm256_blendv_epi8(h, canon, nan);
+	}
+	__m512i u = _mm512_castps_si512(f);
+	__mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
+						_mm512_set1_epi32(0x7f800000));
+	__m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)),
+						       _mm512_and_si512(_mm512_srli_epi32(u, 16),
+									_mm512_set1_epi32(1))), 16);
+	r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(_mm512_srli_epi32(u, 16),
+							  _mm512_set1_epi32(0x40)));
+	return _mm512_cvtepi32_epi16(r);
 }
 
 /* The elements of n wire bytes at in (whole elements; n = 64 but in the
@@ -367,9 +411,15 @@ static inline void fuse_op512(enum fuse_kind k, uint8_t *o, const uint8_t *a,
 		__m512 hi = fuse_widen512(k, _mm512_extracti64x4_epi64(w, 1));
 		__mmask16 elo = (__mmask16)e, ehi = (__mmask16)(e >> 16);
 
-		if (k == FUSE_FP16_SUM || k == FUSE_BF16_SUM) {
+		if (fuse_adds(k)) {
 			lo = _mm512_add_ps(_mm512_maskz_loadu_ps(elo, a), lo);
 			hi = _mm512_add_ps(_mm512_maskz_loadu_ps(ehi, a + 64), hi);
+		}
+		if (fuse_last(k)) {
+			__m512i h = _mm512_inserti64x4(_mm512_castsi256_si512(fuse_narrow512(k, lo)),
+						       fuse_narrow512(k, hi), 1);
+			_mm512_mask_storeu_epi16(o, e, h);
+			return;
 		}
 		_mm512_mask_storeu_ps(o, elo, lo);
 		_mm512_mask_storeu_ps(o + 64, ehi, hi);
@@ -409,6 +459,7 @@ static inline uint32_t icrc_fused512(enum fuse_kind k, const uint8_t *ip, size_t
 	const uint8_t *p = ip, *in = ip + hoff;
 	size_t bulk = span & ~(size_t)15, len = bulk, r = 0;
 	const size_t aw = fuse_half(k) ? 2 : 1;   /* accumulator bytes a wire byte */
+	const size_t ow = fuse_last(k) ? 1 : aw;  /* out's */
 	__m512i z1, z2, z3, z4;
 
 #define ZFOLD(z, kk, next) \
@@ -427,7 +478,7 @@ static inline uint32_t icrc_fused512(enum fuse_kind k, const uint8_t *ip, size_t
 		z3 = ZFOLD(z3, k2048, _mm512_loadu_si512(p + 128));
 		z4 = ZFOLD(z4, k2048, _mm512_loadu_si512(p + 192));
 		for (size_t j = 0; j < 256; j += 64)
-			fuse_op512(k, out + (r + j) * aw, acc + (r + j) * aw, in + r + j, 64);
+			fuse_op512(k, out + (r + j) * ow, acc + (r + j) * aw, in + r + j, 64);
 		p += 256;
 		len -= 256;
 		r += 256;
@@ -450,7 +501,7 @@ static inline uint32_t icrc_fused512(enum fuse_kind k, const uint8_t *ip, size_t
 	}
 #undef ZFOLD
 	for (; r < nbytes; r += 64)
-		fuse_op512(k, out + r * aw, acc + r * aw, in + r, nbytes - r < 64 ? nbytes - r : 64);
+		fuse_op512(k, out + r * ow, acc + r * aw, in + r, nbytes - r < 64 ? nbytes - r : 64);
 	uint32_t c = crc32_clmul_finish(_mm512_extracti32x4_epi32(z4, 0),
 					_mm512_extracti32x4_epi32(z4, 1),
 					_mm512_extracti32x4_epi32(z4, 2),
@@ -461,9 +512,35 @@ static inline uint32_t icrc_fused512(enum fuse_kind k, const uint8_t *ip, size_t
 __attribute__((target("avx2,f16c,vpclmulqdq,pclmul,sse4.1"), always_inline))
 static inline __m256 fuse_widen256(enum fuse_kind k, __m128i h)
 {
-	if (k == FUSE_FP16_LOAD || k == FUSE_FP16_SUM)
+	if (fuse_fp16(k))
 		return _mm256_cvtph_ps(h);
 	return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+/* 8 fp32 to fp16 as fuse_narrow512 */
+__attribute__((target("avx2,f16c,vpclmulqdq,pclmul,sse4.1"), always_inline))
+static inline __m128i fuse_fp16_narrow256(__m256 f)
+{
+	__m128i h = _mm256_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+	__m128i nan = _mm_cmpgt_epi16(_mm_and_si128(h, _mm_set1_epi16(0x7fff)),
+				      _mm_set1_epi16(0x7c00));
+	__m128i canon = _mm_or_si128(_mm_and_si128(h, _mm_set1_epi16(-0x8000)),
+				     _mm_set1_epi16(0x7e00));
+	return _mm_blendv_epi8(h, canon, nan);
+}
+
+/* 8 fp32 to bf16 as fuse_narrow512, left in the low 16 bits of each lane */
+__attribute__((target("avx2,f16c,vpclmulqdq,pclmul,sse4.1"), always_inline))
+static inline __m256i fuse_bf16_round256(__m256 f)
+{
+	__m256i u = _mm256_castps_si256(f);
+	__m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)),
+					 _mm256_set1_epi32(0x7f800000));
+	__m256i r = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)),
+						       _mm256_and_si256(_mm256_srli_epi32(u, 16),
+									_mm256_set1_epi32(1))), 16);
+	return _mm256_blendv_epi8(r, _mm256_or_si256(_mm256_srli_epi32(u, 16),
+						     _mm256_set1_epi32(0x40)), nan);
 }
 
 /* 32 wire bytes: as fuse_op512 */
@@ -477,9 +554,23 @@ static inline void fuse_op256(enum fuse_kind k, uint8_t *o, const uint8_t *a,
 		__m256 lo = fuse_widen256(k, _mm256_castsi256_si128(x));
 		__m256 hi = fuse_widen256(k, _mm256_extracti128_si256(x, 1));
 
-		if (k == FUSE_FP16_SUM || k == FUSE_BF16_SUM) {
+		if (fuse_adds(k)) {
 			lo = _mm256_add_ps(_mm256_loadu_ps((const float *)a), lo);
 			hi = _mm256_add_ps(_mm256_loadu_ps((const float *)(a + 32)), hi);
+		}
+		if (k == FUSE_FP16_LAST) {
+			_mm_storeu_si128((__m128i *)o, fuse_fp16_narrow256(lo));
+			_mm_storeu_si128((__m128i *)(o + 16), fuse_fp16_narrow256(hi));
+			return;
+		}
+		if (k == FUSE_BF16_LAST) {
+			/* below 2^16 each: packing with unsigned saturation keeps
+			 * them; the packs work per 128-bit half, the permute
+			 * puts them in order */
+			__m256i p = _mm256_packus_epi32(fuse_bf16_round256(lo),
+							fuse_bf16_round256(hi));
+			_mm256_storeu_si256((__m256i *)o, _mm256_permute4x64_epi64(p, 0xd8));
+			return;
 		}
 		_mm256_storeu_ps((float *)o, lo);
 		_mm256_storeu_ps((float *)(o + 32), hi);
@@ -559,13 +650,17 @@ static inline void fuse_scalar(enum fuse_kind k, uint8_t *o, const uint8_t *a,
 			uint16_t h;
 			float x, y = 0.0f;
 			memcpy(&h, in + i, 2);
-			x = k == FUSE_FP16_LOAD || k == FUSE_FP16_SUM ? agg_fp16_to_fp32(h) :
-								     agg_bf16_to_fp32(h);
-			if (k == FUSE_FP16_SUM || k == FUSE_BF16_SUM) {
+			x = fuse_fp16(k) ? agg_fp16_to_fp32(h) : agg_bf16_to_fp32(h);
+			if (fuse_adds(k)) {
 				memcpy(&y, a + 2 * i, 4);
 				x = y + x;
 			}
-			memcpy(o + 2 * i, &x, 4);
+			if (fuse_last(k)) {
+				h = fuse_fp16(k) ? agg_fp32_to_fp16(x) : agg_fp32_to_bf16(x);
+				memcpy(o + i, &h, 2);
+			} else {
+				memcpy(o + 2 * i, &x, 4);
+			}
 		}
 		break;
 	}
@@ -583,6 +678,7 @@ static inline uint32_t icrc_fused256(enum fuse_kind k, const uint8_t *ip, size_t
 	const uint8_t *p = ip, *in = ip + hoff;
 	size_t bulk = span & ~(size_t)15, len = bulk, r = 0;
 	const size_t aw = fuse_half(k) ? 2 : 1;
+	const size_t ow = fuse_last(k) ? 1 : aw;
 	__m256i y1, y2, y3, y4;
 
 #define YFOLD(y, kk, next) \
@@ -603,7 +699,7 @@ static inline uint32_t icrc_fused256(enum fuse_kind k, const uint8_t *ip, size_t
 		y3 = YFOLD(y3, k1024, YLOAD(p + 64));
 		y4 = YFOLD(y4, k1024, YLOAD(p + 96));
 		for (size_t j = 0; j < 128; j += 32)
-			fuse_op256(k, out + (r + j) * aw, acc + (r + j) * aw, in + r + j);
+			fuse_op256(k, out + (r + j) * ow, acc + (r + j) * aw, in + r + j);
 		p += 128;
 		len -= 128;
 		r += 128;
@@ -621,8 +717,8 @@ static inline uint32_t icrc_fused256(enum fuse_kind k, const uint8_t *ip, size_t
 #undef YFOLD
 #undef YLOAD
 	for (; r + 32 <= nbytes; r += 32)
-		fuse_op256(k, out + r * aw, acc + r * aw, in + r);
-	fuse_scalar(k, out + r * aw, acc + r * aw, in + r, nbytes - r);
+		fuse_op256(k, out + r * ow, acc + r * aw, in + r);
+	fuse_scalar(k, out + r * ow, acc + r * aw, in + r, nbytes - r);
 	uint32_t c = crc32_clmul_finish(_mm256_castsi256_si128(y3), _mm256_extracti128_si256(y3, 1),
 					_mm256_castsi256_si128(y4), _mm256_extracti128_si256(y4, 1),
 					p, len);
@@ -648,6 +744,8 @@ FUSED_FNS(FUSE_FP16_LOAD, fp16_load)
 FUSED_FNS(FUSE_FP16_SUM, fp16_sum)
 FUSED_FNS(FUSE_BF16_LOAD, bf16_load)
 FUSED_FNS(FUSE_BF16_SUM, bf16_sum)
+FUSED_FNS(FUSE_FP16_LAST, fp16_last)
+FUSED_FNS(FUSE_BF16_LAST, bf16_last)
 #undef FUSED_FNS
 
 typedef uint32_t (*fused_fn)(const uint8_t *, size_t, size_t, uint8_t *, const uint8_t *,
@@ -988,6 +1086,65 @@ bool agg_icrc_reduce_available(enum agg_dtype dtype, enum agg_op op, bool load)
 	(void)load;
 	return false;
 #endif
+}
+
+#if defined(__x86_64__)
+/* The set's last contribution, fp16 or bf16: the kernel that rounds as it
+ * sums, or NULL. */
+static fused_fn fused_last_for(enum agg_dtype dtype, enum agg_op op)
+{
+	fused_fn sum = fused_for(dtype, op, false);
+
+	if (!sum || op != AGG_OP_SUM)
+		return NULL;
+	if (dtype == AGG_DTYPE_FP16)
+		return sum == icrc_fp16_sum_512 ? icrc_fp16_last_512 : icrc_fp16_last_256;
+	if (dtype == AGG_DTYPE_BF16)
+		return sum == icrc_bf16_sum_512 ? icrc_bf16_last_512 : icrc_bf16_last_256;
+	return NULL;
+}
+#endif
+
+bool agg_icrc_reduce_store_available(enum agg_dtype dtype, enum agg_op op)
+{
+#if defined(__x86_64__)
+	return fused_last_for(dtype, op) != NULL;
+#else
+	(void)dtype;
+	(void)op;
+	return false;
+#endif
+}
+
+uint32_t agg_icrc_reduce_store(const struct agg_pkt *pkt, void *out, const void *acc)
+{
+	const uint8_t *ip = pkt->frame + pkt->l3_off;
+	enum agg_dtype dtype = (enum agg_dtype)pkt->hdr.dtype;
+	enum agg_op op = (enum agg_op)pkt->hdr.op;
+	size_t span = (size_t)pkt->ip_len - AGG_ICRC_LEN;
+
+#if defined(__x86_64__)
+	fused_fn f = fused_last_for(dtype, op);
+
+	if (f && span >= 256)
+		return f(ip, span, (size_t)(pkt->payload - ip), out, acc, pkt->payload_len);
+#endif
+	/* element by element: acc op in, rounded to the wire as
+	 * agg_acc_store does (fp16, bf16 sums); the others' accumulators
+	 * are the wire's format already */
+	if (agg_dtype_acc_size(dtype) == agg_dtype_size(dtype))
+		return agg_icrc_reduce(pkt, out, acc);
+	uint8_t *o = out;
+	const uint8_t *a = acc;
+	for (uint32_t i = 0; i < pkt->hdr.count; i++) {
+		float x, y;
+		uint16_t h;
+		memcpy(&h, pkt->payload + 2 * i, 2);
+		memcpy(&y, a + 4 * i, 4);
+		x = agg_acc_reduce(dtype, op, &y, &h, 1) == 0 ? y : 0.0f;
+		agg_acc_store(dtype, o + 2 * i, &x, 1);
+	}
+	return agg_icrc_ipv4(ip, pkt->ip_len);
 }
 
 uint32_t agg_icrc_reduce(const struct agg_pkt *pkt, void *out, const void *acc)

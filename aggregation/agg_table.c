@@ -95,7 +95,8 @@ static inline uint8_t *set_acc(struct agg_set *s, uint8_t dtype)
 	return agg_dtype_acc_size(dtype) == agg_dtype_size(dtype) ? s->out : (uint8_t *)s->acc;
 }
 
-static void set_complete(struct agg_group *g, struct agg_set *s)
+/* stored: the wire's elements are in s->out already (agg_icrc_reduce_store) */
+static void set_complete(struct agg_group *g, struct agg_set *s, bool stored)
 {
 	struct agg_group_stats *st = shard_stats(g, (uint32_t)((s - g->sets) / 2));
 	size_t esize = agg_dtype_size(s->dtype);
@@ -116,7 +117,7 @@ static void set_complete(struct agg_group *g, struct agg_set *s)
 					       s->stage + (size_t)m * g->row_bytes,
 					       s->count);
 		}
-		if (acc != s->out)
+		if (acc != s->out && !stored)
 			agg_acc_store(s->dtype, s->out, acc, s->count);
 	}
 
@@ -169,7 +170,7 @@ int agg_group_ingest(struct agg_group *g, const struct agg_pkt *pkt,
 	uint16_t owner = AGG_NO_MEMBER;
 	struct agg_group_stats *st = shard_stats(g, h->slot);
 	int cmp, rc;
-	bool lazy = pkt->icrc_pending, fused = false;
+	bool lazy = pkt->icrc_pending, fused = false, stored = false;
 
 	if (AGG_UNLIKELY(pkt->kind != AGG_PKT_INCA ||
 			 h->group_id != c->group_id || pkt->dest_qp != c->qpn))
@@ -222,13 +223,26 @@ int agg_group_ingest(struct agg_group *g, const struct agg_pkt *pkt,
 		    agg_icrc_reduce_available((enum agg_dtype)h->dtype, (enum agg_op)h->op, opens)) {
 			struct shard *sh = shard_of(g, h->slot);
 			uint8_t *acc = set_acc(s, h->dtype);
-			if (agg_icrc_reduce(pkt, sh->spare, opens ? NULL : acc) != pkt->icrc)
-				return -AGG_E_ICRC;
-			if (acc == s->out)
-				s->out = sh->spare;
-			else
-				s->acc = sh->spare;
-			sh->spare = acc;
+			if (next && acc != s->out && s->nseen + 1u == c->nmembers &&
+			    agg_icrc_reduce_store_available((enum agg_dtype)h->dtype,
+							    (enum agg_op)h->op)) {
+				/* the last member's (fp16, bf16): the result
+				 * rounded into s->out as it is summed, the
+				 * accumulator only read. s->out is no one's
+				 * while the use is open, a wrong ICRC may
+				 * leave anything there. */
+				if (agg_icrc_reduce_store(pkt, s->out, acc) != pkt->icrc)
+					return -AGG_E_ICRC;
+				stored = true;
+			} else {
+				if (agg_icrc_reduce(pkt, sh->spare, opens ? NULL : acc) != pkt->icrc)
+					return -AGG_E_ICRC;
+				if (acc == s->out)
+					s->out = sh->spare;
+				else
+					s->acc = sh->spare;
+				sh->spare = acc;
+			}
 			fused = true;
 		} else if (agg_icrc_ipv4(pkt->frame + pkt->l3_off, pkt->ip_len) != pkt->icrc) {
 			return -AGG_E_ICRC;
@@ -353,7 +367,7 @@ int agg_group_ingest(struct agg_group *g, const struct agg_pkt *pkt,
 
 	if (s->nseen < c->nmembers)
 		return AGG_V_ACCEPTED;
-	set_complete(g, s);
+	set_complete(g, s, stored);
 	*res = s->res;
 	return s->state == SET_UP ? AGG_V_UPSTREAM : AGG_V_COMPLETE;
 }

@@ -315,7 +315,8 @@ static void test_icrc_prefix_every_length(void **state)
 
 /*
  * The ICRC computed in the pass that reduces a contribution
- * (agg_icrc_reduce): with every CRC implementation this CPU has, for every
+ * (agg_icrc_reduce; agg_icrc_reduce_store, the last one's, rounded to
+ * the wire): with every CRC implementation this CPU has, for every
  * dtype and a fused op and an unfused one, loads and reductions, into
  * another room and in place, element counts across the kernels' steps and
  * tails, with and without VLAN and immediate data: the ICRC is
@@ -410,6 +411,16 @@ static void test_icrc_reduce(void **state)
 				assert_int_equal(agg_icrc_reduce(&pkt, out, acc), pkt.icrc);
 				assert_memory_equal(out, ref, asz);
 				assert_int_equal(out[asz], 0xa5);
+				/* the last member's: rounded to the wire as
+				 * agg_acc_store rounds */
+				static uint8_t wref[8192 + 64];
+				agg_acc_store((enum agg_dtype)dt, wref, ref, n);
+				memset(out, 0xa5, sizeof(out));
+				assert_int_equal(agg_icrc_reduce_store(&pkt, out, acc), pkt.icrc);
+				assert_memory_equal(out, wref, n * esz);
+				assert_int_equal(out[n * esz], 0xa5);
+				fused += agg_icrc_reduce_store_available((enum agg_dtype)dt,
+									 (enum agg_op)op);
 				/* in place */
 				assert_int_equal(agg_icrc_reduce(&pkt, acc, acc), pkt.icrc);
 				assert_memory_equal(acc, ref, asz);

@@ -2063,7 +2063,8 @@ static void test_coll_lossy_network(void **state)
  * leaves the set as it was: not counted in the group's drops, no use
  * opened or preempted by its corrupted key, the accumulator untouched. The
  * same frame made right is then taken, and the sums are exact. 4 KiB of
- * fp32 and of int32, the sizes the one-pass kernels take.
+ * fp32, int32, fp16 and bf16 (whose last member's pass rounds the result
+ * into the wire's format), the sizes the one-pass kernels take.
  */
 static void test_icrc_in_reducing_pass(void **state)
 {
@@ -2074,22 +2075,34 @@ static void test_icrc_in_reducing_pass(void **state)
 	static struct contrib c;
 	static float fv[1024];
 	static int32_t iv[1024];
+	static uint16_t hv[2048];
+	static const uint8_t dts[] = { AGG_DTYPE_FP32, AGG_DTYPE_INT32, AGG_DTYPE_FP16,
+				       AGG_DTYPE_BF16 };
 
 	(void)state;
-	cfg.elems_per_pkt = 1024;
+	cfg.elems_per_pkt = 2048;
 	struct agg_group *g = agg_group_create(&cfg, &why);
 	assert_non_null(g);
-	for (int round = 0; round < 2; round++) {
-		uint8_t dt = round ? AGG_DTYPE_INT32 : AGG_DTYPE_FP32;
+	for (int round = 0; round < 4; round++) {
+		uint8_t dt = dts[round];
+		bool half = round >= 2;
+		uint16_t count = half ? 2048 : 1024;
 		uint32_t seq = 5 + (uint32_t)round;
 
 		for (int m = 0; m < NM; m++) {
+			const void *pl = round == 0 ? (const void *)fv :
+					 round == 1 ? (const void *)iv : (const void *)hv;
 			for (int i = 0; i < 1024; i++) {
 				fv[i] = (float)(m * 1000 - i);
 				iv[i] = m * 1000 - i;
 			}
-			mk(&c, (uint16_t)m, dt, AGG_OP_SUM, 1024, 1, false, seq, 0,
-			   round ? (const void *)iv : (const void *)fv);
+			/* (m + 1) / 2 - (i % 16) / 4: exact in fp16 and bf16,
+			 * and so are their sums */
+			for (int i = 0; i < 2048; i++) {
+				float h = (float)(m + 1) * 0.5f - (float)(i % 16) * 0.25f;
+				hv[i] = dt == AGG_DTYPE_FP16 ? agg_fp32_to_fp16(h) : agg_fp32_to_bf16(h);
+			}
+			mk(&c, (uint16_t)m, dt, AGG_OP_SUM, count, 1, false, seq, 0, pl);
 			size_t len = c.pkt.frame_len;
 			size_t pay = (size_t)(c.pkt.payload - c.frame);
 			/* a payload bit, the INCA header's coll_seq (a newer
@@ -2118,7 +2131,14 @@ static void test_icrc_in_reducing_pass(void **state)
 			assert_int_equal(agg_group_ingest(g, &c.pkt, &res, NULL),
 					 m == NM - 1 ? AGG_V_COMPLETE : AGG_V_ACCEPTED);
 		}
-		for (int i = 0; i < 1024; i++) {
+		for (int i = 0; half && i < 2048; i++) {
+			/* sum over m: 18 - 2 (i % 16) */
+			uint16_t v;
+			memcpy(&v, res.payload + 2 * i, 2);
+			float f = dt == AGG_DTYPE_FP16 ? agg_fp16_to_fp32(v) : agg_bf16_to_fp32(v);
+			assert_true(f == (float)(18 - 2 * (i % 16)));
+		}
+		for (int i = 0; !half && i < 1024; i++) {
 			/* sum over m of m * 1000 - i: 28000 - 8 i */
 			if (round) {
 				int32_t v;

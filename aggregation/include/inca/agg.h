@@ -501,6 +501,15 @@ uint32_t agg_icrc_ipv4_prefix(const uint8_t *ip, size_t hdr_len);
  */
 uint32_t agg_icrc_reduce(const struct agg_pkt *pkt, void *out, const void *acc);
 bool agg_icrc_reduce_available(enum agg_dtype dtype, enum agg_op op, bool load);
+/*
+ * The same for a set's last contribution: out = the result in the wire's
+ * format, acc op the elements rounded as agg_acc_store rounds them (fp16,
+ * bf16: no fp32 sum written; other dtypes: as agg_icrc_reduce). One pass
+ * where agg_icrc_reduce_store_available (fp16 and bf16 sums with
+ * VPCLMULQDQ).
+ */
+uint32_t agg_icrc_reduce_store(const struct agg_pkt *pkt, void *out, const void *acc);
+bool agg_icrc_reduce_store_available(enum agg_dtype dtype, enum agg_op op);
 /* Store the ICRC little-endian at p / read it. */
 void agg_icrc_store(uint8_t *p, uint32_t icrc);
 uint32_t agg_icrc_load(const uint8_t *p);
