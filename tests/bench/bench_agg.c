@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Aggregation engine microbenchmark, one core: reduction GB/s on 1 KiB
- * payloads and ns per contribution for the whole ingest path (decode +
+ * payloads, CRC-32 GB/s, a 4 KiB contribution's ICRC and sum in one pass
+ * against two, and ns per contribution for the whole ingest path (decode +
  * ICRC verify + slot lookup + reduce + completion check), 8 members.
  * Prints figures; asserts nothing about speed.
  */
@@ -164,6 +165,82 @@ static void bench_crc_all(long iters)
 	}
 }
 
+/* A 4 KiB contribution's ICRC check and its sum (L1-resident): in one pass
+ * (agg_icrc_reduce, as the switch does it), in two (agg_icrc_ipv4, then
+ * agg_acc_reduce), and the ICRC alone; and for fp16/bf16 the last
+ * member's, rounded to the wire in the same pass (agg_icrc_reduce_store)
+ * against the sum then agg_acc_store. ns per contribution. */
+static void bench_icrc_reduce(long iters)
+{
+	static const struct { enum agg_dtype dt; const char *name; } kinds[] = {
+		{ AGG_DTYPE_FP32, "fp32" }, { AGG_DTYPE_FP16, "fp16" }, { AGG_DTYPE_BF16, "bf16" },
+		{ AGG_DTYPE_INT32, "int32" }, { AGG_DTYPE_FP64, "fp64" },
+	};
+	static uint8_t frame[AGG_MAX_FRAME_LEN], payload[4096];
+	static uint8_t acc[8192] __attribute__((aligned(64))), out[8192] __attribute__((aligned(64)));
+	uint32_t c = 0;
+
+	printf("ICRC and sum of a 4 KiB contribution, ns (median of %d runs; %s):\n", RUNS,
+	       agg_crc32_impl_name(agg_crc32_impl_best()));
+	printf("dtype    one pass  two passes  ICRC alone   last, one pass  last, sum + store\n");
+	for (size_t i = 0; i < sizeof(payload); i++)
+		payload[i] = (uint8_t)(i * 7 + 1) & 0x3f;   /* small finite values */
+	for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+		enum agg_dtype dt = kinds[k].dt;
+		uint16_t n = (uint16_t)(4096 / agg_dtype_size(dt));
+		struct agg_frame_spec s = {
+			.src_ip = 0x0a000001, .dst_ip = 0x0a0000fe, .dest_qp = 0x100, .qkey = 1,
+			.src_qp = 0x101,
+			.hdr = { .version = AGG_VERSION, .type = AGG_TYPE_CONTRIB, .dtype = dt,
+				 .op = AGG_OP_SUM, .count = n, .group_id = 1, .fanin = 1 },
+		};
+		struct agg_pkt pkt;
+		double t[5][RUNS];
+		bool half = agg_dtype_acc_size(dt) != agg_dtype_size(dt);
+		int len = agg_encode(frame, sizeof(frame), &s, payload);
+
+		if (len < 0 || agg_decode_lazy(frame, (size_t)len, &pkt)) {
+			printf("%-7s (no frame)\n", kinds[k].name);
+			continue;
+		}
+		agg_acc_load(dt, acc, payload, n);
+		for (int r = 0; r < RUNS; r++) {
+			double t0 = now();
+			for (long i = 0; i < iters; i++)
+				c ^= agg_icrc_reduce(&pkt, (i & 1) ? out : acc, (i & 1) ? acc : out);
+			double t1 = now();
+			for (long i = 0; i < iters; i++) {
+				c ^= agg_icrc_ipv4(frame + pkt.l3_off, pkt.ip_len);
+				agg_acc_reduce(dt, AGG_OP_SUM, acc, pkt.payload, n);
+			}
+			double t2 = now();
+			for (long i = 0; i < iters; i++)
+				c ^= agg_icrc_ipv4(frame + pkt.l3_off, pkt.ip_len);
+			double t3 = now();
+			for (long i = 0; half && i < iters; i++)
+				c ^= agg_icrc_reduce_store(&pkt, out, acc);
+			double t4 = now();
+			for (long i = 0; half && i < iters; i++) {
+				c ^= agg_icrc_reduce(&pkt, out, acc);
+				agg_acc_store(dt, out + 8192 - 4096, out, n);
+			}
+			double t5 = now();
+			t[0][r] = (t1 - t0) / (double)iters * 1e9;
+			t[1][r] = (t2 - t1) / (double)iters * 1e9;
+			t[2][r] = (t3 - t2) / (double)iters * 1e9;
+			t[3][r] = (t4 - t3) / (double)iters * 1e9;
+			t[4][r] = (t5 - t4) / (double)iters * 1e9;
+		}
+		printf("%-7s %9.1f %11.1f %11.1f", kinds[k].name, median(t[0], RUNS),
+		       median(t[1], RUNS), median(t[2], RUNS));
+		if (half)
+			printf(" %16.1f %18.1f\n", median(t[3], RUNS), median(t[4], RUNS));
+		else
+			printf(" %16s %18s\n", "-", "-");
+	}
+	sink = c;
+}
+
 /* Whole ingest path: W slots, nmembers contributions each, 1 KiB of
  * elements; optionally also one result frame per member per completion. */
 static void bench_ingest(enum agg_dtype dtype, uint16_t nmembers, long rounds,
@@ -278,6 +355,7 @@ int main(int argc, char **argv)
 	printf("# INCA aggregation engine, one core; medians of %d runs\n", RUNS);
 	bench_reduce_all(100000 * scale);
 	bench_crc_all(100000 * scale);
+	bench_icrc_reduce(20000 * scale);
 	bench_ingest(AGG_DTYPE_FP32, 8, 200 * scale, false);
 	bench_ingest(AGG_DTYPE_BF16, 8, 200 * scale, false);
 	bench_ingest(AGG_DTYPE_FP32, 8, 200 * scale, true);
