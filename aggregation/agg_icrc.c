@@ -278,7 +278,7 @@ static uint32_t crc32_vclmul256(uint32_t c, const uint8_t *p, size_t len, const 
 				  p, len);
 }
 
-static bool have_clmul, have_vclmul, have_vclmul256, have_avx512bw, have_f16c;
+static bool have_clmul, have_vclmul, have_vclmul256, have_avx512bw, have_f16c, have_avx2;
 
 __attribute__((constructor)) static void crc_cpu_init(void)
 {
@@ -291,6 +291,7 @@ __attribute__((constructor)) static void crc_cpu_init(void)
 			 __builtin_cpu_supports("vpclmulqdq");
 	have_avx512bw = __builtin_cpu_supports("avx512bw");
 	have_f16c = __builtin_cpu_supports("f16c");
+	have_avx2 = __builtin_cpu_supports("avx2");
 }
 
 static const uint8_t no_mask[64] __attribute__((aligned(64)));
@@ -509,7 +510,7 @@ static inline uint32_t icrc_fused512(enum fuse_kind k, const uint8_t *ip, size_t
 	return ~crc32_raw(c, ip + bulk, span - bulk);
 }
 
-__attribute__((target("avx2,f16c,vpclmulqdq,pclmul,sse4.1"), always_inline))
+__attribute__((target("avx2,f16c"), always_inline))
 static inline __m256 fuse_widen256(enum fuse_kind k, __m128i h)
 {
 	if (fuse_fp16(k))
@@ -518,7 +519,7 @@ static inline __m256 fuse_widen256(enum fuse_kind k, __m128i h)
 }
 
 /* 8 fp32 to fp16 as fuse_narrow512 */
-__attribute__((target("avx2,f16c,vpclmulqdq,pclmul,sse4.1"), always_inline))
+__attribute__((target("avx2,f16c"), always_inline))
 static inline __m128i fuse_fp16_narrow256(__m256 f)
 {
 	__m128i h = _mm256_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
@@ -530,7 +531,7 @@ static inline __m128i fuse_fp16_narrow256(__m256 f)
 }
 
 /* 8 fp32 to bf16 as fuse_narrow512, left in the low 16 bits of each lane */
-__attribute__((target("avx2,f16c,vpclmulqdq,pclmul,sse4.1"), always_inline))
+__attribute__((target("avx2,f16c"), always_inline))
 static inline __m256i fuse_bf16_round256(__m256 f)
 {
 	__m256i u = _mm256_castps_si256(f);
@@ -544,7 +545,7 @@ static inline __m256i fuse_bf16_round256(__m256 f)
 }
 
 /* 32 wire bytes: as fuse_op512 */
-__attribute__((target("avx2,f16c,vpclmulqdq,pclmul,sse4.1"), always_inline))
+__attribute__((target("avx2,f16c"), always_inline))
 static inline void fuse_op256(enum fuse_kind k, uint8_t *o, const uint8_t *a,
 			      const uint8_t *in)
 {
@@ -725,6 +726,62 @@ static inline uint32_t icrc_fused256(enum fuse_kind k, const uint8_t *ip, size_t
 	return ~crc32_raw(c, ip + bulk, span - bulk);
 }
 
+/* The same with PCLMULQDQ (CPUs without VPCLMULQDQ that have AVX2: Intel
+ * to Skylake, AMD to Zen 2): crc32_clmul's four 128-bit lanes, 64 bytes a
+ * step, the elements with AVX2 beside them. */
+__attribute__((target("avx2,f16c,pclmul,sse4.1"), always_inline))
+static inline uint32_t icrc_fused128(enum fuse_kind k, const uint8_t *ip, size_t span,
+				     size_t hoff, uint8_t *out, const uint8_t *acc,
+				     size_t nbytes)
+{
+	const __m128i k1k2 = _mm_set_epi64x(0x01c6e41596, 0x0154442bd4);
+	const uint8_t *p = ip, *in = ip + hoff;
+	size_t bulk = span & ~(size_t)15, len = bulk, r = 0;
+	const size_t aw = fuse_half(k) ? 2 : 1;
+	const size_t ow = fuse_last(k) ? 1 : aw;
+	__m128i x1, x2, x3, x4;
+
+#define XLOAD(q) _mm_loadu_si128((const __m128i *)(q))
+#define XMASK(j) _mm_load_si128((const __m128i *)(icrc_or_mask + 16 * (j)))
+#define XFOLD(x, next) \
+	_mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x, k1k2, 0x00), \
+				    _mm_clmulepi64_si128(x, k1k2, 0x11)), next)
+	x1 = _mm_or_si128(XLOAD(p), XMASK(0));
+	x2 = _mm_or_si128(XLOAD(p + 16), XMASK(1));
+	x3 = _mm_or_si128(XLOAD(p + 32), XMASK(2));
+	x4 = _mm_or_si128(XLOAD(p + 48), XMASK(3));
+	x1 = _mm_xor_si128(x1, _mm_cvtsi32_si128((int)~crc_after_lrh));
+	p += 64;
+	len -= 64;
+	while (len >= 64 && r + 64 <= nbytes) {
+		x1 = XFOLD(x1, XLOAD(p));
+		x2 = XFOLD(x2, XLOAD(p + 16));
+		x3 = XFOLD(x3, XLOAD(p + 32));
+		x4 = XFOLD(x4, XLOAD(p + 48));
+		fuse_op256(k, out + r * ow, acc + r * aw, in + r);
+		fuse_op256(k, out + (r + 32) * ow, acc + (r + 32) * aw, in + r + 32);
+		p += 64;
+		len -= 64;
+		r += 64;
+	}
+	while (len >= 64) {
+		x1 = XFOLD(x1, XLOAD(p));
+		x2 = XFOLD(x2, XLOAD(p + 16));
+		x3 = XFOLD(x3, XLOAD(p + 32));
+		x4 = XFOLD(x4, XLOAD(p + 48));
+		p += 64;
+		len -= 64;
+	}
+#undef XFOLD
+#undef XMASK
+#undef XLOAD
+	for (; r + 32 <= nbytes; r += 32)
+		fuse_op256(k, out + r * ow, acc + r * aw, in + r);
+	fuse_scalar(k, out + r * ow, acc + r * aw, in + r, nbytes - r);
+	uint32_t c = crc32_clmul_finish(x1, x2, x3, x4, p, len);
+	return ~crc32_raw(c, ip + bulk, span - bulk);
+}
+
 /* One function per kind and width: the kind a constant in each. */
 #define FUSED_FNS(kind, tag)                                                         \
 	__attribute__((target("avx512f,avx512bw,vpclmulqdq,pclmul,sse4.1")))          \
@@ -734,7 +791,11 @@ static inline uint32_t icrc_fused256(enum fuse_kind k, const uint8_t *ip, size_t
 	__attribute__((target("avx2,f16c,vpclmulqdq,pclmul,sse4.1")))                 \
 	static uint32_t icrc_##tag##_256(const uint8_t *ip, size_t span, size_t hoff,  \
 					 uint8_t *o, const uint8_t *a, size_t n)       \
-	{ return icrc_fused256(kind, ip, span, hoff, o, a, n); }
+	{ return icrc_fused256(kind, ip, span, hoff, o, a, n); }                       \
+	__attribute__((target("avx2,f16c,pclmul,sse4.1")))                            \
+	static uint32_t icrc_##tag##_128(const uint8_t *ip, size_t span, size_t hoff,  \
+					 uint8_t *o, const uint8_t *a, size_t n)       \
+	{ return icrc_fused128(kind, ip, span, hoff, o, a, n); }
 FUSED_FNS(FUSE_COPY, copy)
 FUSED_FNS(FUSE_FP32_SUM, fp32_sum)
 FUSED_FNS(FUSE_FP64_SUM, fp64_sum)
@@ -751,45 +812,60 @@ FUSED_FNS(FUSE_BF16_LAST, bf16_last)
 typedef uint32_t (*fused_fn)(const uint8_t *, size_t, size_t, uint8_t *, const uint8_t *,
 			     size_t);
 
-/* The one-pass kernel for dtype and op (acc NULL: the first contribution,
- * a copy) with the CRC implementation in use, or NULL. */
-static fused_fn fused_for(enum agg_dtype dtype, enum agg_op op, bool load)
+#define FUSED_ROW(w) {                                                              \
+	[FUSE_COPY] = icrc_copy_##w, [FUSE_FP32_SUM] = icrc_fp32_sum_##w,             \
+	[FUSE_FP64_SUM] = icrc_fp64_sum_##w, [FUSE_I32_SUM] = icrc_i32_sum_##w,       \
+	[FUSE_I64_SUM] = icrc_i64_sum_##w, [FUSE_FP16_LOAD] = icrc_fp16_load_##w,     \
+	[FUSE_FP16_SUM] = icrc_fp16_sum_##w, [FUSE_BF16_LOAD] = icrc_bf16_load_##w,   \
+	[FUSE_BF16_SUM] = icrc_bf16_sum_##w, [FUSE_FP16_LAST] = icrc_fp16_last_##w,   \
+	[FUSE_BF16_LAST] = icrc_bf16_last_##w }
+static const fused_fn fused_fns[3][FUSE_BF16_LAST + 1] = {
+	FUSED_ROW(512), FUSED_ROW(256), FUSED_ROW(128),
+};
+#undef FUSED_ROW
+
+/* The one-pass kernel of kind with the CRC implementation in use (its
+ * width: VPCLMULQDQ on AVX-512 or AVX2, PCLMULQDQ with AVX2 beside it),
+ * or NULL. */
+static fused_fn fused_kernel(enum fuse_kind kind)
 {
 	enum agg_crc_impl impl = agg_crc32_impl_best();
-	bool w512 = impl == AGG_CRC_VPCLMUL_AVX512;
+	int w;
 
-	if (impl != AGG_CRC_VPCLMUL_AVX512 && impl != AGG_CRC_VPCLMUL_AVX2)
+	if (impl == AGG_CRC_VPCLMUL_AVX512 && have_avx512bw)
+		w = 0;
+	else if (impl == AGG_CRC_VPCLMUL_AVX2)
+		w = 1;
+	else if (impl == AGG_CRC_PCLMUL && have_avx2)
+		w = 2;
+	else
 		return NULL;
-	if (w512 && !have_avx512bw)
+	if (fuse_fp16(kind) && !have_f16c)
 		return NULL;
+	return fused_fns[w][kind];
+}
+
+/* The kernel for dtype and op: load (the first contribution, a copy or a
+ * widening), sum, or the last sum rounded to the wire (fp16, bf16). */
+static fused_fn fused_for(enum agg_dtype dtype, enum agg_op op, bool load)
+{
 	if (!load && op != AGG_OP_SUM)
 		return NULL;
 	switch (dtype) {
 	case AGG_DTYPE_FP16:
-		if (!have_f16c)
-			return NULL;
-		if (load)
-			return w512 ? icrc_fp16_load_512 : icrc_fp16_load_256;
-		return w512 ? icrc_fp16_sum_512 : icrc_fp16_sum_256;
+		return fused_kernel(load ? FUSE_FP16_LOAD : FUSE_FP16_SUM);
 	case AGG_DTYPE_BF16:
-		if (load)
-			return w512 ? icrc_bf16_load_512 : icrc_bf16_load_256;
-		return w512 ? icrc_bf16_sum_512 : icrc_bf16_sum_256;
+		return fused_kernel(load ? FUSE_BF16_LOAD : FUSE_BF16_SUM);
 	case AGG_DTYPE_FP32:
+		return fused_kernel(load ? FUSE_COPY : FUSE_FP32_SUM);
 	case AGG_DTYPE_FP64:
+		return fused_kernel(load ? FUSE_COPY : FUSE_FP64_SUM);
 	case AGG_DTYPE_INT32:
+		return fused_kernel(load ? FUSE_COPY : FUSE_I32_SUM);
 	case AGG_DTYPE_INT64:
-		if (load)
-			return w512 ? icrc_copy_512 : icrc_copy_256;
-		break;
+		return fused_kernel(load ? FUSE_COPY : FUSE_I64_SUM);
 	default:
 		return NULL;
-	}
-	switch (dtype) {
-	case AGG_DTYPE_FP32: return w512 ? icrc_fp32_sum_512 : icrc_fp32_sum_256;
-	case AGG_DTYPE_FP64: return w512 ? icrc_fp64_sum_512 : icrc_fp64_sum_256;
-	case AGG_DTYPE_INT32: return w512 ? icrc_i32_sum_512 : icrc_i32_sum_256;
-	default: return w512 ? icrc_i64_sum_512 : icrc_i64_sum_256;
 	}
 }
 #endif
@@ -1093,14 +1169,12 @@ bool agg_icrc_reduce_available(enum agg_dtype dtype, enum agg_op op, bool load)
  * sums, or NULL. */
 static fused_fn fused_last_for(enum agg_dtype dtype, enum agg_op op)
 {
-	fused_fn sum = fused_for(dtype, op, false);
-
-	if (!sum || op != AGG_OP_SUM)
+	if (op != AGG_OP_SUM)
 		return NULL;
 	if (dtype == AGG_DTYPE_FP16)
-		return sum == icrc_fp16_sum_512 ? icrc_fp16_last_512 : icrc_fp16_last_256;
+		return fused_kernel(FUSE_FP16_LAST);
 	if (dtype == AGG_DTYPE_BF16)
-		return sum == icrc_bf16_sum_512 ? icrc_bf16_last_512 : icrc_bf16_last_256;
+		return fused_kernel(FUSE_BF16_LAST);
 	return NULL;
 }
 #endif
@@ -1129,20 +1203,17 @@ uint32_t agg_icrc_reduce_store(const struct agg_pkt *pkt, void *out, const void 
 	if (f && span >= 256)
 		return f(ip, span, (size_t)(pkt->payload - ip), out, acc, pkt->payload_len);
 #endif
-	/* element by element: acc op in, rounded to the wire as
-	 * agg_acc_store does (fp16, bf16 sums); the others' accumulators
+	/* two passes, 256 elements at a time: acc op in, rounded to the
+	 * wire as agg_acc_store does (fp16, bf16); the others' accumulators
 	 * are the wire's format already */
 	if (agg_dtype_acc_size(dtype) == agg_dtype_size(dtype))
 		return agg_icrc_reduce(pkt, out, acc);
-	uint8_t *o = out;
-	const uint8_t *a = acc;
-	for (uint32_t i = 0; i < pkt->hdr.count; i++) {
-		float x, y;
-		uint16_t h;
-		memcpy(&h, pkt->payload + 2 * i, 2);
-		memcpy(&y, a + 4 * i, 4);
-		x = agg_acc_reduce(dtype, op, &y, &h, 1) == 0 ? y : 0.0f;
-		agg_acc_store(dtype, o + 2 * i, &x, 1);
+	float sum[256];
+	for (uint32_t i = 0; i < pkt->hdr.count; i += 256) {
+		uint32_t n = pkt->hdr.count - i < 256 ? pkt->hdr.count - i : 256;
+		memcpy(sum, (const float *)acc + i, n * sizeof(float));
+		agg_acc_reduce(dtype, op, sum, pkt->payload + 2 * (size_t)i, n);
+		agg_acc_store(dtype, (uint8_t *)out + 2 * (size_t)i, sum, n);
 	}
 	return agg_icrc_ipv4(ip, pkt->ip_len);
 }

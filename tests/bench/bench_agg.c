@@ -180,8 +180,10 @@ static void bench_icrc_reduce(long iters)
 	static uint8_t acc[8192] __attribute__((aligned(64))), out[8192] __attribute__((aligned(64)));
 	uint32_t c = 0;
 
-	printf("ICRC and sum of a 4 KiB contribution, ns (median of %d runs; %s):\n", RUNS,
-	       agg_crc32_impl_name(agg_crc32_impl_best()));
+	printf("ICRC and sum of a 4 KiB contribution, ns (median of %d runs; %s: %s):\n", RUNS,
+	       agg_crc32_impl_name(agg_crc32_impl_best()),
+	       agg_icrc_reduce_available(AGG_DTYPE_FP32, AGG_OP_SUM, false) ?
+	       "one pass" : "no one-pass kernel, agg_icrc_reduce takes two");
 	printf("dtype    one pass  two passes  ICRC alone   last, one pass  last, sum + store\n");
 	for (size_t i = 0; i < sizeof(payload); i++)
 		payload[i] = (uint8_t)(i * 7 + 1) & 0x3f;   /* small finite values */
@@ -334,8 +336,17 @@ int main(int argc, char **argv)
 	long scale = 1;
 	int opt;
 
-	while ((opt = getopt(argc, argv, "s:h")) != -1) {
+	while ((opt = getopt(argc, argv, "s:C:h")) != -1) {
 		switch (opt) {
+		case 'C': {
+			int impl = agg_crc32_impl_parse(optarg);
+			if (impl < 0 || agg_crc32_impl_use((enum agg_crc_impl)impl)) {
+				fprintf(stderr, "bench_agg: -C %s: not a CRC-32 this CPU has\n",
+					optarg);
+				return 2;
+			}
+			break;
+		}
 		case 's':
 			scale = strtol(optarg, NULL, 0);
 			if (scale < 1 || scale > 1000) {
@@ -344,9 +355,12 @@ int main(int argc, char **argv)
 			}
 			break;
 		case 'h':
-			printf("Usage: inca-bench-agg [-s SCALE]\n"
+			printf("Usage: inca-bench-agg [-s SCALE] [-C CRC]\n"
 			       "  Aggregation engine figures on one core; SCALE multiplies\n"
-			       "  the iterations (default 1, about 10 s in all).\n");
+			       "  the iterations (default 1, about 10 s in all). CRC: the\n"
+			       "  CRC-32 the ICRC and the one-pass kernels use (slice-by-8,\n"
+			       "  pclmulqdq, vpclmulqdq-avx2, vpclmulqdq-avx512; default the\n"
+			       "  widest this CPU has).\n");
 			return 0;
 		default:
 			return 2;
