@@ -497,7 +497,7 @@ uint32_t agg_icrc_ipv4_prefix(const uint8_t *ip, size_t hdr_len);
  * agg_acc_load's or agg_acc_reduce's (but for which NaN a NaN element
  * is, which docs/protocol.md leaves open). One pass where
  * agg_icrc_reduce_available (every float and integer dtype: load, and sum;
- * with VPCLMULQDQ on AVX-512 or AVX2), two otherwise.
+ * with VPCLMULQDQ, or PCLMULQDQ and AVX2), two otherwise.
  */
 uint32_t agg_icrc_reduce(const struct agg_pkt *pkt, void *out, const void *acc);
 bool agg_icrc_reduce_available(enum agg_dtype dtype, enum agg_op op, bool load);
@@ -505,8 +505,8 @@ bool agg_icrc_reduce_available(enum agg_dtype dtype, enum agg_op op, bool load);
  * The same for a set's last contribution: out = the result in the wire's
  * format, acc op the elements rounded as agg_acc_store rounds them (fp16,
  * bf16: no fp32 sum written; other dtypes: as agg_icrc_reduce). One pass
- * where agg_icrc_reduce_store_available (fp16 and bf16 sums with
- * VPCLMULQDQ).
+ * where agg_icrc_reduce_store_available (fp16 and bf16 sums, on the CPUs
+ * of agg_icrc_reduce_available).
  */
 uint32_t agg_icrc_reduce_store(const struct agg_pkt *pkt, void *out, const void *acc);
 bool agg_icrc_reduce_store_available(enum agg_dtype dtype, enum agg_op op);
