@@ -284,6 +284,7 @@ void agg_group_stats_sum(const struct agg_group *g, struct agg_group_stats *out)
 		out->upstream_resends += s->upstream_resends;
 		out->parent_results += s->parent_results;
 		out->waits += s->waits;
+		out->one_pass += s->one_pass;
 		for (int d = 0; d < AGG_E__COUNT; d++)
 			out->drops[d] += s->drops[d];
 	}

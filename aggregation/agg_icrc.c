@@ -834,13 +834,15 @@ static fused_fn fused_kernel(enum fuse_kind kind)
 
 	if (impl == AGG_CRC_VPCLMUL_AVX512 && have_avx512bw)
 		w = 0;
-	else if (impl == AGG_CRC_VPCLMUL_AVX2)
-		w = 1;
+	else if ((impl == AGG_CRC_VPCLMUL_AVX512 || impl == AGG_CRC_VPCLMUL_AVX2) &&
+		 have_vclmul256)
+		w = 1;          /* (AVX-512 without BW: the 256-bit kernels) */
 	else if (impl == AGG_CRC_PCLMUL && have_avx2)
 		w = 2;
 	else
 		return NULL;
-	if (fuse_fp16(kind) && !have_f16c)
+	/* the 256- and 128-bit kernels are built for F16C as well */
+	if ((w > 0 || fuse_fp16(kind)) && !have_f16c)
 		return NULL;
 	return fused_fns[w][kind];
 }
@@ -1195,9 +1197,9 @@ uint32_t agg_icrc_reduce_store(const struct agg_pkt *pkt, void *out, const void 
 	const uint8_t *ip = pkt->frame + pkt->l3_off;
 	enum agg_dtype dtype = (enum agg_dtype)pkt->hdr.dtype;
 	enum agg_op op = (enum agg_op)pkt->hdr.op;
-	size_t span = (size_t)pkt->ip_len - AGG_ICRC_LEN;
 
 #if defined(__x86_64__)
+	size_t span = (size_t)pkt->ip_len - AGG_ICRC_LEN;
 	fused_fn f = fused_last_for(dtype, op);
 
 	if (f && span >= 256)
@@ -1223,10 +1225,10 @@ uint32_t agg_icrc_reduce(const struct agg_pkt *pkt, void *out, const void *acc)
 	const uint8_t *ip = pkt->frame + pkt->l3_off;
 	enum agg_dtype dtype = (enum agg_dtype)pkt->hdr.dtype;
 	enum agg_op op = (enum agg_op)pkt->hdr.op;
-	size_t span = (size_t)pkt->ip_len - AGG_ICRC_LEN;
 	uint32_t icrc;
 
 #if defined(__x86_64__)
+	size_t span = (size_t)pkt->ip_len - AGG_ICRC_LEN;
 	fused_fn f = fused_for(dtype, op, acc == NULL);
 
 	if (f && span >= 256)

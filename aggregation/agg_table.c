@@ -244,6 +244,7 @@ int agg_group_ingest(struct agg_group *g, const struct agg_pkt *pkt,
 				sh->spare = acc;
 			}
 			fused = true;
+			st->one_pass++;
 		} else if (agg_icrc_ipv4(pkt->frame + pkt->l3_off, pkt->ip_len) != pkt->icrc) {
 			return -AGG_E_ICRC;
 		}
@@ -382,6 +383,11 @@ int agg_group_parent_result(struct agg_group *g, const struct agg_pkt *pkt,
 	bool has_data;
 	struct agg_group_stats *st = shard_stats(g, h->slot);
 
+	/* a caller that decoded it lazily (agg_decode_lazy): checked here,
+	 * before anything is read from it */
+	if (AGG_UNLIKELY(pkt->icrc_pending) &&
+	    agg_icrc_ipv4(pkt->frame + pkt->l3_off, pkt->ip_len) != pkt->icrc)
+		return -AGG_E_ICRC;
 	if (AGG_UNLIKELY(pkt->kind != AGG_PKT_INCA || h->group_id != g->cfg.group_id ||
 			 pkt->dest_qp != g->cfg.qpn || !p->ip))
 		return drop(st, -AGG_E_GROUP);

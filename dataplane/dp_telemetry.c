@@ -303,6 +303,7 @@ static int cmd_group(const char *cmd, const char *params, struct rte_tel_data *d
 		rte_tel_data_add_dict_u64(d, "preempted", s->preempted);
 		rte_tel_data_add_dict_u64(d, "restarts", s->restarts);
 		rte_tel_data_add_dict_u64(d, "waits", s->waits);
+		rte_tel_data_add_dict_u64(d, "icrc_one_pass", s->one_pass);
 		rte_tel_data_add_dict_u64(d, "results_sent", gs.results_sent);
 		rte_tel_data_add_dict_u64(d, "results_no_data", gs.results_no_data);
 		rte_tel_data_add_dict_u64(d, "results_no_route", gs.results_no_route);

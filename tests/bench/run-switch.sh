@@ -117,10 +117,10 @@ commit=$(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo unknown)
 			echo '```'
 			icrc=$(awk '{ t += $1 } $2 ~ /agg_crc32|agg_icrc|crc32_|crc_multmodp/ { s += $1 }
 				    END { printf "%.1f", 100 * s / t }' <<< "$prof")
-			fused=$(awk '{ t += $1 } $2 ~ /^icrc_.*_(512|256)$/ { s += $1 }
+			fused=$(awk '{ t += $1 } $2 ~ /^icrc_.*_(512|256|128)$/ { s += $1 }
 				     END { printf "%.1f", 100 * s / t }' <<< "$prof")
 			echo
-			echo "The ICRC of every contribution checked in the pass that loads or sums it (icrc_*_512 / _256, both the CRC and the reduction): ${fused}% of the worker's samples. The rest of the ICRC (contributions checked alone; once per set, the result payload's CRC and the results' template; each result's balance): ${icrc}%."
+			echo "The ICRC of every contribution checked in the pass that loads or sums it (icrc_*_512 / _256 / _128, both the CRC and the reduction): ${fused}% of the worker's samples. The rest of the ICRC (contributions checked alone; once per set, the result payload's CRC and the results' template; each result's balance): ${icrc}%."
 		fi
 		rm -f "$pd"
 	fi

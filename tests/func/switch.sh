@@ -92,6 +92,25 @@ else
 	echo "# IB MTU 4096 with one worker skipped: links MTU $MTU (section 6 runs them on MTU 9000 with two workers; INCA_TESTBED_MTU=9000 runs them here too)"
 fi
 
+# The one pass: an fp32 sum's contributions have their ICRC checked in the
+# pass that reduces them (docs/switch.md), on CPUs with PCLMULQDQ and AVX2
+# or VPCLMULQDQ; a wrong ICRC there is dropped as one
+before_c=$(telemetry /inca/group,1 contributions)
+before_o=$(telemetry /inca/group,1 icrc_one_pass)
+check "group 1: fp32 sum, 4000 elements" allreduce 1 4000 256 "" --dtype fp32 --op sum
+after_c=$(telemetry /inca/group,1 contributions)
+after_o=$(telemetry /inca/group,1 icrc_one_pass)
+if grep -qw pclmulqdq /proc/cpuinfo && grep -qw avx2 /proc/cpuinfo; then
+	expect_eq "every contribution of the fp32 sum checked in the pass that reduced it (icrc_one_pass)" \
+		$((after_o - before_o)) $((after_c - before_c))
+else
+	expect_eq "no one-pass kernel on this CPU (icrc_one_pass)" $((after_o - before_o)) 0
+fi
+before=$(telemetry /inca/drops icrc)
+check "bad packet (icrc) in an fp32 sum from rank 2, group completes" allreduce 1 600 256 "2:--bad|icrc" --dtype fp32 --op sum
+after=$(telemetry /inca/drops icrc)
+expect_eq "switch counted one 'icrc' drop (fp32 sum)" $((after - before)) 1
+
 # 2. duplicates and lost results
 before_dup=$(telemetry /inca/group,1 duplicates)
 check "duplicated contributions from every rank" allreduce 1 4000 256 "0:--dup 1:--dup 2:--dup 3:--dup" --dtype int32 --op sum

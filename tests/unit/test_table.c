@@ -1158,6 +1158,14 @@ static void test_two_level_tree(void **state)
 	decode_ok(f, host_frame(f, 0, 1, 0, v[0][1], n), &bad);
 	assert_int_equal(agg_group_parent_result(leaf[0], &bad, &r), -AGG_E_NOT_MEMBER);
 
+	/* a parent result whose ICRC was left pending (agg_decode_lazy) and
+	 * is wrong: refused as such, nothing taken from it */
+	down[1][downlen[1] - 8] ^= 0x20;
+	assert_int_equal(agg_decode_lazy(down[1], (size_t)downlen[1], &bad), 0);
+	assert_int_equal(agg_group_parent_result(leaf[1], &bad, &r), -AGG_E_ICRC);
+	assert_int_equal(agg_group_stats(leaf[1])->parent_results, 0);
+	down[1][downlen[1] - 8] ^= 0x20;
+
 	/* leaf 1 gets its result; leaf 0's is lost */
 	decode_ok(down[1], downlen[1], &p);
 	assert_int_equal(agg_group_parent_result(leaf[1], &p, &r), AGG_V_COMPLETE);
@@ -2078,6 +2086,7 @@ static void test_icrc_in_reducing_pass(void **state)
 	static uint16_t hv[2048];
 	static const uint8_t dts[] = { AGG_DTYPE_FP32, AGG_DTYPE_INT32, AGG_DTYPE_FP16,
 				       AGG_DTYPE_BF16 };
+	uint64_t one_pass = 0;
 
 	(void)state;
 	cfg.elems_per_pkt = 2048;
@@ -2150,7 +2159,13 @@ static void test_icrc_in_reducing_pass(void **state)
 				assert_true(v == (float)(28000 - 8 * i));
 			}
 		}
+		/* the one pass took every contribution where this CPU has
+		 * the kernels (the first member's load, the others' sums) */
+		one_pass += agg_icrc_reduce_available((enum agg_dtype)dt, AGG_OP_SUM, true) +
+			    (NM - 1) * agg_icrc_reduce_available((enum agg_dtype)dt, AGG_OP_SUM,
+								 false);
 		agg_group_stats_sum(g, &st);
+		assert_int_equal(st.one_pass, one_pass);
 		assert_int_equal(st.contributions, (uint64_t)NM * (round + 1));
 		assert_int_equal(st.completions, (uint64_t)round + 1);
 		assert_int_equal(st.preempted, 0);

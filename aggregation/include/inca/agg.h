@@ -605,6 +605,8 @@ struct agg_group_stats {
 	uint64_t upstream_resends; /* partial sent again: a member retransmitted */
 	uint64_t parent_results; /* final results received from the parent */
 	uint64_t waits;          /* WAITs answered to a retransmission */
+	uint64_t one_pass;       /* contributions whose ICRC was checked in the
+				    pass that reduced them (agg_icrc_reduce) */
 	uint64_t drops[AGG_E__COUNT];
 };
 
