@@ -181,102 +181,11 @@ static uint32_t crc32_clmul(uint32_t c, const uint8_t *p, size_t len, const uint
 	return crc32_clmul_finish(x1, x2, x3, x4, p, len);
 }
 
-/*
- * The same folding on AVX-512 with VPCLMULQDQ: four 512-bit registers (16
- * lanes) folded 256 bytes at a time (constants x^(2048+32) and x^(2048-32)
- * mod P, reflected and shifted as in the paper), then into one register
- * with the 64-byte constants, then 64 bytes at a time, then four lanes
- * into one as above. len >= 256 and a multiple of 16.
- */
-__attribute__((target("avx512f,vpclmulqdq,pclmul,sse4.1")))
-static uint32_t crc32_vclmul(uint32_t c, const uint8_t *p, size_t len, const uint8_t *or64)
-{
-	const __m512i k2048 = _mm512_broadcast_i32x4(_mm_set_epi64x(0x01322d1430, 0x011542778a));
-	const __m512i k512 = _mm512_broadcast_i32x4(_mm_set_epi64x(0x01c6e41596, 0x0154442bd4));
-	__m512i z1, z2, z3, z4;
-	__m128i x1, x2, x3, x4;
-
-#define ZFOLD(z, k, next) \
-	_mm512_ternarylogic_epi64(_mm512_clmulepi64_epi128(z, k, 0x00), \
-				  _mm512_clmulepi64_epi128(z, k, 0x11), next, 0x96)
-	z1 = _mm512_or_si512(_mm512_loadu_si512(p), _mm512_loadu_si512(or64));
-	z2 = _mm512_loadu_si512(p + 64);
-	z3 = _mm512_loadu_si512(p + 128);
-	z4 = _mm512_loadu_si512(p + 192);
-	z1 = _mm512_xor_si512(z1, _mm512_castsi128_si512(_mm_cvtsi32_si128((int)c)));
-	p += 256;
-	len -= 256;
-	while (len >= 256) {
-		z1 = ZFOLD(z1, k2048, _mm512_loadu_si512(p));
-		z2 = ZFOLD(z2, k2048, _mm512_loadu_si512(p + 64));
-		z3 = ZFOLD(z3, k2048, _mm512_loadu_si512(p + 128));
-		z4 = ZFOLD(z4, k2048, _mm512_loadu_si512(p + 192));
-		p += 256;
-		len -= 256;
-	}
-	/* four registers into one, each lane 64 bytes on */
-	z2 = ZFOLD(z1, k512, z2);
-	z3 = ZFOLD(z2, k512, z3);
-	z4 = ZFOLD(z3, k512, z4);
-	while (len >= 64) {
-		z4 = ZFOLD(z4, k512, _mm512_loadu_si512(p));
-		p += 64;
-		len -= 64;
-	}
-#undef ZFOLD
-	x1 = _mm512_extracti32x4_epi32(z4, 0);
-	x2 = _mm512_extracti32x4_epi32(z4, 1);
-	x3 = _mm512_extracti32x4_epi32(z4, 2);
-	x4 = _mm512_extracti32x4_epi32(z4, 3);
-
-	return crc32_clmul_finish(x1, x2, x3, x4, p, len);
-}
-
-/*
- * The same folding with 256-bit VPCLMULQDQ (AVX2 CPUs that have it: AMD
- * Zen 3, Intel Alder Lake cores without AVX-512): four 256-bit registers
- * (8 lanes) folded 128 bytes at a time (x^(1024+32) and x^(1024-32) mod
- * P), then the first two onto the last two, 64 bytes on (the 4-lane
- * constants), which leaves four consecutive 128-bit lanes for the common
- * end. len >= 128 and a multiple of 16.
- */
-__attribute__((target("avx2,vpclmulqdq,pclmul,sse4.1")))
-static uint32_t crc32_vclmul256(uint32_t c, const uint8_t *p, size_t len, const uint8_t *or64)
-{
-	const __m256i k1024 = _mm256_broadcastsi128_si256(_mm_set_epi64x(0x014a7fe880,
-									  0x01e88ef372));
-	const __m256i k512 = _mm256_broadcastsi128_si256(_mm_set_epi64x(0x01c6e41596,
-									 0x0154442bd4));
-	__m256i y1, y2, y3, y4;
-
-#define YFOLD(y, k, next) \
-	_mm256_xor_si256(_mm256_xor_si256(_mm256_clmulepi64_epi128(y, k, 0x00), \
-					  _mm256_clmulepi64_epi128(y, k, 0x11)), next)
-	y1 = _mm256_or_si256(_mm256_loadu_si256((const __m256i *)p),
-			     _mm256_loadu_si256((const __m256i *)or64));
-	y2 = _mm256_or_si256(_mm256_loadu_si256((const __m256i *)(p + 32)),
-			     _mm256_loadu_si256((const __m256i *)(or64 + 32)));
-	y3 = _mm256_loadu_si256((const __m256i *)(p + 64));
-	y4 = _mm256_loadu_si256((const __m256i *)(p + 96));
-	y1 = _mm256_xor_si256(y1, _mm256_castsi128_si256(_mm_cvtsi32_si128((int)c)));
-	p += 128;
-	len -= 128;
-	while (len >= 128) {
-		y1 = YFOLD(y1, k1024, _mm256_loadu_si256((const __m256i *)p));
-		y2 = YFOLD(y2, k1024, _mm256_loadu_si256((const __m256i *)(p + 32)));
-		y3 = YFOLD(y3, k1024, _mm256_loadu_si256((const __m256i *)(p + 64)));
-		y4 = YFOLD(y4, k1024, _mm256_loadu_si256((const __m256i *)(p + 96)));
-		p += 128;
-		len -= 128;
-	}
-	/* y1 y2 y3 y4 cover 128 bytes: y1 onto y3 and y2 onto y4 */
-	y3 = YFOLD(y1, k512, y3);
-	y4 = YFOLD(y2, k512, y4);
-#undef YFOLD
-	return crc32_clmul_finish(_mm256_castsi256_si128(y3), _mm256_extracti128_si256(y3, 1),
-				  _mm256_castsi256_si128(y4), _mm256_extracti128_si256(y4, 1),
-				  p, len);
-}
+/* The same folding with VPCLMULQDQ on AVX-512 (len >= 256) and on AVX2
+ * (len >= 128): fold512 and fold256 below, which the one-pass kernels
+ * share, with no elements. */
+static uint32_t crc32_vclmul(uint32_t c, const uint8_t *p, size_t len, const uint8_t *or64);
+static uint32_t crc32_vclmul256(uint32_t c, const uint8_t *p, size_t len, const uint8_t *or64);
 
 static bool have_clmul, have_vclmul, have_vclmul256, have_avx512bw, have_f16c, have_avx2;
 
@@ -285,9 +194,13 @@ __attribute__((constructor)) static void crc_cpu_init(void)
 	__builtin_cpu_init();
 	have_clmul = __builtin_cpu_supports("pclmul") &&
 		     __builtin_cpu_supports("sse4.1");
+	/* with the instructions the one-pass kernels share the folding
+	 * with (every CPU with VPCLMULQDQ has them) */
 	have_vclmul = have_clmul && __builtin_cpu_supports("avx512f") &&
+		      __builtin_cpu_supports("avx512bw") &&
 		      __builtin_cpu_supports("vpclmulqdq");
 	have_vclmul256 = have_clmul && __builtin_cpu_supports("avx2") &&
+			 __builtin_cpu_supports("f16c") &&
 			 __builtin_cpu_supports("vpclmulqdq");
 	have_avx512bw = __builtin_cpu_supports("avx512bw");
 	have_f16c = __builtin_cpu_supports("f16c");
@@ -450,15 +363,24 @@ static inline void fuse_op512(enum fuse_kind k, uint8_t *o, const uint8_t *a,
 	_mm512_mask_storeu_epi8(o, m, x);
 }
 
+/*
+ * CRC folding on AVX-512 with VPCLMULQDQ, and beside it the elements:
+ * four 512-bit registers (16 lanes) folded 256 bytes at a time (constants
+ * x^(2048+32) and x^(2048-32) mod P, reflected and shifted as in the
+ * paper), then into one register with the 64-byte constants, then 64
+ * bytes at a time, then four lanes into one (crc32_clmul_finish). p: len
+ * bytes (>= 256, a multiple of 16), or64 ORed into the first 64, c the raw
+ * register; returns the raw register. The same loop does out = acc op in
+ * over nbytes of elements at in (none: the plain CRC, crc32_vclmul).
+ */
 __attribute__((target("avx512f,avx512bw,vpclmulqdq,pclmul,sse4.1"), always_inline))
-static inline uint32_t icrc_fused512(enum fuse_kind k, const uint8_t *ip, size_t span,
-				     size_t hoff, uint8_t *out, const uint8_t *acc,
-				     size_t nbytes)
+static inline uint32_t fold512(enum fuse_kind k, uint32_t c, const uint8_t *p, size_t len,
+			       const uint8_t *or64, const uint8_t *in, uint8_t *out,
+			       const uint8_t *acc, size_t nbytes)
 {
 	const __m512i k2048 = _mm512_broadcast_i32x4(_mm_set_epi64x(0x01322d1430, 0x011542778a));
 	const __m512i k512 = _mm512_broadcast_i32x4(_mm_set_epi64x(0x01c6e41596, 0x0154442bd4));
-	const uint8_t *p = ip, *in = ip + hoff;
-	size_t bulk = span & ~(size_t)15, len = bulk, r = 0;
+	size_t r = 0;
 	const size_t aw = fuse_half(k) ? 2 : 1;   /* accumulator bytes a wire byte */
 	const size_t ow = fuse_last(k) ? 1 : aw;  /* out's */
 	__m512i z1, z2, z3, z4;
@@ -466,11 +388,11 @@ static inline uint32_t icrc_fused512(enum fuse_kind k, const uint8_t *ip, size_t
 #define ZFOLD(z, kk, next) \
 	_mm512_ternarylogic_epi64(_mm512_clmulepi64_epi128(z, kk, 0x00), \
 				  _mm512_clmulepi64_epi128(z, kk, 0x11), next, 0x96)
-	z1 = _mm512_or_si512(_mm512_loadu_si512(p), _mm512_load_si512(icrc_or_mask));
+	z1 = _mm512_or_si512(_mm512_loadu_si512(p), _mm512_loadu_si512(or64));
 	z2 = _mm512_loadu_si512(p + 64);
 	z3 = _mm512_loadu_si512(p + 128);
 	z4 = _mm512_loadu_si512(p + 192);
-	z1 = _mm512_xor_si512(z1, _mm512_castsi128_si512(_mm_cvtsi32_si128((int)~crc_after_lrh)));
+	z1 = _mm512_xor_si512(z1, _mm512_castsi128_si512(_mm_cvtsi32_si128((int)c)));
 	p += 256;
 	len -= 256;
 	while (len >= 256 && r + 256 <= nbytes) {
@@ -503,11 +425,30 @@ static inline uint32_t icrc_fused512(enum fuse_kind k, const uint8_t *ip, size_t
 #undef ZFOLD
 	for (; r < nbytes; r += 64)
 		fuse_op512(k, out + r * ow, acc + r * aw, in + r, nbytes - r < 64 ? nbytes - r : 64);
-	uint32_t c = crc32_clmul_finish(_mm512_extracti32x4_epi32(z4, 0),
-					_mm512_extracti32x4_epi32(z4, 1),
-					_mm512_extracti32x4_epi32(z4, 2),
-					_mm512_extracti32x4_epi32(z4, 3), p, len);
+	return crc32_clmul_finish(_mm512_extracti32x4_epi32(z4, 0),
+				  _mm512_extracti32x4_epi32(z4, 1),
+				  _mm512_extracti32x4_epi32(z4, 2),
+				  _mm512_extracti32x4_epi32(z4, 3), p, len);
+}
+
+/* A contribution's ICRC (the datagram from ip, span bytes, the masked
+ * headers ORed in) with out = acc op its elements, hoff bytes on. */
+__attribute__((target("avx512f,avx512bw,vpclmulqdq,pclmul,sse4.1"), always_inline))
+static inline uint32_t icrc_fused512(enum fuse_kind k, const uint8_t *ip, size_t span,
+				     size_t hoff, uint8_t *out, const uint8_t *acc,
+				     size_t nbytes)
+{
+	size_t bulk = span & ~(size_t)15;
+	uint32_t c = fold512(k, ~crc_after_lrh, ip, bulk, icrc_or_mask, ip + hoff, out, acc,
+			     nbytes);
+
 	return ~crc32_raw(c, ip + bulk, span - bulk);
+}
+
+__attribute__((target("avx512f,avx512bw,vpclmulqdq,pclmul,sse4.1")))
+static uint32_t crc32_vclmul(uint32_t c, const uint8_t *p, size_t len, const uint8_t *or64)
+{
+	return fold512(FUSE_COPY, c, p, len, or64, NULL, NULL, NULL, 0);
 }
 
 __attribute__((target("avx2,f16c"), always_inline))
@@ -609,42 +550,28 @@ static inline void fuse_scalar(enum fuse_kind k, uint8_t *o, const uint8_t *a,
 	case FUSE_COPY:
 		memmove(o, in, nbytes);
 		break;
+	/* IEEE addition; integers modulo 2^n */
+#define SCALAR_SUM(T)                                                  \
+	for (; i + sizeof(T) <= nbytes; i += sizeof(T)) {              \
+		T x, y;                                                \
+		memcpy(&x, in + i, sizeof(T));                         \
+		memcpy(&y, a + i, sizeof(T));                          \
+		y += x;                                                \
+		memcpy(o + i, &y, sizeof(T));                          \
+	}
 	case FUSE_FP32_SUM:
-		for (; i + 4 <= nbytes; i += 4) {
-			float x, y;
-			memcpy(&x, in + i, 4);
-			memcpy(&y, a + i, 4);
-			y += x;
-			memcpy(o + i, &y, 4);
-		}
+		SCALAR_SUM(float);
 		break;
 	case FUSE_FP64_SUM:
-		for (; i + 8 <= nbytes; i += 8) {
-			double x, y;
-			memcpy(&x, in + i, 8);
-			memcpy(&y, a + i, 8);
-			y += x;
-			memcpy(o + i, &y, 8);
-		}
+		SCALAR_SUM(double);
 		break;
 	case FUSE_I32_SUM:
-		for (; i + 4 <= nbytes; i += 4) {
-			uint32_t x, y;
-			memcpy(&x, in + i, 4);
-			memcpy(&y, a + i, 4);
-			y += x;
-			memcpy(o + i, &y, 4);
-		}
+		SCALAR_SUM(uint32_t);
 		break;
 	case FUSE_I64_SUM:
-		for (; i + 8 <= nbytes; i += 8) {
-			uint64_t x, y;
-			memcpy(&x, in + i, 8);
-			memcpy(&y, a + i, 8);
-			y += x;
-			memcpy(o + i, &y, 8);
-		}
+		SCALAR_SUM(uint64_t);
 		break;
+#undef SCALAR_SUM
 	default:
 		/* 2-byte elements, fp32 accumulators */
 		for (; i + 2 <= nbytes; i += 2) {
@@ -667,17 +594,24 @@ static inline void fuse_scalar(enum fuse_kind k, uint8_t *o, const uint8_t *a,
 	}
 }
 
+/*
+ * The same with 256-bit VPCLMULQDQ (AVX2 CPUs that have it: AMD Zen 3,
+ * Intel Alder Lake cores without AVX-512): four 256-bit registers (8
+ * lanes) folded 128 bytes at a time (x^(1024+32) and x^(1024-32) mod P),
+ * then the first two onto the last two, 64 bytes on (the 4-lane
+ * constants), which leaves four consecutive 128-bit lanes for the common
+ * end. len >= 128 and a multiple of 16.
+ */
 __attribute__((target("avx2,f16c,vpclmulqdq,pclmul,sse4.1"), always_inline))
-static inline uint32_t icrc_fused256(enum fuse_kind k, const uint8_t *ip, size_t span,
-				     size_t hoff, uint8_t *out, const uint8_t *acc,
-				     size_t nbytes)
+static inline uint32_t fold256(enum fuse_kind k, uint32_t c, const uint8_t *p, size_t len,
+			       const uint8_t *or64, const uint8_t *in, uint8_t *out,
+			       const uint8_t *acc, size_t nbytes)
 {
 	const __m256i k1024 = _mm256_broadcastsi128_si256(_mm_set_epi64x(0x014a7fe880,
 									  0x01e88ef372));
 	const __m256i k512 = _mm256_broadcastsi128_si256(_mm_set_epi64x(0x01c6e41596,
 									 0x0154442bd4));
-	const uint8_t *p = ip, *in = ip + hoff;
-	size_t bulk = span & ~(size_t)15, len = bulk, r = 0;
+	size_t r = 0;
 	const size_t aw = fuse_half(k) ? 2 : 1;
 	const size_t ow = fuse_last(k) ? 1 : aw;
 	__m256i y1, y2, y3, y4;
@@ -686,12 +620,11 @@ static inline uint32_t icrc_fused256(enum fuse_kind k, const uint8_t *ip, size_t
 	_mm256_xor_si256(_mm256_xor_si256(_mm256_clmulepi64_epi128(y, kk, 0x00), \
 					  _mm256_clmulepi64_epi128(y, kk, 0x11)), next)
 #define YLOAD(q) _mm256_loadu_si256((const __m256i *)(q))
-	y1 = _mm256_or_si256(YLOAD(p), _mm256_load_si256((const __m256i *)icrc_or_mask));
-	y2 = _mm256_or_si256(YLOAD(p + 32),
-			     _mm256_load_si256((const __m256i *)(icrc_or_mask + 32)));
+	y1 = _mm256_or_si256(YLOAD(p), YLOAD(or64));
+	y2 = _mm256_or_si256(YLOAD(p + 32), YLOAD(or64 + 32));
 	y3 = YLOAD(p + 64);
 	y4 = YLOAD(p + 96);
-	y1 = _mm256_xor_si256(y1, _mm256_castsi128_si256(_mm_cvtsi32_si128((int)~crc_after_lrh)));
+	y1 = _mm256_xor_si256(y1, _mm256_castsi128_si256(_mm_cvtsi32_si128((int)c)));
 	p += 128;
 	len -= 128;
 	while (len >= 128 && r + 128 <= nbytes) {
@@ -719,11 +652,29 @@ static inline uint32_t icrc_fused256(enum fuse_kind k, const uint8_t *ip, size_t
 #undef YLOAD
 	for (; r + 32 <= nbytes; r += 32)
 		fuse_op256(k, out + r * ow, acc + r * aw, in + r);
-	fuse_scalar(k, out + r * ow, acc + r * aw, in + r, nbytes - r);
-	uint32_t c = crc32_clmul_finish(_mm256_castsi256_si128(y3), _mm256_extracti128_si256(y3, 1),
-					_mm256_castsi256_si128(y4), _mm256_extracti128_si256(y4, 1),
-					p, len);
+	if (r < nbytes)
+		fuse_scalar(k, out + r * ow, acc + r * aw, in + r, nbytes - r);
+	return crc32_clmul_finish(_mm256_castsi256_si128(y3), _mm256_extracti128_si256(y3, 1),
+				  _mm256_castsi256_si128(y4), _mm256_extracti128_si256(y4, 1),
+				  p, len);
+}
+
+__attribute__((target("avx2,f16c,vpclmulqdq,pclmul,sse4.1"), always_inline))
+static inline uint32_t icrc_fused256(enum fuse_kind k, const uint8_t *ip, size_t span,
+				     size_t hoff, uint8_t *out, const uint8_t *acc,
+				     size_t nbytes)
+{
+	size_t bulk = span & ~(size_t)15;
+	uint32_t c = fold256(k, ~crc_after_lrh, ip, bulk, icrc_or_mask, ip + hoff, out, acc,
+			     nbytes);
+
 	return ~crc32_raw(c, ip + bulk, span - bulk);
+}
+
+__attribute__((target("avx2,f16c,vpclmulqdq,pclmul,sse4.1")))
+static uint32_t crc32_vclmul256(uint32_t c, const uint8_t *p, size_t len, const uint8_t *or64)
+{
+	return fold256(FUSE_COPY, c, p, len, or64, NULL, NULL, NULL, 0);
 }
 
 /* The same with PCLMULQDQ (CPUs without VPCLMULQDQ that have AVX2: Intel
