@@ -795,6 +795,7 @@ int main(int argc, char **argv)
 {
 	sim_shape shape = {};
 	const char *bench = nullptr;
+	const char *in_host = nullptr;   /* an in-host option given (needs P > 1) */
 	char why[256];
 
 	shape.tiers = 1;
@@ -931,19 +932,33 @@ int main(int argc, char **argv)
 			ok = opt_int("ranks-per-host", optarg, 1, 4096, &l);
 			P.ranks_per_host = (int)l;
 			break;
-		case 'W': ok = opt_num("host-rate", optarg, NUM_PLAIN, 1, 1e15, &P.host_rate); break;
-		case 'F': ok = opt_num("host-call", optarg, NUM_PLAIN, 0, 10, &P.host_call); break;
-		case 'K': ok = opt_num("host-cache", optarg, NUM_SIZE, 1, 1e15, &P.host_cache); break;
+		case 'W':
+			ok = opt_num("host-rate", optarg, NUM_PLAIN, 1, 1e15, &P.host_rate);
+			in_host = "--host-rate";
+			break;
+		case 'F':
+			ok = opt_num("host-call", optarg, NUM_PLAIN, 0, 10, &P.host_call);
+			in_host = "--host-call";
+			break;
+		case 'K':
+			ok = opt_num("host-cache", optarg, NUM_SIZE, 1, 1e15, &P.host_cache);
+			in_host = "--host-cache";
+			break;
 		case 'G':
 			ok = opt_num("host-rate-cached", optarg, NUM_PLAIN, 1, 1e15, &P.host_rate_cached);
+			in_host = "--host-rate-cached";
 			break;
 		case 'I':
 			ok = !strcmp(optarg, "leader") || !strcmp(optarg, "rails");
 			P.rails = !strcmp(optarg, "rails");
 			if (!ok)
 				fprintf(stderr, "inca-sim: --hier %s: leader or rails\n", optarg);
+			in_host = "--hier";
 			break;
-		case 'M': ok = opt_num("rail-min", optarg, NUM_SIZE, 0, 1e15, &P.rail_min); break;
+		case 'M':
+			ok = opt_num("rail-min", optarg, NUM_SIZE, 0, 1e15, &P.rail_min);
+			in_host = "--rail-min";
+			break;
 		default: usage(); return 2;
 		}
 	}
@@ -955,6 +970,11 @@ int main(int argc, char **argv)
 		else
 			fprintf(stderr, "inca-sim: --bench FILE is required\n");
 		usage();
+		return 2;
+	}
+	if (P.ranks_per_host < 2 && in_host) {
+		fprintf(stderr, "inca-sim: %s describes the in-host phases of several ranks a "
+			"host: it needs --ranks-per-host P > 1\n", in_host);
 		return 2;
 	}
 	if (P.ranks_per_host > 1 && P.host_rate <= 0) {

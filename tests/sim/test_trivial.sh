@@ -113,7 +113,8 @@ for bad in "--loss 0.01" "--per-packet --loss 1" "--per-packet --drop 2:0" "--pe
 	"--per-packet --ring --drop 0:0" "--per-packet --drop 0:0x" "--hosts 4x" "--tiers 4" \
 	"--rate 200mbits" "--rate -1G" "--cores 0" "--window 5000" "--latency x" "--seed -1" \
 	"--bytes 1T" "--loss nan" "--ranks-per-host 4" "--ranks-per-host 0 --host-rate 1e9" \
-	"--ranks-per-host 2 --host-rate 0" "--hier ring" \
+	"--ranks-per-host 2 --host-rate 0" "--hier ring" "--host-rate 1e9" "--hier rails" \
+	"--rail-min 1M" \
 	"--ranks-per-host 2 --host-rate 1e9 --host-cache 32M" "stray"; do
 	rc=0
 	# shellcheck disable=SC2086
