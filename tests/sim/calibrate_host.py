@@ -67,20 +67,26 @@ def run_once(build, ranks, mode, iters, timeout):
         cmd = [exe, "-b", str(SIZES[0]), "-e", str(SIZES[-1]), "-f", "2", "-n", str(iters), "-N", "200",
                "-w", "20"]
         procs = []
-        for r in range(ranks):
-            procs.append(subprocess.Popen(cmd, env=dict(env, INCA_RANK=str(r)),
-                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                          text=True, start_new_session=True))
         outs = []
         try:
+            for r in range(ranks):
+                procs.append(subprocess.Popen(cmd, env=dict(env, INCA_RANK=str(r)),
+                                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                              text=True, start_new_session=True))
             for p in procs:
                 outs.append(p.communicate(timeout=timeout))
-        except subprocess.TimeoutExpired:
+        except BaseException as e:
+            # a hung rank, Ctrl-C (which the ranks, in sessions of their
+            # own, do not get) or any other error: the ranks this started
+            # end with it
             for p in procs:
-                p.kill()
+                if p.poll() is None:
+                    p.kill()
                 p.communicate()
-            sys.exit("calibrate_host.py: %s with %d ranks took more than %d s"
-                     % (mode, ranks, timeout))
+            if isinstance(e, subprocess.TimeoutExpired):
+                sys.exit("calibrate_host.py: %s with %d ranks took more than %d s"
+                         % (mode, ranks, timeout))
+            raise
     for p, (out, err) in zip(procs, outs):
         if p.returncode != 0:
             sys.exit("calibrate_host.py: %s, rank %d: exit %d: %s"
