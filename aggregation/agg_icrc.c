@@ -57,6 +57,7 @@ static uint32_t crc32_raw(uint32_t c, const uint8_t *p, size_t len)
 }
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 
 /* x1 = x1 * x^128 mod P, the next 16 bytes added: one lane folded 16
@@ -189,6 +190,15 @@ static uint32_t crc32_vclmul256(uint32_t c, const uint8_t *p, size_t len, const 
 
 static bool have_clmul, have_vclmul, have_vclmul256, have_avx512bw, have_f16c, have_avx2;
 
+/* F16C from CPUID (leaf 1, ECX bit 29): clang's __builtin_cpu_supports
+ * does not know the name */
+static bool cpu_has_f16c(void)
+{
+	unsigned a, b, c, d;
+
+	return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+}
+
 __attribute__((constructor)) static void crc_cpu_init(void)
 {
 	__builtin_cpu_init();
@@ -200,10 +210,10 @@ __attribute__((constructor)) static void crc_cpu_init(void)
 		      __builtin_cpu_supports("avx512bw") &&
 		      __builtin_cpu_supports("vpclmulqdq");
 	have_vclmul256 = have_clmul && __builtin_cpu_supports("avx2") &&
-			 __builtin_cpu_supports("f16c") &&
+			 cpu_has_f16c() &&
 			 __builtin_cpu_supports("vpclmulqdq");
 	have_avx512bw = __builtin_cpu_supports("avx512bw");
-	have_f16c = __builtin_cpu_supports("f16c");
+	have_f16c = cpu_has_f16c();
 	have_avx2 = __builtin_cpu_supports("avx2");
 }
 
