@@ -53,6 +53,12 @@ static inline void agg_wr32(uint8_t *p, uint32_t v)
 	p[3] = v & 0xff;
 }
 
+/* Does a decoded packet's ICRC (as carried) differ from its frame's? */
+static inline bool agg_pkt_icrc_wrong(const struct agg_pkt *pkt)
+{
+	return agg_icrc_ipv4(pkt->frame + pkt->l3_off, pkt->ip_len) != pkt->icrc;
+}
+
 /* Bytes of zero padding that make n payload bytes a multiple of 4. */
 static inline uint8_t agg_pad_len(size_t n)
 {

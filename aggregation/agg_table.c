@@ -32,7 +32,7 @@ static inline int drop(struct agg_group_stats *st, int rc)
  * counted where the decoder counts it, not in the group's drops. */
 static int refuse(struct agg_group_stats *st, const struct agg_pkt *pkt, bool lazy, int rc)
 {
-	if (lazy && agg_icrc_ipv4(pkt->frame + pkt->l3_off, pkt->ip_len) != pkt->icrc)
+	if (lazy && agg_pkt_icrc_wrong(pkt))
 		return -AGG_E_ICRC;
 	return drop(st, rc);
 }
@@ -245,7 +245,7 @@ int agg_group_ingest(struct agg_group *g, const struct agg_pkt *pkt,
 			}
 			fused = true;
 			st->one_pass++;
-		} else if (agg_icrc_ipv4(pkt->frame + pkt->l3_off, pkt->ip_len) != pkt->icrc) {
+		} else if (agg_pkt_icrc_wrong(pkt)) {
 			return -AGG_E_ICRC;
 		}
 	}
@@ -385,8 +385,7 @@ int agg_group_parent_result(struct agg_group *g, const struct agg_pkt *pkt,
 
 	/* a caller that decoded it lazily (agg_decode_lazy): checked here,
 	 * before anything is read from it */
-	if (AGG_UNLIKELY(pkt->icrc_pending) &&
-	    agg_icrc_ipv4(pkt->frame + pkt->l3_off, pkt->ip_len) != pkt->icrc)
+	if (AGG_UNLIKELY(pkt->icrc_pending) && agg_pkt_icrc_wrong(pkt))
 		return -AGG_E_ICRC;
 	if (AGG_UNLIKELY(pkt->kind != AGG_PKT_INCA || h->group_id != g->cfg.group_id ||
 			 pkt->dest_qp != g->cfg.qpn || !p->ip))

@@ -150,14 +150,9 @@ int agg_decode_msg(const void *msg, size_t len, struct agg_hdr *hdr,
  */
 /* rc from a check after the ICRC's point: the ICRC's error instead when
  * it was left for later and is wrong */
-static int late_fail(const uint8_t *ip, struct agg_pkt *pkt, int rc)
+static int late_fail(struct agg_pkt *pkt, int rc)
 {
-	if (pkt->icrc_pending) {
-		pkt->icrc_pending = false;
-		if (agg_icrc_ipv4(ip, pkt->ip_len) != pkt->icrc)
-			return -AGG_E_ICRC;
-	}
-	return rc;
+	return agg_pkt_icrc_check(pkt) ? -AGG_E_ICRC : rc;
 }
 
 static int decode_roce(const uint8_t *b, size_t rest, const uint8_t *ip,
@@ -216,18 +211,18 @@ static int decode_roce(const uint8_t *b, size_t rest, const uint8_t *ip,
 	pkt->kind = AGG_PKT_INCA;
 	rc = hdr_check(hdr);
 	if (rc)
-		return late_fail(ip, pkt, rc);
+		return late_fail(pkt, rc);
 
 	avail = rest - need - AGG_INCA_HLEN - AGG_ICRC_LEN;
 	elems = hdr_elems(hdr);
 	if ((hdr->count == 0 && hdr->type != AGG_TYPE_CONTROL) ||
 	    hdr->count > AGG_MAX_ELEMS || pkt->pad > avail ||
 	    elems != avail - pkt->pad)
-		return late_fail(ip, pkt, -AGG_E_COUNT);
+		return late_fail(pkt, -AGG_E_COUNT);
 	if (pkt->pad != agg_pad_len(elems))
-		return late_fail(ip, pkt, -AGG_E_PAD);
+		return late_fail(pkt, -AGG_E_PAD);
 	if (hdr->fanin == 0 && hdr->type != AGG_TYPE_CONTROL)
-		return late_fail(ip, pkt, -AGG_E_FANIN);
+		return late_fail(pkt, -AGG_E_FANIN);
 	pkt->payload = h + AGG_INCA_HLEN;
 	pkt->payload_len = (uint32_t)elems;
 	return 0;
@@ -314,8 +309,7 @@ int agg_pkt_icrc_check(struct agg_pkt *pkt)
 	if (!pkt->icrc_pending)
 		return 0;
 	pkt->icrc_pending = false;
-	return agg_icrc_ipv4(pkt->frame + pkt->l3_off, pkt->ip_len) == pkt->icrc ? 0 :
-	       -AGG_E_ICRC;
+	return agg_pkt_icrc_wrong(pkt) ? -AGG_E_ICRC : 0;
 }
 
 int agg_decode_bth(const void *bth, size_t len, struct agg_pkt *pkt)
