@@ -327,7 +327,12 @@ struct dp_worker {
 	struct rte_mbuf *hdr_stash[3 * DP_BURST];  /* from hdr_pool in bulk, not reset yet */
 	unsigned hdr_stashed;
 	struct rte_mbuf *body_next;          /* the next set's shared result body,
-						its lines prefetched for writing */
+						its lines prefetched for writing a few
+						at each contribution: */
+	const char *body_pf;                 /* the next of them, */
+	uint32_t body_pf_lines;              /* how many are left */
+	struct rte_mbuf *body_raw;           /* the one after it: from the pool, not
+						reset yet, its header lines on the way */
 	struct rte_mbuf *spent[DP_BURST];    /* contributions done with, freed in bulk */
 	unsigned nspent;
 	struct rte_ring *handoff;            /* slots this worker owns, received elsewhere */
@@ -388,7 +393,8 @@ struct dp_group {
  * from (0xC000 | ((group + slot) & 0x3FFF), docs/protocol.md 1.3). */
 static inline unsigned dp_slot_owner(const struct dp_group *g, uint16_t slot)
 {
-	return (g->group_id + slot) % g->shards;
+	/* no division in the common case of one worker */
+	return g->shards == 1 ? 0 : (g->group_id + slot) % g->shards;
 }
 
 /* A group's per-worker counters added up. */
