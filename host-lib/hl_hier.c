@@ -69,8 +69,11 @@ struct hl_hreq {
 	size_t up_len;
 	int up_from;
 	uint8_t *up_dst;
-	uint32_t up0, upn, k;
-	int who;                   /* leader: the next local rank of the step */
+	uint32_t up0, upn;
+	uint32_t kw, k;            /* the phase's next step to write (up: my chunk;
+				      down: publish) and to read (up: take; down:
+				      read the owner's): the writer runs ahead */
+	int who;                   /* a step's owner: the next local rank it takes */
 	/* net (leader) */
 	inca_request_t *ireq;
 	bool net_started;
@@ -762,7 +765,7 @@ static bool contributes(const struct hl_hreq *r, int l)
 
 static void after_up(struct hl_hier *h, struct hl_hreq *r)
 {
-	r->k = 0;
+	r->kw = r->k = 0;
 	r->who = 0;
 	r->phase = is_leader(h) || h->rails ? HP_NET : HP_DOWN;
 }
@@ -780,28 +783,42 @@ static bool others_reached(struct hl_hier *h, enum hl_team_stream st, uint32_t n
 	return true;
 }
 
-/* Move the up phase as far as it goes without waiting. */
+/* Move the up phase as far as it goes without waiting, on two cursors:
+ * this rank's chunks of the steps others own, written as far ahead as the
+ * buffers allow (the writer's counter), and the steps it owns, every
+ * rank's chunk taken in local rank order (the reader's counter). With
+ * rails every rank does both; on one cursor the ranks took turns, one
+ * waiting while the other reduced, a wake-up a step. */
 static bool advance_up(struct hl_hier *h, struct hl_hreq *r, struct need *need)
 {
 	bool moved = false;
 	int P = h->L.lsize, me = h->L.lrank;
 
+	while (r->kw < r->upn) {
+		uint32_t s = r->up0 + r->kw;
+		size_t off = (size_t)r->kw * HL_TEAM_CHUNK, len = phase_len(h, r, true, r->kw);
+		int own = step_owner(h, r, r->kw);
+		if (own != me && contributes(r, me) && len) {
+			/* my buffer of step s was an earlier step's: written
+			 * again once every rank has taken that one */
+			if (!others_reached(h, HL_TEAM_UP_READ, hl_team_reuse(s), need))
+				break;
+			uint8_t *b = hl_team_buf(h->team, HL_TEAM_UP, me, s);
+			if (r->ublk)
+				seg_copy(h, r, own, step_at(h, r, r->kw), b, (uint8_t *)r->up_src, len,
+					 false);
+			else
+				memcpy(b, r->up_src + off, len);
+		}
+		if (h->team)
+			hl_team_post_one(h->team, HL_TEAM_UP, s);
+		r->kw++;
+		moved = true;
+	}
 	while (r->k < r->upn) {
 		uint32_t s = r->up0 + r->k;
 		size_t off = (size_t)r->k * HL_TEAM_CHUNK, len = phase_len(h, r, true, r->k);
-		int own = step_owner(h, r, r->k);
-		if (own != me) {
-			/* my buffer of step s was an earlier step's: written
-			 * again once every rank is past that one */
-			if (!others_reached(h, HL_TEAM_UP, hl_team_reuse(s), need))
-				return moved;
-			uint8_t *b = hl_team_buf(h->team, HL_TEAM_UP, me, s);
-			if (contributes(r, me) && len && r->ublk)
-				seg_copy(h, r, own, step_at(h, r, r->k), b, (uint8_t *)r->up_src, len,
-					 false);
-			else if (contributes(r, me) && len)
-				memcpy(b, r->up_src + off, len);
-		} else {
+		if (step_owner(h, r, r->k) == me) {
 			/* mine: every rank's chunk, in local rank order */
 			size_t at = step_at(h, r, r->k);
 			for (; r->who < P; r->who++) {
@@ -828,11 +845,13 @@ static bool advance_up(struct hl_hier *h, struct hl_hreq *r, struct need *need)
 			r->who = 0;
 		}
 		if (h->team)
-			hl_team_post(h->team, HL_TEAM_UP, s);
+			hl_team_post_one(h->team, HL_TEAM_UP_READ, s);
 		r->c->stats.local_bytes += len;
 		r->k++;
 		moved = true;
 	}
+	if (r->kw < r->upn)
+		return moved;
 	after_up(h, r);
 	return true;
 }
@@ -1041,34 +1060,36 @@ static bool advance_net(struct hl_hier *h, struct hl_hreq *r, unsigned wait_us)
 	}
 	net_done(h, r);
 	r->phase = HP_DOWN;
-	r->k = 0;
+	r->kw = r->k = 0;
 	return true;
 }
 
+/* The down phase on two cursors, as the up phase: the steps this rank
+ * owns published as far ahead as the buffers allow (the writer's
+ * counter), the others' read in order (the reader's). */
 static bool advance_down(struct hl_hier *h, struct hl_hreq *r, struct need *need)
 {
 	bool moved = false;
 	int me = h->L.lrank;
 
-	while (r->k < r->downn) {
-		uint32_t s = r->down0 + r->k;
-		size_t off = (size_t)r->k * HL_TEAM_CHUNK, len = phase_len(h, r, false, r->k);
-		int own = step_owner(h, r, r->k);
-		if (!h->team) {
-			r->k++;
-			continue;
-		}
-		if (own == me) {
+	if (!h->team) {
+		r->phase = HP_DONE;
+		return true;
+	}
+	while (r->kw < r->downn) {
+		uint32_t s = r->down0 + r->kw;
+		size_t off = (size_t)r->kw * HL_TEAM_CHUNK, len = phase_len(h, r, false, r->kw);
+		if (step_owner(h, r, r->kw) == me) {
 			/* my down buffer of step s was an earlier step's: free
-			 * once every local rank is past that one */
-			if (!others_reached(h, HL_TEAM_DOWN, hl_team_reuse(s), need))
-				return moved;
+			 * once every local rank has read that one */
+			if (!others_reached(h, HL_TEAM_DOWN_READ, hl_team_reuse(s), need))
+				break;
 			struct hl_team_note *nt = hl_team_note(h->team, s);
 			nt->rc = r->rc;
 			nt->flags = r->ring ? HL_TEAM_NOTE_RING : 0;
 			snprintf(nt->msg, sizeof(nt->msg), "%s", r->rc ? r->msg : "");
 			if (!r->rc && len) {
-				size_t at = step_at(h, r, r->k);
+				size_t at = step_at(h, r, r->kw);
 				const uint8_t *src = r->down_src + at;
 				memcpy(hl_team_buf(h->team, HL_TEAM_DOWN, me, s), src, len);
 				if (r->dblk)
@@ -1076,7 +1097,16 @@ static bool advance_down(struct hl_hier *h, struct hl_hreq *r, struct need *need
 				else if (r->rails && r->down_dst)
 					memcpy(r->down_dst + off, src, len);
 			}
-		} else {
+		}
+		hl_team_post_one(h->team, HL_TEAM_DOWN, s);
+		r->kw++;
+		moved = true;
+	}
+	while (r->k < r->downn) {
+		uint32_t s = r->down0 + r->k;
+		size_t off = (size_t)r->k * HL_TEAM_CHUNK, len = phase_len(h, r, false, r->k);
+		int own = step_owner(h, r, r->k);
+		if (own != me) {
 			if (!hl_team_reached(h->team, HL_TEAM_DOWN, own, s + 1)) {
 				set_need(need, HL_TEAM_DOWN, own, s + 1);
 				return moved;
@@ -1093,23 +1123,24 @@ static bool advance_down(struct hl_hier *h, struct hl_hreq *r, struct need *need
 					seg_copy(h, r, own, step_at(h, r, r->k),
 						 hl_team_buf(h->team, HL_TEAM_DOWN, own, s),
 						 r->down_dst, len, true);
-				goto posted;
+			} else {
+				/* the part of [off, off + len) this rank keeps */
+				size_t lo = off > r->copy_off ? off : r->copy_off;
+				size_t hi = off + len < r->copy_off + r->copy_len ? off + len :
+					    r->copy_off + r->copy_len;
+				if (!r->rc && r->down_dst && hi > lo)
+					memcpy(r->down_dst + (lo - r->copy_off),
+					       hl_team_buf(h->team, HL_TEAM_DOWN, own, s) + (lo - off),
+					       hi - lo);
 			}
-			/* the part of [off, off + len) this rank keeps */
-			size_t lo = off > r->copy_off ? off : r->copy_off;
-			size_t hi = off + len < r->copy_off + r->copy_len ? off + len :
-				    r->copy_off + r->copy_len;
-			if (!r->rc && r->down_dst && hi > lo)
-				memcpy(r->down_dst + (lo - r->copy_off),
-				       hl_team_buf(h->team, HL_TEAM_DOWN, own, s) + (lo - off),
-				       hi - lo);
 		}
-posted:
-		hl_team_post(h->team, HL_TEAM_DOWN, s);
+		hl_team_post_one(h->team, HL_TEAM_DOWN_READ, s);
 		r->c->stats.local_bytes += len;
 		r->k++;
 		moved = true;
 	}
+	if (r->kw < r->downn)
+		return moved;
 	r->phase = HP_DONE;
 	return true;
 }

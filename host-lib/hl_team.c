@@ -22,17 +22,17 @@
 #include "hl_team.h"
 
 #define TEAM_MAGIC 0x494e4354u   /* "INCT" */
-#define TEAM_VERSION 4u
+#define TEAM_VERSION 5u
 
 enum { ST_NEW = 0, ST_OPEN = 1, ST_READY = 2, ST_FAILED = 3 };
 
 struct seg_rank {
 	_Atomic int32_t pid;
 	int32_t rank;                   /* global */
-	_Atomic uint32_t cnt[2];        /* steps done, per stream */
-	_Atomic uint32_t waiters[2];    /* sleepers on cnt[] */
+	_Atomic uint32_t cnt[HL_TEAM_COUNTERS];      /* steps done, per counter */
+	_Atomic uint32_t waiters[HL_TEAM_COUNTERS];  /* sleepers on cnt[] */
 	_Atomic int32_t cpu;            /* its one CPU + 1; 0: several (see spins_for) */
-	uint8_t pad[36];
+	uint8_t pad[20];
 };
 _Static_assert(sizeof(struct seg_rank) == 64, "one cache line per rank");
 
@@ -535,18 +535,26 @@ struct hl_team_note *hl_team_note(struct hl_team *t, uint32_t s)
 	return &t->notes[s % HL_TEAM_SLOTS];
 }
 
-void hl_team_post(struct hl_team *t, enum hl_team_stream st, uint32_t s)
+void hl_team_post_one(struct hl_team *t, enum hl_team_stream counter, uint32_t s)
 {
 	struct seg_rank *me = &t->ranks[t->lrank];
 
-	atomic_store(&me->cnt[st], s + 1);
-	if (atomic_load(&me->waiters[st]))
-		futex_wake(&me->cnt[st]);
+	atomic_store(&me->cnt[counter], s + 1);
+	if (atomic_load(&me->waiters[counter]))
+		futex_wake(&me->cnt[counter]);
 	if (t->ndown > 1) {
 		atomic_fetch_add(&t->hdr->posts, 1);
 		if (atomic_load(&t->hdr->posts_waiters))
 			futex_wake(&t->hdr->posts);
 	}
+}
+
+void hl_team_post(struct hl_team *t, enum hl_team_stream st, uint32_t s)
+{
+	/* the reader's first: a rank that sees the writer's counter pass s
+	 * may look at the reader's next */
+	hl_team_post_one(t, st + 2, s);
+	hl_team_post_one(t, st, s);
 }
 
 int hl_team_reached(struct hl_team *t, enum hl_team_stream st, int lrank, uint32_t n)
@@ -656,6 +664,6 @@ void hl_team_break(struct hl_team *t, const char *why)
 	atomic_store(&t->hdr->broken, 2);
 	/* the sleepers look at it when they wake */
 	for (int l = 0; l < t->lsize; l++)
-		for (int st = 0; st < 2; st++)
+		for (int st = 0; st < HL_TEAM_COUNTERS; st++)
 			futex_wake(&t->ranks[l].cnt[st]);
 }

@@ -6,11 +6,18 @@
  * caller names):
  *   up    every other rank publishes a chunk of step s; the owner takes them
  *   down  the owner publishes a chunk of step s; every other rank reads it
- * Each rank owns two counters (steps done, one per stream), futex words in
- * the segment: a rank's counter passes step s once it is done with it (up:
- * written its chunk, or as the owner taken them all; down: read the
- * owner's chunk, or as the owner published it). A step's buffers may be
- * written again once every rank is past that step (hl_team_reuse).
+ * Each rank owns two counters per stream, futex words in the segment: the
+ * writer's (HL_TEAM_UP, HL_TEAM_DOWN) passes step s once the rank has
+ * written its chunk of it (up) or published it as its owner (down), or has
+ * nothing to write there; the reader's (HL_TEAM_UP_READ, HL_TEAM_DOWN_READ)
+ * once it has taken every rank's chunk as the step's owner (up) or read
+ * the owner's (down), or has nothing to read there. A step's buffers may
+ * be written again once every rank's reader's counter is past that step
+ * (hl_team_reuse). hl_team_post passes both at once (a rank that does
+ * its steps in order); a rank with rails passes them apart
+ * (hl_team_post_one), so that it writes its chunks of the steps other
+ * ranks own ahead of its own steps, which it takes meanwhile: one
+ * counter for both kept the ranks taking turns, step by step.
  * HL_TEAM_SLOTS buffers per rank and stream let steps s + 1 ..
  * s + HL_TEAM_SLOTS - 1 be written while step s is read. The segment's name is unlinked once every
  * local rank has it mapped, so a crash leaves nothing in /dev/shm; a
@@ -31,7 +38,11 @@
 /* most ranks of one job on one host */
 #define HL_TEAM_MAX 256
 
-enum hl_team_stream { HL_TEAM_UP = 0, HL_TEAM_DOWN = 1 };
+enum hl_team_stream {
+	HL_TEAM_UP = 0, HL_TEAM_DOWN = 1,             /* the writers' counters, the buffers */
+	HL_TEAM_UP_READ = 2, HL_TEAM_DOWN_READ = 3,   /* the readers' counters */
+};
+#define HL_TEAM_COUNTERS 4
 
 /* what a down step's owner says of it beside its data */
 struct hl_team_note {
@@ -61,15 +72,19 @@ void hl_team_close(struct hl_team *t);
  * the down stream has the leader's only unless the team has rails) */
 uint8_t *hl_team_buf(struct hl_team *t, enum hl_team_stream st, int lrank, uint32_t s);
 /* The buffer of step s is step s - HL_TEAM_SLOTS's: its writer may fill it
- * once every other rank has reached (hl_team_reached) this step number. */
+ * once every other rank's reader's counter has reached (hl_team_reached)
+ * this step number. */
 static inline uint32_t hl_team_reuse(uint32_t s)
 {
 	return s - HL_TEAM_SLOTS + 1;
 }
 struct hl_team_note *hl_team_note(struct hl_team *t, uint32_t s);
-/* This rank has done step s of stream st (its counter becomes s + 1). */
+/* This rank has done step s of stream st (HL_TEAM_UP or HL_TEAM_DOWN), as
+ * writer and as reader (both counters become s + 1). */
 void hl_team_post(struct hl_team *t, enum hl_team_stream st, uint32_t s);
-/* Has local rank lrank done every step below n of stream st? */
+/* One counter (any of the four) becomes s + 1. */
+void hl_team_post_one(struct hl_team *t, enum hl_team_stream counter, uint32_t s);
+/* Has local rank lrank's counter passed every step below n? */
 int hl_team_reached(struct hl_team *t, enum hl_team_stream st, int lrank, uint32_t n);
 /*
  * Wait until it has, at most until until_us: 1 reached, 0 not yet, or

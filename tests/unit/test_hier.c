@@ -575,6 +575,38 @@ static void test_stale_segment(void **state)
 	assert_non_null(strstr(err, "local rank 1 of 1"));
 }
 
+/* A stream's two counters (hl_team.h): the writer's and the reader's move
+ * apart with hl_team_post_one, together with hl_team_post. */
+static void test_team_counters(void **state)
+{
+	(void)state;
+	char name[64], err[256];
+	struct hl_team *t = NULL;
+	int ranks[1] = { 7 };
+
+	snprintf(name, sizeof(name), "/inca-test-counters-%d", (int)getpid());
+	assert_int_equal(hl_team_open(name, 0, 1, false, ranks, 7, hl_clock_us(NULL) + 2e6, &t, err,
+				      sizeof(err)), 0);
+	hl_team_post_one(t, HL_TEAM_UP, 4);          /* written ahead: steps 0..4 */
+	assert_int_equal(hl_team_reached(t, HL_TEAM_UP, 0, 5), 1);
+	assert_int_equal(hl_team_reached(t, HL_TEAM_UP, 0, 6), 0);
+	assert_int_equal(hl_team_reached(t, HL_TEAM_UP_READ, 0, 1), 0);
+	assert_int_equal(hl_team_reached(t, HL_TEAM_DOWN, 0, 1), 0);
+	hl_team_post_one(t, HL_TEAM_UP_READ, 1);     /* taken: steps 0..1 */
+	assert_int_equal(hl_team_reached(t, HL_TEAM_UP_READ, 0, 2), 1);
+	assert_int_equal(hl_team_reached(t, HL_TEAM_UP_READ, 0, 3), 0);
+	assert_int_equal(hl_team_reached(t, HL_TEAM_UP, 0, 5), 1);
+	hl_team_post(t, HL_TEAM_DOWN, 2);            /* both of the down stream */
+	assert_int_equal(hl_team_reached(t, HL_TEAM_DOWN, 0, 3), 1);
+	assert_int_equal(hl_team_reached(t, HL_TEAM_DOWN_READ, 0, 3), 1);
+	assert_int_equal(hl_team_reached(t, HL_TEAM_DOWN_READ, 0, 4), 0);
+	assert_int_equal(hl_team_reached(t, HL_TEAM_UP_READ, 0, 3), 0);
+	/* a wait on a counter already there returns at once */
+	assert_int_equal(hl_team_wait(t, HL_TEAM_UP_READ, 0, 2, hl_clock_us(NULL) + 1e6, err,
+				      sizeof(err)), 1);
+	hl_team_close(t);
+}
+
 /* Local rank lrank in a child process: opens the team as global rank
  * my_rank after delay_us; the child exits 0 only when that fails with
  * INCA_ERR_CONFIG and exactly the message want (team_child_ok waits) */
@@ -653,8 +685,8 @@ static void test_team_refused(void **state)
 			 "is for %d, one leader: the ranks of one host must have the same layout "
 			 "and INCA_HIER", rl, lsize, lsize);
 		snprintf(want, sizeof(want), "shared memory %s: local rank 0 made it for %d local "
-			 "ranks, one leader (version 4); local rank %d expects %d, rails (version "
-			 "4): the ranks of one host must have the same layout and INCA_HIER", name,
+			 "ranks, one leader (version 5); local rank %d expects %d, rails (version "
+			 "5): the ranks of one host must have the same layout and INCA_HIER", name,
 			 lsize, rl, lsize);
 		snprintf(want_leader, sizeof(want_leader), "local team %s: %s", name, why);
 		snprintf(want_joined, sizeof(want_joined), "local team %s failed: %.180s", name,
@@ -839,6 +871,7 @@ int main(void)
 		cmocka_unit_test(test_hier_off),
 		cmocka_unit_test(test_rails_config),
 		cmocka_unit_test(test_stale_segment),
+		cmocka_unit_test(test_team_counters),
 		cmocka_unit_test(test_team_wrong_rank),
 		cmocka_unit_test(test_team_refused),
 		cmocka_unit_test(test_collectives),
