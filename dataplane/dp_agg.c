@@ -94,8 +94,9 @@ static inline struct rte_mbuf *hdr_mbuf(struct dp_worker *w)
 /* Lines of the next body prefetched at each contribution: all 64 of a 4 KiB
  * body at once fill the core's miss buffers and stall it (in the profile:
  * the prefetch loop and the payload copy), a quarter of them at a time do
- * not, and four contributions come before a set of two members'
- * completes. */
+ * not. A worker sees about as many contributions as a set has members
+ * between two completions: with 2 members half a 4 KiB body's lines are
+ * prefetched, the rest written cold. */
 #define BODY_PF_LINES 16
 
 static inline void body_prefetch_step(struct dp_worker *w)

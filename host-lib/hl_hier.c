@@ -1081,8 +1081,12 @@ static bool advance_down(struct hl_hier *h, struct hl_hreq *r, struct need *need
 		size_t off = (size_t)r->kw * HL_TEAM_CHUNK, len = phase_len(h, r, false, r->kw);
 		if (step_owner(h, r, r->kw) == me) {
 			/* my down buffer of step s was an earlier step's: free
-			 * once every local rank has read that one */
-			if (!others_reached(h, HL_TEAM_DOWN_READ, hl_team_reuse(s), need))
+			 * once every local rank has read that one; its note,
+			 * the team's one for the step, once this rank has too
+			 * (with rails another rank may have owned that step:
+			 * the reader below moves on without waiting for this) */
+			if (!hl_team_reached(h->team, HL_TEAM_DOWN_READ, me, hl_team_reuse(s)) ||
+			    !others_reached(h, HL_TEAM_DOWN_READ, hl_team_reuse(s), need))
 				break;
 			struct hl_team_note *nt = hl_team_note(h->team, s);
 			nt->rc = r->rc;

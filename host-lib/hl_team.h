@@ -11,13 +11,13 @@
  * written its chunk of it (up) or published it as its owner (down), or has
  * nothing to write there; the reader's (HL_TEAM_UP_READ, HL_TEAM_DOWN_READ)
  * once it has taken every rank's chunk as the step's owner (up) or read
- * the owner's (down), or has nothing to read there. A step's buffers may
- * be written again once every rank's reader's counter is past that step
- * (hl_team_reuse). hl_team_post passes both at once (a rank that does
- * its steps in order); a rank with rails passes them apart
- * (hl_team_post_one), so that it writes its chunks of the steps other
- * ranks own ahead of its own steps, which it takes meanwhile: one
- * counter for both kept the ranks taking turns, step by step.
+ * the owner's (down), or has nothing to read there. A step's buffers, and
+ * its note, may be written again once every rank's reader's counter is
+ * past that step (hl_team_reuse). hl_team_post passes both at once (the
+ * handshakes); a collective's steps pass them apart (hl_team_post_one),
+ * so that a rank writes its chunks of the steps other ranks own ahead of
+ * its own steps, which it takes meanwhile: with rails one counter for
+ * both kept the ranks taking turns, step by step.
  * HL_TEAM_SLOTS buffers per rank and stream let steps s + 1 ..
  * s + HL_TEAM_SLOTS - 1 be written while step s is read. The segment's name is unlinked once every
  * local rank has it mapped, so a crash leaves nothing in /dev/shm; a
