@@ -553,7 +553,7 @@ void hl_team_post(struct hl_team *t, enum hl_team_stream st, uint32_t s)
 {
 	/* the reader's first: a rank that sees the writer's counter pass s
 	 * may look at the reader's next */
-	hl_team_post_one(t, (enum hl_team_stream)(st + 2), s);
+	hl_team_post_one(t, st == HL_TEAM_UP ? HL_TEAM_UP_READ : HL_TEAM_DOWN_READ, s);
 	hl_team_post_one(t, st, s);
 }
 
