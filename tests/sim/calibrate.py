@@ -8,14 +8,21 @@ the error of every point; nothing is run on the real system.
 The lab as modelled (tests/bench/run-allreduce.sh, docs/performance.md):
 * one inca-switch, one worker core, costs from the committed inca-bench-switch
   output; window 64, 248 floats a packet in 1114 bytes on the wire;
-* every cable at the rate, one way a quarter of the measured host-to-host
-  ping (docs/performance/floor.csv: a ping crosses four cables);
+* every cable one way a quarter of the measured host-to-host ping
+  (docs/performance/floor.csv: a ping crosses four cables); the switch's
+  egress ports at the rate (its shaper, dp_qos.c), a host's way up, a veth
+  into the switch, not shaped (UP_RATE);
 * the ranks share one core (2 cores, the switch's worker busy-polling the
-  other), each packet costing a rank the CPU it measured (the CSV's
-  cpu_s_per_GB at 1 Gbit/s, where the CPU is the limit, median over
-  64 KiB..16 MiB, for that tool and rank count), overlapping the wire;
+  other), which runs one burst of a rank's work at a time in the order
+  they became ready, each packet (ring: each byte) costing a rank the CPU
+  it measured on calls of that size (the CSV's cpu_s_per_GB for that tool,
+  rank count and size: libinca's at the rate modelled, Open MPI's at
+  1 Gbit/s, RING_CPU_RATE), overlapping the wire;
 * in-network, a fixed cost per call fitted to the 8-byte row (outside the
   range judged); the rings none.
+The CPU is an input at every size: where the lab is CPU-bound its time is
+close to its ranks' CPU on one core, and agreement there checks how the
+model shares the core, not a prediction of the CPU.
 In-network: inca-sim. Open MPI: SMPI's ring (lr, what the lab's rules pick
 from 4 KiB) on links at the rate x 1448/1538, network only ('smpi'), and
 inca-sim's own ring with the measured CPU per byte on the shared core
@@ -35,9 +42,16 @@ SIZES = [4096 << i for i in range(13)]            # 4 KiB .. 16 MiB
 RATES = {"200mbit": 200e6, "1gbit": 1e9}
 RANKS = [4, 8]
 LIMIT = 0.15
-# the CPU a rank spends, from the rate where the CPU is what limits (at 200
-# Mbit/s getrusage also counts what waking and waiting for the link cost)
-CPU_RATE = "1gbit"
+# the lab's host side of a cable, a veth into the switch: not shaped (the
+# switch shapes its egress ports, dp_qos.c); what limits it is the CPU,
+# counted apart. 10 Gbit/s is the speed a veth reports.
+UP_RATE = 10e9
+# The CPU a rank spends, per size (getrusage, the CSV's cpu_s_per_GB):
+# libinca's at the rate modelled (its ranks sleep while they wait: what they
+# spend is work); Open MPI's at 1 Gbit/s, where the CPU is what limits (its
+# ranks poll while they wait, and oversubscribed they yield the core to the
+# others as they poll: at 200 Mbit/s getrusage counts that polling too).
+RING_CPU_RATE = "1gbit"
 
 
 def load_lab():
@@ -51,10 +65,15 @@ def load_lab():
     return rows, floor
 
 
-def cpu_per_gb(rows, rate, tool, n):
-    v = [float(rows[(rate, tool, n, s)]["cpu_s_per_GB"]) for s in SIZES
-         if s >= 65536 and (rate, tool, n, s) in rows]
-    return statistics.median(v)
+def cpu_per_gb(rows, tool, n, size, rate):
+    """CPU-s a GB a rank spent on calls of this size at this rate (getrusage)."""
+    return float(rows[(rate, tool, n, size)]["cpu_s_per_GB"])
+
+
+def host_ns(rows, n, size, rate):
+    """In-network: the CPU a rank spent a packet (992 bytes of floats) on
+    calls of this size."""
+    return cpu_per_gb(rows, "inca-udp", n, size, rate) * 992
 
 
 def err(model, measured):
@@ -74,9 +93,9 @@ def lab_shape(build, rows, floor, rate_name, n):
     the in-network CPU a packet and the fixed cost per call (fitted to the
     8-byte row) as host_ns and call_overhead."""
     lat = floor[(rate_name, n, "ping-host")] / 4 * 1e-6
-    lab = dict(hosts=n, rate=RATES[rate_name], latency=lat, shared_cpu=1, cores=1, window=64,
-               elems=248)
-    inca_cpu = cpu_per_gb(rows, CPU_RATE, "inca-udp", n) * 992   # ns a packet
+    lab = dict(hosts=n, rate=RATES[rate_name], up_rate=UP_RATE, latency=lat, shared_cpu=1,
+               cores=1, window=64, elems=248)
+    inca_cpu = cpu_per_gb(rows, "inca-udp", n, 8, rate_name) * 8   # ns a call of one packet
     # the fixed cost per call, from the 8-byte row: the model is linear in
     # it (0 and 10 us)
     t8 = float(rows[(rate_name, "inca-udp", n, 8)]["time_us"])
@@ -97,17 +116,20 @@ def main():
     for rate_name, rate in RATES.items():
         for n in RANKS:
             shape = lab_shape(a.build, rows, floor, rate_name, n)
-            inca_cpu, call = shape.pop("host_ns"), shape.pop("call_overhead")
+            shape.pop("host_ns")
+            call = shape.pop("call_overhead")
             lat, lab = shape["latency"], shape
-            ring_cpu = cpu_per_gb(rows, CPU_RATE, "openmpi-ring", n)     # ns a byte
+            inca_cpu = [host_ns(rows, n, s, rate_name) for s in SIZES]
+            ring_cpu = [cpu_per_gb(rows, "openmpi-ring", n, s, RING_CPU_RATE) for s in SIZES]   # ns a byte
             smpi = simlib.smpi_allreduce(a.build, n, rate, lat, SIZES, algos=["lr"])
-            print("# %s, %d ranks: cable %.1f us, in-network %.0f ns CPU a packet, ring %.2f "
-                  "ns a byte, %.1f us a call" % (rate_name, n, lat * 1e6, inca_cpu, ring_cpu,
-                                                  call * 1e6), flush=True)
-            for s in SIZES:
-                mi = float(simlib.inca_sim(a.build, bytes=s, host_ns=inca_cpu,
+            print("# %s, %d ranks: cable %.1f us, in-network %.0f-%.0f ns CPU a packet, ring "
+                  "%.2f-%.2f ns a byte, %.1f us a call" % (
+                      rate_name, n, lat * 1e6, min(inca_cpu), max(inca_cpu), min(ring_cpu),
+                      max(ring_cpu), call * 1e6), flush=True)
+            for s, ic, rc in zip(SIZES, inca_cpu, ring_cpu):
+                mi = float(simlib.inca_sim(a.build, bytes=s, host_ns=ic,
                                            call_overhead=call, **lab)["time_us"])
-                mr = float(simlib.inca_sim(a.build, bytes=s, ring=True, ring_ns_per_byte=ring_cpu,
+                mr = float(simlib.inca_sim(a.build, bytes=s, ring=True, ring_ns_per_byte=rc,
                                            **lab)["time_us"])
                 ms = smpi.get("lr", {}).get(s)
                 li = float(rows[(rate_name, "inca-udp", n, s)]["time_us"])

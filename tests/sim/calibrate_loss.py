@@ -63,14 +63,16 @@ def main():
         n, size, key = r["ranks"], r["bytes"], (r["rate"], r["ranks"])
         if key not in shapes:
             shapes[key] = calibrate.lab_shape(a.build, rows, floor, r["rate"], n)
-            print("# %d ranks at %s: cable %.1f us, %.0f ns CPU a packet, %.1f us a call" % (
-                n, r["rate"], shapes[key]["latency"] * 1e6, shapes[key]["host_ns"],
+            print("# %d ranks at %s: cable %.1f us, %.1f us a call" % (
+                n, r["rate"], shapes[key]["latency"] * 1e6,
                 shapes[key]["call_overhead"] * 1e6), flush=True)
+        # the CPU a packet the lab's lossless calls of this size spent
+        shape = dict(shapes[key], host_ns=calibrate.host_ns(rows, n, size, r["rate"]))
         if (key, size) not in lossless:
-            lossless[(key, size)] = model_us(a.build, shapes[key], size, 0)
+            lossless[(key, size)] = model_us(a.build, shape, size, 0)
         m0 = lossless[(key, size)]
-        m1 = model_us(a.build, shapes[key], size, r["loss"]) if r["loss"] else m0
-        mr = model_us(a.build, shapes[key], size, r["loss"], r["rto_lab_s"]) if r["loss"] else m0
+        m1 = model_us(a.build, shape, size, r["loss"]) if r["loss"] else m0
+        mr = model_us(a.build, shape, size, r["loss"], r["rto_lab_s"]) if r["loss"] else m0
         o = dict(rate=r["rate"], loss_pct=r["loss_pct"], ranks=n, bytes=size, lab_us=r["lab_us"],
                  retransmissions=r["retransmissions"], rto_lab_us=r["rto_us"],
                  model_us=m1, err=calibrate.err(m1, r["lab_us"]),

@@ -66,9 +66,16 @@
  * instead (a job's buffers used again, call after call). Memory bandwidth
  * shared by a host's cores is not modelled.
  *
+ * The lab (--shared-cpu C, --up-rate): its ranks share C cores, each burst
+ * of a rank's work run to its end on one core in the order the bursts
+ * became ready (rank_cpu); the switch shapes its egress ports, the hosts'
+ * veths into it are not shaped, so a host link's way up can be given a
+ * rate of its own.
+ *
  * What is left out besides: loss in chunks, the shaper's 1 ms burst, the
- * hosts' scheduling, PFC and ECN, ECMP (one shortest path per pair),
- * several jobs sharing a switch; docs/scale.md says what that means.
+ * hosts' scheduling beyond that one queue of bursts, PFC and ECN, ECMP (one
+ * shortest path per pair), several jobs sharing a switch; docs/scale.md
+ * says what that means.
  *
  * Output: one line of key=value pairs (time_us is the last rank's result).
  */
@@ -97,6 +104,9 @@ namespace {
 /* ---- the model's parameters (options) ---- */
 struct params {
 	double rate_bps = 100e9;          /* host link */
+	double up_rate_bps = 0;           /* its way up, host to leaf (0: rate_bps); the
+					     lab's veths are not shaped, the switch's
+					     egress ports are */
 	double uplink_factor = 0;         /* switch-to-switch links: x the host rate; 0:
 					     non-blocking (a switch's hosts' or children's
 					     worth over its uplinks) */
@@ -140,6 +150,12 @@ struct params {
 
 params P;
 sim_switch_cost cost;
+
+/* A host link's way up, bit/s. */
+double up_rate()
+{
+	return P.up_rate_bps > 0 ? P.up_rate_bps : P.rate_bps;
+}
 sim_fabric fab;
 
 /*
@@ -361,16 +377,25 @@ struct node {
 };
 
 sg4::Host *shared_cpu;
+sg4::SemaphorePtr shared_cores;
 
-/* A rank's CPU work: on its own host, or on the lab's shared CPU. */
+/* A rank's CPU work: on its own host, or on the lab's shared CPU. There a
+ * burst of work (a packet's, a chunk's, a ring step's) runs to its end on
+ * one core, the bursts in the order they became ready, as an OS runs
+ * threads whose bursts are far shorter than its time slice; not all at
+ * once at a fraction of the speed each, which would keep the ranks in
+ * lockstep (none sending while the others reduce). */
 void rank_cpu(double ns)
 {
 	if (ns <= 0)
 		return;
-	if (shared_cpu)
+	if (shared_cpu) {
+		shared_cores->acquire();
 		sg4::this_actor::exec_init(ns)->set_host(shared_cpu)->wait();
-	else
+		shared_cores->release();
+	} else {
 		sg4::this_actor::execute(ns);
+	}
 }
 
 /* The in-host phases of a call with several ranks a host (the header
@@ -416,7 +441,7 @@ void inca_rank(int r)
 	while (got < CH.chunks()) {
 		if (sent < CH.chunks() && (!P.per_packet || unanswered < P.window)) {
 			long long k = CH.size[sent];
-			double b = chunk_bytes(sent), rate = P.rate_bps / 8;
+			double b = chunk_bytes(sent), rate = up_rate() / 8;
 			rank_cpu((double)k * P.host_ns_per_pkt);
 			bool capped = !P.per_packet && CH.pkts > (long long)P.window;
 			if (capped)
@@ -522,9 +547,10 @@ void build_platform()
 		host_of_switch.push_back(zone->create_host(fab.switch_name[s], 1e9)->seal());
 	for (int h = 0; h < fab.nhosts; h++) {
 		sg4::Host *host = zone->create_host("h" + std::to_string(h), 1e9)->seal();
-		sg4::Link *l = zone->create_split_duplex_link("hl" + std::to_string(h),
-							      P.rate_bps / 8)
-				       ->set_latency(P.link_latency)->seal();
+		sg4::SplitDuplexLink *l = zone->create_split_duplex_link("hl" + std::to_string(h),
+									  P.rate_bps / 8);
+		l->get_link_up()->set_bandwidth(up_rate() / 8);
+		l->set_latency(P.link_latency)->seal();
 		zone->add_route(host->get_netpoint(), host_of_switch[fab.host_leaf[h]]->get_netpoint(),
 				nullptr, nullptr, { LinkInRoute(l, LinkInRoute::Direction::UP) }, true);
 		host_of_rank.push_back(host);
@@ -556,9 +582,11 @@ void build_platform()
 					host_of_rank[next]->get_netpoint(), nullptr, nullptr,
 					rank_route(r, next), true);
 		}
-	if (P.shared_cpu_cores > 0)
+	if (P.shared_cpu_cores > 0) {
 		shared_cpu = zone->create_host("shared-cpu", 1e9)
 				     ->set_core_count(P.shared_cpu_cores)->seal();
+		shared_cores = sg4::Semaphore::create(P.shared_cpu_cores);
+	}
 	zone->seal();
 }
 
@@ -571,8 +599,9 @@ double packet_rtt()
 	for (int k = fab.rank_node[0]; k >= 0; k = fab.node_parent[k])
 		depth++;
 	/* every hop up and down: latency + serialisation (the uplinks are at
-	 * least the host rate) */
-	t += 2 * depth * (P.link_latency + frame / (P.rate_bps / 8));
+	 * least the host rate; the host's own way up at its own) */
+	t += 2 * depth * P.link_latency + (2 * depth - 1) * frame / (P.rate_bps / 8) +
+	     frame / (up_rate() / 8);
 	t += depth * agg_ns_per_pkt() * 1e-9 + (depth - 1) * cost.fwd_ns_per_pkt * 1e-9;
 	t += P.host_ns_per_pkt * 1e-9;
 	return t;
@@ -744,6 +773,8 @@ void help()
 	       "  --supers-per-plane X    (4)\n"
 	       "  --rate R                host link rate in bit/s, e.g. 100G, 400G, 200M or\n"
 	       "                          200mbit (default 100G)\n"
+	       "  --up-rate R             a host link's way up, host to switch (default: R;\n"
+	       "                          the lab shapes only the switch's egress ports)\n"
 	       "  --uplink-factor F       switch-to-switch links as F x the host rate\n"
 	       "                          (default: non-blocking)\n"
 	       "  --latency S             one cable, one way, seconds (default 1e-6)\n"
@@ -826,6 +857,7 @@ int main(int argc, char **argv)
 		{ "leaves-per-pod", required_argument, nullptr, 'L' },
 		{ "supers-per-plane", required_argument, nullptr, 'X' },
 		{ "rate", required_argument, nullptr, 'r' },
+		{ "up-rate", required_argument, nullptr, 'U' },
 		{ "uplink-factor", required_argument, nullptr, 'u' },
 		{ "latency", required_argument, nullptr, 'l' },
 		{ "cores", required_argument, nullptr, 'c' },
@@ -878,6 +910,7 @@ int main(int argc, char **argv)
 			shape.supers_per_plane = (int)l;
 			break;
 		case 'r': ok = opt_num("rate", optarg, NUM_RATE, 1, 1e15, &P.rate_bps); break;
+		case 'U': ok = opt_num("up-rate", optarg, NUM_RATE, 1, 1e15, &P.up_rate_bps); break;
 		case 'u': ok = opt_num("uplink-factor", optarg, NUM_PLAIN, 1e-6, 1e6, &P.uplink_factor); break;
 		case 'l': ok = opt_num("latency", optarg, NUM_PLAIN, 0, 10, &P.link_latency); break;
 		case 'c':

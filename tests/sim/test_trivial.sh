@@ -47,6 +47,14 @@
 #    with a cache of 4960 B at 2e9 B/s: the 4 inputs and the result
 #    (5 x 992 = 4960 B) fit, so 0.5 + 1.984 and 0.5 + 0.496: 2.576126
 #    + 3.48 = 6.056126 us; with 4959 B they do not (8.536126 again).
+# 8. As 1 with the hosts' way up at 10 Gbit/s (--up-rate 10G: 1114 B take
+#    891.2 ns): both packets reach the switch at 1891.2, aggregated by
+#    2289.086, the result back at 2289.086 + 1089.12 = 3378.206 ns.
+# 9. As 1 with both ranks on one shared core (--shared-cpu 1), 1000 ns of
+#    CPU a packet: the core runs rank 0's packet (0..1000), then rank 1's
+#    (1000..2000), not both at half speed. Rank 0's reaches the switch at
+#    2089.12 and is aggregated by 2288.063; rank 1's at 3089.12, by
+#    3288.063; the result arrives 3288.063 + 1089.12 = 4377.183 ns.
 set -eu
 sim=$1
 bench=$2
@@ -90,6 +98,9 @@ run "4 ranks a host, leader, in cache" 6.056126 1e-6 --hosts 2 --bytes 992 --ran
 	--host-rate 1e9 --host-call 1e-6 --host-cache 4960 --host-rate-cached 2e9
 run "4 ranks a host, leader, a byte past the cache" 8.536126 1e-6 --hosts 2 --bytes 992 \
 	--ranks-per-host 4 --host-rate 1e9 --host-call 1e-6 --host-cache 4959 --host-rate-cached 2e9
+run "one switch, one packet, the way up at 10G" 3.378206 1e-6 --hosts 2 --bytes 992 --up-rate 10G
+run "one switch, one packet, the ranks on one core" 4.377183 1e-6 --hosts 2 --bytes 992 \
+	--shared-cpu 1 --host-ns 1000
 run "ring, two hosts of 4 ranks" 132.108 1e-6 --hosts 2 --bytes 2896 --rate 200M --ring \
 	--ranks-per-host 4 --host-rate 1e9
 per_packet=$("$sim" --bench "$bench" --log=root.thres:warning --rate 200M --hosts 4 \
@@ -111,7 +122,7 @@ if [ "$rc" = 2 ]; then echo "ok bad option: exit 2"; else echo "FAIL bad option:
 # a number is a number, all of it, in range (atoi took "4x" for 4 and "x" for 0)
 for bad in "--loss 0.01" "--per-packet --loss 1" "--per-packet --drop 2:0" "--per-packet --drop 0:1" \
 	"--per-packet --ring --drop 0:0" "--per-packet --drop 0:0x" "--hosts 4x" "--tiers 4" \
-	"--rate 200mbits" "--rate -1G" "--cores 0" "--window 5000" "--latency x" "--seed -1" \
+	"--rate 200mbits" "--rate -1G" "--up-rate 0" "--cores 0" "--window 5000" "--latency x" "--seed -1" \
 	"--bytes 1T" "--loss nan" "--ranks-per-host 4" "--ranks-per-host 0 --host-rate 1e9" \
 	"--ranks-per-host 2 --host-rate 0" "--hier ring" "--host-rate 1e9" "--hier rails" \
 	"--rail-min 1M" \
