@@ -17,7 +17,8 @@ The lab as modelled (tests/bench/run-allreduce.sh, docs/performance.md):
   they became ready, each packet (ring: each byte) costing a rank the CPU
   it measured on calls of that size (the CSV's cpu_s_per_GB for that tool,
   rank count and size: libinca's at the rate modelled, Open MPI's at
-  1 Gbit/s, RING_CPU_RATE), overlapping the wire;
+  1 Gbit/s, RING_CPU_RATE), overlapping the wire; a ring's next block
+  comes into a rank while it is busy (TCP fills its buffers);
 * in-network, a fixed cost per call fitted to the 8-byte row (outside the
   range judged); the rings none.
 The CPU is an input at every size: where the lab is CPU-bound its time is

@@ -415,6 +415,7 @@ def write_doc(out, st, proj, host):
     w("4 and 8 hosts on one inca-switch with one worker core; every rank on one shared")
     w("core that runs one burst of a rank's work at a time, in the order they became ready")
     w("(not all at once at a fraction of the speed, which kept the ring's ranks in lockstep);")
+    w("a ring's next block comes into a rank while it is busy (TCP fills its buffers);")
     w("cables a quarter of the measured host-to-host ping; the switch's egress ports shaped")
     w("to the rate and a host's way up, a veth, not shaped (10 Gbit/s); each rank's CPU at")
     w("every size the CSV's `cpu_s_per_GB` for that size (libinca's at the rate modelled,")

@@ -55,6 +55,13 @@
 #    (1000..2000), not both at half speed. Rank 0's reaches the switch at
 #    2089.12 and is aggregated by 2288.063; rank 1's at 3089.12, by
 #    3288.063; the result arrives 3288.063 + 1089.12 = 4377.183 ns.
+#    The ring of case 4 on one shared core, 10 ns a byte (14.48 us a step
+#    a rank): both blocks of step 0 arrive at 63.52; the core reduces one
+#    rank's (to 78.00), then the other's (to 92.48), each sending its step
+#    1 block when done. The second rank takes its block while still busy
+#    (TCP fills its buffers): it arrives at 78.00 + 63.52 = 141.52 and is
+#    reduced by 156.00, when the first rank's arrives (92.48 + 63.52);
+#    that one is reduced by 170.48 us.
 set -eu
 sim=$1
 bench=$2
@@ -101,6 +108,8 @@ run "4 ranks a host, leader, a byte past the cache" 8.536126 1e-6 --hosts 2 --by
 run "one switch, one packet, the way up at 10G" 3.378206 1e-6 --hosts 2 --bytes 992 --up-rate 10G
 run "one switch, one packet, the ranks on one core" 4.377183 1e-6 --hosts 2 --bytes 992 \
 	--shared-cpu 1 --host-ns 1000
+run "ring, two hosts on one core" 170.48 1e-6 --hosts 2 --bytes 2896 --rate 200M --ring \
+	--shared-cpu 1 --ring-ns-per-byte 10
 run "ring, two hosts of 4 ranks" 132.108 1e-6 --hosts 2 --bytes 2896 --rate 200M --ring \
 	--ranks-per-host 4 --host-rate 1e9
 per_packet=$("$sim" --bench "$bench" --log=root.thres:warning --rate 200M --hosts 4 \
