@@ -29,7 +29,7 @@ from 4 KiB) on links at the rate x 1448/1538, network only ('smpi'), and
 inca-sim's own ring with the measured CPU per byte on the shared core
 ('ring+cpu').
 
-Usage: tests/sim/calibrate.py [--build build] [--csv OUT.csv]
+Usage: tests/sim/calibrate.py [--build build] [--csv OUT.csv] [--lab DIR]
 """
 import argparse
 import csv
@@ -55,12 +55,18 @@ UP_RATE = 10e9
 RING_CPU_RATE = "1gbit"
 
 
-def load_lab():
+LAB = os.path.join(simlib.ROOT, "docs", "performance")
+# the second run of the same command (run-allreduce.sh --repeat 2)
+LAB_RUN2 = os.path.join(LAB, "run2")
+
+
+def load_lab(lab=LAB):
+    """run-allreduce.sh's allreduce.csv and floor.csv in the folder lab."""
     rows, floor = {}, {}
-    with open(os.path.join(simlib.ROOT, "docs", "performance", "allreduce.csv")) as f:
+    with open(os.path.join(lab, "allreduce.csv")) as f:
         for r in csv.DictReader(f):
             rows[(r["rate"], r["tool"], int(r["ranks"]), int(r["bytes"]))] = r
-    with open(os.path.join(simlib.ROOT, "docs", "performance", "floor.csv")) as f:
+    with open(os.path.join(lab, "floor.csv")) as f:
         for r in csv.DictReader(f):
             floor[(r["rate"], int(r["ranks"]), r["what"])] = float(r["median_us"])
     return rows, floor
@@ -111,8 +117,11 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--build", default="build")
     ap.add_argument("--csv", help="write every point here")
+    ap.add_argument("--lab", default=LAB, help="the lab's run: a folder with run-allreduce.sh's "
+                    "allreduce.csv and floor.csv (default docs/performance; its second run: "
+                    "docs/performance/run2)")
     a = ap.parse_args()
-    rows, floor = load_lab()
+    rows, floor = load_lab(a.lab)
     out = []
     for rate_name, rate in RATES.items():
         for n in RANKS:
