@@ -10,14 +10,18 @@ The lab as modelled (tests/bench/run-allreduce.sh, docs/performance.md):
   output; window 64, 248 floats a packet in 1114 bytes on the wire;
 * every cable one way a quarter of the measured host-to-host ping
   (docs/performance/floor.csv: a ping crosses four cables); the switch's
-  egress ports at the rate (its shaper, dp_qos.c), a host's way up, a veth
-  into the switch, not shaped (UP_RATE);
+  egress ports shaped to the rate by a token bucket of 1 ms (its shaper,
+  dp_qos.c: burst()), a host's way up, a veth into the switch, not shaped
+  (UP_RATE);
+* the calls back to back as run-allreduce.sh times them (calls()), the
+  median of each call's slowest rank;
 * the ranks share one core (2 cores, the switch's worker busy-polling the
   other), which runs one burst of a rank's work at a time in the order
   they became ready, each packet (ring: each byte) costing a rank the CPU
   it measured on calls of that size (the CSV's cpu_s_per_GB for that tool,
   rank count and size: libinca's at the rate modelled, Open MPI's at
-  1 Gbit/s, RING_CPU_RATE), overlapping the wire; a ring's next block
+  1 Gbit/s, RING_CPU_RATE; in-network the call's CPU spread over its
+  packets), overlapping the wire; a ring's next block
   comes into a rank while it is busy (TCP fills its buffers);
 * in-network, a fixed cost per call fitted to the 8-byte row (outside the
   range judged); the rings none.
@@ -33,6 +37,7 @@ Usage: tests/sim/calibrate.py [--build build] [--csv OUT.csv] [--lab DIR]
 """
 import argparse
 import csv
+import math
 import os
 import statistics
 import sys
@@ -47,6 +52,18 @@ LIMIT = 0.15
 # switch shapes its egress ports, dp_qos.c); what limits it is the CPU,
 # counted apart. 10 Gbit/s is the speed a veth reports.
 UP_RATE = 10e9
+
+
+def burst(rate):
+    """The switch's shaper: a token bucket of 1 ms at the rate, at least two
+    jumbo frames (dp_qos.c)."""
+    return max(rate / 8 / 1000, 2 * 9018)
+
+
+def calls(size):
+    """The calls run-allreduce.sh times back to back at this size: 3 to warm
+    up, then 200 up to 64 KiB and 20 above (-w 3 -N 200 -n 20)."""
+    return 3 + (200 if size <= 65536 else 20)
 # The CPU a rank spends, per size (getrusage, the CSV's cpu_s_per_GB):
 # libinca's at the rate modelled (its ranks sleep while they wait: what they
 # spend is work); Open MPI's at 1 Gbit/s, where the CPU is what limits (its
@@ -78,9 +95,11 @@ def cpu_per_gb(rows, tool, n, size, rate):
 
 
 def host_ns(rows, n, size, rate):
-    """In-network: the CPU a rank spent a packet (992 bytes of floats) on
-    calls of this size."""
-    return cpu_per_gb(rows, "inca-udp", n, size, rate) * 992
+    """In-network: the CPU a rank spent a packet on calls of this size. The
+    CSV's figure is per byte reduced, and inca-sim charges it per packet,
+    a last one partly filled (4 KiB: 5 packets of up to 992 bytes) the same
+    as a full one: the call's bytes over its packets."""
+    return cpu_per_gb(rows, "inca-udp", n, size, rate) * size / math.ceil(size / 992)
 
 
 def err(model, measured):
@@ -97,11 +116,12 @@ def summary(name, errs):
 
 def lab_shape(build, rows, floor, rate_name, n):
     """The lab at rate_name with n ranks as inca-sim options: the shape, and
-    the in-network CPU a packet and the fixed cost per call (fitted to the
-    8-byte row) as host_ns and call_overhead."""
+    the fixed cost per call fitted to the 8-byte row as call_overhead (with
+    host_ns, the CPU of that one-packet call, which callers replace with
+    host_ns() of the size they run)."""
     lat = floor[(rate_name, n, "ping-host")] / 4 * 1e-6
-    lab = dict(hosts=n, rate=RATES[rate_name], up_rate=UP_RATE, latency=lat, shared_cpu=1,
-               cores=1, window=64, elems=248)
+    lab = dict(hosts=n, rate=RATES[rate_name], up_rate=UP_RATE, burst=burst(RATES[rate_name]),
+               latency=lat, shared_cpu=1, cores=1, window=64, elems=248)
     inca_cpu = cpu_per_gb(rows, "inca-udp", n, 8, rate_name) * 8   # ns a call of one packet
     # the fixed cost per call, from the 8-byte row: the model is linear in
     # it (0 and 10 us)
@@ -137,10 +157,10 @@ def main():
                       rate_name, n, lat * 1e6, min(inca_cpu), max(inca_cpu), min(ring_cpu),
                       max(ring_cpu), call * 1e6), flush=True)
             for s, ic, rc in zip(SIZES, inca_cpu, ring_cpu):
-                mi = float(simlib.inca_sim(a.build, bytes=s, host_ns=ic,
-                                           call_overhead=call, **lab)["time_us"])
+                mi = float(simlib.inca_sim(a.build, bytes=s, host_ns=ic, call_overhead=call,
+                                           calls=calls(s), **lab)["time_us"])
                 mr = float(simlib.inca_sim(a.build, bytes=s, ring=True, ring_ns_per_byte=rc,
-                                           **lab)["time_us"])
+                                           calls=calls(s), **lab)["time_us"])
                 ms = smpi.get("lr", {}).get(s)
                 li = float(rows[(rate_name, "inca-udp", n, s)]["time_us"])
                 lo = float(rows[(rate_name, "openmpi-ring", n, s)]["time_us"])

@@ -66,18 +66,21 @@
  * instead (a job's buffers used again, call after call). Memory bandwidth
  * shared by a host's cores is not modelled.
  *
- * The lab (--shared-cpu C, --up-rate): its ranks share C cores, each burst
- * of a rank's work run to its end on one core in the order the bursts
- * became ready (rank_cpu); the switch shapes its egress ports, the hosts'
- * veths into it are not shaped, so a host link's way up can be given a
- * rate of its own.
+ * The lab (--shared-cpu C, --up-rate, --burst, --calls): its ranks share
+ * C cores, each burst of a rank's work run to its end on one core in the
+ * order the bursts became ready (rank_cpu); the switch shapes its egress
+ * ports with a token bucket (dp_qos.c; shaper_wait), the hosts' veths into
+ * it are not shaped, so a host link's way up can be given a rate of its
+ * own; and the perf tools time calls back to back, each rank's next as
+ * soon as its last ended, the median of each call's slowest rank.
  *
- * What is left out besides: loss in chunks, the shaper's 1 ms burst, the
- * hosts' scheduling beyond that one queue of bursts, PFC and ECN, ECMP (one
- * shortest path per pair), several jobs sharing a switch; docs/scale.md
- * says what that means.
+ * What is left out besides: loss in chunks, the hosts' scheduling beyond
+ * that one queue of bursts, PFC and ECN, ECMP (one shortest path per
+ * pair), several jobs sharing a switch; docs/scale.md says what that
+ * means.
  *
- * Output: one line of key=value pairs (time_us is the last rank's result).
+ * Output: one line of key=value pairs (time_us is the last rank's result;
+ * with --calls, the median over the calls of the slowest rank's call).
  */
 #include <algorithm>
 #include <cerrno>
@@ -126,6 +129,12 @@ struct params {
 	int elems_per_pkt = 248;          /* fp32 per packet (IB MTU 1024: 992 bytes) */
 	int header_bytes = 98 + 24;       /* Ethernet..ICRC, + preamble, FCS, gap */
 	double bytes = 4096;              /* the vector, per rank */
+	long calls = 1;                   /* back to back, each rank's next as soon as its
+					     last ends; the time is the median over them of
+					     the slowest rank's (as the perf tools time it) */
+	double burst = 0;                 /* >0: the switch's port to a host is a token
+					     bucket of this many bytes at the rate (its shaper,
+					     dp_qos.c), the cable behind it at the way up's */
 	int max_chunks = 64;              /* coarse mode: chunks per call at most */
 	bool per_packet = false;
 	bool ring = false;                /* the host ring instead */
@@ -290,7 +299,23 @@ void send_pkt(outbox &out, sg4::Host *from, sg4::Mailbox *box, msg *m, double by
 struct node;
 std::vector<node *> nodes;
 std::vector<sg4::Mailbox *> rank_box;
-std::vector<double> rank_done;
+std::vector<std::vector<double>> call_time;   /* [call][rank]: its start to its end */
+
+/* The switch's shaper on its port to rank r (--burst): a token bucket of
+ * P.burst bytes filling at the rate, full at the start. Returns how long
+ * bytes sent now wait in it (tokens below zero: the bytes queued ahead). */
+std::vector<double> bucket_tokens, bucket_time;
+
+double shaper_wait(int r, double bytes)
+{
+	if (P.burst <= 0)
+		return 0;
+	double now = sg4::Engine::get_clock(), rate = P.rate_bps / 8;
+	double t = std::min(P.burst, bucket_tokens[r] + (now - bucket_time[r]) * rate) - bytes;
+	bucket_tokens[r] = t;
+	bucket_time[r] = now;
+	return t < 0 ? -t / rate : 0;
+}
 
 /* ---- a tree node: receiver + workers on its switch ---- */
 struct node {
@@ -310,11 +335,12 @@ struct node {
 
 	void send_down(long long c)
 	{
-		double b = chunk_bytes(c);
+		double b = chunk_bytes(c % CH.chunks());
 		for (int k : child_nodes)
 			send_pkt(out, host, nodes[k]->box, new msg{ c, true, 0 }, b, loss_delay());
 		for (int r : child_ranks)
-			send_pkt(out, host, rank_box[r], new msg{ c, true, 0 }, b, loss_delay());
+			send_pkt(out, host, rank_box[r], new msg{ c, true, 0 }, b,
+				 shaper_wait(r, b) + loss_delay());
 	}
 
 	/*
@@ -335,7 +361,7 @@ struct node {
 				out.drain();
 				return;
 			}
-			long long c = m->chunk, k = CH.size[c];
+			long long c = m->chunk, k = CH.size[c % CH.chunks()];
 			double ns = (double)k * (m->result ? cost.fwd_ns_per_pkt : agg_ns_per_pkt());
 			double start = std::max(m->arrived, cores_free_at);
 			double one = ns / (double)k;
@@ -351,8 +377,8 @@ struct node {
 						send_down(c);
 					else
 						send_pkt(out, host, nodes[parent]->box,
-							 new msg{ c, false, 0 }, chunk_bytes(c),
-							 loss_delay());
+							 new msg{ c, false, 0 },
+							 chunk_bytes(c % CH.chunks()), loss_delay());
 				}
 			}
 			delete m;
@@ -363,7 +389,7 @@ struct node {
 	void receiver()
 	{
 		box->set_receiver(sg4::Actor::self());
-		long long expect = CH.chunks() * (members + (parent >= 0));
+		long long expect = CH.chunks() * P.calls * (members + (parent >= 0));
 		for (long long i = 0; i < expect; i++) {
 			msg *m = box->get<msg>();
 			m->arrived = sg4::Engine::get_clock();
@@ -421,25 +447,41 @@ void local_phases(double *up, double *down)
 }
 
 /* ---- a rank of the in-network all-reduce ---- */
+void inca_call(int r, long call, sg4::Mailbox *me, node *leaf, double up, double down,
+	       double *nic_free, outbox &out);
+
 void inca_rank(int r)
 {
 	sg4::Mailbox *me = rank_box[r];
 	node *leaf = nodes[fab.rank_node[r]];
-	long long sent = 0, got = 0, unanswered = 0;   /* packets */
 	double nic_free_at = 0;
 	outbox out;
 
 	double up, down;
 	local_phases(&up, &down);
 	me->set_receiver(sg4::Actor::self());
+	for (long call = 0; call < P.calls; call++)
+		inca_call(r, call, me, leaf, up, down, &nic_free_at, out);
+	out.drain();
+	me->set_receiver(nullptr);
+}
+
+/* One call of rank r's: its chunks numbered on from the last call's. */
+void inca_call(int r, long call, sg4::Mailbox *me, node *leaf, double up, double down,
+	       double *nic_free, outbox &out)
+{
+	const long long nch = CH.chunks(), base = call * nch;
+	long long sent = 0, got = 0, unanswered = 0;   /* packets */
+	double start = sg4::Engine::get_clock(), &nic_free_at = *nic_free;
+
 	rank_cpu(P.call_overhead * 1e9);
 	if (up > 0)
 		sg4::this_actor::sleep_for(up);
 	/* per packet: a packet goes when fewer than W are unanswered; chunks:
 	 * every one capped at the rate the window sustains (a vector of W
 	 * packets or fewer never waits for the window) */
-	while (got < CH.chunks()) {
-		if (sent < CH.chunks() && (!P.per_packet || unanswered < P.window)) {
+	while (got < nch) {
+		if (sent < nch && (!P.per_packet || unanswered < P.window)) {
 			long long k = CH.size[sent];
 			double b = chunk_bytes(sent), rate = up_rate() / 8;
 			rank_cpu((double)k * P.host_ns_per_pkt);
@@ -451,14 +493,15 @@ void inca_rank(int r)
 			 * instead), while the CPU readies the next */
 			if (nic_free_at > sg4::Engine::get_clock())
 				sg4::this_actor::sleep_until(nic_free_at);
-			double lost = loss_delay(r == P.drop_rank && sent == P.drop_pkt);
+			double lost = loss_delay(call == 0 && r == P.drop_rank && sent == P.drop_pkt);
 			if (lost > 0) {
 				/* its first copy took the NIC's time; its
 				 * retransmission gets through */
 				send_pkt(out, sg4::this_actor::get_host(), leaf->box,
-					 new msg{ sent, false, 0 }, b, lost);
+					 new msg{ base + sent, false, 0 }, b, lost);
 			} else {
-				sg4::CommPtr c = leaf->box->put_init(new msg{ sent, false, 0 }, b);
+				sg4::CommPtr c = leaf->box->put_init(new msg{ base + sent, false, 0 },
+								     b);
 				if (capped)
 					c->set_rate(CH.rate_cap);
 				c->start();
@@ -469,14 +512,14 @@ void inca_rank(int r)
 			sent++;
 		} else {
 			msg *m = me->get<msg>();
-			unanswered -= CH.size[m->chunk];
+			unanswered -= CH.size[m->chunk % nch];
 			delete m;
 			got++;
 		}
 	}
-	rank_done[r] = sg4::Engine::get_clock() + down;
-	out.drain();
-	me->set_receiver(nullptr);
+	if (down > 0)
+		sg4::this_actor::sleep_for(down);
+	call_time[call][r] = sg4::Engine::get_clock() - start;
 }
 
 /* ---- the host ring: reduce-scatter then allgather, 2(N-1) steps of S/N ---- */
@@ -492,17 +535,29 @@ void ring_rank(int r)
 	/* what the previous rank sends comes in while this one is busy (TCP
 	 * fills the receiver's buffers; a rendezvous would wait for it) */
 	me->set_receiver(sg4::Actor::self());
-	rank_cpu(P.call_overhead * 1e9);
-	if (up > 0)
-		sg4::this_actor::sleep_for(up);
-	for (int step = 0; step < 2 * (n - 1); step++) {
-		sg4::CommPtr s = next->put_async(new msg{ step, false, 0 }, wire);
-		delete me->get<msg>();
-		/* the CPU a rank spends per byte of the vector, spread over the steps */
-		rank_cpu(P.bytes * P.ring_ns_per_byte / (2 * (n - 1)));
-		s->wait();
+	for (long call = 0; call < P.calls; call++) {
+		double start = sg4::Engine::get_clock();
+		rank_cpu(P.call_overhead * 1e9);
+		if (up > 0)
+			sg4::this_actor::sleep_for(up);
+		for (int step = 0; step < 2 * (n - 1); step++) {
+			/* the switch's shaper on the next rank's port holds the
+			 * block back (the rank waits with it: what it takes in
+			 * meanwhile comes in all the same) */
+			double wait = shaper_wait((r + 1) % n, wire);
+			if (wait > 0)
+				sg4::this_actor::sleep_for(wait);
+			sg4::CommPtr s = next->put_async(new msg{ step, false, 0 }, wire);
+			delete me->get<msg>();
+			/* the CPU a rank spends per byte of the vector, spread
+			 * over the steps */
+			rank_cpu(P.bytes * P.ring_ns_per_byte / (2 * (n - 1)));
+			s->wait();
+		}
+		if (down > 0)
+			sg4::this_actor::sleep_for(down);
+		call_time[call][r] = sg4::Engine::get_clock() - start;
 	}
-	rank_done[r] = sg4::Engine::get_clock() + down;
 	me->set_receiver(nullptr);
 }
 
@@ -554,6 +609,8 @@ void build_platform()
 		sg4::SplitDuplexLink *l = zone->create_split_duplex_link("hl" + std::to_string(h),
 									  P.rate_bps / 8);
 		l->get_link_up()->set_bandwidth(up_rate() / 8);
+		if (P.burst > 0)
+			l->get_link_down()->set_bandwidth(up_rate() / 8);
 		l->set_latency(P.link_latency)->seal();
 		zone->add_route(host->get_netpoint(), host_of_switch[fab.host_leaf[h]]->get_netpoint(),
 				nullptr, nullptr, { LinkInRoute(l, LinkInRoute::Direction::UP) }, true);
@@ -749,10 +806,10 @@ void usage()
 	fprintf(stderr,
 		"usage: inca-sim --bench FILE [--topology FILE | --tiers 1|2|3 --hosts N\n"
 		"         [--hosts-per-leaf H] [--spines S] [--leaves-per-pod L]\n"
-		"         [--supers-per-plane X]] [--rate 100G] [--uplink-factor F]\n"
+		"         [--supers-per-plane X]] [--rate 100G] [--up-rate R] [--uplink-factor F]\n"
 		"         [--latency S] [--cores C|auto] [--window W|auto] [--elems E] [--header B]\n"
-		"         [--bytes S] [--chunks K | --per-packet] [--host-ns NS]\n"
-		"         [--shared-cpu CORES] [--call-overhead S] [--ring]\n"
+		"         [--bytes S] [--calls K] [--chunks K | --per-packet] [--host-ns NS]\n"
+		"         [--shared-cpu CORES] [--burst B] [--call-overhead S] [--ring]\n"
 		"         [--ring-ns-per-byte NS] [--sizing] [--loss P [--seed S]] [--drop R:K]\n"
 		"         [--rto S] [--rto-cap S] [--ranks-per-host P --host-rate R\n"
 		"         [--host-call S] [--host-cache B --host-rate-cached R]\n"
@@ -777,8 +834,10 @@ void help()
 	       "  --supers-per-plane X    (4)\n"
 	       "  --rate R                host link rate in bit/s, e.g. 100G, 400G, 200M or\n"
 	       "                          200mbit (default 100G)\n"
-	       "  --up-rate R             a host link's way up, host to switch (default: R;\n"
-	       "                          the lab shapes only the switch's egress ports)\n"
+	       "  --up-rate R             a host link's way up, host to switch (default: as\n"
+	       "                          --rate; the lab shapes only the switch's egress\n"
+	       "                          ports); the switches' uplinks and --sizing follow\n"
+	       "                          --rate\n"
 	       "  --uplink-factor F       switch-to-switch links as F x the host rate\n"
 	       "                          (default: non-blocking)\n"
 	       "  --latency S             one cable, one way, seconds (default 1e-6)\n"
@@ -791,6 +850,13 @@ void help()
 	       "                          wire (default 122: Ethernet..ICRC, preamble, FCS, gap)\n"
 	       "  --bytes S               the vector per rank, e.g. 4096, 16M (MiB), 1G (GiB)\n"
 	       "                          (default 4096)\n"
+	       "  --calls K               K calls back to back, each rank's next as soon as\n"
+	       "                          its last ended; time_us is the median over them of\n"
+	       "                          the slowest rank's call (default 1)\n"
+	       "  --burst B               the switch's port to each host shapes to the rate\n"
+	       "                          with a token bucket of B bytes (full at the start;\n"
+	       "                          its cable then runs at --up-rate); default: none, the\n"
+	       "                          cable at the rate\n"
 	       "  --chunks K              simulate in chunks of at most K packets (default 64)\n"
 	       "  --per-packet            simulate packet by packet (slow; the reference)\n"
 	       "  --host-ns NS            a rank's CPU per packet, ns\n"
@@ -805,7 +871,8 @@ void help()
 	       "                          an RTO later (backed off if lost again)\n"
 	       "  --seed S                the losses' random draws (default 1)\n"
 	       "  --drop R:K              with --per-packet: rank R's packet K is lost once on\n"
-	       "                          its way to its switch (what one loss costs)\n"
+	       "                          its way to its switch in the first call (what one\n"
+	       "                          loss costs)\n"
 	       "  --rto S                 what a loss costs, seconds (default 1e-3:\n"
 	       "                          INCA_RTO_MIN_US)\n"
 	       "  --rto-cap S             a backed-off RTO at most (default 0.25)\n"
@@ -869,6 +936,8 @@ int main(int argc, char **argv)
 		{ "elems", required_argument, nullptr, 'E' },
 		{ "header", required_argument, nullptr, 'h' },
 		{ "bytes", required_argument, nullptr, 's' },
+		{ "calls", required_argument, nullptr, 'A' },
+		{ "burst", required_argument, nullptr, 'D' },
 		{ "chunks", required_argument, nullptr, 'k' },
 		{ "per-packet", no_argument, nullptr, 'p' },
 		{ "host-ns", required_argument, nullptr, 'o' },
@@ -931,6 +1000,8 @@ int main(int argc, char **argv)
 		case 'E': ok = opt_int("elems", optarg, 1, 1 << 20, &l); P.elems_per_pkt = (int)l; break;
 		case 'h': ok = opt_int("header", optarg, 0, 1 << 16, &l); P.header_bytes = (int)l; break;
 		case 's': ok = opt_num("bytes", optarg, NUM_SIZE, 4, 1e15, &P.bytes); break;
+		case 'A': ok = opt_int("calls", optarg, 1, 100000, &l); P.calls = l; break;
+		case 'D': ok = opt_num("burst", optarg, NUM_SIZE, 1, 1e12, &P.burst); break;
 		case 'k': ok = opt_int("chunks", optarg, 1, 1 << 30, &l); P.max_chunks = (int)l; break;
 		case 'p': P.per_packet = true; break;
 		case 'o': ok = opt_num("host-ns", optarg, NUM_PLAIN, 0, 1e9, &P.host_ns_per_pkt); break;
@@ -1062,7 +1133,9 @@ int main(int argc, char **argv)
 	}
 
 	int n = fab.nhosts;
-	rank_done.assign(n, 0);
+	call_time.assign(P.calls, std::vector<double>(n, 0));
+	bucket_tokens.assign(n, P.burst);
+	bucket_time.assign(n, 0);
 	for (int r = 0; r < n; r++)
 		rank_box.push_back(sg4::Mailbox::by_name("rank-" + std::to_string(r)));
 	if (P.ring) {
@@ -1078,7 +1151,7 @@ int main(int argc, char **argv)
 			nd->host = host_of_switch[fab.node_sw[k]];
 			nd->box = sg4::Mailbox::by_name("node-" + std::to_string(k));
 			nd->work = sg4::Semaphore::create(0);
-			nd->arrived.assign(CH.chunks(), 0);
+			nd->arrived.assign(CH.chunks() * P.calls, 0);
 			nodes.push_back(nd);
 		}
 		for (int k = 0; k < fab.nnodes; k++)
@@ -1097,7 +1170,13 @@ int main(int argc, char **argv)
 	}
 	e.run();
 
-	double t = *std::max_element(rank_done.begin(), rank_done.end());
+	/* each call's slowest rank; the median over the calls */
+	std::vector<double> slowest;
+	for (const auto &c : call_time)
+		slowest.push_back(*std::max_element(c.begin(), c.end()));
+	std::sort(slowest.begin(), slowest.end());
+	size_t mid = slowest.size() / 2;
+	double t = slowest.size() % 2 ? slowest[mid] : (slowest[mid - 1] + slowest[mid]) / 2;
 	if (P.sizing) {
 		int n = fab.nhosts;
 		double ring = n < 2 ? 0 : 2.0 * (n - 1) / n * P.bytes / (P.rate_bps / 8 * 1448 / 1538) +

@@ -5,8 +5,11 @@ coarse unit agrees with packets, and its projections to 8192 hosts (in-network
 against the best host algorithm), with what it leaves out.
 
 Steps (each result also kept as CSV under docs/scale/; --reuse takes the
-projections from there instead of simulating them again):
-1. calibrate.py: the lab's shapes against docs/performance/allreduce.csv;
+steps 1-4 from there instead of simulating them again, --recalibrate with
+it runs step 1 again):
+1. calibrate.py: the lab's shapes against docs/performance/allreduce.csv
+   and its second run (docs/performance/run2), and the two runs against
+   each other;
    calibrate_loss.py: the model under loss against docs/performance/loss.csv;
 2. chunks against packets on small fabrics; chunk counts at 1024 hosts;
 3. the baseline: SMPI (smpirun, mpi-allreduce-perf built with smpicc) at 64
@@ -25,7 +28,7 @@ projections from there instead of simulating them again):
 6. PNG plots of the projections (docs/scale/time.png, speedup.png; with
    python3-matplotlib, which install-deps installs).
 
-Usage: tests/sim/scale.py [--build build] [--reuse] [--out docs/scale.md]
+Usage: tests/sim/scale.py [--build build] [--reuse [--recalibrate]] [--out docs/scale.md]
 """
 import argparse
 import csv
@@ -141,7 +144,7 @@ def run_calibration_run2(build, outdir):
     repeat = []
     for rate in calibrate.RATES:
         for tool, what in (("inca-udp", "in-network"), ("openmpi-ring", "Open MPI")):
-            d = [two[k] and float(two[k]["time_us"]) / float(one[k]["time_us"]) - 1
+            d = [float(two[k]["time_us"]) / float(one[k]["time_us"]) - 1
                  for k in ((rate, tool, n, size) for n in calibrate.RANKS
                            for size in calibrate.SIZES)]
             repeat.append(calibrate.summary("%s %s, run 2 against run 1" % (rate, what), d))
@@ -401,7 +404,8 @@ def write_doc(out, st, proj, host):
     w("  CM02 model, no TCP factors); one path per pair; no other jobs on the fabric.")
     w("* **The switch as one server per node**: a node's worker cores are one queue of their")
     w("  total rate (slots spread evenly); a packet still takes one core's time. Switching and")
-    w("  propagation are %.0f us a cable; the lab's shaper burst (1 ms) is not modelled." % (LATENCY * 1e6))
+    w("  propagation are %.0f us a cable. The lab's shaper (a token bucket of 1 ms at the" % (LATENCY * 1e6))
+    w("  rate) is in its calibration only: the projections' ports are not shaped.")
     w("* **The coarse unit**: above 64 packets a member's vector moves as chunks (at most")
     w("  64, growing and shrinking by doubling at the ends) stored and forwarded whole at")
     w("  each tier, the window enforced as a rate cap; the agreement with")
@@ -435,7 +439,10 @@ def write_doc(out, st, proj, host):
     w("(not all at once at a fraction of the speed, which kept the ring's ranks in lockstep);")
     w("a ring's next block comes into a rank while it is busy (TCP fills its buffers);")
     w("cables a quarter of the measured host-to-host ping; the switch's egress ports shaped")
-    w("to the rate and a host's way up, a veth, not shaped (10 Gbit/s); each rank's CPU at")
+    w("to the rate by a token bucket of 1 ms (its shaper, dp_qos.c) and a host's way up, a")
+    w("veth, not shaped (10 Gbit/s); the calls back to back as run-allreduce.sh times them")
+    w("(3 to warm up, then 200 up to 64 KiB and 20 above; the median of each call's slowest")
+    w("rank); each rank's CPU at")
     w("every size the CSV's `cpu_s_per_GB` for that size (libinca's at the rate modelled,")
     w("Open MPI's at 1 Gbit/s: at 200 Mbit/s its oversubscribed ranks poll and yield the")
     w("core, and getrusage counts that polling); a fixed cost per call fitted to the")
@@ -458,9 +465,8 @@ def write_doc(out, st, proj, host):
         w("* " + l)
     w("")
     w("And the lab against itself, run 2 ÷ run 1 − 1 at the same points. Where it does not")
-    w("repeat within 15% (in-network at 1 Gbit/s, where the CPU limits), the bar is tighter")
-    w("than the lab's own repeatability; the model takes each run's own CPU figures and")
-    w("follows each run.")
+    w("repeat within 15% (most of all in-network at 1 Gbit/s, where the CPU limits), the bar")
+    w("is tighter than the lab's own repeatability.")
     w("")
     for l in st["repeat"]:
         w("* " + l)
@@ -478,22 +484,26 @@ def write_doc(out, st, proj, host):
     w("")
     lab_rows, _ = calibrate.load_lab()
 
-    def cpu_share(r):
-        """The lab's ranks' CPU on the call (getrusage), over its time."""
+    def shares(r):
+        """The lab's ranks' CPU on the call (getrusage, on the one core), and
+        a host's results at the rate, each over the lab's time."""
         n, size = int(r["ranks"]), int(r["bytes"])
-        return n * size * calibrate.cpu_per_gb(lab_rows, "inca-udp", n, size, r["rate"]) / \
-            (float(r["inca_lab_us"]) * 1e3)
-    off = ["%s %s ranks %s (%+.1f%%; the ranks' CPU %.0f%% of the lab's time)" % (
-        r["rate"], r["ranks"], fmt_bytes(int(r["bytes"])), 100 * float(r["inca_err"]),
-        100 * cpu_share(r)) for r in calib if abs(float(r["inca_err"])) > LIMIT]
-    w("In-network points off by more than 15%%: %s. There the ranks' CPU alone is most"
+        lab_ns = float(r["inca_lab_us"]) * 1e3
+        cpu = n * size * calibrate.cpu_per_gb(lab_rows, "inca-udp", n, size, r["rate"])
+        wire = (size + math.ceil(size / 992) * 122) / (calibrate.RATES[r["rate"]] / 8) * 1e9
+        return cpu / lab_ns, wire / lab_ns
+    off = ["%s %s ranks %s (%+.1f%%; the ranks' CPU %.0f%% and the results at the rate "
+           "%.0f%% of the lab's time)" % ((r["rate"], r["ranks"], fmt_bytes(int(r["bytes"])),
+                                            100 * float(r["inca_err"])) +
+                                           tuple(100 * x for x in shares(r)))
+           for r in calib if abs(float(r["inca_err"])) > LIMIT]
+    w("In-network points off by more than 15%%: %s. The model runs the ranks' CPU on their"
       % ("; ".join(off) if off else "none"))
-    w("of the lab's time: the lab overlapped nearly all of the wire with it, the model on")
-    w("one shared core does not, and why is not known (a packet's CPU split between")
-    w("sending it and taking its result, which the model leaves whole at the send, made")
+    w("one core and the results on the wire side by side as far as the window and the")
+    w("shaper let them; where each alone is well below the lab's time, the lab overlapped")
     ring_ok = {rt: (sum(abs(float(r["ring_cpu_err"])) <= LIMIT for r in calib if r["rate"] == rt),
                     sum(r["rate"] == rt for r in calib)) for rt in ("200mbit", "1gbit")}
-    w("these points worse when tried on 2026-11-29). Open MPI's ring in the lab")
+    w("them less. Open MPI's ring in the lab")
     w("reaches 72-88% of its link (docs/performance.md, \"the ring's shortfall\"); SMPI's")
     w("ring, network only, is the ring at its link: faster than the lab at most sizes")
     w("at 200 Mbit/s and far faster at the CPU-bound 1 Gbit/s. The ring with the CPU")
@@ -631,7 +641,7 @@ def write_doc(out, st, proj, host):
     w("")
     w("```")
     w("nice -n 19 ninja -C build && meson test -C build --suite sim")
-    w("tests/sim/calibrate.py                     # the calibration table, seconds")
+    w("tests/sim/calibrate.py                     # the calibration table, a minute")
     w("tests/sim/calibrate.py --lab docs/performance/run2   # against the lab's second run")
     w("tests/sim/calibrate_loss.py                # the loss table, a minute")
     w("tests/sim/calibrate_host.py --measure      # libinca's in-host phases here, 20 s")
@@ -835,7 +845,11 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--build", default=os.path.join(simlib.ROOT, "build"))
     ap.add_argument("--out", default=os.path.join(simlib.ROOT, "docs", "scale.md"))
-    ap.add_argument("--reuse", action="store_true")
+    ap.add_argument("--reuse", action="store_true",
+                    help="take the steps and projections of the last full run "
+                    "(docs/scale/steps.json, projections.csv) instead of running them")
+    ap.add_argument("--recalibrate", action="store_true",
+                    help="with --reuse: run the calibration steps again (a few minutes)")
     a = ap.parse_args()
     t0 = time.time()
     outdir = os.path.join(os.path.dirname(a.out), "scale")
@@ -849,8 +863,10 @@ def main():
                   % steps_json, file=sys.stderr)
             return 1
         proj = list(csv.DictReader(open(proj_csv)))
-        if "repeat" not in st:
-            # a step added later: seconds, kept from then on
+        if a.recalibrate or "repeat" not in st:
+            if a.recalibrate:
+                st["calib"], st["summary"], st["inputs"] = run_calibration(a.build, outdir)
+                st["loss"], st["loss_summary"] = run_loss_calibration(a.build, outdir)
             st["summary_run2"], st["repeat"] = run_calibration_run2(a.build, outdir)
             with open(steps_json, "w") as f:
                 json.dump(st, f, indent=1)

@@ -62,6 +62,18 @@
 #    (TCP fills its buffers): it arrives at 78.00 + 63.52 = 141.52 and is
 #    reduced by 156.00, when the first rank's arrives (92.48 + 63.52);
 #    that one is reduced by 170.48 us.
+# 10. The switch's shaper (--burst B: a token bucket of B bytes at the rate,
+#    full at the start, the cable behind it at --up-rate). As 1 at 1 Gbit/s
+#    (0.125 B/ns) with the way up and the cables at 100G: the result waits
+#    for no token with B = 1500 (2.576126 us, as 1); with B = 1000 it
+#    waits (1114 - 1000) / 0.125 = 912 ns: 3.488126 us. Three calls back
+#    to back with B = 1500 (--calls 3: the median of each call's slowest
+#    rank): call 1 leaves 386 tokens at 1487.006 ns and takes 2576.126;
+#    call 2's result, 2576.126 ns later, finds 386 + 322.01575 and waits
+#    405.98425 / 0.125 = 3247.874 ns: 5824.000; call 3 waits longer
+#    (6335.874 ns): the median is 5.824 us. The ring of case 4 with B =
+#    1000: each step's 1538 bytes wait 538 / 25e6 s = 21.52 us (the bucket
+#    is full again by the next step), 2 x (21.52 + 63.52) = 170.08 us.
 set -eu
 sim=$1
 bench=$2
@@ -110,6 +122,14 @@ run "one switch, one packet, the ranks on one core" 4.377183 1e-6 --hosts 2 --by
 	--shared-cpu 1 --host-ns 1000
 run "ring, two hosts on one core" 170.48 1e-6 --hosts 2 --bytes 2896 --rate 200M --ring \
 	--shared-cpu 1 --ring-ns-per-byte 10
+run "the shaper, tokens enough" 2.576126 1e-6 --hosts 2 --bytes 992 --rate 1G --up-rate 100G \
+	--burst 1500
+run "the shaper, tokens short" 3.488126 1e-6 --hosts 2 --bytes 992 --rate 1G --up-rate 100G \
+	--burst 1000
+run "the shaper, three calls back to back" 5.824 1e-6 --hosts 2 --bytes 992 --rate 1G \
+	--up-rate 100G --burst 1500 --calls 3
+run "ring, two hosts, the shaper" 170.08 1e-6 --hosts 2 --bytes 2896 --rate 200M --ring \
+	--burst 1000
 run "ring, two hosts of 4 ranks" 132.108 1e-6 --hosts 2 --bytes 2896 --rate 200M --ring \
 	--ranks-per-host 4 --host-rate 1e9
 per_packet=$("$sim" --bench "$bench" --log=root.thres:warning --rate 200M --hosts 4 \
@@ -131,7 +151,7 @@ if [ "$rc" = 2 ]; then echo "ok bad option: exit 2"; else echo "FAIL bad option:
 # a number is a number, all of it, in range (atoi took "4x" for 4 and "x" for 0)
 for bad in "--loss 0.01" "--per-packet --loss 1" "--per-packet --drop 2:0" "--per-packet --drop 0:1" \
 	"--per-packet --ring --drop 0:0" "--per-packet --drop 0:0x" "--hosts 4x" "--tiers 4" \
-	"--rate 200mbits" "--rate -1G" "--up-rate 0" "--cores 0" "--window 5000" "--latency x" "--seed -1" \
+	"--rate 200mbits" "--rate -1G" "--up-rate 0" "--calls 0" "--burst 0" "--cores 0" "--window 5000" "--latency x" "--seed -1" \
 	"--bytes 1T" "--loss nan" "--ranks-per-host 4" "--ranks-per-host 0 --host-rate 1e9" \
 	"--ranks-per-host 2 --host-rate 0" "--hier ring" "--host-rate 1e9" "--hier rails" \
 	"--rail-min 1M" \
