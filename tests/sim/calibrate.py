@@ -52,6 +52,17 @@ LIMIT = 0.15
 # switch shapes its egress ports, dp_qos.c); what limits it is the CPU,
 # counted apart. 10 Gbit/s is the speed a veth reports.
 UP_RATE = 10e9
+# The CPU a rank spends, per size (getrusage, the CSV's cpu_s_per_GB):
+# libinca's at the rate modelled (its ranks sleep while they wait: what they
+# spend is work); Open MPI's at 1 Gbit/s, where the CPU is what limits (its
+# ranks poll while they wait, and oversubscribed they yield the core to the
+# others as they poll: at 200 Mbit/s getrusage counts that polling too).
+RING_CPU_RATE = "1gbit"
+# floats a packet (IB MTU 1024), and the bytes a packet carries besides them
+# on the wire (inca-sim's --elems and --header)
+ELEMS = 248
+PAYLOAD = ELEMS * 4
+WIRE_HEADER = 122
 
 
 def burst(rate):
@@ -64,12 +75,6 @@ def calls(size):
     """The calls run-allreduce.sh times back to back at this size: 3 to warm
     up, then 200 up to 64 KiB and 20 above (-w 3 -N 200 -n 20)."""
     return 3 + (200 if size <= 65536 else 20)
-# The CPU a rank spends, per size (getrusage, the CSV's cpu_s_per_GB):
-# libinca's at the rate modelled (its ranks sleep while they wait: what they
-# spend is work); Open MPI's at 1 Gbit/s, where the CPU is what limits (its
-# ranks poll while they wait, and oversubscribed they yield the core to the
-# others as they poll: at 200 Mbit/s getrusage counts that polling too).
-RING_CPU_RATE = "1gbit"
 
 
 LAB = os.path.join(simlib.ROOT, "docs", "performance")
@@ -99,7 +104,13 @@ def host_ns(rows, n, size, rate):
     CSV's figure is per byte reduced, and inca-sim charges it per packet,
     a last one partly filled (4 KiB: 5 packets of up to 992 bytes) the same
     as a full one: the call's bytes over its packets."""
-    return cpu_per_gb(rows, "inca-udp", n, size, rate) * size / math.ceil(size / 992)
+    return cpu_per_gb(rows, "inca-udp", n, size, rate) * size / math.ceil(size / PAYLOAD)
+
+
+def wire_bytes(size):
+    """A host's results of a call of this size on the wire (inca-sim's
+    wire_bytes)."""
+    return size + math.ceil(size / PAYLOAD) * WIRE_HEADER
 
 
 def err(model, measured):
@@ -116,13 +127,12 @@ def summary(name, errs):
 
 def lab_shape(build, rows, floor, rate_name, n):
     """The lab at rate_name with n ranks as inca-sim options: the shape, and
-    the fixed cost per call fitted to the 8-byte row as call_overhead (with
-    host_ns, the CPU of that one-packet call, which callers replace with
-    host_ns() of the size they run)."""
+    the fixed cost per call fitted to the 8-byte row as call_overhead (the
+    CPU a packet, host_ns(), is the caller's: it depends on the size)."""
     lat = floor[(rate_name, n, "ping-host")] / 4 * 1e-6
     lab = dict(hosts=n, rate=RATES[rate_name], up_rate=UP_RATE, burst=burst(RATES[rate_name]),
-               latency=lat, shared_cpu=1, cores=1, window=64, elems=248)
-    inca_cpu = cpu_per_gb(rows, "inca-udp", n, 8, rate_name) * 8   # ns a call of one packet
+               latency=lat, shared_cpu=1, cores=1, window=64, elems=ELEMS)
+    inca_cpu = host_ns(rows, n, 8, rate_name)   # the one packet of the 8-byte call
     # the fixed cost per call, from the 8-byte row: the model is linear in
     # it (0 and 10 us)
     t8 = float(rows[(rate_name, "inca-udp", n, 8)]["time_us"])
@@ -130,7 +140,7 @@ def lab_shape(build, rows, floor, rate_name, n):
     m1 = float(simlib.inca_sim(build, bytes=8, host_ns=inca_cpu, call_overhead=1e-5,
                                **lab)["time_us"])
     call = max(0.0, (t8 - m0) / (m1 - m0) * 1e-5)
-    return dict(lab, host_ns=inca_cpu, call_overhead=call)
+    return dict(lab, call_overhead=call)
 
 
 def main():
@@ -145,10 +155,8 @@ def main():
     out = []
     for rate_name, rate in RATES.items():
         for n in RANKS:
-            shape = lab_shape(a.build, rows, floor, rate_name, n)
-            shape.pop("host_ns")
-            call = shape.pop("call_overhead")
-            lat, lab = shape["latency"], shape
+            lab = lab_shape(a.build, rows, floor, rate_name, n)
+            call, lat = lab.pop("call_overhead"), lab["latency"]
             inca_cpu = [host_ns(rows, n, s, rate_name) for s in SIZES]
             ring_cpu = [cpu_per_gb(rows, "openmpi-ring", n, s, RING_CPU_RATE) for s in SIZES]   # ns a byte
             smpi = simlib.smpi_allreduce(a.build, n, rate, lat, SIZES, algos=["lr"])

@@ -159,13 +159,13 @@ struct params {
 
 params P;
 sim_switch_cost cost;
+sim_fabric fab;
 
 /* A host link's way up, bit/s. */
 double up_rate()
 {
 	return P.up_rate_bps > 0 ? P.up_rate_bps : P.rate_bps;
 }
-sim_fabric fab;
 
 /*
  * The vector cut into chunks: packets first[c] .. first[c] + size[c] - 1.
@@ -280,9 +280,9 @@ struct outbox {
 	}
 };
 
-/* m (bytes) into box from host `from`: now (its send kept in out), or,
- * lost on the way, after delay (its retransmission, by an actor of its
- * own) */
+/* m (bytes) into box from host `from`: now (its send kept in out), or
+ * after delay, by an actor of its own (lost on the way: its
+ * retransmission; held in the switch's shaper: when it lets it go) */
 void send_pkt(outbox &out, sg4::Host *from, sg4::Mailbox *box, msg *m, double bytes,
 	      double delay)
 {

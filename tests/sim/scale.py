@@ -129,16 +129,16 @@ def run_script(script, build, path, *args):
     return list(csv.DictReader(open(path))), notes
 
 
-def run_calibration(build, outdir):
-    rows, notes = run_script("calibrate.py", build, os.path.join(outdir, "calibration.csv"))
+def run_calibration(build, outdir, name="calibration.csv", *args):
+    rows, notes = run_script("calibrate.py", build, os.path.join(outdir, name), *args)
     return (rows, [l for l in notes if "points" in l], [l for l in notes if "cable" in l])
 
 
 def run_calibration_run2(build, outdir):
     """The model against the lab's second run (its own inputs), and the two
     runs against each other."""
-    _, notes = run_script("calibrate.py", build, os.path.join(outdir, "calibration-run2.csv"),
-                          "--lab", calibrate.LAB_RUN2)
+    _, summary, _ = run_calibration(build, outdir, "calibration-run2.csv", "--lab",
+                                    calibrate.LAB_RUN2)
     one, _ = calibrate.load_lab()
     two, _ = calibrate.load_lab(calibrate.LAB_RUN2)
     repeat = []
@@ -148,7 +148,7 @@ def run_calibration_run2(build, outdir):
                  for k in ((rate, tool, n, size) for n in calibrate.RANKS
                            for size in calibrate.SIZES)]
             repeat.append(calibrate.summary("%s %s, run 2 against run 1" % (rate, what), d))
-    return [l for l in notes if "points" in l], repeat
+    return summary, repeat
 
 
 def run_loss_calibration(build, outdir):
@@ -490,7 +490,7 @@ def write_doc(out, st, proj, host):
         n, size = int(r["ranks"]), int(r["bytes"])
         lab_ns = float(r["inca_lab_us"]) * 1e3
         cpu = n * size * calibrate.cpu_per_gb(lab_rows, "inca-udp", n, size, r["rate"])
-        wire = (size + math.ceil(size / 992) * 122) / (calibrate.RATES[r["rate"]] / 8) * 1e9
+        wire = calibrate.wire_bytes(size) / (calibrate.RATES[r["rate"]] / 8) * 1e9
         return cpu / lab_ns, wire / lab_ns
     off = ["%s %s ranks %s (%+.1f%%; the ranks' CPU %.0f%% and the results at the rate "
            "%.0f%% of the lab's time)" % ((r["rate"], r["ranks"], fmt_bytes(int(r["bytes"])),
