@@ -125,13 +125,17 @@ def summary(name, errs):
         100 * statistics.median(e))
 
 
-def lab_shape(build, rows, floor, rate_name, n):
+def lab_shape(build, rows, floor, rate_name, n, shaper=True):
     """The lab at rate_name with n ranks as inca-sim options: the shape, and
     the fixed cost per call fitted to the 8-byte row as call_overhead (the
-    CPU a packet, host_ns(), is the caller's: it depends on the size)."""
+    CPU a packet, host_ns(), is the caller's: it depends on the size).
+    shaper False: no token bucket, the cable at the rate (the fit then
+    without it too)."""
     lat = floor[(rate_name, n, "ping-host")] / 4 * 1e-6
-    lab = dict(hosts=n, rate=RATES[rate_name], up_rate=UP_RATE, burst=burst(RATES[rate_name]),
-               latency=lat, shared_cpu=1, cores=1, window=64, elems=ELEMS)
+    lab = dict(hosts=n, rate=RATES[rate_name], up_rate=UP_RATE, latency=lat, shared_cpu=1,
+               cores=1, window=64, elems=ELEMS)
+    if shaper:
+        lab["burst"] = burst(RATES[rate_name])
     inca_cpu = host_ns(rows, n, 8, rate_name)   # the one packet of the 8-byte call
     # the fixed cost per call, from the 8-byte row: the model is linear in
     # it (0 and 10 us)

@@ -63,11 +63,10 @@ def main():
     for r in lab:
         n, size, key = r["ranks"], r["bytes"], (r["rate"], r["ranks"])
         if key not in shapes:
-            shapes[key] = calibrate.lab_shape(a.build, rows, floor, r["rate"], n)
             # one call each, packet by packet: the shaper's bucket would
             # start full, where the lab's calls (10 a size, back to back)
             # found it spent; without it the cable runs at the rate
-            del shapes[key]["burst"]
+            shapes[key] = calibrate.lab_shape(a.build, rows, floor, r["rate"], n, shaper=False)
             print("# %d ranks at %s: cable %.1f us, %.1f us a call" % (
                 n, r["rate"], shapes[key]["latency"] * 1e6,
                 shapes[key]["call_overhead"] * 1e6), flush=True)
