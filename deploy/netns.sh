@@ -41,6 +41,38 @@ host_quiet() {
 		net.ipv6.conf.default.disable_ipv6=1 >/dev/null 2>&1 || true
 }
 
+# tcp_cc_check CC: CC is a congestion control this kernel has (or "system"),
+# loading its module if need be; the error said otherwise.
+tcp_cc_check() {
+	local avail=/proc/sys/net/ipv4/tcp_available_congestion_control
+	[ "$1" = system ] && return 0
+	[[ "$1" =~ ^[a-z0-9_]+$ ]] || { echo "--tcp '$1': not a congestion control name" >&2; return 1; }
+	grep -qw "$1" "$avail" 2>/dev/null || modprobe -q "tcp_$1" 2>/dev/null || true
+	grep -qw "$1" "$avail" 2>/dev/null && return 0
+	echo "--tcp $1: this kernel has $(cat "$avail" 2>/dev/null) (or 'system')" >&2
+	return 1
+}
+
+# host_tcp NS DEV CC: TCP from host NS through DEV with congestion control CC,
+# asking for ECN: every route of NS's main table on DEV gets the route's own
+# congctl and "features ecn" (a namespace may set its default CC only to one
+# the machine's tcp_allowed_congestion_control lists; a route may use any).
+# The switch marks ECN-capable frames of its lossy classes where it would
+# otherwise drop them, so a CC that backs off on marks (cubic) loses nothing.
+# "system": the kernel's default (on these machines BBR, which ignores the
+# marks and overruns the switch's lossy queues). Call once DEV is up (its
+# carrier may still be down).
+host_tcp() {
+	local ns=$1 dev=$2 cc=$3 r
+	[ "$cc" = system ] && return 0
+	while read -r r; do
+		[ -n "$r" ] || continue
+		# shellcheck disable=SC2086
+		ip -n "$ns" route replace $r congctl "$cc" features ecn
+	done < <(ip -n "$ns" route show dev "$dev" |
+		 sed -e "s|^\([^ ]*\) |\1 dev $dev |" -e 's/ \(linkdown\|dead\)\b//g')
+}
+
 # port_quiet IFACE: the kernel stops at the packet taps on a switch port's
 # veth end: inca-switch's af_packet socket still receives every frame, but
 # the kernel no longer routes (and drops) each one in its own IP stack, work

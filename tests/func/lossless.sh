@@ -3,7 +3,8 @@
 # with PFC (no loss), lossy class and PFC off (loss, counted), PFC frames as
 # scapy parses them, a received pause stopping exactly its class, dequeue
 # ECN, CNP rate limiting per QP, the PFC watchdog against a pause storm,
-# malformed PFC frames. Usage: lossless.sh BUILD_DIR
+# malformed PFC frames, the testbed's TCP backing off on ECN marks.
+# Usage: lossless.sh BUILD_DIR
 BUILD=$(cd "${1:?usage: lossless.sh BUILD_DIR}" && pwd)
 source "$(dirname "$0")/lib.sh"
 need_root
@@ -323,5 +324,68 @@ sleep 0.3
 send 2 1 9022 22 100 --dscp 26 --rate 20mbit --honor-pfc >/dev/null
 while ! grep -q received= "$WORK/after"; do sleep 0.2; done
 expect_eq "watchdog: after restoration host 1 receives again" "$(kv "$(cat "$WORK/after")" unique)" 100
+
+# ---- 8. the testbed's TCP: cubic asking for ECN backs off on the marks ----
+# Three hosts send 2 MB each over TCP to host 4, whose port runs at 50 Mbit/s
+# (deploy/testbed --tcp, default cubic with ECN on the hosts' routes): the
+# lossy class marks instead of filling up, the senders back off, and nothing
+# is dropped or retransmitted. (The kernel's BBR here ignores the marks and
+# lost 5% of an Open MPI ring's frames at this switch: docs/performance.md.)
+restart "$(config tcp true "" '{ "port": 3, "rate": "50mbit" }')"
+route=$("$TB" exec 1 ip route show dev eth0 | grep '^10\.0\.0\.0/24')
+check "TCP: host 1's route asks for cubic and ECN ($route)" \
+	grep -q 'features ecn congctl cubic' <<< "$route"
+# nstat_abs HOST COUNTER: the namespace's absolute counter (history untouched)
+nstat_abs() { "$TB" exec "$1" nstat -asz "$2" | awk -v c="$2" '$1 == c { print $2 }'; }
+retx0=0
+for h in 1 2 3; do retx0=$((retx0 + $(nstat_abs $h TcpRetransSegs))); done
+ce0=$(nstat_abs 4 IpExtInCEPkts) ect0=$(nstat_abs 4 IpExtInECT0Pkts)
+qos 3 "$WORK/before.json"
+"$TB" exec 4 /usr/bin/python3 -c '
+import socket, sys
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("10.0.0.4", 9100)); s.listen(3); s.settimeout(20)
+got = []
+for _ in range(3):
+    c, _ = s.accept(); c.settimeout(20); n = 0
+    got.append(c)
+tot = [0, 0, 0]
+import selectors
+sel = selectors.DefaultSelector()
+for i, c in enumerate(got): sel.register(c, selectors.EVENT_READ, i)
+left = 3
+while left:
+    for k, _ in sel.select(20) or sys.exit("tcp sink: 20 s without data"):
+        b = k.fileobj.recv(1 << 16)
+        if b: tot[k.data] += len(b)
+        else: sel.unregister(k.fileobj); left -= 1
+print(" ".join(map(str, sorted(tot))))
+' > "$WORK/tcp-sink" 2>&1 &
+SINK=$!
+BG+=($SINK)
+sleep 0.5
+pids=()
+for h in 1 2 3; do
+	"$TB" exec "$h" /usr/bin/python3 -c '
+import socket
+c = socket.create_connection(("10.0.0.4", 9100), timeout=20)
+c.sendall(b"\x5a" * 2000000); c.shutdown(socket.SHUT_WR); c.recv(1)' > "$WORK/tcp-src$h" 2>&1 &
+	pids+=($!)
+done
+ok=1
+for p in "${pids[@]}"; do wait "$p" || ok=0; done
+wait "$SINK" || ok=0
+qos 3 "$WORK/after.json"
+expect_eq "TCP: the three 2 MB transfers completed" "$ok $(cat "$WORK/tcp-sink")" "1 2000000 2000000 2000000"
+retx=0
+for h in 1 2 3; do retx=$((retx + $(nstat_abs $h TcpRetransSegs))); done
+ce=$(($(nstat_abs 4 IpExtInCEPkts) - ce0)) ect=$(($(nstat_abs 4 IpExtInECT0Pkts) - ect0))
+check "TCP: host 4 received ECN-capable frames ($ect ECT(0))" test "$ect" -gt 1000
+check "TCP: the switch marked some of them CE ($ce)" test "$ce" -gt 0
+expect_eq "TCP: the switch counted the marks host 4 received" \
+	$(($(jget "$WORK/after.json" tc0.ecn_marked) - $(jget "$WORK/before.json" tc0.ecn_marked))) "$ce"
+expect_eq "TCP: no lossy drop at host 4's port" \
+	$(($(jget "$WORK/after.json" tc0.lossy_queue_full) - $(jget "$WORK/before.json" tc0.lossy_queue_full))) 0
+expect_eq "TCP: no retransmission by the senders" $((retx - retx0)) 0
 
 finish
