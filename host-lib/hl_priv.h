@@ -219,6 +219,10 @@ struct hl_stream {
 	double gap_us;             /* estimated time per result; 0: unknown */
 	double pace_t0_us;         /* start of the current measurement */
 	unsigned pace_results;     /* results since pace_t0_us */
+	bool pace_on;              /* a measurement started (at a result) */
+	double nap_scale;          /* of the nap the pace gives (1/16..1): halved
+				      after a nap that overslept */
+	unsigned long naps;        /* naps taken (the unit tests look) */
 };
 
 /* What the manager says of a job's plan (docs/manager.md, "Plans"). */

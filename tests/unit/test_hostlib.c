@@ -49,6 +49,7 @@ struct mock {
 	 * sleep (a timeout), and whether a sleep came yet */
 	unsigned polls_before_sleep;
 	bool slept;
+	double recv_us;       /* time a receive with results takes (0: 5 µs) */
 };
 
 static struct mock M;
@@ -140,7 +141,7 @@ static int mock_recv(struct inca_comm *c, struct hl_rx *rx, unsigned max, int ti
 		M.now += timeout_us > 0 ? timeout_us : 1;   /* time passes */
 		return 0;
 	}
-	M.now += 5;          /* a 5 µs round trip */
+	M.now += M.recv_us > 0 ? M.recv_us : 5;   /* a 5 µs round trip */
 	while (n < max && M.nq > 0) {
 		/* reverse: newest first */
 		int i = M.reverse ? M.nq - 1 : 0;
@@ -402,6 +403,42 @@ static void test_spin_before_sleeping(void **state)
 		assert_int_equal(polls_for(4, 10, NULL), 50);
 		assert_int_equal(polls_for(4, 10, "0"), 0);
 	}
+}
+
+/* Wake-up coalescing: in a call longer than the window every nap finds all
+ * that was outstanding answered (the mock answers at once), so each halves
+ * the next, down to 1/16; a call whose packets all fit in the window never
+ * naps, the pace known and the naps at full length or not. */
+static void test_coalescing_naps(void **state)
+{
+	static float in[256 * 300], out[256 * 300];
+	inca_comm_t *c = mk_comm(16, 256, INCA_FALLBACK_OFF, -1);
+	/* floats a packet: 248 at IB MTU 1024 */
+	size_t e = (c->g.ib_mtu - AGG_INCA_HLEN) / sizeof(float);
+
+	(void)state;
+	assert_true(e > 0 && e <= 256);
+	M.recv_us = 100;      /* a batch of results a round trip: a pace */
+	for (int i = 0; i < 256 * 300; i++)
+		in[i] = (float)(i % 1000);
+	/* 300 packets through a window of 16 */
+	uint64_t g0 = c->gcount;
+	assert_int_equal(inca_allreduce(c, in, out, e * 300, INCA_FLOAT32, INCA_SUM), 0);
+	assert_memory_equal(in, out, e * 300 * sizeof(float));
+	assert_int_equal(c->gcount - g0, 300);
+	unsigned long naps = c->stream.naps;
+	assert_true(naps >= 1);
+	assert_true(c->stream.gap_us > 0);
+	assert_true(c->stream.nap_scale == (naps >= 4 ? 1.0 / 16 : 1.0 / (double)(1u << naps)));
+	/* 16 packets, the window's worth, twice: no nap */
+	c->stream.nap_scale = 1;
+	for (int k = 0; k < 2; k++) {
+		assert_int_equal(inca_allreduce(c, in, out, e * 16, INCA_FLOAT32, INCA_SUM), 0);
+		assert_memory_equal(in, out, e * 16 * sizeof(float));
+	}
+	assert_int_equal(c->gcount - g0, 332);
+	assert_int_equal(c->stream.naps, naps);
+	done_comm(c);
 }
 
 /* The switch dies with six collectives in flight, some of their packets
@@ -2250,6 +2287,7 @@ int main(void)
 		cmocka_unit_test(test_duplicates_and_reordering),
 		cmocka_unit_test(test_switch_dead),
 		cmocka_unit_test_teardown(test_spin_before_sleeping, restore_affinity),
+		cmocka_unit_test(test_coalescing_naps),
 		cmocka_unit_test(test_switch_dies_in_flight),
 		cmocka_unit_test(test_bad_calls),
 		cmocka_unit_test(test_every_collective),
