@@ -733,6 +733,8 @@ static void accept_result(struct inca_comm *c, const struct hl_rx *rx, double no
 		st->pace_t0_us = now;
 		st->pace_results = 0;
 	}
+	if (!st->unanswered)
+		st->pace_on = false;   /* the time until the next call is no pace */
 	c->stats.bytes_received += rx->len_wire;
 	st->last_progress_us = now;
 	st->probes = 0;
@@ -908,7 +910,12 @@ static double coalesce_nap(struct inca_comm *c, double now, double wait)
 	}
 	if (st->gap_us <= 0)
 		return 0;
-	nap = st->gap_us * st->unanswered / 2 * st->nap_scale;
+	nap = st->gap_us * st->unanswered / 2;
+	/* scaled down (NAP_SCALE_MIN), but not below a worthwhile nap when
+	 * the full one is: the scale changes only with the naps it sees */
+	if (nap >= COALESCE_MIN_NAP_US)
+		nap = nap * st->nap_scale > COALESCE_MIN_NAP_US ? nap * st->nap_scale
+								 : COALESCE_MIN_NAP_US;
 	/* not past the oldest collective's last result but one: a nap that
 	 * holds a completion holds whoever waits for it (the caller, the
 	 * local ranks of a host's leader), and with small collectives in
