@@ -911,11 +911,13 @@ static double coalesce_nap(struct inca_comm *c, double now, double wait)
 	if (st->gap_us <= 0)
 		return 0;
 	nap = st->gap_us * st->unanswered / 2;
-	/* scaled down (NAP_SCALE_MIN), but not below a worthwhile nap when
-	 * the full one is: the scale changes only with the naps it sees */
-	if (nap >= COALESCE_MIN_NAP_US)
-		nap = nap * st->nap_scale > COALESCE_MIN_NAP_US ? nap * st->nap_scale
-								 : COALESCE_MIN_NAP_US;
+	/* scaled down (NAP_SCALE_MIN); a nap scaled below the shortest worth
+	 * taking is not taken, and lets the scale grow by 1/128, so that
+	 * naps come back (and are tried again) where they would be long */
+	if (nap >= COALESCE_MIN_NAP_US && nap * st->nap_scale < COALESCE_MIN_NAP_US &&
+	    st->nap_scale < 1)
+		st->nap_scale = st->nap_scale + 1.0 / 128 < 1 ? st->nap_scale + 1.0 / 128 : 1;
+	nap *= st->nap_scale;
 	/* not past the oldest collective's last result but one: a nap that
 	 * holds a completion holds whoever waits for it (the caller, the
 	 * local ranks of a host's leader), and with small collectives in

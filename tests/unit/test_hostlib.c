@@ -434,7 +434,7 @@ static void test_coalescing_naps(void **state)
 	assert_true(e > 0 && e <= 256);
 	/* a batch of 12 results a round trip: a pace, and never all of the
 	 * window answered at once (the call goes on) */
-	M.recv_us = 100;
+	M.recv_us = 1000;
 	M.recv_max = 12;
 	for (int i = 0; i < 256 * 300; i++)
 		in[i] = (float)(i % 1000);
