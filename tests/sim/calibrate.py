@@ -80,6 +80,10 @@ def calls(size):
 LAB = os.path.join(simlib.ROOT, "docs", "performance")
 # the second run of the same command (run-allreduce.sh --repeat 2)
 LAB_RUN2 = os.path.join(LAB, "run2")
+# a run with the hosts' TCP on cubic asking for ECN (deploy/testbed --tcp, the
+# default since 2026-11-29; runs 1 and 2 had the kernel's BBR, which lost
+# frames in the switch's lossy queues and held Open MPI's ring back)
+LAB_CUBIC = os.path.join(LAB, "cubic")
 
 
 def load_lab(lab=LAB):
@@ -153,7 +157,8 @@ def main():
     ap.add_argument("--csv", help="write every point here")
     ap.add_argument("--lab", default=LAB, help="the lab's run: a folder with run-allreduce.sh's "
                     "allreduce.csv and floor.csv (default docs/performance; its second run: "
-                    "docs/performance/run2)")
+                    "docs/performance/run2; with the hosts' TCP on cubic and ECN: "
+                    "docs/performance/cubic)")
     a = ap.parse_args()
     rows, floor = load_lab(a.lab)
     out = []
