@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # In-network (inca-switch via libinca, udp and xdp) against Open MPI's
-# all-reduce at its best here (TCP, btl_tcp_links 2, recursive doubling below
-# 4 KiB and the ring from 4 KiB: tests/bench/ompi-allreduce-rules.conf, the
-# faster of the two at each size on this testbed), on the same links, for
+# all-reduce at its best here (TCP on cubic asking for ECN, the testbed's
+# default, btl_tcp_links 2, recursive doubling below 4 KiB and the ring from
+# 4 KiB: tests/bench/ompi-allreduce-rules.conf, the faster of the two at each
+# size on this testbed), on the same links, for
 # N = 2, 4, 8 ranks, 8 B .. 16 MiB of float sum, at each rate given: the
 # link-bound rate(s) where both sides are limited by the links, and the
 # CPU-bound 1 Gbit/s. Beside them, in the same run, the latency floor (ping
@@ -82,7 +83,7 @@ while [ $# -gt 0 ]; do
 	--per-host) per=${2:?}; shift 2 ;;
 	--nics) export INCA_NICS=${2:?}; shift 2 ;;
 	--coll) coll=${2:?}; shift 2 ;;
-	-h|--help) sed -n '2,62p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h|--help) sed -n '2,63p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "run-allreduce.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
 	esac
 done
