@@ -83,7 +83,7 @@ while [ $# -gt 0 ]; do
 	--per-host) per=${2:?}; shift 2 ;;
 	--nics) export INCA_NICS=${2:?}; shift 2 ;;
 	--coll) coll=${2:?}; shift 2 ;;
-	-h|--help) sed -n '2,63p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h|--help) sed -n '2,64p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "run-allreduce.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
 	esac
 done
