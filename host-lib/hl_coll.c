@@ -34,9 +34,11 @@
 #define PEER_CHECK_US 10000
 /* while paused by PFC, look for an XON this often */
 #define PFC_RECHECK_US 100
-/* Wake-up coalescing: with at least COALESCE_MIN packets outstanding a
- * rank sleeps until about half of them should have been answered (at the
- * measured pace), then takes the results and refills the window in one
+/* Wake-up coalescing: with at least COALESCE_MIN packets outstanding, and
+ * more packets started than the window holds, a rank sleeps until about
+ * half of them should have been answered (at the measured pace, scaled down
+ * where naps oversleep: NAP_SCALE_MIN), then takes the results and refills
+ * the window in one
  * batch: one wake-up, one receive and one send call per batch instead of
  * per packet. Half the window stays in flight, far more than a link's
  * round trip needs, so the link stays as full. Naps shorter than
@@ -52,7 +54,8 @@
  * a shaper's bucket lets many go at once) or the rank woke late (a CPU
  * shared with other ranks runs them first). The next naps are then half as
  * long, down to a sixteenth; a nap that finds half or less answered lets
- * them grow back by an eighth. */
+ * them grow back by an eighth, and one scaled below COALESCE_MIN_NAP_US
+ * (not taken) by 1/128. */
 #define NAP_SCALE_MIN (1.0 / 16)
 /* Before sleeping in the transport for a result, a rank polls for it for
  * up to spin_us, yielding the CPU between polls: INCA_SPIN_US (0: sleep at
@@ -900,7 +903,6 @@ static double coalesce_nap(struct inca_comm *c, double now, double wait)
 	if (!st->coalesce || st->unanswered < COALESCE_MIN ||
 	    c->gcount <= hl_stream_frontier(c) + st->window) {
 		st->pace_on = false;       /* idle or nearly: not a pace */
-		st->pace_results = 0;
 		return 0;
 	}
 	if (st->pace_on && now - st->pace_t0_us >= PACE_SAMPLE_US && st->pace_results) {

@@ -342,15 +342,14 @@ for h in 1 2 3; do retx0=$((retx0 + $(nstat_abs $h TcpRetransSegs))); done
 ce0=$(nstat_abs 4 IpExtInCEPkts) ect0=$(nstat_abs 4 IpExtInECT0Pkts)
 qos 3 "$WORK/before.json"
 "$TB" exec 4 /usr/bin/python3 -c '
-import socket, sys
+import selectors, socket, sys
 s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.bind(("10.0.0.4", 9100)); s.listen(3); s.settimeout(20)
 got = []
 for _ in range(3):
-    c, _ = s.accept(); c.settimeout(20); n = 0
+    c, _ = s.accept(); c.settimeout(20)
     got.append(c)
 tot = [0, 0, 0]
-import selectors
 sel = selectors.DefaultSelector()
 for i, c in enumerate(got): sel.register(c, selectors.EVENT_READ, i)
 left = 3

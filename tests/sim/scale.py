@@ -9,7 +9,8 @@ steps 1-4 from there instead of simulating them again, --recalibrate with
 it runs step 1 again):
 1. calibrate.py: the lab's shapes against docs/performance/allreduce.csv
    and its second run (docs/performance/run2), and the two runs against
-   each other;
+   each other; and against the run with the hosts' TCP on cubic asking for
+   ECN (docs/performance/cubic);
    calibrate_loss.py: the model under loss against docs/performance/loss.csv;
 2. chunks against packets on small fabrics; chunk counts at 1024 hosts;
 3. the baseline: SMPI (smpirun, mpi-allreduce-perf built with smpicc) at 64
