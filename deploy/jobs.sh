@@ -138,18 +138,22 @@ inca_job() {
 # (with one rank per host vader only slowed libinca-mpi's small calls)
 ompi_btl() { [ "$1" = 1 ] && echo tcp,self || echo tcp,self,vader; }
 
-# ompi_eager: Open MPI's TCP BTL sends a message above its eager limit (64
-# KiB, its headers counted) in two phases, the first 64 KiB and the rest
-# once the receiver has acknowledged it: a ring's block then waits for that
-# acknowledgement, which queues behind the data on the switch's shaped port.
-# With 1 MiB the ring took 3-10% less time from 256 KiB to 2 MiB at 200
-# Mbit/s (4 and 8 ranks, three rounds each taking turns, 2026-11-29); at 1
-# Gbit/s no difference beyond the noise
-ompi_eager() { echo --mca btl_tcp_eager_limit 1048576 --mca btl_tcp_rndv_eager_limit 1048576; }
+# ompi_eager: OMPI_EAGER_LIMIT=B sets Open MPI's TCP eager limit (unset: its
+# own, 64 KiB with its headers). Above it the BTL sends a message in two
+# phases, the first 64 KiB and the rest once the receiver has acknowledged
+# it, and a ring's block waits for that acknowledgement. Taking turns on one
+# testbed (2026-11-29), 1 MiB made the ring 3-10% faster from 256 KiB to 2
+# MiB at 200 Mbit/s (4 and 8 ranks, three rounds each) and up to 20% slower
+# at 512 KiB-1 MiB at 1 Gbit/s, where the CPU limits (8 ranks, three
+# rounds): no one value is the best, the default stays
+ompi_eager() {
+	[ -z "${OMPI_EAGER_LIMIT:-}" ] ||
+		echo --mca btl_tcp_eager_limit "$OMPI_EAGER_LIMIT" --mca btl_tcp_rndv_eager_limit "$OMPI_EAGER_LIMIT"
+}
 
 # openmpi_job N OUT ARGS...: Open MPI's MPI_Allreduce at its best on hosts
 # 1.. (N ranks, INCA_PER_HOST on each; two TCP connections per peer: one
-# halves a bidirectional transfer; an eager limit of 1 MiB (ompi_eager);
+# halves a bidirectional transfer; OMPI_EAGER_LIMIT: ompi_eager;
 # shared memory between the ranks of a
 # host; recursive doubling below 4 KiB, the ring
 # from 4 KiB, as the rules file says; OMPI_ALLREDUCE_ALGORITHM forces one;

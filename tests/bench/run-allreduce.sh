@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # In-network (inca-switch via libinca, udp and xdp) against Open MPI's
 # all-reduce at its best here (TCP on cubic asking for ECN, the testbed's
-# default, btl_tcp_links 2, an eager limit of 1 MiB (deploy/jobs.sh,
-# ompi_eager), recursive doubling below 4 KiB and the ring from
+# default, btl_tcp_links 2, recursive doubling below 4 KiB and the ring from
 # 4 KiB: tests/bench/ompi-allreduce-rules.conf, the faster of the two at each
 # size on this testbed), on the same links, for
 # N = 2, 4, 8 ranks, 8 B .. 16 MiB of float sum, at each rate given: the

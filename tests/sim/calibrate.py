@@ -2,14 +2,16 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """The model of the lab against the lab: 4 and 8 hosts on one switch, 200
 Mbit/s and 1 Gbit/s, 4 KiB to 16 MiB, against the times run-allreduce.sh
-measured (docs/performance/allreduce.csv: inca-udp and openmpi-ring). Prints
+measured (docs/performance/cubic-full/run1/allreduce.csv: inca-udp and
+openmpi-ring).
+Prints
 the error of every point; nothing is run on the real system.
 
 The lab as modelled (tests/bench/run-allreduce.sh, docs/performance.md):
 * one inca-switch, one worker core, costs from the committed inca-bench-switch
   output; window 64, 248 floats a packet in 1114 bytes on the wire;
 * every cable one way a quarter of the measured host-to-host ping
-  (docs/performance/floor.csv: a ping crosses four cables); the switch's
+  (the run's floor.csv: a ping crosses four cables); the switch's
   egress ports shaped to the rate by a token bucket of 1 ms (its shaper,
   dp_qos.c: burst()), a host's way up, a veth into the switch, not shaped
   (UP_RATE);
@@ -23,7 +25,8 @@ The lab as modelled (tests/bench/run-allreduce.sh, docs/performance.md):
   1 Gbit/s, RING_CPU_RATE; in-network the call's CPU spread over its
   packets), overlapping the wire; a ring's next block
   comes into a rank while it is busy (TCP fills its buffers);
-* in-network, a fixed cost per call fitted to the 8-byte row (outside the
+* in-network, a fixed cost per call fitted to the 8-byte calls (the median
+  over the run's latency rounds, else the sweep's 8-byte row; outside the
   range judged); the rings none.
 The CPU is an input at every size: where the lab is CPU-bound its time is
 close to its ranks' CPU on one core, and agreement there checks how the
@@ -77,17 +80,31 @@ def calls(size):
     return 3 + (200 if size <= 65536 else 20)
 
 
-LAB = os.path.join(simlib.ROOT, "docs", "performance")
-# the second run of the same command (run-allreduce.sh --repeat 2)
-LAB_RUN2 = os.path.join(LAB, "run2")
-# a run with the hosts' TCP on cubic asking for ECN (deploy/testbed --tcp, the
-# default since 2026-11-29; runs 1 and 2 had the kernel's BBR, which lost
-# frames in the switch's lossy queues and held Open MPI's ring back)
-LAB_CUBIC = os.path.join(LAB, "cubic")
+PERF = os.path.join(simlib.ROOT, "docs", "performance")
+# The lab as run-allreduce.sh runs it, the hosts' TCP cubic asking for ECN
+# (deploy/testbed --tcp, the default since 2026-11-29): --ranks "4 8"
+# --repeat 2 of 2026-11-29, its runs in run1/ and run2/
+LAB = os.path.join(PERF, "cubic-full", "run1")
+LAB_RUN2 = os.path.join(PERF, "cubic-full", "run2")
+# The same with Open MPI's eager limit at 1 MiB (OMPI_EAGER_LIMIT=1048576,
+# deploy/jobs.sh), the same day
+LAB_EAGER = os.path.join(PERF, "eager")
+# The runs of 2026-11-23 (--repeat 2), the hosts on the kernel's BBR, which
+# ignores the switch's ECN marks, lost frames in its lossy queues and held
+# Open MPI's ring back; the lab under loss (calibrate_loss.py) was fitted to
+# their shapes
+LAB_BBR = PERF
+LAB_BBR_RUN2 = os.path.join(PERF, "run2")
+
+
+# floor's key for the median of libinca's 8-byte calls over the latency rounds
+ROUNDS_8B = "inca-udp 8 B, rounds"
 
 
 def load_lab(lab=LAB):
-    """run-allreduce.sh's allreduce.csv and floor.csv in the folder lab."""
+    """run-allreduce.sh's allreduce.csv and floor.csv in the folder lab; and,
+    where it ran latency rounds (latency.csv), the median of libinca's
+    8-byte calls over them, in floor as ROUNDS_8B."""
     rows, floor = {}, {}
     with open(os.path.join(lab, "allreduce.csv")) as f:
         for r in csv.DictReader(f):
@@ -95,6 +112,15 @@ def load_lab(lab=LAB):
     with open(os.path.join(lab, "floor.csv")) as f:
         for r in csv.DictReader(f):
             floor[(r["rate"], int(r["ranks"]), r["what"])] = float(r["median_us"])
+    rounds = {}
+    if os.path.exists(os.path.join(lab, "latency.csv")):
+        with open(os.path.join(lab, "latency.csv")) as f:
+            for r in csv.DictReader(f):
+                if r["tool"] == "inca-udp" and int(r["bytes"]) == 8:
+                    rounds.setdefault((r["rate"], int(r["ranks"])), []).append(
+                        float(r["time_us"]))
+    for (rate, n), t in rounds.items():
+        floor[(rate, n, ROUNDS_8B)] = statistics.median(t)
     return rows, floor
 
 
@@ -141,9 +167,12 @@ def lab_shape(build, rows, floor, rate_name, n, shaper=True):
     if shaper:
         lab["burst"] = burst(RATES[rate_name])
     inca_cpu = host_ns(rows, n, 8, rate_name)   # the one packet of the 8-byte call
-    # the fixed cost per call, from the 8-byte row: the model is linear in
-    # it (0 and 10 us)
-    t8 = float(rows[(rate_name, "inca-udp", n, 8)]["time_us"])
+    # the fixed cost per call, from the 8-byte calls: the median over the
+    # latency rounds where the run had them (the sweep's 8-byte row is its
+    # first, and moved from 112 to 360 us between two runs of the same
+    # shape), else that row. The model is linear in it (0 and 10 us)
+    t8 = floor.get((rate_name, n, ROUNDS_8B),
+                   float(rows[(rate_name, "inca-udp", n, 8)]["time_us"]))
     m0 = float(simlib.inca_sim(build, bytes=8, host_ns=inca_cpu, **lab)["time_us"])
     m1 = float(simlib.inca_sim(build, bytes=8, host_ns=inca_cpu, call_overhead=1e-5,
                                **lab)["time_us"])
@@ -156,9 +185,10 @@ def main():
     ap.add_argument("--build", default="build")
     ap.add_argument("--csv", help="write every point here")
     ap.add_argument("--lab", default=LAB, help="the lab's run: a folder with run-allreduce.sh's "
-                    "allreduce.csv and floor.csv (default docs/performance; its second run: "
-                    "docs/performance/run2; with the hosts' TCP on cubic and ECN: "
-                    "docs/performance/cubic)")
+                    "allreduce.csv and floor.csv (default docs/performance/cubic-full/run1; its "
+                    "second run: docs/performance/cubic-full/run2; Open MPI with an eager "
+                    "limit of 1 MiB: docs/performance/eager; the runs with the hosts' TCP "
+                    "on BBR: docs/performance and docs/performance/run2)")
     a = ap.parse_args()
     rows, floor = load_lab(a.lab)
     out = []

@@ -4,7 +4,8 @@
 measured (docs/performance/loss.csv: N ranks, one a host, manager mode, 200
 Mbit/s, the switch losing each frame on each link with probability P) beside
 inca-sim --per-packet --loss P on the lab's shape (calibrate.py's inputs for
-that rate and N ranks: 200mbit or 1gbit, 2, 4 or 8 ranks; one call a run,
+that rate and N ranks from the runs of 2026-11-23, calibrate.LAB_BBR, whose
+shapes the loss lab's are: 200mbit or 1gbit, 2, 4 or 8 ranks; one call a run,
 so without the shaper's bucket, which the lab's calls found spent), the median of
 seeds 1-5. Two models: with the RTO
 inca-sim takes by default (1 ms, libinca's minimum), and with the RTO
@@ -47,7 +48,7 @@ def main():
     ap.add_argument("--build", default="build")
     ap.add_argument("--csv", help="write every point here")
     a = ap.parse_args()
-    rows, floor = calibrate.load_lab()
+    rows, floor = calibrate.load_lab(calibrate.LAB_BBR)
     lab = load_loss()
     for r in lab:
         if (r["rate"], "inca-udp", r["ranks"], 8) not in rows or \

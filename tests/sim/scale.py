@@ -7,10 +7,11 @@ against the best host algorithm), with what it leaves out.
 Steps (each result also kept as CSV under docs/scale/; --reuse takes the
 steps 1-4 from there instead of simulating them again, --recalibrate with
 it runs step 1 again):
-1. calibrate.py: the lab's shapes against docs/performance/allreduce.csv
-   and its second run (docs/performance/run2), and the two runs against
-   each other; and against the run with the hosts' TCP on cubic asking for
-   ECN (docs/performance/cubic);
+1. calibrate.py: the lab's shapes against the lab as run-allreduce.sh runs
+   it (docs/performance/cubic-full/run1: the hosts' TCP cubic asking for
+   ECN) and its second run (run2), and the two runs against each other;
+   against a run with Open MPI's eager limit at 1 MiB (docs/performance/
+   eager) and the runs of 2026-11-23 with BBR (docs/performance);
    calibrate_loss.py: the model under loss against docs/performance/loss.csv;
 2. chunks against packets on small fabrics; chunk counts at 1024 hosts;
 3. the baseline: SMPI (smpirun, mpi-allreduce-perf built with smpicc) at 64
@@ -152,12 +153,21 @@ def run_calibration_run2(build, outdir):
     return summary, repeat
 
 
-def run_calibration_cubic(build, outdir):
-    """The model against the lab's run with the hosts' TCP on cubic asking
-    for ECN (its own inputs)."""
-    rows, summary, _ = run_calibration(build, outdir, "calibration-cubic.csv", "--lab",
-                                       calibrate.LAB_CUBIC)
-    return rows, summary
+def run_calibration_bbr(build, outdir):
+    """The model against the lab's runs of 2026-11-23, the hosts' TCP on
+    BBR (each with its own inputs): run 1's points, and both runs' summary."""
+    rows, summary, _ = run_calibration(build, outdir, "calibration-bbr.csv", "--lab",
+                                       calibrate.LAB_BBR)
+    _, summary2, _ = run_calibration(build, outdir, "calibration-bbr-run2.csv", "--lab",
+                                     calibrate.LAB_BBR_RUN2)
+    return rows, ["run 1: " + l for l in summary] + ["run 2: " + l for l in summary2]
+
+
+def run_calibration_eager(build, outdir):
+    """The model against the lab's run with Open MPI's eager limit at 1 MiB
+    (its own inputs)."""
+    return run_calibration(build, outdir, "calibration-eager.csv", "--lab",
+                           calibrate.LAB_EAGER)[:2]
 
 
 def run_loss_calibration(build, outdir):
@@ -442,7 +452,9 @@ def write_doc(out, st, proj, host):
     w("")
     w("## Calibration against the lab")
     w("")
-    w("`tests/sim/calibrate.py` models the lab (docs/performance.md, run of 2026-11-23):")
+    w("`tests/sim/calibrate.py` models the lab as `run-allreduce.sh` runs it, the hosts' TCP")
+    w("cubic asking for ECN (docs/performance/cubic-full/run1, the first run of `--ranks")
+    w("\"4 8\" --repeat 2`, 2026-11-29):")
     w("4 and 8 hosts on one inca-switch with one worker core; every rank on one shared")
     w("core that runs one burst of a rank's work at a time, in the order they became ready")
     w("(not all at once at a fraction of the speed, which kept the ring's ranks in lockstep);")
@@ -455,7 +467,9 @@ def write_doc(out, st, proj, host):
     w("every size the CSV's `cpu_s_per_GB` for that size (libinca's at the rate modelled,")
     w("Open MPI's at 1 Gbit/s: at 200 Mbit/s its oversubscribed ranks poll and yield the")
     w("core, and getrusage counts that polling); a fixed cost per call fitted to the")
-    w("8-byte row. The CPU is an input at every size: where the lab is CPU-bound (1 Gbit/s)")
+    w("8-byte calls (their median over the run's latency rounds: the sweep's own 8-byte")
+    w("row is its first and moved from 112 to 360 us between two runs of the same shape).")
+    w("The CPU is an input at every size: where the lab is CPU-bound (1 Gbit/s)")
     w("its time is close to its ranks' CPU on one core, and agreement there checks how the")
     w("model shares the core, not a prediction of the CPU. Inputs per shape:")
     w("")
@@ -467,15 +481,16 @@ def write_doc(out, st, proj, host):
     for l in calib_summary:
         w("* " + l)
     w("")
-    w("The same model against the lab's second run of the same command (docs/performance/run2,")
-    w("its own inputs: `calibrate.py --lab docs/performance/run2`):")
+    w("The same model against the lab's second run of the same command")
+    w("(docs/performance/cubic-full/run2, its own inputs: `calibrate.py --lab")
+    w("docs/performance/cubic-full/run2`):")
     w("")
     for l in st["summary_run2"]:
         w("* " + l)
     w("")
-    w("And the lab against itself, run 2 ÷ run 1 − 1 at the same points. Where it does not")
-    w("repeat within 15% (most of all in-network at 1 Gbit/s, where the CPU limits), the bar")
-    w("is tighter than the lab's own repeatability.")
+    w("And the lab against itself, run 2 ÷ run 1 − 1 at the same points.")
+    w("Where it does not repeat within 15%, the bar is tighter than the lab's own")
+    w("repeatability.")
     w("")
     for l in st["repeat"]:
         w("* " + l)
@@ -512,42 +527,48 @@ def write_doc(out, st, proj, host):
     w("shaper let them; where each alone is well below the lab's time, the lab overlapped")
     ring_ok = {rt: (sum(abs(float(r["ring_cpu_err"])) <= LIMIT for r in calib if r["rate"] == rt),
                     sum(r["rate"] == rt for r in calib)) for rt in ("200mbit", "1gbit")}
-    w("them less. Open MPI's ring in the lab")
-    w("reaches 72-88% of its link (docs/performance.md, \"the ring's shortfall\"); SMPI's")
-    w("ring, network only, is the ring at its link: faster than the lab at most sizes")
-    w("at 200 Mbit/s and far faster at the CPU-bound 1 Gbit/s. The ring with the CPU")
-    w("(ring+CPU) is within 15%% at %d of %d points at 1 Gbit/s and %d of %d at 200 Mbit/s:"
-      % (ring_ok["1gbit"] + ring_ok["200mbit"]))
-    w("TCP on the shaped links is not modelled. Most of the ring's shortfall at 200 Mbit/s")
-    w("was the hosts' TCP: the kernel's default here, BBR, ignores the switch's ECN marks")
-    w("and lost 18% of the ring's segments in the switch's lossy queues (4 ranks, 512 KiB")
-    w("to 2 MiB). The testbed's hosts now run cubic asking for ECN (deploy/testbed --tcp,")
-    w("docs/performance.md \"The ring's TCP\"); the lab's run with it, against the same")
-    w("model (`calibrate.py --lab docs/performance/cubic`, that run's own inputs):")
+    w("them less. The ring with the CPU (ring+CPU) is within 15%% at %d of %d points at"
+      % ring_ok["200mbit"])
+    w("200 Mbit/s and %d of %d at 1 Gbit/s; SMPI's ring, network only, is the ring at its"
+      % ring_ok["1gbit"])
+    w("link, faster than the lab at most sizes and far faster at the CPU-bound 1 Gbit/s.")
+    w("The flow model has no part of TCP or of Open MPI's protocol on the shaped links.")
+    w("Above Open MPI's eager limit (64 KiB with its headers, btl_tcp) a block waits for")
+    w("the receiver's acknowledgement before its rest goes: with the limit at 1 MiB the")
+    w("ring took 3-10% less from 256 KiB to 2 MiB at 200 Mbit/s, and up to 20% more at")
+    w("1 Gbit/s (docs/performance.md, \"The ring's eager limit\"). The same model against")
+    w("the lab's run with 1 MiB (docs/performance/eager, `calibrate.py --lab")
+    w("docs/performance/eager`):")
     w("")
-    for l in st["summary_cubic"]:
+    for l in st["summary_eager"]:
         w("* " + l)
     w("")
-    cub, _ = calibrate.load_lab(calibrate.LAB_CUBIC)
-    t8, t64 = (float(cub[("200mbit", "inca-udp", 8, b)]["time_us"]) for b in (8, 64))
-    w("Its in-network rows are no calibration at small sizes: that run had no latency")
-    w("rounds, so its 8-byte row, to which the fixed cost per call is fitted, is the")
-    w("sweep's slow first row (8 ranks at 200 Mbit/s: %.0f us at 8 B, %.0f us at 64 B)." % (t8, t64))
+    w("The lab's runs of 2026-11-23 had the hosts on the kernel's default TCP, BBR, which")
+    w("ignores the switch's ECN marks and lost 18% of the ring's segments in the switch's")
+    w("lossy queues (4 ranks, 512 KiB to 2 MiB; docs/performance.md \"The ring's TCP\").")
+    w("The same model against those runs (`calibrate.py --lab docs/performance` and")
+    w("`--lab docs/performance/run2`, each its own inputs):")
     w("")
-    one = {(r["rate"], r["ranks"], r["bytes"]): r for r in calib}
-    w("Open MPI's ring at 200 Mbit/s, the lab with BBR (run 1) and with cubic and ECN,")
-    w("and ring+CPU on the cubic run's inputs:")
+    for l in st["summary_bbr"]:
+        w("* " + l)
     w("")
-    w("| ranks | bytes | lab, BBR | lab, cubic+ECN | ring+CPU | error against cubic+ECN |")
-    w("|---:|---:|---:|---:|---:|---:|")
-    for r in st["calib_cubic"]:
+    bbr = {(r["rate"], r["ranks"], r["bytes"]): r for r in st["calib_bbr"]}
+    eag, _ = calibrate.load_lab(calibrate.LAB_EAGER)
+    w("Open MPI's ring at 200 Mbit/s in the lab: with BBR (2026-11-23), with cubic and")
+    w("ECN (this calibration), and with the eager limit at 1 MiB too (docs/performance/")
+    w("eager); ring+CPU on this calibration's inputs:")
+    w("")
+    w("| ranks | bytes | BBR | cubic+ECN | cubic+ECN, eager 1 MiB | ring+CPU | error against cubic+ECN |")
+    w("|---:|---:|---:|---:|---:|---:|---:|")
+    for r in calib:
         if r["rate"] != "200mbit" or int(r["bytes"]) < 65536:
             continue
-        b = one[(r["rate"], r["ranks"], r["bytes"])]
-        w("| %s | %s | %s | %s | %s | %+.1f%% |" % (
+        b = bbr[(r["rate"], r["ranks"], r["bytes"])]
+        e = eag[("200mbit", "openmpi-ring", int(r["ranks"]), int(r["bytes"]))]
+        w("| %s | %s | %s | %s | %s | %s | %+.1f%% |" % (
             r["ranks"], fmt_bytes(int(r["bytes"])), fmt_us(float(b["ompi_lab_us"])),
-            fmt_us(float(r["ompi_lab_us"])), fmt_us(float(r["ring_cpu_us"])),
-            100 * float(r["ring_cpu_err"])))
+            fmt_us(float(r["ompi_lab_us"])), fmt_us(float(e["time_us"])),
+            fmt_us(float(r["ring_cpu_us"])), 100 * float(r["ring_cpu_err"])))
     w("")
     w("The baseline in the projections is the host algorithms at their best, not as")
     w("Open MPI ran here, and the")
@@ -681,7 +702,9 @@ def write_doc(out, st, proj, host):
     w("```")
     w("nice -n 19 ninja -C build && meson test -C build --suite sim")
     w("tests/sim/calibrate.py                     # the calibration table, a minute")
-    w("tests/sim/calibrate.py --lab docs/performance/run2   # against the lab's second run")
+    w("tests/sim/calibrate.py --lab docs/performance/cubic-full/run2   # the lab's second run")
+    w("tests/sim/calibrate.py --lab docs/performance/eager   # Open MPI's eager limit 1 MiB")
+    w("tests/sim/calibrate.py --lab docs/performance   # the lab of 2026-11-23, BBR")
     w("tests/sim/calibrate_loss.py                # the loss table, a minute")
     w("tests/sim/calibrate_host.py --measure      # libinca's in-host phases here, 20 s")
     w("sudo tests/bench/run-loss.sh --out docs/performance   # the lab under loss, ~1 minute")
@@ -909,8 +932,9 @@ def main():
                 st["loss"], st["loss_summary"] = run_loss_calibration(a.build, outdir)
             st["summary_run2"], st["repeat"] = run_calibration_run2(a.build, outdir)
             changed = True
-        if a.recalibrate or "calib_cubic" not in st:
-            st["calib_cubic"], st["summary_cubic"] = run_calibration_cubic(a.build, outdir)
+        if a.recalibrate or "calib_bbr" not in st:
+            st["calib_bbr"], st["summary_bbr"] = run_calibration_bbr(a.build, outdir)
+            st["summary_eager"] = run_calibration_eager(a.build, outdir)[1]
             changed = True
         if changed:
             with open(steps_json, "w") as f:
@@ -919,7 +943,8 @@ def main():
         st = {}
         st["calib"], st["summary"], st["inputs"] = run_calibration(a.build, outdir)
         st["summary_run2"], st["repeat"] = run_calibration_run2(a.build, outdir)
-        st["calib_cubic"], st["summary_cubic"] = run_calibration_cubic(a.build, outdir)
+        st["calib_bbr"], st["summary_bbr"] = run_calibration_bbr(a.build, outdir)
+        st["summary_eager"] = run_calibration_eager(a.build, outdir)[1]
         st["loss"], st["loss_summary"] = run_loss_calibration(a.build, outdir)
         print("calibration done (%.0f s)" % (time.time() - t0), file=sys.stderr, flush=True)
         st["agree"], st["conv"] = run_agreement(a.build)
