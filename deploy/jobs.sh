@@ -142,10 +142,11 @@ ompi_btl() { [ "$1" = 1 ] && echo tcp,self || echo tcp,self,vader; }
 # own, 64 KiB with its headers). Above it the BTL sends a message in two
 # phases, the first 64 KiB and the rest once the receiver has acknowledged
 # it, and a ring's block waits for that acknowledgement. Taking turns on one
-# testbed (2026-11-29), 1 MiB made the ring 3-10% faster from 256 KiB to 2
-# MiB at 200 Mbit/s (4 and 8 ranks, three rounds each) and up to 20% slower
+# testbed (2026-11-29), 1 MiB made the ring 2-10% faster from 256 KiB to 2
+# MiB at 200 Mbit/s (4 ranks three rounds, 8 ranks two) and up to 20% slower
 # at 512 KiB-1 MiB at 1 Gbit/s, where the CPU limits (8 ranks, three
-# rounds): no one value is the best, the default stays
+# rounds): no one value is the best, the default stays (docs/performance.md,
+# "The ring's eager limit")
 ompi_eager() {
 	[ -z "${OMPI_EAGER_LIMIT:-}" ] ||
 		echo --mca btl_tcp_eager_limit "$OMPI_EAGER_LIMIT" --mca btl_tcp_rndv_eager_limit "$OMPI_EAGER_LIMIT"
@@ -228,7 +229,7 @@ mpi_hosts() {
 # of MPI's own traffic (default the management network, which survives the
 # switch; 10.0.0.0/24 puts it on the same links as INCA's). The ranks run
 # on INCA_RANK_CPUS (ns-rsh; --bind-to none keeps Open MPI from rebinding
-# them to every CPU)
+# them to every CPU); OMPI_EAGER_LIMIT: ompi_eager
 mpi_ranks() {
 	local np=$1 per=$2 lib=$3 hosts
 	shift 3
