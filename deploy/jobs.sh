@@ -154,9 +154,8 @@ ompi_eager() {
 
 # openmpi_job N OUT ARGS...: Open MPI's MPI_Allreduce at its best on hosts
 # 1.. (N ranks, INCA_PER_HOST on each; two TCP connections per peer: one
-# halves a bidirectional transfer; OMPI_EAGER_LIMIT: ompi_eager;
-# shared memory between the ranks of a
-# host; recursive doubling below 4 KiB, the ring
+# halves a bidirectional transfer; OMPI_EAGER_LIMIT: ompi_eager; shared
+# memory between the ranks of a host; recursive doubling below 4 KiB, the ring
 # from 4 KiB, as the rules file says; OMPI_ALLREDUCE_ALGORITHM forces one;
 # OMPI_HAN=1: the hierarchical component coll/han, shared memory inside a
 # host and tuned with the same rules between them), mpirun started in host

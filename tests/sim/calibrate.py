@@ -3,9 +3,8 @@
 """The model of the lab against the lab: 4 and 8 hosts on one switch, 200
 Mbit/s and 1 Gbit/s, 4 KiB to 16 MiB, against the times run-allreduce.sh
 measured (docs/performance/cubic-full/run1/allreduce.csv: inca-udp and
-openmpi-ring).
-Prints
-the error of every point; nothing is run on the real system.
+openmpi-ring). Prints the error of every point; nothing is run on the real
+system.
 
 The lab as modelled (tests/bench/run-allreduce.sh, docs/performance.md):
 * one inca-switch, one worker core, costs from the committed inca-bench-switch
