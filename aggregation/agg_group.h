@@ -90,7 +90,8 @@ uint32_t agg_result_psn_op(void);
 /* The shard that handles slot, its counters: one writer each. */
 static inline struct shard *shard_of(struct agg_group *g, uint32_t slot)
 {
-	return &g->sh[(g->cfg.group_id + slot) % g->shards];
+	/* no division in the common case of one worker */
+	return g->shards == 1 ? g->sh : &g->sh[(g->cfg.group_id + slot) % g->shards];
 }
 
 static inline struct agg_group_stats *shard_stats(struct agg_group *g, uint32_t slot)

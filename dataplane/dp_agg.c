@@ -56,12 +56,28 @@ static inline void frame_addresses(struct agg_frame_spec *s, const struct dp_swi
 /* (DPDK's rte_prefetch0_write is still experimental) */
 #define prefetch_w(p) __builtin_prefetch((p), 1, 3)
 
+/* How far ahead a result's header mbuf is prefetched: they come cold
+ * (from DRAM, in the bench, where results wait in the tx rings until the
+ * run ends), and a result takes some 60 ns. */
+#define HDR_PF_AHEAD 6
+
+/* Prefetch a stashed header mbuf's two lines and the data line its
+ * headers go to. Where that line is follows from the mbuf's address
+ * (rte_pktmbuf_init puts buf_addr right after the mbuf and its private
+ * area, w->hdr_data_off): reading buf_addr from the mbuf, whose line is
+ * not here yet, stalled the core on every result. */
+static inline void hdr_prefetch(const struct dp_worker *w, struct rte_mbuf *m)
+{
+	prefetch_w(m);
+	prefetch_w((char *)m + RTE_CACHE_LINE_SIZE);
+	prefetch_w((char *)m + w->hdr_data_off);
+}
+
 /* A small mbuf for a result's headers: taken from the worker's stash,
  * refilled from the pool in bulk without touching the mbufs (one pool
- * access a burst of results), each reset when it is taken: by then its two
- * lines are here, prefetched four results ahead, and its first data line,
- * which the headers are written to, two ahead. NULL when the pool is
- * empty. */
+ * access a burst of results), each reset when it is taken: by then its
+ * lines are here, prefetched HDR_PF_AHEAD results ahead. NULL when the
+ * pool is empty. */
 static inline struct rte_mbuf *hdr_mbuf(struct dp_worker *w)
 {
 	unsigned n = w->hdr_stashed;
@@ -71,19 +87,11 @@ static inline struct rte_mbuf *hdr_mbuf(struct dp_worker *w)
 		n = RTE_DIM(w->hdr_stash);
 		if (rte_mempool_get_bulk(w->hdr_pool, (void **)w->hdr_stash, n))
 			return rte_pktmbuf_alloc(w->hdr_pool);
-		for (unsigned i = n - 4; i < n; i++) {
-			prefetch_w(w->hdr_stash[i]);
-			prefetch_w((char *)w->hdr_stash[i] + RTE_CACHE_LINE_SIZE);
-		}
+		for (unsigned i = n - HDR_PF_AHEAD; i < n; i++)
+			hdr_prefetch(w, w->hdr_stash[i]);
 	}
-	if (likely(n > 4)) {
-		prefetch_w(w->hdr_stash[n - 5]);
-		prefetch_w((char *)w->hdr_stash[n - 5] + RTE_CACHE_LINE_SIZE);
-	}
-	if (likely(n > 2)) {
-		struct rte_mbuf *ahead = w->hdr_stash[n - 3];
-		prefetch_w((char *)ahead->buf_addr + RTE_PKTMBUF_HEADROOM);
-	}
+	if (likely(n > HDR_PF_AHEAD))
+		hdr_prefetch(w, w->hdr_stash[n - HDR_PF_AHEAD - 1]);
 	m = w->hdr_stash[--n];
 	w->hdr_stashed = n;
 	/* a mbuf in its pool has one reference, one segment, no next */
@@ -394,13 +402,21 @@ void dp_agg_input(struct dp_switch *sw, struct dp_worker *w,
 		w->drops[DP_DROP_NOT_CONTRIB]++;
 		goto out;
 	}
-	rc = rte_hash_lookup_data(sw->group_by_qpn, &pkt.dest_qp, &data);
-	if (unlikely(rc < 0)) {
-		rc = agg_pkt_icrc_check(&pkt);
-		w->agg_drops[rc ? -rc : AGG_E_GROUP]++;
-		goto out;
+	/* a burst's contributions are mostly for one group: looked up once
+	 * (the group stays until the worker's next quiescent point) */
+	if (likely(pkt.dest_qp == w->last_qpn)) {
+		g = &sw->groups[w->last_group];
+	} else {
+		rc = rte_hash_lookup_data(sw->group_by_qpn, &pkt.dest_qp, &data);
+		if (unlikely(rc < 0)) {
+			rc = agg_pkt_icrc_check(&pkt);
+			w->agg_drops[rc ? -rc : AGG_E_GROUP]++;
+			goto out;
+		}
+		w->last_qpn = pkt.dest_qp;
+		w->last_group = (uint32_t)(uintptr_t)data;
+		g = &sw->groups[w->last_group];
 	}
-	g = &sw->groups[(uintptr_t)data];
 	unsigned owner = dp_slot_owner(g, pkt.hdr.slot);
 	if (unlikely(owner != w->index || pkt.hdr.type != AGG_TYPE_CONTRIB) &&
 	    (rc = agg_pkt_icrc_check(&pkt))) {

@@ -180,6 +180,9 @@ int dp_ports_init(struct dp_switch *sw)
 			       nb_mbufs, rte_strerror(rte_errno));
 			return -rte_errno;
 		}
+		wk->hdr_data_off = (uint32_t)(sizeof(struct rte_mbuf) +
+					      rte_pktmbuf_priv_size(wk->hdr_pool) +
+					      RTE_PKTMBUF_HEADROOM);
 	}
 	for (uint16_t i = 0; i < n; i++) {
 		rc = port_setup(sw, i);

@@ -37,6 +37,7 @@ extern int dp_logtype;
 #define DP_NUM_TC       8
 #define DP_TC_SLOTS     2048     /* packets per (worker, port, TC) egress queue */
 #define DP_NO_PORT      0xffffu  /* mbuf ingress index of packets the switch made */
+#define DP_NO_QPN       0xffffffffu  /* no QPN (they have 24 bits) */
 #define DP_HANDOFF_SIZE 4096     /* packets queued to another worker */
 #define DP_MAX_FRAME    9216     /* largest frame received or sent, without FCS */
 
@@ -324,8 +325,11 @@ struct dp_worker {
 	unsigned lcore;
 	struct rte_mempool *pool;
 	struct rte_mempool *hdr_pool;        /* small: the headers of results that share a body */
+	uint32_t hdr_data_off;               /* where a hdr_pool mbuf's data starts, from the mbuf */
 	struct rte_mbuf *hdr_stash[3 * DP_BURST];  /* from hdr_pool in bulk, not reset yet */
 	unsigned hdr_stashed;
+	uint32_t last_qpn;                   /* the group the last contribution was for, */
+	uint32_t last_group;                 /* its index: until the loop's quiescent point */
 	struct rte_mbuf *body_next;          /* the next set's shared result body,
 						its lines prefetched for writing a few
 						at each contribution: */

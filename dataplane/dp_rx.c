@@ -156,8 +156,10 @@ int dp_worker_main(void *arg)
 		uint32_t got = 0;
 		bool pending = false;
 
-		/* no group reference survives a loop iteration */
+		/* no group reference survives a loop iteration (nor the
+		 * last group looked up: dp_agg_input) */
 		rte_rcu_qsbr_quiescent(sw->rcu, w->index);
+		w->last_qpn = DP_NO_QPN;
 
 		for (uint16_t p = 0; p < sw->nports; p++) {
 			uint16_t n = rte_eth_rx_burst(sw->port_ids[p], (uint16_t)w->index,
