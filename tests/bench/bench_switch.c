@@ -15,10 +15,16 @@
  * worker lcore with nothing else to do (stream-read: every payload byte
  * once), and read with one result payload written per set into an mbuf of
  * a pool like the switch's (stream-rw: what aggregation cannot do without);
- * the aggregation's payload bytes/s is printed as a fraction of both. It checks that the work was done: every
+ * the aggregation's payload bytes/s is printed as a fraction of both.
+ * Frames out are freed on the worker once 1024 more wait in the port's tx
+ * ring (-t: a NIC's driver with the switch's 1024 tx descriptors; 0 keeps
+ * them all until the run ends, when every result mbuf the switch takes is
+ * a cold one); stream-rw keeps as many of its results.
+ * It checks that the work was done: every
  * contribution accepted, every set completed, one result per contribution
  * (out/in = 1; forwarding: every packet out), every frame out whole with a
- * right ICRC (checked after the clock), no drop anywhere. Otherwise it
+ * right ICRC (those still in the tx rings after the clock, and one in 256
+ * of those freed during the run), no drop anywhere. Otherwise it
  * says what is wrong and exits 1. Prints figures; asserts nothing on speed.
  */
 #define _GNU_SOURCE    /* nftw */
@@ -73,6 +79,49 @@ static void check_frame(const struct rte_mbuf *m)
 		bad_frames++;
 }
 
+/* Transmit completions as a NIC's driver does them (-t TXD): the worker
+ * frees a frame once TXD more wait in its port's tx ring (the switch
+ * configures 1024 descriptors), so result mbufs come back to its pools as
+ * they would on a NIC instead of all waiting in the ring until the run
+ * ends, cold. Every CHECK_EVERY-th frame freed during the run is checked
+ * (rte_pktmbuf_read and the ICRC cost more than the switch spends on a
+ * result), the rest after the clock by drain(). */
+#define CHECK_EVERY 256
+
+struct tx_done {
+	struct rte_ring *ring;
+	uint64_t freed;
+	uint32_t seq;
+};
+static struct tx_done tx_done[2][MAX_W];
+static unsigned txd = 1024;
+
+static uint16_t tx_complete(uint16_t port, uint16_t queue, struct rte_mbuf **pkts, uint16_t n,
+			    void *arg)
+{
+	struct tx_done *d = arg;
+	struct rte_mbuf *b[64];
+	unsigned have = rte_ring_count(d->ring);
+
+	(void)port;
+	(void)queue;
+	(void)pkts;
+	while (have + n > txd) {
+		unsigned want = RTE_MIN(have + n - txd, (unsigned)RTE_DIM(b));
+		unsigned k = rte_ring_dequeue_burst(d->ring, (void **)b, want, NULL);
+
+		if (!k)
+			break;
+		for (unsigned i = 0; i < k; i++)
+			if (d->seq++ % CHECK_EVERY == 0)
+				check_frame(b[i]);
+		rte_pktmbuf_free_bulk(b, k);
+		d->freed += k;
+		have -= k;
+	}
+	return n;
+}
+
 static uint64_t drain(unsigned nw)
 {
 	struct rte_mbuf *b[64];
@@ -87,6 +136,8 @@ static uint64_t drain(unsigned nw)
 				rte_pktmbuf_free_bulk(b, n);
 				out += n;
 			}
+			out += tx_done[p][q].freed;
+			tx_done[p][q].freed = 0;
 		}
 	return out;
 }
@@ -135,7 +186,8 @@ struct stream_job {
 	size_t off, len;
 	struct rte_mempool *res_pool;   /* NULL: read only */
 	struct rte_mbuf **res;          /* the results written */
-	uint64_t tsc, written;
+	uint64_t keep;                  /* as many kept (a tx ring's), 0: all */
+	uint64_t tsc, written, freed;   /* res[freed..written) still held */
 	int rc;
 };
 
@@ -175,6 +227,8 @@ static int stream_main(void *arg)
 			}
 			rte_memcpy(d, result, j->len);
 			j->res[j->written++] = r;
+			if (j->keep && j->written - j->freed > j->keep)
+				rte_pktmbuf_free(j->res[j->freed++]);
 		}
 	}
 	j->tsc = rte_rdtsc() - t0;
@@ -287,12 +341,14 @@ static int run_phase(struct dp_switch *sw, uint16_t members, uint16_t elems,
 		struct stream_job j = { .pkts = gen, .n = ngen, .members = members,
 					.off = AGG_FRAME_HDR_LEN, .len = (size_t)elems * dsize,
 					.res_pool = stream == 2 ? res_pool : NULL,
-					.res = gen_res };
+					.res = gen_res,
+					/* a set's frames leave as one result here */
+					.keep = txd ? RTE_MAX(txd / members, 1u) : 0 };
 		unsigned lc = sw->workers[0]->lcore;
 		rte_eal_remote_launch(stream_main, &j, lc);
 		rte_eal_wait_lcore(lc);
 		rte_pktmbuf_free_bulk(gen, (unsigned)ngen);
-		rte_pktmbuf_free_bulk(gen_res, (unsigned)j.written);
+		rte_pktmbuf_free_bulk(gen_res + j.freed, (unsigned)(j.written - j.freed));
 		if (j.rc)
 			return j.rc;
 		if (stream == 2 && j.written != ngen / members)
@@ -390,7 +446,7 @@ int main(int argc, char **argv)
 	static const struct option longopts[] = { { "help", no_argument, NULL, 'h' },
 						   { NULL, 0, NULL, 0 } };
 
-	while ((opt = getopt_long(argc, argv, "m:e:d:p:n:w:H:C:afh", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "m:e:d:p:n:w:H:C:t:afh", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'm': members = atoi(optarg); break;
 		case 'e': elems = atoi(optarg); break;
@@ -398,6 +454,17 @@ int main(int argc, char **argv)
 		case 'n': runs = atoi(optarg); break;
 		case 'w': workers = atoi(optarg); break;
 		case 'H': huge_dir = optarg; break;
+		case 't': {
+			char *end;
+			long v = strtol(optarg, &end, 10);
+			if (*end || v < 0 || v > 65536) {
+				fprintf(stderr, "inca-bench-switch: -t: 0 to 65536 frames, not "
+					"'%s'\n", optarg);
+				return 2;
+			}
+			txd = (unsigned)v;
+			break;
+		}
 		case 'C': {
 			int impl = agg_crc32_impl_parse(optarg);
 			if (impl < 0 || agg_crc32_impl_use((enum agg_crc_impl)impl)) {
@@ -427,6 +494,10 @@ int main(int argc, char **argv)
 			       "  [-p PACKETS PER RUN (16384)] [-n RUNS (5)] [-a aggregation only | "
 			       "-f forwarding only; else both and the streaming bound]\n"
 			       "  [-H HUGETLBFS DIR: hugepages, else --no-huge]\n"
+			       "  [-t TXD: frames out freed on the worker once TXD more wait, as a "
+			       "NIC's driver does\n"
+			       "   with TXD descriptors (1024, the switch's); 0: kept until the "
+			       "run ends]\n"
 			       "  [-C CRC: slice-by-8, pclmulqdq, vpclmulqdq-avx2, vpclmulqdq-avx512;\n"
 			       "   default the widest this CPU has]\n"
 			       "Exits 1 when the switch did not do the work (drops, out/in, "
@@ -502,7 +573,7 @@ int main(int argc, char **argv)
 	cfg.result_dscp = 26;
 	cfg.mac_age_s = 300;
 	cfg.port_default.queue_bytes = 4 << 20;
-	/* every result waits in a tx ring until the run ends */
+	/* with -t 0 every result waits in a tx ring until the run ends */
 	cfg.pool_mbufs = (uint32_t)pkts + 4096;
 	snprintf(cfg.path, sizeof(cfg.path), "(benchmark)");
 	for (int m = 0; m < members; m++)
@@ -542,6 +613,16 @@ int main(int argc, char **argv)
 		fprintf(stderr, "inca-bench-switch: set-up failed\n");
 		return eal_done(1);
 	}
+	for (uint16_t p = 0; txd && p < 2; p++)
+		for (int q = 0; q < workers; q++) {
+			tx_done[p][q].ring = tx_ring[p][q];
+			if (!rte_eth_add_tx_callback(sw->port_ids[p], (uint16_t)q, tx_complete,
+						     &tx_done[p][q])) {
+				fprintf(stderr, "inca-bench-switch: -t: no tx callbacks (%s)\n",
+					rte_strerror(rte_errno));
+				return eal_done(1);
+			}
+		}
 
 	printf("# inca-switch on net_ring ports: %d worker%s, rings filled before the clock; "
 	       "%d members, %s sum, %zu B payload (%zu B frames), %llu packets per run, "
