@@ -2,9 +2,9 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """The model of the lab against the lab: 4 and 8 hosts on one switch, 200
 Mbit/s and 1 Gbit/s, 4 KiB to 16 MiB, against the times run-allreduce.sh
-measured (docs/performance/cubic-full/run1/allreduce.csv: inca-udp and
-openmpi-ring). Prints the error of every point; nothing is run on the real
-system.
+measured (docs/performance/pinned-cal/run1/allreduce.csv: inca-udp and
+openmpi-ring, every rank on CPU 0, the switch's worker alone on CPU 1).
+Prints the error of every point; nothing is run on the real system.
 
 The lab as modelled (tests/bench/run-allreduce.sh, docs/performance.md):
 * one inca-switch, one worker core, costs from the committed inca-bench-switch
@@ -17,7 +17,8 @@ The lab as modelled (tests/bench/run-allreduce.sh, docs/performance.md):
 * the calls back to back as run-allreduce.sh times them (calls()), the
   median of each call's slowest rank;
 * the ranks share one core (2 cores, the switch's worker busy-polling the
-  other), which runs one burst of a rank's work at a time in the order
+  other: run-allreduce.sh --rank-cpus 0 puts them there), which runs one
+  burst of a rank's work at a time in the order
   they became ready, each packet (ring: each byte) costing a rank the CPU
   it measured on calls of that size (the CSV's cpu_s_per_GB for that tool,
   rank count and size: libinca's at the rate modelled, Open MPI's at
@@ -80,13 +81,20 @@ def calls(size):
 
 
 PERF = os.path.join(simlib.ROOT, "docs", "performance")
-# The lab as run-allreduce.sh runs it, the hosts' TCP cubic asking for ECN
-# (deploy/testbed --tcp, the default since 2026-11-29): --ranks "4 8"
-# --repeat 2 of 2026-11-29, its runs in run1/ and run2/
-LAB = os.path.join(PERF, "cubic-full", "run1")
-LAB_RUN2 = os.path.join(PERF, "cubic-full", "run2")
-# The same with Open MPI's eager limit at 1 MiB (OMPI_EAGER_LIMIT=1048576,
-# deploy/jobs.sh), the same day
+# The lab as run-allreduce.sh runs it with every rank of both sides on CPU
+# 0 and the switch's worker alone on CPU 1, as the model has them
+# (--rank-cpus 0), the hosts' TCP cubic asking for ECN (deploy/testbed
+# --tcp, the default since 2026-11-29): --ranks "4 8" --repeat 2
+# --rank-cpus 0 of 2026-11-29 (twentieth session), its runs in run1/, run2/
+LAB = os.path.join(PERF, "pinned-cal", "run1")
+LAB_RUN2 = os.path.join(PERF, "pinned-cal", "run2")
+# The same with the ranks left to the scheduler, some on the worker's CPU
+# (a job's small calls then sit on one of two levels: docs/performance.md),
+# the same day
+LAB_UNPINNED = os.path.join(PERF, "cubic-full", "run1")
+LAB_UNPINNED_RUN2 = os.path.join(PERF, "cubic-full", "run2")
+# The ranks left to the scheduler with Open MPI's eager limit at 1 MiB
+# (OMPI_EAGER_LIMIT=1048576, deploy/jobs.sh), the same day
 LAB_EAGER = os.path.join(PERF, "eager")
 # The runs of 2026-11-23 (--repeat 2), the hosts on the kernel's BBR, which
 # ignores the switch's ECN marks, lost frames in its lossy queues and held
@@ -184,10 +192,11 @@ def main():
     ap.add_argument("--build", default="build")
     ap.add_argument("--csv", help="write every point here")
     ap.add_argument("--lab", default=LAB, help="the lab's run: a folder with run-allreduce.sh's "
-                    "allreduce.csv and floor.csv (default docs/performance/cubic-full/run1; its "
-                    "second run: docs/performance/cubic-full/run2; Open MPI with an eager "
-                    "limit of 1 MiB: docs/performance/eager; the runs with the hosts' TCP "
-                    "on BBR: docs/performance and docs/performance/run2)")
+                    "allreduce.csv and floor.csv (default docs/performance/pinned-cal/run1; its "
+                    "second run: docs/performance/pinned-cal/run2; the ranks left to the "
+                    "scheduler: docs/performance/cubic-full/run1 and run2; with Open MPI's "
+                    "eager limit at 1 MiB: docs/performance/eager; the runs with the hosts' "
+                    "TCP on BBR: docs/performance and docs/performance/run2)")
     a = ap.parse_args()
     rows, floor = load_lab(a.lab)
     out = []
