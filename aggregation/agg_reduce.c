@@ -6,7 +6,8 @@
  * Where the compiler's vectoriser does not reach (float min/max, whose
  * NaN and signed-zero rules are selects; the fp16/bf16 conversions, bit
  * manipulation per element), the loop body is written on GCC's vector
- * types, 32 bytes a step, and the scalar code finishes the tail: the same
+ * types, 32 bytes a step (fp32 and fp64 min/max 64 with AVX-512), and the
+ * scalar code finishes the tail: the same
  * result element for element but for which NaN a NaN result is, which the
  * protocol leaves open (tests/unit/test_reduce.c checks it).
  */

@@ -56,9 +56,9 @@ static inline void frame_addresses(struct agg_frame_spec *s, const struct dp_swi
 /* (DPDK's rte_prefetch0_write is still experimental) */
 #define prefetch_w(p) __builtin_prefetch((p), 1, 3)
 
-/* How far ahead a result's header mbuf is prefetched: they come cold
- * (from DRAM, in the bench, where results wait in the tx rings until the
- * run ends), and a result takes some 60 ns. */
+/* How far ahead a result's header mbuf is prefetched: they may come cold
+ * (from DRAM when many results wait to be sent; in the bench with -t 0,
+ * every one), and a result takes some 50-80 ns. */
 #define HDR_PF_AHEAD 6
 
 /* Prefetch a stashed header mbuf's two lines and the data line its
@@ -76,8 +76,9 @@ static inline void hdr_prefetch(const struct dp_worker *w, struct rte_mbuf *m)
 /* A small mbuf for a result's headers: taken from the worker's stash,
  * refilled from the pool in bulk without touching the mbufs (one pool
  * access a burst of results), each reset when it is taken: by then its
- * lines are here, prefetched HDR_PF_AHEAD results ahead. NULL when the
- * pool is empty. */
+ * lines are here, prefetched HDR_PF_AHEAD results ahead (but for the first
+ * few after a refill, prefetched as the stash fills). NULL when the pool
+ * is empty. */
 static inline struct rte_mbuf *hdr_mbuf(struct dp_worker *w)
 {
 	unsigned n = w->hdr_stashed;

@@ -148,6 +148,7 @@ int dp_worker_main(void *arg)
 	 * median 79 µs on the testbed) */
 	if (idle_us)
 		prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+	w->last_qpn = DP_NO_QPN;   /* (reset at every quiescent point too) */
 	DP_LOG(INFO, "worker %u on lcore %u: %s%s\n", w->index, w->lcore,
 	       idle_us ? "idle back-off" : "busy polling",
 	       sw->cfg->impair.on ? ", emulating link impairment" : "");

@@ -16,14 +16,15 @@
  * once), and read with one result payload written per set into an mbuf of
  * a pool like the switch's (stream-rw: what aggregation cannot do without);
  * the aggregation's payload bytes/s is printed as a fraction of both.
- * Frames out are freed on the worker once 1024 more wait in the port's tx
- * ring (-t: a NIC's driver with the switch's 1024 tx descriptors; 0 keeps
- * them all until the run ends, when every result mbuf the switch takes is
- * a cold one); stream-rw keeps as many of its results.
+ * Frames out are freed on the worker once those waiting in the port's tx
+ * ring would hold more than 1024 descriptors (-t: a NIC's driver with the
+ * switch's 1024 tx descriptors, a result frame taking two; 0 keeps them all
+ * until the run ends, when every result mbuf the switch takes is a cold
+ * one); stream-rw keeps as many sets' results.
  * It checks that the work was done: every
  * contribution accepted, every set completed, one result per contribution
  * (out/in = 1; forwarding: every packet out), every frame out whole with a
- * right ICRC (those still in the tx rings after the clock, and one in 256
+ * right ICRC (those still in the tx rings after the clock, and one in 251
  * of those freed during the run), no drop anywhere. Otherwise it
  * says what is wrong and exits 1. Prints figures; asserts nothing on speed.
  */
@@ -62,36 +63,44 @@ struct result {
 };
 
 /* Frames out that are not whole RoCEv2 frames with a right ICRC (the
- * learning frame aside): results are built in pieces, which must add up. */
+ * learning frame aside): results are built in pieces, which must add up.
+ * The main lcore's count (drain), the workers' (tx_done) added to it after
+ * the run. */
 static uint64_t bad_frames;
 
-static void check_frame(const struct rte_mbuf *m)
+/* m is a whole RoCEv2 frame with a right ICRC, or the learning frame. buf:
+ * room for a frame, the caller's own (the workers check at the same time). */
+static bool frame_ok(const struct rte_mbuf *m, uint8_t *buf)
 {
-	static uint8_t buf[AGG_MAX_FRAME_LEN];
 	const struct rte_ether_hdr *eh = rte_pktmbuf_mtod(m, const struct rte_ether_hdr *);
 	struct agg_pkt pkt;
 
 	if (eh->ether_type == RTE_BE16(0x88b5))
-		return;
-	const void *p = m->pkt_len <= sizeof(buf) ? rte_pktmbuf_read(m, 0, m->pkt_len, buf)
-						  : NULL;
-	if (!p || agg_decode(p, m->pkt_len, true, &pkt))
-		bad_frames++;
+		return true;
+	const void *p = m->pkt_len <= AGG_MAX_FRAME_LEN ? rte_pktmbuf_read(m, 0, m->pkt_len, buf)
+							: NULL;
+	return p && !agg_decode(p, m->pkt_len, true, &pkt);
 }
 
-/* Transmit completions as a NIC's driver does them (-t TXD): the worker
- * frees a frame once TXD more wait in its port's tx ring (the switch
- * configures 1024 descriptors), so result mbufs come back to its pools as
- * they would on a NIC instead of all waiting in the ring until the run
- * ends, cold. Every CHECK_EVERY-th frame freed during the run is checked
- * (rte_pktmbuf_read and the ICRC cost more than the switch spends on a
- * result), the rest after the clock by drain(). */
-#define CHECK_EVERY 256
+/* Transmit completions as a NIC's driver does them (-t TXD): once the
+ * frames waiting in a port's tx ring would hold more than TXD descriptors
+ * (one a segment: a result frame, its headers and the body it shares,
+ * takes two; the switch configures 1024), the worker frees the oldest, a
+ * batch of up to TX_FREE_BATCH at a time as drivers do, so result mbufs
+ * come back to its pools as they would on a NIC instead of all waiting in
+ * the ring until the run ends, cold. Every CHECK_EVERY-th frame freed
+ * during the run is checked (reading it whole and its ICRC cost more than
+ * the switch spends on a result; a prime, so that the frames checked
+ * rotate over the members), the rest after the clock by drain(). */
+#define CHECK_EVERY 251
+#define TX_FREE_BATCH 32
 
 struct tx_done {
 	struct rte_ring *ring;
-	uint64_t freed;
+	uint32_t descs;     /* the descriptors the frames in the ring hold */
 	uint32_t seq;
+	uint64_t freed, bad;
+	uint8_t buf[AGG_MAX_FRAME_LEN];
 };
 static struct tx_done tx_done[2][MAX_W];
 static unsigned txd = 1024;
@@ -100,30 +109,33 @@ static uint16_t tx_complete(uint16_t port, uint16_t queue, struct rte_mbuf **pkt
 			    void *arg)
 {
 	struct tx_done *d = arg;
-	struct rte_mbuf *b[64];
-	unsigned have = rte_ring_count(d->ring);
+	struct rte_mbuf *b[TX_FREE_BATCH];
+	uint32_t need = 0;
 
 	(void)port;
 	(void)queue;
-	(void)pkts;
-	while (have + n > txd) {
-		unsigned want = RTE_MIN(have + n - txd, (unsigned)RTE_DIM(b));
-		unsigned k = rte_ring_dequeue_burst(d->ring, (void **)b, want, NULL);
+	for (uint16_t i = 0; i < n; i++)
+		need += pkts[i]->nb_segs;
+	while (d->descs + need > txd) {
+		unsigned k = rte_ring_dequeue_burst(d->ring, (void **)b, RTE_DIM(b), NULL);
 
 		if (!k)
 			break;
-		for (unsigned i = 0; i < k; i++)
-			if (d->seq++ % CHECK_EVERY == 0)
-				check_frame(b[i]);
+		for (unsigned i = 0; i < k; i++) {
+			if (d->seq++ % CHECK_EVERY == 0 && !frame_ok(b[i], d->buf))
+				d->bad++;
+			d->descs -= RTE_MIN(d->descs, (uint32_t)b[i]->nb_segs);
+		}
 		rte_pktmbuf_free_bulk(b, k);
 		d->freed += k;
-		have -= k;
 	}
+	d->descs += need;
 	return n;
 }
 
 static uint64_t drain(unsigned nw)
 {
+	static uint8_t buf[AGG_MAX_FRAME_LEN];
 	struct rte_mbuf *b[64];
 	uint64_t out = 0;
 
@@ -132,12 +144,14 @@ static uint64_t drain(unsigned nw)
 			unsigned n;
 			while ((n = rte_ring_dequeue_burst(tx_ring[p][q], (void **)b, 64, NULL))) {
 				for (unsigned i = 0; i < n; i++)
-					check_frame(b[i]);
+					bad_frames += !frame_ok(b[i], buf);
 				rte_pktmbuf_free_bulk(b, n);
 				out += n;
 			}
 			out += tx_done[p][q].freed;
-			tx_done[p][q].freed = 0;
+			bad_frames += tx_done[p][q].bad;
+			tx_done[p][q].freed = tx_done[p][q].bad = 0;
+			tx_done[p][q].descs = 0;
 		}
 	return out;
 }
@@ -342,8 +356,10 @@ static int run_phase(struct dp_switch *sw, uint16_t members, uint16_t elems,
 					.off = AGG_FRAME_HDR_LEN, .len = (size_t)elems * dsize,
 					.res_pool = stream == 2 ? res_pool : NULL,
 					.res = gen_res,
-					/* a set's frames leave as one result here */
-					.keep = txd ? RTE_MAX(txd / members, 1u) : 0 };
+					/* as many sets' bodies as the switch's
+					 * results keep: a set's frames hold
+					 * two descriptors each */
+					.keep = txd ? RTE_MAX(txd / (2u * members), 1u) : 0 };
 		unsigned lc = sw->workers[0]->lcore;
 		rte_eal_remote_launch(stream_main, &j, lc);
 		rte_eal_wait_lcore(lc);
@@ -494,10 +510,10 @@ int main(int argc, char **argv)
 			       "  [-p PACKETS PER RUN (16384)] [-n RUNS (5)] [-a aggregation only | "
 			       "-f forwarding only; else both and the streaming bound]\n"
 			       "  [-H HUGETLBFS DIR: hugepages, else --no-huge]\n"
-			       "  [-t TXD: frames out freed on the worker once TXD more wait, as a "
-			       "NIC's driver does\n"
-			       "   with TXD descriptors (1024, the switch's); 0: kept until the "
-			       "run ends]\n"
+			       "  [-t TXD: frames out freed on the worker, as a NIC's driver "
+			       "with TXD tx descriptors\n"
+			       "   does (1024, the switch's; a result frame takes two); 0: kept "
+			       "until the run ends]\n"
 			       "  [-C CRC: slice-by-8, pclmulqdq, vpclmulqdq-avx2, vpclmulqdq-avx512;\n"
 			       "   default the widest this CPU has]\n"
 			       "Exits 1 when the switch did not do the work (drops, out/in, "

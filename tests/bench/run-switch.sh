@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # inca-switch microbenchmarks on in-memory (net_ring) ports: aggregation and
 # forwarding-only per busy worker core, IB MTU 1024 and 4096, 2/8/32
-# members, 1 and 2 workers (rings filled before the clock), and per dtype
+# members, 1 and 2 workers (rings filled before the clock, frames out
+# freed as a NIC's driver frees them: inca-bench-switch -t), and per dtype
 # (fp32, fp16, bf16, int32, fp64 at IB MTU 4096), beside the
 # bound of one core's memory (the same packets read, and read with a result
 # written per set: stream-read, stream-rw; aggregation's payload GB/s over
@@ -59,7 +60,7 @@ commit=$(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo unknown)
 {
 	echo "# inca-switch microbenchmarks"
 	echo
-	echo "Machine: $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); $(grep -o 'avx512f\|avx2\|vpclmulqdq' /proc/cpuinfo | sort -u | tr '\n' ' ' | sed 's/ $//')); net_ring ports, rings filled before the clock starts (the main lcore sleeps while the workers run; with 2 workers one shares its core with it); 2 MiB hugepages; fp32 sum; every slot's packets in its owner's queue (what hashing the UDP source port does); 16384 packets per run, medians of 15 runs. Per busy core: the workers' cycles in loop iterations that carried packets. Commit $commit, command \`tests/bench/run-switch.sh\`."
+	echo "Machine: $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); $(grep -o 'avx512f\|avx2\|vpclmulqdq' /proc/cpuinfo | sort -u | tr '\n' ' ' | sed 's/ $//')); net_ring ports, rings filled before the clock starts (the main lcore sleeps while the workers run; with 2 workers one shares its core with it); frames out freed on the worker as a NIC's driver with the switch's 1024 tx descriptors frees them (the default of \`inca-bench-switch -t\`); 2 MiB hugepages; fp32 sum; every slot's packets in its owner's queue (what hashing the UDP source port does); 16384 packets per run, medians of 15 runs. Per busy core: the workers' cycles in loop iterations that carried packets. Commit $commit, command \`tests/bench/run-switch.sh\`."
 	echo
 	echo "| IB MTU | members | workers | aggregation Mpps/core | elements/s/core | ns/packet | payload GB/s/core | Mpps all workers | forwarding Mpps/core | ns/packet | aggregation / forwarding | 2 workers / 1 | stream-read GB/s | stream-rw GB/s | aggregation / stream-rw |"
 	echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
