@@ -236,7 +236,9 @@ typedef uint16_t v8h __attribute__((vector_size(16)));
 
 static inline v8f ldv8f(const void *p) { v8f v; memcpy(&v, p, sizeof(v)); return v; }
 static inline void stv8f(void *p, v8f v) { memcpy(p, &v, sizeof(v)); }
+#ifndef __AVX512F__   /* (with it, fp64's min/max are on 64-byte vectors) */
 static inline v4d ldv4d(const void *p) { v4d v; memcpy(&v, p, sizeof(v)); return v; }
+#endif
 
 /* min_f32/max_f32/min_f64/max_f64 on vectors: the same results lane for
  * lane, but for which NaN a NaN lane holds (unspecified: docs/protocol.md).
@@ -258,6 +260,7 @@ static inline v8f vmax8f(v8f a, v8f b)
 		     (v8i)_mm256_cmp_ps(a, b, _CMP_UNORD_Q));
 }
 
+#ifndef __AVX512F__
 static inline v4d vmin4d(v4d a, v4d b)
 {
 	return (v4d)((v4l)_mm256_min_pd(a, b) | (v4l)_mm256_min_pd(b, a) |
@@ -269,6 +272,7 @@ static inline v4d vmax4d(v4d a, v4d b)
 	return (v4d)(((v4l)_mm256_max_pd(a, b) & (v4l)_mm256_max_pd(b, a)) |
 		     (v4l)_mm256_cmp_pd(a, b, _CMP_UNORD_Q));
 }
+#endif
 #else
 /* lane by lane through the scalar operations themselves */
 #define LANEWISE(name, V, LANES, OP)                                          \
@@ -289,7 +293,9 @@ static inline v8f vsum8f(v8f a, v8f b) { return a + b; }
 static inline v8f vprod8f(v8f a, v8f b) { return a * b; }
 
 /* 8 wire elements to fp32 */
+#ifndef __AVX512F__
 static inline v8f ldv8_f32(const uint8_t *p) { return ldv8f(p); }
+#endif
 
 static inline v8f ldv8_bf16(const uint8_t *p)
 {
