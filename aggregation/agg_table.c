@@ -92,9 +92,7 @@ static void result_payload(struct agg_set *s, size_t len)
  * may be overwritten. */
 static inline uint8_t *set_acc(struct agg_set *s, uint8_t dtype)
 {
-	/* agg_dtype_acc_size(dtype) == agg_dtype_size(dtype), without two
-	 * calls a packet */
-	return dtype != AGG_DTYPE_FP16 && dtype != AGG_DTYPE_BF16 ? s->out : (uint8_t *)s->acc;
+	return agg_dtype_acc_size(dtype) == agg_dtype_size(dtype) ? s->out : (uint8_t *)s->acc;
 }
 
 /* stored: the wire's elements are in s->out already (agg_icrc_reduce_store) */
