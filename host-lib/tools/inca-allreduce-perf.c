@@ -49,6 +49,8 @@ static void usage(FILE *out)
 		"  -C 0|1    check every element of every result on every rank against a\n"
 		"            locally computed exact reference (default 1)\n"
 		"  -F        fallback only: run the host ring over TCP (the baseline)\n"
+		"  -R        after each row a '# row' line: the calls' period and what each\n"
+		"            CPU did (below)\n"
 		"  -h, --help  this text\n"
 		"Rank and size: INCA_RANK/INCA_SIZE or OMPI_COMM_WORLD_RANK/SIZE. The group:\n"
 		"INCA_CONFIG=file.json, or INCA_SWITCH, INCA_GROUP, INCA_GROUP_QPN, INCA_QKEY,\n"
@@ -59,7 +61,14 @@ static void usage(FILE *out)
 		"(reduce_scatter, allgather), 1 (bcast, reduce). barrier: one row, size 0.\n"
 		"time: the median over the timed iterations of the slowest rank (bcast and\n"
 		"reduce: each timed call after an untimed barrier, as OSU's benchmarks do); cpu: user +\n"
-		"system CPU seconds per GB of the buffer, per rank (mean over ranks).\n"
+		"system CPU seconds per GB of the buffer, per rank (mean over ranks); core: the\n"
+		"busy seconds per GB of the CPUs rank 0 may run on (wall less the kernel's\n"
+		"cpuidle time) over the ranks, '-' unless it is confined to fewer CPUs than are\n"
+		"online: where every rank is confined to the same CPUs, their core's whole\n"
+		"work for them, the kernel's softirq included. -R: after each row a '# row' line:\n"
+		"period, rank 0's timed calls' wall time over their count (they run back to\n"
+		"back: the rate calls go at), and each online CPU's shares of its time over\n"
+		"them (/proc/stat, 10 ms ticks: rows shorter than a second are too short).\n"
 		"Exit status 1 when a result is wrong on any rank, or (without -F) when any\n"
 		"call fell back to the host ring.\n");
 }
@@ -169,14 +178,14 @@ int main(int argc, char **argv)
 	int iters = 20, small_iters = 0, warmup = 5, check = 1, opt, dts[6] = { INCA_FLOAT32 };
 	int ndt = 1;
 	int ops[7] = { INCA_SUM }, nop = 1;
-	bool ring_only = false;
+	bool ring_only = false, rows = false;
 	struct inca_comm_attr attr = { 0 };
 	enum coll coll = ALLREDUCE;
 	int root = 0;
 
 	static const struct option longopts[] = { { "help", no_argument, NULL, 'h' },
 						   { NULL, 0, NULL, 0 } };
-	while ((opt = getopt_long(argc, argv, "c:r:b:e:f:d:o:n:N:w:C:Fh", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "c:r:b:e:f:d:o:n:N:w:C:FRh", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'c': {
 			int k = 0;
@@ -227,6 +236,7 @@ int main(int argc, char **argv)
 		case 'w': warmup = atoi(optarg); break;
 		case 'C': check = atoi(optarg); break;
 		case 'F': ring_only = true; break;
+		case 'R': rows = true; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -278,10 +288,11 @@ int main(int argc, char **argv)
 		printf("# inca-allreduce-perf: %d ranks, transport %s%s, %d iterations (%d up to "
 		       "64 KiB), %d warm-up\n", size, ring_only ? "tcp ring (fallback only)" :
 		       inca_comm_transport(comm), what, iters, small_iters, warmup);
-		printf("#%11s %12s %9s %6s %11s %9s %9s %7s %13s %9s\n", "size", "count", "type",
-		       "redop", "time", "algbw", "busbw", "#wrong", "wire/rank", "cpu");
-		printf("#%11s %12s %9s %6s %11s %9s %9s %7s %13s %9s\n", "(B)", "(elements)", "",
-		       "", "(us)", "(GB/s)", "(GB/s)", "", "(B)", "(s/GB)");
+		printf("#%11s %12s %9s %6s %11s %9s %9s %7s %13s %9s %9s\n", "size", "count",
+		       "type", "redop", "time", "algbw", "busbw", "#wrong", "wire/rank", "cpu",
+		       "core");
+		printf("#%11s %12s %9s %6s %11s %9s %9s %7s %13s %9s %9s\n", "(B)", "(elements)",
+		       "", "", "(us)", "(GB/s)", "(GB/s)", "", "(B)", "(s/GB)", "(s/GB)");
 	}
 	long total_wrong = 0, fell_back = 0;
 	int status = 0;
@@ -322,6 +333,8 @@ int main(int argc, char **argv)
 				struct inca_stats st0, st1;
 				inca_comm_stats(comm, &st0);
 				double cpu0 = perf_cpu_s();
+				struct perf_core core0 = perf_core_now();
+				struct perf_cpustat cs0 = perf_cpustat_now();
 				for (int it = 0; it < n_it && !rc; it++) {
 					/* rooted: a barrier first (not timed), as OSU's
 					 * osu_bcast/osu_reduce, so that one call's time
@@ -335,6 +348,9 @@ int main(int argc, char **argv)
 					its[it] = (now_s() - t0) * 1e6;
 				}
 				double cpu = perf_cpu_s() - cpu0;
+				struct perf_core core1 = perf_core_now();
+				double core = perf_core_busy_s(core0, core1);
+				struct perf_cpustat cs1 = perf_cpustat_now();
 				inca_comm_stats(comm, &st1);
 				if (rc) {
 					fprintf(stderr, "inca-allreduce-perf: rank %d: %s: %s\n", rank,
@@ -371,16 +387,26 @@ int main(int argc, char **argv)
 				double us = perf_median(its, n_it);
 				double cpu_per_gb = buf_bytes ? sums[0] / size /
 								((double)buf_bytes * n_it / 1e9) : 0;
+				/* rank 0's CPUs, shared by the ranks confined there */
+				double core_per_gb = buf_bytes && core >= 0 ?
+					core / size / ((double)buf_bytes * n_it / 1e9) : -1;
+				char core_col[32] = "-";
+				if (core_per_gb >= 0)
+					snprintf(core_col, sizeof(core_col), "%.2f", core_per_gb);
 				double algbw = (double)buf_bytes / us / 1e3;
 				double busbw = algbw * busf;
 				uint64_t wire = (st1.bytes_sent + st1.ring_bytes_sent -
 						 st0.bytes_sent - st0.ring_bytes_sent) / (uint64_t)n_it;
 				if (rank == 0)
 					printf("%12zu %12zu %9s %6s %11.1f %9.3f %9.3f %7ld %13llu "
-					       "%9.2f\n", buf_bytes, coll == BARRIER ? (size_t)0 : count,
+					       "%9.2f %9s\n", buf_bytes, coll == BARRIER ? (size_t)0 : count,
 					       type_names[dt], reduces ? op_names[op] : "none", us,
 					       algbw, busbw, check ? wrong : -1L,
-					       (unsigned long long)wire, cpu_per_gb);
+					       (unsigned long long)wire, cpu_per_gb, core_col);
+				if (rank == 0 && rows)
+					perf_row_print(stdout, buf_bytes,
+						       (core1.wall_s - core0.wall_s) * 1e6 / n_it,
+						       &cs0, &cs1);
 				if (rank == 0 && sums[2] > 0 && !ring_only)
 					printf("# ^ %.0f calls of this row fell back to the host ring: "
 					       "not an in-network figure\n", sums[2]);

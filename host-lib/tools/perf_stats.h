@@ -4,8 +4,13 @@
 #ifndef PERF_STATS_H
 #define PERF_STATS_H
 
+#include <sched.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
 
 /* sizes up to this take -N iterations: their medians need more samples */
 #define PERF_SMALL_BYTES (64 * 1024)
@@ -18,6 +23,141 @@ static inline double perf_cpu_s(void)
 	getrusage(RUSAGE_SELF, &ru);
 	return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6 +
 	       (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6;
+}
+
+/* The busy time of the CPUs this process may run on: their wall time less
+ * the time they idled, which the kernel's cpuidle keeps per CPU and idle
+ * state in microseconds (/sys/devices/system/cpu/cpuN/cpuidle/stateK/time).
+ * Where every rank of a job is confined to the same CPUs, and only there
+ * (run-allreduce.sh --rank-cpus), that is the ranks' core: it counts what
+ * getrusage does not charge them (the kernel's receive work in softirq,
+ * switching among them) and whatever else runs on those CPUs. */
+struct perf_core {
+	double wall_s;   /* CLOCK_MONOTONIC */
+	double idle_s;   /* summed over the CPUs */
+	bool ok;         /* confined to fewer CPUs than are online, all read */
+};
+
+/* the idle microseconds of CPU cpu, summed over its idle states; -1 when
+ * the kernel keeps none (no cpuidle driver) */
+static inline double perf_cpu_idle_us(int cpu)
+{
+	double sum = 0;
+	int states = 0;
+
+	for (int k = 0; k < 16; k++) {
+		char path[96];
+		unsigned long long us;
+
+		snprintf(path, sizeof(path),
+			 "/sys/devices/system/cpu/cpu%d/cpuidle/state%d/time", cpu, k);
+		FILE *f = fopen(path, "r");
+		if (!f)
+			break;
+		int got = fscanf(f, "%llu", &us);
+		fclose(f);
+		if (got != 1)
+			return -1;
+		sum += (double)us;
+		states++;
+	}
+	return states ? sum : -1;
+}
+
+static inline struct perf_core perf_core_now(void)
+{
+	struct perf_core c = { 0 };
+	struct timespec ts;
+	cpu_set_t set;
+	long online = sysconf(_SC_NPROCESSORS_ONLN);
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	c.wall_s = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+	if (sched_getaffinity(0, sizeof(set), &set) || online < 1 ||
+	    CPU_COUNT(&set) >= online)
+		return c;
+	for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+		if (!CPU_ISSET(cpu, &set))
+			continue;
+		double us = perf_cpu_idle_us(cpu);
+		if (us < 0)
+			return c;
+		c.idle_s += us * 1e-6;
+	}
+	c.ok = true;
+	return c;
+}
+
+/* busy CPU seconds of the process's CPUs from a to b; -1 when either
+ * could not be read or the process was not confined */
+static inline double perf_core_busy_s(struct perf_core a, struct perf_core b)
+{
+	cpu_set_t set;
+
+	if (!a.ok || !b.ok || sched_getaffinity(0, sizeof(set), &set))
+		return -1;
+	double busy = (b.wall_s - a.wall_s) * CPU_COUNT(&set) - (b.idle_s - a.idle_s);
+	return busy > 0 ? busy : 0;
+}
+
+/* What every online CPU did, from /proc/stat: its time in clock ticks
+ * (USER_HZ, 10 ms) as user (with nice), system, irq and softirq, idle
+ * (with iowait) and steal. A row of a sweep shorter than a second or so is
+ * too short for them. */
+#define PERF_MAX_CPUS 64
+struct perf_cpustat {
+	int n;
+	unsigned long long t[PERF_MAX_CPUS][5];   /* user system softirq idle steal */
+};
+
+static inline struct perf_cpustat perf_cpustat_now(void)
+{
+	struct perf_cpustat st = { 0 };
+	char line[512];
+	FILE *f = fopen("/proc/stat", "r");
+
+	if (!f)
+		return st;
+	while (fgets(line, sizeof(line), f) && st.n < PERF_MAX_CPUS) {
+		unsigned long long v[8] = { 0 };
+		int cpu;
+
+		if (sscanf(line, "cpu%d %llu %llu %llu %llu %llu %llu %llu %llu", &cpu, &v[0],
+			   &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]) != 9 || cpu != st.n)
+			continue;
+		st.t[st.n][0] = v[0] + v[1];
+		st.t[st.n][1] = v[2];
+		st.t[st.n][2] = v[5] + v[6];
+		st.t[st.n][3] = v[3] + v[4];
+		st.t[st.n][4] = v[7];
+		st.n++;
+	}
+	fclose(f);
+	return st;
+}
+
+/* A row's comment line: "# row B bytes: period P us; cpu0 user U system S
+ * softirq Q idle I steal T ticks K; cpu1 ...", P the wall time of this
+ * rank's timed calls over their count (back to back: the rate calls go
+ * at, where the row's time is each call's slowest rank), then the shares
+ * of each CPU's time from a to b (none when /proc/stat could not be read) */
+static inline void perf_row_print(FILE *out, size_t bytes, double period_us,
+				  const struct perf_cpustat *a, const struct perf_cpustat *b)
+{
+	static const char *const names[5] = { "user", "system", "softirq", "idle", "steal" };
+
+	fprintf(out, "# row %zu B: period %.1f us", bytes, period_us);
+	for (int c = 0; c < a->n && a->n == b->n; c++) {
+		unsigned long long d[5], sum = 0;
+
+		for (int k = 0; k < 5; k++)
+			sum += d[k] = b->t[c][k] - a->t[c][k];
+		fprintf(out, "; cpu%d", c);
+		for (int k = 0; k < 5; k++)
+			fprintf(out, " %s %.3f", names[k], sum ? (double)d[k] / (double)sum : 0);
+		fprintf(out, " ticks %llu", sum);
+	}
+	fprintf(out, "\n");
 }
 
 static inline int perf_cmp_double(const void *a, const void *b)

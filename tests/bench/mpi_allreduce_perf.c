@@ -18,7 +18,11 @@
  * for them (default -w; OSU's benchmarks warm small sizes up with 200).
  * The time is the median over the timed iterations of the slowest rank's
  * time; cpu is a rank's user+system CPU seconds per GB reduced (mean over
- * ranks; Open MPI's daemons not counted).
+ * ranks; Open MPI's daemons not counted); core the busy seconds per GB of the
+ * CPUs rank 0 may run on, over the ranks ('-' unless confined to fewer CPUs
+ * than are online: perf_stats.h), and with -R after each row a '# row' line: rank 0's
+ * calls' period back to back and each online CPU's shares of its time
+ * (/proc/stat).
  * -o: the OSU micro-benchmarks' table (# Size  Avg Latency(us): the mean
  *     over the ranks of each rank's mean timed call, as OSU's) instead.
  * Run it with libinca-mpi preloaded and the same binary's MPI_Allreduce
@@ -128,6 +132,7 @@ int main(int argc, char **argv)
 	size_t minb = 8, maxb = 64 << 20;
 	double factor = 2;
 	int iters = 20, small_iters = 0, warmup = 5, small_warmup = -1, opt, rank, size, osu = 0, root = 0;
+	int rows = 0;
 	enum coll coll = ALLREDUCE;
 
 	MPI_Init(&argc, &argv);
@@ -136,7 +141,7 @@ int main(int argc, char **argv)
 	static const struct option longopts[] = { { "help", no_argument, NULL, 'h' },
 						   { NULL, 0, NULL, 0 } };
 
-	while ((opt = getopt_long(argc, argv, "c:r:b:e:f:n:N:w:W:oh", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "c:r:b:e:f:n:N:w:W:oRh", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'c': {
 			int k = -1;
@@ -162,10 +167,11 @@ int main(int argc, char **argv)
 		case 'w': warmup = atoi(optarg); break;
 		case 'W': small_warmup = atoi(optarg); break;
 		case 'o': osu = 1; break;
+		case 'R': rows = 1; break;
 		case 'h':
 			if (rank == 0)
 				printf("usage: mpirun ... mpi-allreduce-perf [-c COLL] [-r ROOT] [-b MIN] "
-				       "[-e MAX] [-f F] [-n N] [-N N] [-w W] [-W W] [-o]\n"
+				       "[-e MAX] [-f F] [-n N] [-N N] [-w W] [-W W] [-o] [-R]\n"
 				       "  -c COLL  allreduce (default), reduce_scatter, allgather, bcast, "
 				       "reduce, barrier\n"
 				       "  -r ROOT  root of bcast and reduce (default 0)\n"
@@ -176,13 +182,16 @@ int main(int argc, char **argv)
 				       "64 KiB (default -n)\n"
 				       "  -w W     warm-up iterations per size (default 5); -W W: up to "
 				       "64 KiB (default -w)\n"
-				       "  -o       the OSU micro-benchmarks' table instead\n");
+				       "  -o       the OSU micro-benchmarks' table instead\n"
+				       "  -R       after each row a '# row' line: rank 0's calls' period "
+				       "back to back\n"
+				       "           and each online CPU's shares of its time (/proc/stat)\n");
 			MPI_Finalize();
 			return 0;
 		default:
 			if (rank == 0)
 				fprintf(stderr, "usage: mpi-allreduce-perf [-c COLL] [-r ROOT] [-b MIN] "
-					"[-e MAX] [-f F] [-n N] [-N N] [-w W] [-W W] [-o]\n");
+					"[-e MAX] [-f F] [-n N] [-N N] [-w W] [-W W] [-o] [-R]\n");
 			MPI_Abort(MPI_COMM_WORLD, 2);
 		}
 	}
@@ -217,10 +226,10 @@ int main(int argc, char **argv)
 		       "to 64 KiB), %d warm-up (%d up to 64 KiB)\n", size, coll_names[coll],
 		       coll == BCAST || coll == REDUCE ? (root ? " (root set)" : " (root 0)") : "",
 		       iters, small_iters, warmup, small_warmup);
-		printf("#%11s %12s %9s %6s %11s %9s %9s %7s %9s\n", "size", "count", "type", "redop",
-		       "time", "algbw", "busbw", "#wrong", "cpu");
-		printf("#%11s %12s %9s %6s %11s %9s %9s %7s %9s\n", "(B)", "(elements)", "", "",
-		       "(us)", "(GB/s)", "(GB/s)", "", "(s/GB)");
+		printf("#%11s %12s %9s %6s %11s %9s %9s %7s %9s %9s\n", "size", "count", "type",
+		       "redop", "time", "algbw", "busbw", "#wrong", "cpu", "core");
+		printf("#%11s %12s %9s %6s %11s %9s %9s %7s %9s %9s\n", "(B)", "(elements)", "", "",
+		       "(us)", "(GB/s)", "(GB/s)", "", "(s/GB)", "(s/GB)");
 	}
 	for (size_t b = minb; b <= maxb; b = (size_t)((double)b * factor + 0.5)) {
 		/* whole shards of whole elements */
@@ -244,6 +253,8 @@ int main(int argc, char **argv)
 			for (size_t i = 0; i < count; i++)
 				out[i] = rank == root ? value(root, i) : -1000.0f;
 		double cpu0 = perf_cpu_s(), mean_us = 0;
+		struct perf_core core0 = perf_core_now();
+		struct perf_cpustat cs0 = perf_cpustat_now();
 		for (int it = 0; it < n_it; it++) {
 			/* rooted: an untimed barrier first, as OSU's osu_bcast and
 			 * osu_reduce do, or a root that returns at once would
@@ -259,6 +270,9 @@ int main(int argc, char **argv)
 		for (int it = 0; it < n_it; it++)
 			my_mean += its[it] / n_it;
 		double cpu = perf_cpu_s() - cpu0, cpu_sum = 0;
+		struct perf_core core1 = perf_core_now();
+		double core = perf_core_busy_s(core0, core1);
+		struct perf_cpustat cs1 = perf_cpustat_now();
 		wrong = check(coll, out, count, root, rank, size);
 		/* after the timed calls: not among the calls measured */
 		long wrong_all = 0;
@@ -271,12 +285,21 @@ int main(int argc, char **argv)
 		double us = perf_median(slowest, n_it);
 		double algbw = (double)bytes / us / 1e3;
 		double cpu_per_gb = bytes ? cpu_sum / size / ((double)bytes * n_it / 1e9) : 0;
+		/* rank 0's CPUs, shared by the ranks confined there */
+		char core_col[32] = "-";
+		if (bytes && core >= 0)
+			snprintf(core_col, sizeof(core_col), "%.2f",
+				 core / size / ((double)bytes * n_it / 1e9));
 		wrong = wrong_all;
 		if (rank == 0 && osu)
 			printf("%-10zu %18.2f%s\n", bytes, mean_us, wrong ? "  WRONG" : "");
 		else if (rank == 0)
-			printf("%12zu %12zu %9s %6s %11.1f %9.3f %9.3f %7ld %9.2f\n", bytes, count,
-			       "float", redop, us, algbw, algbw * busf, wrong, cpu_per_gb);
+			printf("%12zu %12zu %9s %6s %11.1f %9.3f %9.3f %7ld %9.2f %9s\n", bytes,
+			       count, "float", redop, us, algbw, algbw * busf, wrong, cpu_per_gb,
+			       core_col);
+		if (rank == 0 && !osu && rows)
+			perf_row_print(stdout, bytes, (core1.wall_s - core0.wall_s) * 1e6 / n_it,
+				       &cs0, &cs1);
 		if (coll == BARRIER)
 			break;      /* one row: sizes mean nothing */
 		fflush(stdout);

@@ -9,7 +9,11 @@
 # CPU-bound 1 Gbit/s. Beside them, in the same run, the latency floor (ping
 # to the switch and to another host, an 8-byte UDP echo through the switch)
 # and every side's CPU-seconds per GB and retransmissions. Times are medians
-# over the iterations (each iteration's slowest rank). Small calls (8..256
+# over the iterations (each iteration's slowest rank); cpus.csv has, per
+# row, the period (rank 0's calls back to back: the rate they go at) and
+# each CPU's shares of user, system, softirq, idle and steal time (-R of
+# the perf tools); allreduce.csv's core_s_per_GB is the busy time of the
+# ranks' CPUs (with --rank-cpus; '-' without). Small calls (8..256
 # B) are measured again in --rounds short rounds that take turns (udp, xdp,
 # the ring, udp, ...), so that the machine's slow drifts fall on every side
 # alike; their latency is the median over the rounds. A failed launch is
@@ -130,7 +134,7 @@ PORT=18471
 trap '[ -n "$ECHO_PID" ] && kill "$ECHO_PID" 2>/dev/null; [ -n "$MGR_PID" ] && kill "$MGR_PID" 2>/dev/null; "$TB" down >/dev/null 2>&1 || true; rm -rf "$WORK"' EXIT
 mkdir -p "$out"
 # sizes up to 64 KiB with ten times the iterations (-N)
-SIZES=(-c "$coll" -b "$min" -e "$max" -f 2 -n "$iters" -N $((iters * 10)) -w 3)
+SIZES=(-c "$coll" -b "$min" -e "$max" -f 2 -n "$iters" -N $((iters * 10)) -w 3 -R)
 # one latency round: 8..256 B
 SMALL=(-c "$coll" -b 8 -e 256 -f 2 -n "$iters" -N $((iters * 10)) -w 200)
 
@@ -214,14 +218,28 @@ latency_rounds() {
 	done
 }
 
+# row_lines PREFIX: the "# row" lines of a perf tool's table (stdin) as
+# cpus.csv's rows, one a CPU: PREFIX,bytes,period_us,cpuN,user,...,ticks
+row_lines() {
+	awk -v p="$1" '/^# row / {
+		split($0, part, "; ")
+		split(part[1], h, " ")
+		for (i = 2; i in part; i++) {
+			split(part[i], f, " ")
+			printf "%s,%s,%s,%s,%s,%s,%s,%s,%s,%s\n", p, h[3], h[6], f[1], f[3], f[5], f[7], f[9], f[11], f[13]
+		}
+	}'
+}
+
 # one_run RUN: every rate and rank count once, into $out/RUN/
 one_run() {
 	local dir=$1 rate n tp
 	mkdir -p "$dir"
-	echo "rate,tool,ranks,bytes,time_us,algbw_GBps,busbw_GBps,wrong,cpu_s_per_GB" > "$dir/allreduce.csv"
+	echo "rate,tool,ranks,bytes,time_us,algbw_GBps,busbw_GBps,wrong,cpu_s_per_GB,core_s_per_GB" > "$dir/allreduce.csv"
 	echo "rate,ranks,what,median_us" > "$dir/floor.csv"
 	echo "$mtu" > "$dir/mtu.txt"
 	echo "rate,tool,ranks,packets,retransmissions,probes" > "$dir/retx.csv"
+	echo "rate,tool,ranks,bytes,period_us,cpu,user,system,softirq,idle,steal,ticks" > "$dir/cpus.csv"
 	echo "rate,tool,ranks,round,bytes,time_us" > "$dir/latency.csv"
 	for rate in $rates; do
 		for n in $ranks; do
@@ -254,8 +272,9 @@ one_run() {
 					inca_job "$n" "$WORK/inca.txt" "${SIZES[@]}"
 				cat "$WORK/inca.txt" >&2
 				awk -v r="$rate" -v t="$t" -v n="$n" '/^ *[0-9]/ {
-					printf "%s,%s,%s,%s,%s,%s,%s,%s,%s\n", r, t, n, $1, $5, $6, $7, $8, $10 }' \
+					printf "%s,%s,%s,%s,%s,%s,%s,%s,%s,%s\n", r, t, n, $1, $5, $6, $7, $8, $10, $11 }' \
 					"$WORK/inca.txt" >> "$dir/allreduce.csv"
+				row_lines "$rate,$t,$n" < "$WORK/inca.txt" >> "$dir/cpus.csv"
 				sed -n 's/^# packets sent \([0-9]*\), retransmissions \([0-9]*\) .*; \([0-9]*\) of them probes.*/\1 \2 \3/p' \
 					"$WORK/inca.txt" | awk -v p="$rate,$t,$n" \
 					'{ s += $1; r += $2; q += $3 } END { printf "%s,%d,%d,%d\n", p, s, r, q }' \
@@ -268,8 +287,9 @@ one_run() {
 			retry "the Open MPI job ($n ranks, $rate)" openmpi_job "$n" "$WORK/mpi.txt" "${SIZES[@]}"
 			cat "$WORK/mpi.txt" >&2
 			awk -v r="$rate" -v n="$n" '/^ *[0-9]/ {
-				printf "%s,openmpi-ring,%s,%s,%s,%s,%s,%s,%s\n", r, n, $1, $5, $6, $7, $8, $9 }' \
+				printf "%s,openmpi-ring,%s,%s,%s,%s,%s,%s,%s,%s\n", r, n, $1, $5, $6, $7, $8, $9, $10 }' \
 				"$WORK/mpi.txt" >> "$dir/allreduce.csv"
+			row_lines "$rate,openmpi-ring,$n" < "$WORK/mpi.txt" >> "$dir/cpus.csv"
 		done
 	done
 	"$TB" down >/dev/null
