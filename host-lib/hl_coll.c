@@ -75,6 +75,15 @@
  * machine's online CPUs: a container's cpuset or isolcpus count as bound. */
 #define SPIN_US 50
 
+/* this thread's CPU time, µs: what the polls cost (inca_stats.spin_cpu_us) */
+static double thread_cpu_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
+}
+
 static double default_spin_us(void)
 {
 	int only;
@@ -1013,10 +1022,14 @@ int hl_coll_progress(struct hl_coll *op, double budget_us)
 		 * for up to spin_us (not when coalescing, which sleeps on
 		 * purpose): see SPIN_US */
 		double spin_end = nap > 0 ? 0 : now + st->spin_us;
+		double spin_cpu = -1;   /* the CPU clock at this poll's start, spinning */
 		bool again;
 		do {
 			bool spin = wait > 0 && now < spin_end;
 			double t0 = now;
+
+			if (spin && spin_cpu < 0)
+				spin_cpu = thread_cpu_us();
 
 			rc = c->tp->recv(c, rx, RECV_BATCH, spin ? 0 : (int)wait);
 			if (rc < 0) {
@@ -1038,10 +1051,17 @@ int hl_coll_progress(struct hl_coll *op, double budget_us)
 				if (wait > 0) {
 					sched_yield();
 					now = c->now_us(c);
+					/* the empty poll and the yield: CPU spent
+					 * waiting, not working */
+					double cpu = thread_cpu_us();
+					c->stats.spin_polls++;
+					c->stats.spin_cpu_us += cpu - spin_cpu;
+					spin_cpu = cpu;
 					again = true;
 					continue;
 				}
 			}
+			spin_cpu = -1;
 			wait = 0;
 		} while (again && !op->finished);
 		if (nap > 0) {

@@ -342,6 +342,11 @@ struct inca_stats {
 	uint64_t rail_calls;        /* of hier_calls, the calls split over the rails
 				       (INCA_HIER=rails); with rails each rank's
 				       network counters are its rail's */
+	uint64_t spin_polls;        /* polls for results that found none while the rank
+				       spun before sleeping (INCA_SPIN_US) */
+	double spin_cpu_us;         /* the CPU time they and the yields between them
+				       took: of this rank's CPU, what waited rather than
+				       worked */
 };
 int inca_comm_stats(const inca_comm_t *comm, struct inca_stats *stats);
 

@@ -67,8 +67,10 @@ static void usage(FILE *out)
 		"online: where every rank is confined to the same CPUs, their core's whole\n"
 		"work for them, the kernel's softirq included. -R: after each row a '# row' line:\n"
 		"period, rank 0's timed calls' wall time over their count (they run back to\n"
-		"back: the rate calls go at), and each online CPU's shares of its time over\n"
-		"them (/proc/stat, 10 ms ticks: rows shorter than a second are too short).\n"
+		"back: the rate calls go at), spin, the CPU a rank spent a call polling for\n"
+		"results not there yet (mean over ranks; part of cpu), and each online CPU's\n"
+		"shares of its time over them (/proc/stat, 10 ms ticks: rows shorter than a\n"
+		"second are too short).\n"
 		"Exit status 1 when a result is wrong on any rank, or (without -F) when any\n"
 		"call fell back to the host ring.\n");
 }
@@ -364,12 +366,13 @@ int main(int argc, char **argv)
 				/* every rank's view, through the communicator itself:
 				 * each iteration's slowest rank, the CPU and the wrong
 				 * elements summed (not counted in wire/rank) */
-				double sums[3] = { cpu, (double)wrong,
-						   (double)(st1.fallbacks - st0.fallbacks) };
+				double sums[4] = { cpu, (double)wrong,
+						   (double)(st1.fallbacks - st0.fallbacks),
+						   st1.spin_cpu_us - st0.spin_cpu_us };
 				rc = inca_allreduce(comm, INCA_IN_PLACE, its, (size_t)n_it,
 						    INCA_FLOAT64, INCA_MAX);
 				if (!rc)
-					rc = inca_allreduce(comm, INCA_IN_PLACE, sums, 3,
+					rc = inca_allreduce(comm, INCA_IN_PLACE, sums, 4,
 							    INCA_FLOAT64, INCA_SUM);
 				if (rc) {
 					fprintf(stderr, "inca-allreduce-perf: rank %d: gathering the "
@@ -406,7 +409,7 @@ int main(int argc, char **argv)
 				if (rank == 0 && rows)
 					perf_row_print(stdout, buf_bytes,
 						       (core1.wall_s - core0.wall_s) * 1e6 / n_it,
-						       &cs0, &cs1);
+						       sums[3] / size / n_it, &cs0, &cs1);
 				if (rank == 0 && sums[2] > 0 && !ring_only)
 					printf("# ^ %.0f calls of this row fell back to the host ring: "
 					       "not an in-network figure\n", sums[2]);

@@ -136,17 +136,21 @@ static inline struct perf_cpustat perf_cpustat_now(void)
 	return st;
 }
 
-/* A row's comment line: "# row B bytes: period P us; cpu0 user U system S
- * softirq Q idle I steal T ticks K; cpu1 ...", P the wall time of this
- * rank's timed calls over their count (back to back: the rate calls go
- * at, where the row's time is each call's slowest rank), then the shares
- * of each CPU's time from a to b (none when /proc/stat could not be read) */
-static inline void perf_row_print(FILE *out, size_t bytes, double period_us,
+/* A row's comment line: "# row B bytes: period P us, spin S us; cpu0 user U
+ * system S softirq Q idle I steal T ticks K; cpu1 ...", P the wall time of
+ * this rank's timed calls over their count (back to back: the rate calls go
+ * at, where the row's time is each call's slowest rank), S the CPU a rank
+ * spent a call polling for results not there yet (libinca's spin_cpu_us,
+ * mean over the ranks; left out when spin_us < 0), then the shares of each
+ * CPU's time from a to b (none when /proc/stat could not be read) */
+static inline void perf_row_print(FILE *out, size_t bytes, double period_us, double spin_us,
 				  const struct perf_cpustat *a, const struct perf_cpustat *b)
 {
 	static const char *const names[5] = { "user", "system", "softirq", "idle", "steal" };
 
 	fprintf(out, "# row %zu B: period %.1f us", bytes, period_us);
+	if (spin_us >= 0)
+		fprintf(out, ", spin %.1f us", spin_us);
 	for (int c = 0; c < a->n && a->n == b->n; c++) {
 		unsigned long long d[5], sum = 0;
 

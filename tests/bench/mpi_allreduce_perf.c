@@ -299,7 +299,7 @@ int main(int argc, char **argv)
 			       core_col);
 		if (rank == 0 && !osu && rows)
 			perf_row_print(stdout, bytes, (core1.wall_s - core0.wall_s) * 1e6 / n_it,
-				       &cs0, &cs1);
+				       -1, &cs0, &cs1);
 		if (coll == BARRIER)
 			break;      /* one row: sizes mean nothing */
 		fflush(stdout);

@@ -219,14 +219,17 @@ latency_rounds() {
 }
 
 # row_lines PREFIX: the "# row" lines of a perf tool's table (stdin) as
-# cpus.csv's rows, one a CPU: PREFIX,bytes,period_us,cpuN,user,...,ticks
+# cpus.csv's rows, one a CPU: PREFIX,bytes,period_us,spin_us,cpuN,user,...,
+# ticks (spin_us empty for Open MPI's)
 row_lines() {
 	awk -v p="$1" '/^# row / {
 		split($0, part, "; ")
 		split(part[1], h, " ")
+		spin = h[8] == "spin" ? h[9] : ""
+		sub(",$", "", h[6])
 		for (i = 2; i in part; i++) {
 			split(part[i], f, " ")
-			printf "%s,%s,%s,%s,%s,%s,%s,%s,%s,%s\n", p, h[3], h[6], f[1], f[3], f[5], f[7], f[9], f[11], f[13]
+			printf "%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s\n", p, h[3], h[6], spin, f[1], f[3], f[5], f[7], f[9], f[11], f[13]
 		}
 	}'
 }
@@ -239,7 +242,7 @@ one_run() {
 	echo "rate,ranks,what,median_us" > "$dir/floor.csv"
 	echo "$mtu" > "$dir/mtu.txt"
 	echo "rate,tool,ranks,packets,retransmissions,probes" > "$dir/retx.csv"
-	echo "rate,tool,ranks,bytes,period_us,cpu,user,system,softirq,idle,steal,ticks" > "$dir/cpus.csv"
+	echo "rate,tool,ranks,bytes,period_us,spin_us,cpu,user,system,softirq,idle,steal,ticks" > "$dir/cpus.csv"
 	echo "rate,tool,ranks,round,bytes,time_us" > "$dir/latency.csv"
 	for rate in $rates; do
 		for n in $ranks; do

@@ -48,6 +48,7 @@ struct mock {
 	/* receives that found nothing: polls (timeout 0) before the first
 	 * sleep (a timeout), and whether a sleep came yet */
 	unsigned polls_before_sleep;
+	unsigned empty_polls; /* all of them, before the first sleep or after */
 	bool slept;
 	double recv_us;       /* time a receive with results takes (0: 5 µs) */
 	int recv_max;         /* results a receive returns at most (0: 64); then the
@@ -146,6 +147,7 @@ static int mock_recv(struct inca_comm *c, struct hl_rx *rx, unsigned max, int ti
 			M.slept = true;
 		else if (!M.slept)
 			M.polls_before_sleep++;
+		M.empty_polls += timeout_us <= 0;
 		M.now += timeout_us > 0 ? timeout_us : 1;   /* time passes */
 		return 0;
 	}
@@ -349,7 +351,8 @@ static void test_switch_dead(void **state)
 }
 
 /* INCA_SPIN_US=N: a rank waiting for results polls for N µs before it
- * sleeps (each empty poll here is 1 µs of mock time); 0: it sleeps at
+ * sleeps (each empty poll here is 1 µs of mock time), every such poll
+ * counted in spin_polls and its CPU in spin_cpu_us; 0: it sleeps at
  * once; unset or not a number (warned): the default, 50 µs for a rank
  * bound to some of the machine's CPUs, else 0. The switch is dead so that
  * every wait is seen. */
@@ -365,6 +368,11 @@ static unsigned polls_for(unsigned window, size_t count, const char *spin)
 	c = mk_comm((uint16_t)window, 64, INCA_FALLBACK_OFF, -1);
 	M.dead = true;
 	assert_int_equal(inca_allreduce(c, x, x, count, INCA_FLOAT32, INCA_SUM), INCA_ERR_SWITCH);
+	/* every empty poll while spinning counted, and its CPU */
+	struct inca_stats st;
+	assert_int_equal(inca_comm_stats(c, &st), INCA_OK);
+	assert_int_equal(st.spin_polls, M.empty_polls);
+	assert_true(M.empty_polls ? st.spin_cpu_us > 0 : st.spin_cpu_us == 0);
 	done_comm(c);
 	unsetenv("INCA_SPIN_US");
 	return M.polls_before_sleep;
