@@ -75,10 +75,11 @@
  * machine's online CPUs: a container's cpuset or isolcpus count as bound. */
 #define SPIN_US 50
 
-/* this thread's CPU time, µs: what the polls cost (inca_stats.spin_cpu_us) */
+/* this thread's CPU time, µs: what the polls cost (inca_stats.spin_cpu_us;
+ * one system call, read once a poll that found nothing) */
 static double thread_cpu_us(void)
 {
-	struct timespec ts;
+	struct timespec ts = { 0 };
 
 	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
 	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
@@ -1022,7 +1023,8 @@ int hl_coll_progress(struct hl_coll *op, double budget_us)
 		 * for up to spin_us (not when coalescing, which sleeps on
 		 * purpose): see SPIN_US */
 		double spin_end = nap > 0 ? 0 : now + st->spin_us;
-		double spin_cpu = -1;   /* the CPU clock at this poll's start, spinning */
+		double spin_cpu = -1;   /* the CPU clock since the last empty poll (or the
+					   first poll's start), spinning */
 		bool again;
 		do {
 			bool spin = wait > 0 && now < spin_end;
@@ -1045,18 +1047,18 @@ int hl_coll_progress(struct hl_coll *op, double budget_us)
 			}
 			again = rc > 0;
 			if (rc == 0 && spin) {
-				/* nothing yet: let whatever shares this CPU run
-				 * (the switch, another rank), then look again */
+				/* nothing yet: CPU spent waiting, not working (the
+				 * poll, and the yield before it if any) */
+				double cpu = thread_cpu_us();
+				c->stats.spin_polls++;
+				c->stats.spin_cpu_us += cpu - spin_cpu;
+				spin_cpu = cpu;
+				/* let whatever shares this CPU run (the switch,
+				 * another rank), then look again */
 				wait -= now - t0;
 				if (wait > 0) {
 					sched_yield();
 					now = c->now_us(c);
-					/* the empty poll and the yield: CPU spent
-					 * waiting, not working */
-					double cpu = thread_cpu_us();
-					c->stats.spin_polls++;
-					c->stats.spin_cpu_us += cpu - spin_cpu;
-					spin_cpu = cpu;
 					again = true;
 					continue;
 				}

@@ -346,7 +346,9 @@ struct inca_stats {
 				       spun before sleeping (INCA_SPIN_US) */
 	double spin_cpu_us;         /* the CPU time they and the yields between them
 				       took: of this rank's CPU, what waited rather than
-				       worked */
+				       worked. Several ranks a host: the leader's (or
+				       with rails each rail's) network waits only, not
+				       the wait on the host's shared memory */
 };
 int inca_comm_stats(const inca_comm_t *comm, struct inca_stats *stats);
 

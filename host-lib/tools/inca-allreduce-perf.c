@@ -67,7 +67,7 @@ static void usage(FILE *out)
 		"online: where every rank is confined to the same CPUs, their core's whole\n"
 		"work for them, the kernel's softirq included. -R: after each row a '# row' line:\n"
 		"period, rank 0's timed calls' wall time over their count (they run back to\n"
-		"back: the rate calls go at), spin, the CPU a rank spent a call polling for\n"
+		"back: the rate calls go at; bcast and reduce: with their barriers), spin, the CPU a rank spent a call polling for\n"
 		"results not there yet (mean over ranks; part of cpu), and each online CPU's\n"
 		"shares of its time over them (/proc/stat, 10 ms ticks: rows shorter than a\n"
 		"second are too short).\n"
@@ -334,9 +334,16 @@ int main(int argc, char **argv)
 					prepare(coll, dt, op, rank, size, root, sendbuf, recvbuf, count);
 				struct inca_stats st0, st1;
 				inca_comm_stats(comm, &st0);
-				double cpu0 = perf_cpu_s();
-				struct perf_core core0 = perf_core_now();
-				struct perf_cpustat cs0 = perf_cpustat_now();
+				/* rank 0's probes of its CPUs, outside the window
+				 * the CPU and the period are measured over */
+				struct perf_core core0 = { 0 }, core1 = { 0 };
+				struct perf_cpustat cs0 = { 0 }, cs1 = { 0 };
+				if (rank == 0) {
+					core0 = perf_core_now();
+					if (rows)
+						cs0 = perf_cpustat_now();
+				}
+				double cpu0 = perf_cpu_s(), start = now_s();
 				for (int it = 0; it < n_it && !rc; it++) {
 					/* rooted: a barrier first (not timed), as OSU's
 					 * osu_bcast/osu_reduce, so that one call's time
@@ -349,10 +356,14 @@ int main(int argc, char **argv)
 							 root, size);
 					its[it] = (now_s() - t0) * 1e6;
 				}
+				double period_us = (now_s() - start) * 1e6 / n_it;
 				double cpu = perf_cpu_s() - cpu0;
-				struct perf_core core1 = perf_core_now();
+				if (rank == 0) {
+					core1 = perf_core_now();
+					if (rows)
+						cs1 = perf_cpustat_now();
+				}
 				double core = perf_core_busy_s(core0, core1);
-				struct perf_cpustat cs1 = perf_cpustat_now();
 				inca_comm_stats(comm, &st1);
 				if (rc) {
 					fprintf(stderr, "inca-allreduce-perf: rank %d: %s: %s\n", rank,
@@ -406,13 +417,12 @@ int main(int argc, char **argv)
 					       type_names[dt], reduces ? op_names[op] : "none", us,
 					       algbw, busbw, check ? wrong : -1L,
 					       (unsigned long long)wire, cpu_per_gb, core_col);
-				if (rank == 0 && rows)
-					perf_row_print(stdout, buf_bytes,
-						       (core1.wall_s - core0.wall_s) * 1e6 / n_it,
-						       sums[3] / size / n_it, &cs0, &cs1);
 				if (rank == 0 && sums[2] > 0 && !ring_only)
 					printf("# ^ %.0f calls of this row fell back to the host ring: "
 					       "not an in-network figure\n", sums[2]);
+				if (rank == 0 && rows)
+					perf_row_print(stdout, buf_bytes, period_us,
+						       sums[3] / size / n_it, &cs0, &cs1);
 				fflush(stdout);
 			}
 		}

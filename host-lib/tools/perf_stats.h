@@ -4,10 +4,15 @@
 #ifndef PERF_STATS_H
 #define PERF_STATS_H
 
+#ifndef _GNU_SOURCE
+#error "perf_stats.h needs _GNU_SOURCE (cpu_set_t, CPU_COUNT): define it on the command line"
+#endif
+#include <ctype.h>
 #include <sched.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
@@ -31,7 +36,11 @@ static inline double perf_cpu_s(void)
  * Where every rank of a job is confined to the same CPUs, and only there
  * (run-allreduce.sh --rank-cpus), that is the ranks' core: it counts what
  * getrusage does not charge them (the kernel's receive work in softirq,
- * switching among them) and whatever else runs on those CPUs. */
+ * switching among them) and whatever else runs on those CPUs. The kernel
+ * adds an idle spell to the time when it ends: exact for one CPU, the one
+ * this runs on (busy when it reads); on several, a spell under way at
+ * either end is missed or counted whole. A virtual CPU's steal counts as
+ * busy. */
 struct perf_core {
 	double wall_s;   /* CLOCK_MONOTONIC */
 	double idle_s;   /* summed over the CPUs */
@@ -100,13 +109,14 @@ static inline double perf_core_busy_s(struct perf_core a, struct perf_core b)
 	return busy > 0 ? busy : 0;
 }
 
-/* What every online CPU did, from /proc/stat: its time in clock ticks
- * (USER_HZ, 10 ms) as user (with nice), system, irq and softirq, idle
- * (with iowait) and steal. A row of a sweep shorter than a second or so is
- * too short for them. */
+/* What the online CPUs did (the first PERF_MAX_CPUS of them), from
+ * /proc/stat: each one's time in clock ticks (USER_HZ, 10 ms) as user (with
+ * nice), system, irq and softirq, idle (with iowait) and steal. A row of a
+ * sweep shorter than a second or so is too short for them. */
 #define PERF_MAX_CPUS 64
 struct perf_cpustat {
 	int n;
+	int id[PERF_MAX_CPUS];
 	unsigned long long t[PERF_MAX_CPUS][5];   /* user system softirq idle steal */
 };
 
@@ -122,9 +132,12 @@ static inline struct perf_cpustat perf_cpustat_now(void)
 		unsigned long long v[8] = { 0 };
 		int cpu;
 
-		if (sscanf(line, "cpu%d %llu %llu %llu %llu %llu %llu %llu %llu", &cpu, &v[0],
-			   &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]) != 9 || cpu != st.n)
+		/* cpuN lines only, not the machine's "cpu " total */
+		if (strncmp(line, "cpu", 3) || !isdigit((unsigned char)line[3]) ||
+		    sscanf(line, "cpu%d %llu %llu %llu %llu %llu %llu %llu %llu", &cpu, &v[0],
+			   &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]) != 9)
 			continue;
+		st.id[st.n] = cpu;
 		st.t[st.n][0] = v[0] + v[1];
 		st.t[st.n][1] = v[2];
 		st.t[st.n][2] = v[5] + v[6];
@@ -151,12 +164,12 @@ static inline void perf_row_print(FILE *out, size_t bytes, double period_us, dou
 	fprintf(out, "# row %zu B: period %.1f us", bytes, period_us);
 	if (spin_us >= 0)
 		fprintf(out, ", spin %.1f us", spin_us);
-	for (int c = 0; c < a->n && a->n == b->n; c++) {
+	for (int c = 0; c < a->n && a->n == b->n && a->id[c] == b->id[c]; c++) {
 		unsigned long long d[5], sum = 0;
 
 		for (int k = 0; k < 5; k++)
 			sum += d[k] = b->t[c][k] - a->t[c][k];
-		fprintf(out, "; cpu%d", c);
+		fprintf(out, "; cpu%d", a->id[c]);
 		for (int k = 0; k < 5; k++)
 			fprintf(out, " %s %.3f", names[k], sum ? (double)d[k] / (double)sum : 0);
 		fprintf(out, " ticks %llu", sum);

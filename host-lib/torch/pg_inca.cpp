@@ -692,6 +692,8 @@ std::map<std::string, double> ProcessGroupInca::stats() {
     s["replays"] = static_cast<double>(st.replays);
     s["host_first"] = static_cast<double>(st.hier_calls);
     s["rails"] = static_cast<double>(st.rail_calls);
+    s["spin_polls"] = static_cast<double>(st.spin_polls);
+    s["spin_cpu_us"] = st.spin_cpu_us;
   }
   std::lock_guard<std::mutex> lk(mu_);
   for (auto& kv : offloaded_calls_)

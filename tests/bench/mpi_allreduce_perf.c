@@ -6,7 +6,7 @@
  * MPI_Reduce_scatter_block, MPI_Allgather, MPI_Bcast, MPI_Reduce,
  * MPI_Barrier); only this harness is ours.
  * Usage: mpirun ... mpi-allreduce-perf [-c COLL] [-r ROOT] [-b MIN] [-e MAX]
- *                   [-f F] [-n N] [-N N] [-w W] [-W W] [-o]
+ *                   [-f F] [-n N] [-N N] [-w W] [-W W] [-o] [-R]
  * -c: allreduce (default), reduce_scatter, allgather, bcast, reduce, barrier.
  *     The size is the whole buffer as nccl-tests counts it (reduce_scatter:
  *     the send buffer, N shards; allgather: the receive buffer), rounded
@@ -248,13 +248,20 @@ int main(int argc, char **argv)
 				out[i] = rank == root ? value(root, i) : -1000.0f;
 		for (int w = 0; w < n_w; w++)
 			run(coll, in, out, count, root, size);
+		/* rank 0's probes of its CPUs, before the barrier that starts
+		 * the timed calls together */
+		struct perf_core core0 = { 0 }, core1 = { 0 };
+		struct perf_cpustat cs0 = { 0 }, cs1 = { 0 };
+		if (rank == 0) {
+			core0 = perf_core_now();
+			if (rows)
+				cs0 = perf_cpustat_now();
+		}
 		MPI_Barrier(MPI_COMM_WORLD);
 		if (coll == BCAST)   /* a bcast that did nothing must show */
 			for (size_t i = 0; i < count; i++)
 				out[i] = rank == root ? value(root, i) : -1000.0f;
-		double cpu0 = perf_cpu_s(), mean_us = 0;
-		struct perf_core core0 = perf_core_now();
-		struct perf_cpustat cs0 = perf_cpustat_now();
+		double cpu0 = perf_cpu_s(), mean_us = 0, start = MPI_Wtime();
 		for (int it = 0; it < n_it; it++) {
 			/* rooted: an untimed barrier first, as OSU's osu_bcast and
 			 * osu_reduce do, or a root that returns at once would
@@ -269,10 +276,14 @@ int main(int argc, char **argv)
 		double my_mean = 0;
 		for (int it = 0; it < n_it; it++)
 			my_mean += its[it] / n_it;
+		double period_us = (MPI_Wtime() - start) * 1e6 / n_it;
 		double cpu = perf_cpu_s() - cpu0, cpu_sum = 0;
-		struct perf_core core1 = perf_core_now();
+		if (rank == 0) {
+			core1 = perf_core_now();
+			if (rows)
+				cs1 = perf_cpustat_now();
+		}
 		double core = perf_core_busy_s(core0, core1);
-		struct perf_cpustat cs1 = perf_cpustat_now();
 		wrong = check(coll, out, count, root, rank, size);
 		/* after the timed calls: not among the calls measured */
 		long wrong_all = 0;
@@ -298,8 +309,7 @@ int main(int argc, char **argv)
 			       count, "float", redop, us, algbw, algbw * busf, wrong, cpu_per_gb,
 			       core_col);
 		if (rank == 0 && !osu && rows)
-			perf_row_print(stdout, bytes, (core1.wall_s - core0.wall_s) * 1e6 / n_it,
-				       -1, &cs0, &cs1);
+			perf_row_print(stdout, bytes, period_us, -1, &cs0, &cs1);
 		if (coll == BARRIER)
 			break;      /* one row: sizes mean nothing */
 		fflush(stdout);

@@ -220,14 +220,16 @@ latency_rounds() {
 
 # row_lines PREFIX: the "# row" lines of a perf tool's table (stdin) as
 # cpus.csv's rows, one a CPU: PREFIX,bytes,period_us,spin_us,cpuN,user,...,
-# ticks (spin_us empty for Open MPI's)
+# ticks (spin_us empty for Open MPI's; a line without the CPUs, /proc/stat
+# unread, one row with those fields empty)
 row_lines() {
 	awk -v p="$1" '/^# row / {
-		split($0, part, "; ")
+		n = split($0, part, "; ")
 		split(part[1], h, " ")
 		spin = h[8] == "spin" ? h[9] : ""
-		sub(",$", "", h[6])
-		for (i = 2; i in part; i++) {
+		if (n < 2)
+			printf "%s,%s,%s,%s,,,,,,,\n", p, h[3], h[6], spin
+		for (i = 2; i <= n; i++) {
 			split(part[i], f, " ")
 			printf "%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s\n", p, h[3], h[6], spin, f[1], f[3], f[5], f[7], f[9], f[11], f[13]
 		}
@@ -451,7 +453,7 @@ fi
 
 if [ "$repeat" = 1 ]; then
 	one_run "$out"
-	echo "results: $out (allreduce.md, allreduce.csv, latency.csv, floor.csv, retx.csv, plots)" >&2
+	echo "results: $out (allreduce.md, allreduce.csv, latency.csv, floor.csv, retx.csv, cpus.csv, plots)" >&2
 else
 	one_run "$out/run1"
 	one_run "$out/run2"

@@ -80,7 +80,9 @@
  * means.
  *
  * Output: one line of key=value pairs (time_us is the last rank's result;
- * with --calls, the median over the calls of the slowest rank's call).
+ * with --calls, the median over the calls of the slowest rank's call;
+ * period_us their mean over the calls and ranks: the rate calls go at;
+ * --warmup K leaves the first K calls out of both).
  */
 #include <algorithm>
 #include <cerrno>
@@ -132,6 +134,7 @@ struct params {
 	long calls = 1;                   /* back to back, each rank's next as soon as its
 					     last ends; the time is the median over them of
 					     the slowest rank's (as the perf tools time it) */
+	long warmup = 0;                  /* of them, the first this many not timed */
 	double burst = 0;                 /* >0: the switch's port to a host is a token
 					     bucket of this many bytes at the rate (its shaper,
 					     dp_qos.c), the cable behind it at the way up's */
@@ -808,8 +811,9 @@ void usage()
 		"         [--hosts-per-leaf H] [--spines S] [--leaves-per-pod L]\n"
 		"         [--supers-per-plane X]] [--rate 100G] [--up-rate R] [--uplink-factor F]\n"
 		"         [--latency S] [--cores C|auto] [--window W|auto] [--elems E] [--header B]\n"
-		"         [--bytes S] [--calls K] [--chunks K | --per-packet] [--host-ns NS]\n"
-		"         [--shared-cpu CORES] [--burst B] [--call-overhead S] [--ring]\n"
+		"         [--bytes S] [--calls K [--warmup K]] [--chunks K | --per-packet]\n"
+		"         [--host-ns NS] [--shared-cpu CORES] [--burst B] [--call-overhead S]\n"
+		"         [--ring]\n"
 		"         [--ring-ns-per-byte NS] [--sizing] [--loss P [--seed S]] [--drop R:K]\n"
 		"         [--rto S] [--rto-cap S] [--ranks-per-host P --host-rate R\n"
 		"         [--host-call S] [--host-cache B --host-rate-cached R]\n"
@@ -852,7 +856,9 @@ void help()
 	       "                          (default 4096)\n"
 	       "  --calls K               K calls back to back, each rank's next as soon as\n"
 	       "                          its last ended; time_us is the median over them of\n"
-	       "                          the slowest rank's call (default 1)\n"
+	       "                          the slowest rank's call, period_us their mean over\n"
+	       "                          the calls and ranks (default 1)\n"
+	       "  --warmup K              the first K of them not timed (default 0)\n"
 	       "  --burst B               the switch's port to each host shapes to the rate\n"
 	       "                          with a token bucket of B bytes (full at the start;\n"
 	       "                          its cable then runs at --up-rate); default: none, the\n"
@@ -937,6 +943,7 @@ int main(int argc, char **argv)
 		{ "header", required_argument, nullptr, 'h' },
 		{ "bytes", required_argument, nullptr, 's' },
 		{ "calls", required_argument, nullptr, 'A' },
+		{ "warmup", required_argument, nullptr, 'a' },
 		{ "burst", required_argument, nullptr, 'D' },
 		{ "chunks", required_argument, nullptr, 'k' },
 		{ "per-packet", no_argument, nullptr, 'p' },
@@ -1001,6 +1008,7 @@ int main(int argc, char **argv)
 		case 'h': ok = opt_int("header", optarg, 0, 1 << 16, &l); P.header_bytes = (int)l; break;
 		case 's': ok = opt_num("bytes", optarg, NUM_SIZE, 4, 1e15, &P.bytes); break;
 		case 'A': ok = opt_int("calls", optarg, 1, 100000, &l); P.calls = l; break;
+		case 'a': ok = opt_int("warmup", optarg, 0, 100000, &l); P.warmup = l; break;
 		case 'D': ok = opt_num("burst", optarg, NUM_SIZE, 1, 1e12, &P.burst); break;
 		case 'k': ok = opt_int("chunks", optarg, 1, 1 << 30, &l); P.max_chunks = (int)l; break;
 		case 'p': P.per_packet = true; break;
@@ -1095,6 +1103,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, "inca-sim: --host-cache and --host-rate-cached go together\n");
 		return 2;
 	}
+	if (P.warmup >= P.calls) {
+		fprintf(stderr, "inca-sim: --warmup %ld: fewer than --calls (%ld)\n", P.warmup,
+			P.calls);
+		return 2;
+	}
 	if ((P.loss > 0 || P.drop_rank >= 0) && (!P.per_packet || P.ring)) {
 		fprintf(stderr, "inca-sim: --loss and --drop are simulated packet by packet, for "
 			"INCA: add --per-packet (and no --ring)\n");
@@ -1170,10 +1183,18 @@ int main(int argc, char **argv)
 	}
 	e.run();
 
-	/* each call's slowest rank; the median over the calls */
+	/* the timed calls (after --warmup): each one's slowest rank, the
+	 * median over them; and the rate they go at, each rank's calls back
+	 * to back, their mean (the perf tools' period: a rank's timed calls'
+	 * wall time over their count) */
 	std::vector<double> slowest;
-	for (const auto &c : call_time)
+	double period = 0;
+	for (size_t k = (size_t)P.warmup; k < call_time.size(); k++) {
+		const auto &c = call_time[k];
 		slowest.push_back(*std::max_element(c.begin(), c.end()));
+		for (double d : c)
+			period += d / ((double)(call_time.size() - (size_t)P.warmup) * (double)c.size());
+	}
 	std::sort(slowest.begin(), slowest.end());
 	size_t mid = slowest.size() / 2;
 	double t = slowest.size() % 2 ? slowest[mid] : (slowest[mid - 1] + slowest[mid]) / 2;
@@ -1201,11 +1222,11 @@ int main(int argc, char **argv)
 	printf("%s hosts=%d tiers=%d nodes=%d bytes=%.0f time_us=%.6f algbw_GBps=%.4f "
 	       "pkts=%lld chunks=%lld max_chunk=%lld window_rate_cap_Bps=%.0f "
 	       "agg_ns_per_pkt=%.1f root_cores=%d window=%u loss=%g lost=%lld "
-	       "ranks_per_host=%d local_up_us=%.6f local_down_us=%.6f\n",
+	       "ranks_per_host=%d local_up_us=%.6f local_down_us=%.6f period_us=%.6f\n",
 	       P.ring ? "ring" : "inca", n, fab.depth, fab.nnodes, P.bytes, t * 1e6,
 	       P.bytes / t / 1e9, CH.pkts, CH.chunks(), CH.max, CH.rate_cap,
 	       agg_ns_per_pkt(), nodes.empty() ? P.cores : nodes[0]->cores, P.window, P.loss,
-	       lost_count, P.ranks_per_host, up * 1e6, down * 1e6);
+	       lost_count, P.ranks_per_host, up * 1e6, down * 1e6, period * 1e6);
 	for (node *nd : nodes)
 		delete nd;
 	sim_fabric_free(&fab);

@@ -81,9 +81,12 @@ def smpi_build(build):
     out_dir = os.path.join(build, "tests", "sim", "smpi")
     exe = os.path.join(out_dir, "mpi-allreduce-perf")
     src = os.path.join(ROOT, "tests", "bench", "mpi_allreduce_perf.c")
+    hdr = os.path.join(ROOT, "host-lib", "tools", "perf_stats.h")
     os.makedirs(out_dir, exist_ok=True)
-    if not os.path.exists(exe) or os.path.getmtime(exe) < os.path.getmtime(src):
-        subprocess.run(nice(["smpicc", "-O2", "-I" + os.path.join(ROOT, "host-lib", "tools"),
+    if not os.path.exists(exe) or os.path.getmtime(exe) < max(os.path.getmtime(src),
+                                                               os.path.getmtime(hdr)):
+        subprocess.run(nice(["smpicc", "-O2", "-D_GNU_SOURCE",
+                             "-I" + os.path.join(ROOT, "host-lib", "tools"),
                              "-o", exe, src]), check=True)
     return exe
 

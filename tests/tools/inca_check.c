@@ -452,7 +452,7 @@ int main(int argc, char **argv)
 	       "%llu duplicates ignored, %llu fallbacks, %llu PFC frames, %llu PFC waits, "
 	       "%llu bytes sent, %llu bytes received, %llu plan changes, %llu replays, "
 	       "%llu switch waits, %llu kept inputs (%llu bytes), %llu host-first "
-	       "(%llu local bytes), %llu on rails\n",
+	       "(%llu local bytes), %llu on rails, %llu empty polls (%.0f us CPU)\n",
 	       rank, cases, bad,
 	       (unsigned long long)st.packets_sent, (unsigned long long)st.retransmissions,
 	       (unsigned long long)st.duplicates, (unsigned long long)st.fallbacks,
@@ -461,7 +461,8 @@ int main(int argc, char **argv)
 	       (unsigned long long)st.plan_changes, (unsigned long long)st.replays,
 	       (unsigned long long)st.switch_waits, (unsigned long long)st.kept_inputs,
 	       (unsigned long long)st.kept_bytes, (unsigned long long)st.hier_calls,
-	       (unsigned long long)st.local_bytes, (unsigned long long)st.rail_calls);
+	       (unsigned long long)st.local_bytes, (unsigned long long)st.rail_calls,
+	       (unsigned long long)st.spin_polls, st.spin_cpu_us);
 	inca_comm_destroy(c);
 	for (int p = 0; p < inflight; p++) {
 		free(x.in[p]);
