@@ -338,11 +338,7 @@ int main(int argc, char **argv)
 				 * the CPU and the period are measured over */
 				struct perf_core core0 = { 0 }, core1 = { 0 };
 				struct perf_cpustat cs0 = { 0 }, cs1 = { 0 };
-				if (rank == 0) {
-					core0 = perf_core_now();
-					if (rows)
-						cs0 = perf_cpustat_now();
-				}
+				perf_probe(rank, rows, &core0, &cs0);
 				double cpu0 = perf_cpu_s(), start = now_s();
 				for (int it = 0; it < n_it && !rc; it++) {
 					/* rooted: a barrier first (not timed), as OSU's
@@ -358,11 +354,7 @@ int main(int argc, char **argv)
 				}
 				double period_us = (now_s() - start) * 1e6 / n_it;
 				double cpu = perf_cpu_s() - cpu0;
-				if (rank == 0) {
-					core1 = perf_core_now();
-					if (rows)
-						cs1 = perf_cpustat_now();
-				}
+				perf_probe(rank, rows, &core1, &cs1);
 				double core = perf_core_busy_s(core0, core1);
 				inca_comm_stats(comm, &st1);
 				if (rc) {

@@ -177,6 +177,18 @@ static inline void perf_row_print(FILE *out, size_t bytes, double period_us, dou
 	fprintf(out, "\n");
 }
 
+/* Rank 0's probes of its CPUs for a row: busy time (core) and, with rows,
+ * each CPU's shares; nothing on the other ranks (left zero: no figure) */
+static inline void perf_probe(int rank, bool rows, struct perf_core *core,
+			      struct perf_cpustat *cs)
+{
+	if (rank != 0)
+		return;
+	*core = perf_core_now();
+	if (rows)
+		*cs = perf_cpustat_now();
+}
+
 static inline int perf_cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;

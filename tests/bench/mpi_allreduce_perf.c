@@ -252,11 +252,7 @@ int main(int argc, char **argv)
 		 * the timed calls together */
 		struct perf_core core0 = { 0 }, core1 = { 0 };
 		struct perf_cpustat cs0 = { 0 }, cs1 = { 0 };
-		if (rank == 0) {
-			core0 = perf_core_now();
-			if (rows)
-				cs0 = perf_cpustat_now();
-		}
+		perf_probe(rank, rows, &core0, &cs0);
 		MPI_Barrier(MPI_COMM_WORLD);
 		if (coll == BCAST)   /* a bcast that did nothing must show */
 			for (size_t i = 0; i < count; i++)
@@ -278,11 +274,7 @@ int main(int argc, char **argv)
 			my_mean += its[it] / n_it;
 		double period_us = (MPI_Wtime() - start) * 1e6 / n_it;
 		double cpu = perf_cpu_s() - cpu0, cpu_sum = 0;
-		if (rank == 0) {
-			core1 = perf_core_now();
-			if (rows)
-				cs1 = perf_cpustat_now();
-		}
+		perf_probe(rank, rows, &core1, &cs1);
 		double core = perf_core_busy_s(core0, core1);
 		wrong = check(coll, out, count, root, rank, size);
 		/* after the timed calls: not among the calls measured */
