@@ -67,10 +67,10 @@ static void usage(FILE *out)
 		"online: where every rank is confined to the same CPUs, their core's whole\n"
 		"work for them, the kernel's softirq included. -R: after each row a '# row' line:\n"
 		"period, rank 0's timed calls' wall time over their count (they run back to\n"
-		"back: the rate calls go at; bcast and reduce: with their barriers), spin, the CPU a rank spent a call polling for\n"
-		"results not there yet (mean over ranks; part of cpu), and each online CPU's\n"
-		"shares of its time over them (/proc/stat, 10 ms ticks: rows shorter than a\n"
-		"second are too short).\n"
+		"back: the rate calls go at; bcast and reduce: with their barriers), spin,\n"
+		"the CPU a rank spent a call polling for results not there yet (mean over\n"
+		"ranks; part of cpu), and each online CPU's shares of its time over them\n"
+		"(/proc/stat, 10 ms ticks: rows shorter than a second are too short).\n"
 		"Exit status 1 when a result is wrong on any rank, or (without -F) when any\n"
 		"call fell back to the host ring.\n");
 }

@@ -59,10 +59,12 @@ LIMIT = 0.15
 # switch shapes its egress ports, dp_qos.c); what limits it is the CPU,
 # counted apart. 10 Gbit/s is the speed a veth reports.
 UP_RATE = 10e9
-# The CPU a rank spends, per size (getrusage, the CSV's cpu_s_per_GB):
-# libinca's at the rate modelled (its ranks sleep while they wait, after
-# polling for up to 50 us, bound as they are: the polls, which libinca
-# counts, are taken out, host_ns()); Open MPI's at 1 Gbit/s, where the CPU is what limits (its
+# The CPU a rank spends, per size (in-network: core_per_gb(), CPU 0's busy
+# time where the run has it, else getrusage's cpu_s_per_GB; Open MPI:
+# getrusage): libinca's at the rate modelled (its ranks sleep while they
+# wait, after polling for up to 50 us, bound as they are: the polls, which
+# libinca counts, are taken out, host_ns()); Open MPI's at 1 Gbit/s, where
+# the CPU is what limits (its
 # ranks poll while they wait, and oversubscribed they yield the core to the
 # others as they poll: at 200 Mbit/s getrusage counts that polling too).
 RING_CPU_RATE = "1gbit"
@@ -182,8 +184,7 @@ def host_ns(rows, n, size, rate):
     if spin:
         call_ns -= float(spin) * 1e3
     if call_ns < 0:
-        # the CSV's CPU is rounded to 0.01 s/GB: at 8 bytes less than a
-        # nanosecond a byte
+        # defensive: the polls are part of the CPU measured, never more
         print("# %s, %d ranks, %d B: the spin (%s us) exceeds the CPU: taken as 0"
               % (rate, n, size, spin), file=sys.stderr)
         call_ns = 0.0

@@ -1104,8 +1104,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	if (P.warmup >= P.calls) {
-		fprintf(stderr, "inca-sim: --warmup %ld: fewer than --calls (%ld)\n", P.warmup,
-			P.calls);
+		fprintf(stderr, "inca-sim: --warmup %ld: must be fewer than --calls (%ld)\n",
+			P.warmup, P.calls);
 		return 2;
 	}
 	if ((P.loss > 0 || P.drop_rank >= 0) && (!P.per_packet || P.ring)) {
