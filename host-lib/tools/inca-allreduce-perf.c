@@ -355,7 +355,6 @@ int main(int argc, char **argv)
 				double period_us = (now_s() - start) * 1e6 / n_it;
 				double cpu = perf_cpu_s() - cpu0;
 				perf_probe(rank, rows, &core1, &cs1);
-				double core = perf_core_busy_s(core0, core1);
 				inca_comm_stats(comm, &st1);
 				if (rc) {
 					fprintf(stderr, "inca-allreduce-perf: rank %d: %s: %s\n", rank,
@@ -391,14 +390,12 @@ int main(int argc, char **argv)
 				if (sums[2] > 0 && !ring_only)
 					fell_back++;
 				double us = perf_median(its, n_it);
-				double cpu_per_gb = buf_bytes ? sums[0] / size /
-								((double)buf_bytes * n_it / 1e9) : 0;
+				double cpu_per_gb = buf_bytes ?
+					perf_per_gb(sums[0], size, buf_bytes, n_it) : 0;
 				/* rank 0's CPUs, shared by the ranks confined there */
-				double core_per_gb = buf_bytes && core >= 0 ?
-					core / size / ((double)buf_bytes * n_it / 1e9) : -1;
-				char core_col[32] = "-";
-				if (core_per_gb >= 0)
-					snprintf(core_col, sizeof(core_col), "%.2f", core_per_gb);
+				char core_col[32];
+				perf_core_col(core_col, sizeof(core_col), core0, core1, size,
+					      buf_bytes, n_it);
 				double algbw = (double)buf_bytes / us / 1e3;
 				double busbw = algbw * busf;
 				uint64_t wire = (st1.bytes_sent + st1.ring_bytes_sent -

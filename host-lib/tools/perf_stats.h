@@ -44,6 +44,7 @@ static inline double perf_cpu_s(void)
 struct perf_core {
 	double wall_s;   /* CLOCK_MONOTONIC */
 	double idle_s;   /* summed over the CPUs */
+	int ncpu;        /* the CPUs: the process's when it read them */
 	bool ok;         /* confined to fewer CPUs than are online, all read */
 };
 
@@ -93,20 +94,38 @@ static inline struct perf_core perf_core_now(void)
 			return c;
 		c.idle_s += us * 1e-6;
 	}
+	c.ncpu = CPU_COUNT(&set);
 	c.ok = true;
 	return c;
 }
 
 /* busy CPU seconds of the process's CPUs from a to b; -1 when either
- * could not be read or the process was not confined */
+ * could not be read, the process was not confined or its CPUs changed */
 static inline double perf_core_busy_s(struct perf_core a, struct perf_core b)
 {
-	cpu_set_t set;
-
-	if (!a.ok || !b.ok || sched_getaffinity(0, sizeof(set), &set))
+	if (!a.ok || !b.ok || a.ncpu != b.ncpu)
 		return -1;
-	double busy = (b.wall_s - a.wall_s) * CPU_COUNT(&set) - (b.idle_s - a.idle_s);
+	double busy = (b.wall_s - a.wall_s) * a.ncpu - (b.idle_s - a.idle_s);
 	return busy > 0 ? busy : 0;
+}
+
+/* seconds spent over n_it calls of bytes each, per GB and per rank of size */
+static inline double perf_per_gb(double s, int size, size_t bytes, int n_it)
+{
+	return s / size / ((double)bytes * n_it / 1e9);
+}
+
+/* the core column: the busy seconds of rank 0's CPUs a GB over the ranks
+ * (perf_core_busy_s() from a to b), or "-" */
+static inline void perf_core_col(char *col, size_t len, struct perf_core a, struct perf_core b,
+				 int size, size_t bytes, int n_it)
+{
+	double core = perf_core_busy_s(a, b);
+
+	if (bytes && core >= 0)
+		snprintf(col, len, "%.2f", perf_per_gb(core, size, bytes, n_it));
+	else
+		snprintf(col, len, "-");
 }
 
 /* What the online CPUs did (the first PERF_MAX_CPUS of them), from

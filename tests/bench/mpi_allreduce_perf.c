@@ -275,7 +275,6 @@ int main(int argc, char **argv)
 		double period_us = (MPI_Wtime() - start) * 1e6 / n_it;
 		double cpu = perf_cpu_s() - cpu0, cpu_sum = 0;
 		perf_probe(rank, rows, &core1, &cs1);
-		double core = perf_core_busy_s(core0, core1);
 		wrong = check(coll, out, count, root, rank, size);
 		/* after the timed calls: not among the calls measured */
 		long wrong_all = 0;
@@ -287,12 +286,10 @@ int main(int argc, char **argv)
 		total_wrong += wrong;
 		double us = perf_median(slowest, n_it);
 		double algbw = (double)bytes / us / 1e3;
-		double cpu_per_gb = bytes ? cpu_sum / size / ((double)bytes * n_it / 1e9) : 0;
+		double cpu_per_gb = bytes ? perf_per_gb(cpu_sum, size, bytes, n_it) : 0;
 		/* rank 0's CPUs, shared by the ranks confined there */
-		char core_col[32] = "-";
-		if (bytes && core >= 0)
-			snprintf(core_col, sizeof(core_col), "%.2f",
-				 core / size / ((double)bytes * n_it / 1e9));
+		char core_col[32];
+		perf_core_col(core_col, sizeof(core_col), core0, core1, size, bytes, n_it);
 		wrong = wrong_all;
 		if (rank == 0 && osu)
 			printf("%-10zu %18.2f%s\n", bytes, mean_us, wrong ? "  WRONG" : "");
