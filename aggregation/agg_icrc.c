@@ -16,6 +16,30 @@ static uint32_t crc_after_lrh;
 
 static uint32_t crc32_raw(uint32_t c, const uint8_t *p, size_t len);
 
+/*
+ * The prefetch stream (agg_prefetch_stream): the lines from pf_cur to
+ * pf_end not yet asked for, a few at each step of the foldings below.
+ */
+#define AGG_CACHE_LINE 64
+static __thread const uint8_t *pf_cur, *pf_end;
+
+void agg_prefetch_stream(const void *p, size_t len)
+{
+	const uint8_t *c = pf_cur, *e = pf_end;
+
+	for (; c < e; c += AGG_CACHE_LINE)
+		__builtin_prefetch(c, 0, 2);
+	pf_cur = (const uint8_t *)((uintptr_t)p & ~(uintptr_t)(AGG_CACHE_LINE - 1));
+	pf_end = (const uint8_t *)p + len;
+}
+
+/* Up to n lines of the stream, from *c (a kernel's copy of pf_cur) */
+static inline void pf_step(const uint8_t **c, const uint8_t *e, unsigned n)
+{
+	for (unsigned i = 0; i < n && *c < e; i++, *c += AGG_CACHE_LINE)
+		__builtin_prefetch(*c, 0, 2);
+}
+
 /* Tables are built once, before main(), so no caller has to remember. */
 __attribute__((constructor)) static void crc_tables_init(void)
 {
@@ -158,7 +182,9 @@ static uint32_t crc32_clmul(uint32_t c, const uint8_t *p, size_t len, const uint
 	p += 64;
 	len -= 64;
 
+	const uint8_t *pc = pf_cur, *pe = pf_end;
 	while (len >= 64) {
+		pf_step(&pc, pe, 1);
 		t1 = _mm_clmulepi64_si128(x1, k1k2, 0x00);
 		t2 = _mm_clmulepi64_si128(x2, k1k2, 0x00);
 		t3 = _mm_clmulepi64_si128(x3, k1k2, 0x00);
@@ -178,6 +204,7 @@ static uint32_t crc32_clmul(uint32_t c, const uint8_t *p, size_t len, const uint
 		p += 64;
 		len -= 64;
 	}
+	pf_cur = pc;
 
 	return crc32_clmul_finish(x1, x2, x3, x4, p, len);
 }
@@ -319,6 +346,40 @@ static inline __m256i fuse_narrow512(enum fuse_kind k, __m512 f)
 	return _mm512_cvtepi32_epi16(r);
 }
 
+/* bf16 to the wire as fuse_narrow512 rounds it, left in the high half of
+ * each lane (the low half is not zeroed) */
+__attribute__((target("avx512f,avx512bw,vpclmulqdq,pclmul,sse4.1"), always_inline))
+static inline __m512i bf16_round512(__m512 f)
+{
+	__m512i u = _mm512_castps_si512(f);
+	__mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
+						_mm512_set1_epi32(0x7f800000));
+	__m512i r = _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)),
+				     _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1)));
+
+	return _mm512_mask_or_epi32(r, nan, u, _mm512_set1_epi32(0x00400000));
+}
+
+/* VPERMW's indices: word i of 32 from word first + i / 2 (the odd words
+ * of the result are the ones kept), and VPERMT2W's: word i from word
+ * 2i + 1 of the two sources */
+__attribute__((target("avx512f,avx512bw,vpclmulqdq,pclmul,sse4.1"), always_inline))
+static inline __m512i bf16_widen_idx(short first)
+{
+	return _mm512_add_epi16(_mm512_srli_epi16(_mm512_set_epi16(31, 30, 29, 28, 27, 26, 25, 24,
+								   23, 22, 21, 20, 19, 18, 17, 16,
+								   15, 14, 13, 12, 11, 10, 9, 8,
+								   7, 6, 5, 4, 3, 2, 1, 0), 1),
+				_mm512_set1_epi16(first));
+}
+
+__attribute__((target("avx512f,avx512bw,vpclmulqdq,pclmul,sse4.1"), always_inline))
+static inline __m512i bf16_narrow_idx(void)
+{
+	return _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33,
+				31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+}
+
 /* The elements of n wire bytes at in (whole elements; n = 64 but in the
  * tail): out = acc op in, or out = in. For 2-byte elements out and acc
  * hold fp32, twice the bytes. */
@@ -331,13 +392,34 @@ static inline void fuse_op512(enum fuse_kind k, uint8_t *o, const uint8_t *a,
 	if (fuse_half(k)) {
 		__mmask32 e = n >= 64 ? ~(__mmask32)0 : ((__mmask32)1 << (n / 2)) - 1;
 		__m512i w = _mm512_maskz_loadu_epi16(e, in);
-		__m512 lo = fuse_widen512(k, _mm512_castsi512_si256(w));
-		__m512 hi = fuse_widen512(k, _mm512_extracti64x4_epi64(w, 1));
+		__m512 lo, hi;
 		__mmask16 elo = (__mmask16)e, ehi = (__mmask16)(e >> 16);
 
+		if (fuse_fp16(k)) {
+			lo = fuse_widen512(k, _mm512_castsi512_si256(w));
+			hi = fuse_widen512(k, _mm512_extracti64x4_epi64(w, 1));
+		} else {
+			/* bf16: each element into the high half of its lane by
+			 * one VPERMW a vector (word i to word 2i + 1, the even
+			 * words zeroed): on AMD Zen 4 the zero-extension
+			 * (VPMOVZXWD) shares its pipe with VPCLMULQDQ and the
+			 * fold waited for it, VPERMW does not (issue 33) */
+			lo = _mm512_castsi512_ps(_mm512_maskz_permutexvar_epi16(0xaaaaaaaa,
+										bf16_widen_idx(0), w));
+			hi = _mm512_castsi512_ps(_mm512_maskz_permutexvar_epi16(0xaaaaaaaa,
+										bf16_widen_idx(16), w));
+		}
 		if (fuse_adds(k)) {
 			lo = _mm512_add_ps(_mm512_maskz_loadu_ps(elo, a), lo);
 			hi = _mm512_add_ps(_mm512_maskz_loadu_ps(ehi, a + 64), hi);
+		}
+		if (k == FUSE_BF16_LAST) {
+			/* the rounded elements are the high words of their
+			 * lanes: one VPERMT2W gathers them in order */
+			__m512i h = _mm512_permutex2var_epi16(bf16_round512(lo), bf16_narrow_idx(),
+							      bf16_round512(hi));
+			_mm512_mask_storeu_epi16(o, e, h);
+			return;
 		}
 		if (fuse_last(k)) {
 			__m512i h = _mm512_inserti64x4(_mm512_castsi256_si512(fuse_narrow512(k, lo)),
@@ -405,7 +487,9 @@ static inline uint32_t fold512(enum fuse_kind k, uint32_t c, const uint8_t *p, s
 	z1 = _mm512_xor_si512(z1, _mm512_castsi128_si512(_mm_cvtsi32_si128((int)c)));
 	p += 256;
 	len -= 256;
+	const uint8_t *pc = pf_cur, *pe = pf_end;
 	while (len >= 256 && r + 256 <= nbytes) {
+		pf_step(&pc, pe, 4);
 		z1 = ZFOLD(z1, k2048, _mm512_loadu_si512(p));
 		z2 = ZFOLD(z2, k2048, _mm512_loadu_si512(p + 64));
 		z3 = ZFOLD(z3, k2048, _mm512_loadu_si512(p + 128));
@@ -417,6 +501,7 @@ static inline uint32_t fold512(enum fuse_kind k, uint32_t c, const uint8_t *p, s
 		r += 256;
 	}
 	while (len >= 256) {
+		pf_step(&pc, pe, 4);
 		z1 = ZFOLD(z1, k2048, _mm512_loadu_si512(p));
 		z2 = ZFOLD(z2, k2048, _mm512_loadu_si512(p + 64));
 		z3 = ZFOLD(z3, k2048, _mm512_loadu_si512(p + 128));
@@ -424,6 +509,7 @@ static inline uint32_t fold512(enum fuse_kind k, uint32_t c, const uint8_t *p, s
 		p += 256;
 		len -= 256;
 	}
+	pf_cur = pc;
 	z2 = ZFOLD(z1, k512, z2);
 	z3 = ZFOLD(z2, k512, z3);
 	z4 = ZFOLD(z3, k512, z4);
@@ -637,7 +723,9 @@ static inline uint32_t fold256(enum fuse_kind k, uint32_t c, const uint8_t *p, s
 	y1 = _mm256_xor_si256(y1, _mm256_castsi128_si256(_mm_cvtsi32_si128((int)c)));
 	p += 128;
 	len -= 128;
+	const uint8_t *pc = pf_cur, *pe = pf_end;
 	while (len >= 128 && r + 128 <= nbytes) {
+		pf_step(&pc, pe, 2);
 		y1 = YFOLD(y1, k1024, YLOAD(p));
 		y2 = YFOLD(y2, k1024, YLOAD(p + 32));
 		y3 = YFOLD(y3, k1024, YLOAD(p + 64));
@@ -649,6 +737,7 @@ static inline uint32_t fold256(enum fuse_kind k, uint32_t c, const uint8_t *p, s
 		r += 128;
 	}
 	while (len >= 128) {
+		pf_step(&pc, pe, 2);
 		y1 = YFOLD(y1, k1024, YLOAD(p));
 		y2 = YFOLD(y2, k1024, YLOAD(p + 32));
 		y3 = YFOLD(y3, k1024, YLOAD(p + 64));
@@ -656,6 +745,7 @@ static inline uint32_t fold256(enum fuse_kind k, uint32_t c, const uint8_t *p, s
 		p += 128;
 		len -= 128;
 	}
+	pf_cur = pc;
 	y3 = YFOLD(y1, k512, y3);
 	y4 = YFOLD(y2, k512, y4);
 #undef YFOLD
@@ -714,7 +804,9 @@ static inline uint32_t icrc_fused128(enum fuse_kind k, const uint8_t *ip, size_t
 	x1 = _mm_xor_si128(x1, _mm_cvtsi32_si128((int)~crc_after_lrh));
 	p += 64;
 	len -= 64;
+	const uint8_t *pc = pf_cur, *pe = pf_end;
 	while (len >= 64 && r + 64 <= nbytes) {
+		pf_step(&pc, pe, 1);
 		x1 = XFOLD(x1, XLOAD(p));
 		x2 = XFOLD(x2, XLOAD(p + 16));
 		x3 = XFOLD(x3, XLOAD(p + 32));
@@ -726,6 +818,7 @@ static inline uint32_t icrc_fused128(enum fuse_kind k, const uint8_t *ip, size_t
 		r += 64;
 	}
 	while (len >= 64) {
+		pf_step(&pc, pe, 1);
 		x1 = XFOLD(x1, XLOAD(p));
 		x2 = XFOLD(x2, XLOAD(p + 16));
 		x3 = XFOLD(x3, XLOAD(p + 32));
@@ -733,6 +826,7 @@ static inline uint32_t icrc_fused128(enum fuse_kind k, const uint8_t *ip, size_t
 		p += 64;
 		len -= 64;
 	}
+	pf_cur = pc;
 #undef XFOLD
 #undef XMASK
 #undef XLOAD

@@ -119,6 +119,8 @@ static inline bool is_contribution(const struct dp_switch *sw,
 }
 
 #define PREFETCH_AHEAD 2
+#define HDR_AHEAD 4
+#define MBUF_AHEAD 8
 
 /* The rest of a contribution (its first line is on the way already). */
 static inline void prefetch_contribution(const struct dp_switch *sw,
@@ -129,6 +131,16 @@ static inline void prefetch_contribution(const struct dp_switch *sw,
 	const char *p = rte_pktmbuf_mtod(m, const char *);
 	for (uint32_t off = RTE_CACHE_LINE_SIZE; off < m->data_len; off += RTE_CACHE_LINE_SIZE)
 		rte_prefetch1(p + off);
+}
+
+/* The same, a few lines at a time as the packets before it are reduced */
+static inline void stream_contribution(const struct dp_switch *sw, const struct rte_mbuf *m)
+{
+	if (!is_contribution(sw, m))
+		return;
+	const char *p = rte_pktmbuf_mtod(m, const char *);
+	if (m->data_len > RTE_CACHE_LINE_SIZE)
+		agg_prefetch_stream(p + RTE_CACHE_LINE_SIZE, m->data_len - RTE_CACHE_LINE_SIZE);
 }
 
 int dp_worker_main(void *arg)
@@ -171,13 +183,19 @@ int dp_worker_main(void *arg)
 			 * pulled in whole PREFETCH_AHEAD packets before its
 			 * turn (a whole burst of 4 KiB contributions would not
 			 * fit in L1 and the early ones would be evicted). */
-			for (uint16_t i = 0; i < n; i++)
+			for (uint16_t i = 0; i < n && i < MBUF_AHEAD; i++)
+				rte_prefetch0(pkts[i]);
+			for (uint16_t i = 0; i < n && i < HDR_AHEAD; i++)
 				rte_prefetch0(rte_pktmbuf_mtod(pkts[i], void *));
 			for (uint16_t i = 0; i < n && i < PREFETCH_AHEAD; i++)
 				prefetch_contribution(sw, pkts[i]);
 			for (uint16_t i = 0; i < n; i++) {
+				if (i + MBUF_AHEAD < n)
+					rte_prefetch0(pkts[i + MBUF_AHEAD]);
+				if (i + HDR_AHEAD < n)
+					rte_prefetch0(rte_pktmbuf_mtod(pkts[i + HDR_AHEAD], void *));
 				if (i + PREFETCH_AHEAD < n)
-					prefetch_contribution(sw, pkts[i + PREFETCH_AHEAD]);
+					stream_contribution(sw, pkts[i + PREFETCH_AHEAD]);
 				w->port[p].rx_pkts++;
 				w->port[p].rx_bytes += pkts[i]->pkt_len;
 				/* not every PMD sets it (net_ring does not); the

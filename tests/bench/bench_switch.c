@@ -13,7 +13,8 @@
  * rate of all workers together. Beside them, the bound of a core's memory:
  * the same packets, generated the same way into the same pool, read by one
  * worker lcore with nothing else to do (stream-read: every payload byte
- * once), and read with one result payload written per set into an mbuf of
+ * once, the frame two packets on prefetched as it goes, as the switch's
+ * kernels do theirs), and read with one result payload written per set into an mbuf of
  * a pool like the switch's (stream-rw: what aggregation cannot do without);
  * the aggregation's payload bytes/s is printed as a fraction of both.
  * Frames out are freed on the worker once those waiting in the port's tx
@@ -215,11 +216,24 @@ static int stream_main(void *arg)
 	v4u64 a0 = { 0 }, a1 = { 0 }, a2 = { 0 }, a3 = { 0 };
 	uint64_t t0 = rte_rdtsc();
 
+	/* the frame two packets on comes in a line every 64 bytes read, as
+	 * the switch's kernels bring theirs (agg_prefetch_stream): without
+	 * it this loop was 10-15% slower, the hardware's prefetchers alone */
+	const uint8_t *pc = NULL, *pe = NULL;
 	for (uint64_t i = 0; i < j->n; i++) {
 		const uint8_t *p = rte_pktmbuf_mtod(j->pkts[i], const uint8_t *) + j->off;
 		size_t k = 0;
+		for (; pc < pe; pc += RTE_CACHE_LINE_SIZE)
+			rte_prefetch1(pc);
+		if (i + 2 < j->n) {
+			const uint8_t *f = rte_pktmbuf_mtod(j->pkts[i + 2], const uint8_t *);
+			pc = RTE_PTR_ALIGN_FLOOR(f, RTE_CACHE_LINE_SIZE);
+			pe = f + j->off + j->len;
+		}
 		for (; k + 128 <= j->len; k += 128) {
 			v4u64 x0, x1, x2, x3;
+			for (int q = 0; q < 2 && pc < pe; q++, pc += RTE_CACHE_LINE_SIZE)
+				rte_prefetch1(pc);
 			memcpy(&x0, p + k, 32);
 			memcpy(&x1, p + k + 32, 32);
 			memcpy(&x2, p + k + 64, 32);

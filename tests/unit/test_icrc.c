@@ -395,6 +395,10 @@ static void test_icrc_reduce(void **state)
 				fused += agg_icrc_reduce_available((enum agg_dtype)dt,
 								   (enum agg_op)op, false);
 
+				/* with a prefetch stream being stepped (the
+				 * switch sets one for the frame two on), at
+				 * times longer than a kernel takes */
+				agg_prefetch_stream(payload + (c & 63), 512u * (unsigned)c);
 				/* the first contribution: a load */
 				memset(out, 0xa5, sizeof(out));
 				agg_acc_load((enum agg_dtype)dt, ref, payload, n);
@@ -438,6 +442,7 @@ static void test_icrc_reduce(void **state)
 			}
 		}
 	}
+	agg_prefetch_stream(NULL, 0);
 	assert_int_equal(agg_crc32_impl_use(widest), 0);
 	/* with VPCLMULQDQ the sums and loads above took the one pass */
 	if (widest == AGG_CRC_VPCLMUL_AVX512 || widest == AGG_CRC_VPCLMUL_AVX2)

@@ -510,6 +510,15 @@ bool agg_icrc_reduce_available(enum agg_dtype dtype, enum agg_op op, bool load);
  */
 uint32_t agg_icrc_reduce_store(const struct agg_pkt *pkt, void *out, const void *acc);
 bool agg_icrc_reduce_store_available(enum agg_dtype dtype, enum agg_op op);
+/*
+ * A prefetch stream for the calling thread: len bytes from p (a frame the
+ * caller will read soon) brought towards the core a few cache lines at
+ * each step of the CRC foldings and one-pass kernels above, so that they
+ * go out a few at a time while the core works, not all at once (which
+ * fills the core's miss buffers and stalls it). What the last stream
+ * still had is asked for at once first. A hint: nothing is read.
+ */
+void agg_prefetch_stream(const void *p, size_t len);
 /* Store the ICRC little-endian at p / read it. */
 void agg_icrc_store(uint8_t *p, uint32_t icrc);
 uint32_t agg_icrc_load(const uint8_t *p);
