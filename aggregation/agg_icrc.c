@@ -313,41 +313,60 @@ static inline bool fuse_last(enum fuse_kind k)
 	return k == FUSE_FP16_LAST || k == FUSE_BF16_LAST;
 }
 
+/*
+ * 2-byte elements: the 32 in w widened to fp32 (lo: the first 16, hi: the
+ * rest), and 32 fp32 rounded back as agg_acc_store rounds them (agg_reduce.c's
+ * stv8_fp16, stv8_bf16): to nearest even; a NaN is 0x7E00 with its sign
+ * (fp16) or quieted with its sign (bf16).
+ *
+ * bf16 moves each element into the high half of its lane with one VPERMW
+ * (word i to word 2i + 1, the even words zeroed) and gathers the rounded
+ * high halves back with one VPERMT2W: on AMD Zen 4 the zero-extension
+ * (VPMOVZXWD) shares its pipe with VPCLMULQDQ, and the folding waited for
+ * it (inca-bench-agg, bf16 one pass: 171 ns with it, 147 with VPERMW).
+ * fp16's VCVTPH2PS shares it too, and has no such way round.
+ */
 __attribute__((target("avx512f,avx512bw,vpclmulqdq,pclmul,sse4.1"), always_inline))
-static inline __m512 fuse_widen512(enum fuse_kind k, __m256i h)
+static inline __m512i bf16_idx(short first, short step)
 {
-	if (fuse_fp16(k))
-		return _mm512_cvtph_ps(h);   /* exact; NaNs quieted, as fp16_to_fp32 */
-	return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+	/* word i from word first + i * step / 2 (step 1: the widening's, whose
+	 * even words are masked off; step 2, first 1: the narrowing's) */
+	const __m512i i = _mm512_set_epi16(31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19,
+					   18, 17, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4,
+					   3, 2, 1, 0);
+
+	return _mm512_add_epi16(step == 1 ? _mm512_srli_epi16(i, 1) : _mm512_slli_epi16(i, 1),
+				_mm512_set1_epi16(first));
 }
 
-/* 16 fp32 to the wire as agg_acc_store rounds them (agg_reduce.c's
- * stv8_fp16, stv8_bf16): to nearest even; a NaN is 0x7E00 with its sign
- * (fp16) or quieted with its sign (bf16) */
 __attribute__((target("avx512f,avx512bw,vpclmulqdq,pclmul,sse4.1"), always_inline))
-static inline __m256i fuse_narrow512(enum fuse_kind k, __m512 f)
+static inline void fuse_widen512(enum fuse_kind k, __m512i w, __m512 *lo, __m512 *hi)
 {
 	if (fuse_fp16(k)) {
-		__m256i h = _mm512_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-		__m256i nan = _mm256_cmpgt_epi16(_mm256_and_si256(h, _mm256_set1_epi16(0x7fff)),
-						 _mm256_set1_epi16(0x7c00));
-		__m256i canon = _mm256_or_si256(_mm256_and_si256(h, _mm256_set1_epi16(-0x8000)),
-						_mm256_set1_epi16(0x7e00));
-		return _mm256_blendv_epi8(h, canon, nan);
+		/* exact; NaNs quieted, as fp16_to_fp32 */
+		*lo = _mm512_cvtph_ps(_mm512_castsi512_si256(w));
+		*hi = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(w, 1));
+		return;
 	}
-	__m512i u = _mm512_castps_si512(f);
-	__mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
-						_mm512_set1_epi32(0x7f800000));
-	__m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)),
-						       _mm512_and_si512(_mm512_srli_epi32(u, 16),
-									_mm512_set1_epi32(1))), 16);
-	r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(_mm512_srli_epi32(u, 16),
-							  _mm512_set1_epi32(0x40)));
-	return _mm512_cvtepi32_epi16(r);
+	*lo = _mm512_castsi512_ps(_mm512_maskz_permutexvar_epi16(0xaaaaaaaa, bf16_idx(0, 1), w));
+	*hi = _mm512_castsi512_ps(_mm512_maskz_permutexvar_epi16(0xaaaaaaaa, bf16_idx(16, 1), w));
 }
 
-/* bf16 to the wire as fuse_narrow512 rounds it, left in the high half of
- * each lane (the low half is not zeroed) */
+/* 16 fp32 to fp16 */
+__attribute__((target("avx512f,avx512bw,vpclmulqdq,pclmul,sse4.1"), always_inline))
+static inline __m256i fp16_round512(__m512 f)
+{
+	__m256i h = _mm512_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+	__m256i nan = _mm256_cmpgt_epi16(_mm256_and_si256(h, _mm256_set1_epi16(0x7fff)),
+					 _mm256_set1_epi16(0x7c00));
+	__m256i canon = _mm256_or_si256(_mm256_and_si256(h, _mm256_set1_epi16(-0x8000)),
+					_mm256_set1_epi16(0x7e00));
+
+	return _mm256_blendv_epi8(h, canon, nan);
+}
+
+/* 16 fp32 to bf16, left in the high half of each lane (the low half not
+ * cleared) */
 __attribute__((target("avx512f,avx512bw,vpclmulqdq,pclmul,sse4.1"), always_inline))
 static inline __m512i bf16_round512(__m512 f)
 {
@@ -360,24 +379,13 @@ static inline __m512i bf16_round512(__m512 f)
 	return _mm512_mask_or_epi32(r, nan, u, _mm512_set1_epi32(0x00400000));
 }
 
-/* VPERMW's indices: word i of 32 from word first + i / 2 (the odd words
- * of the result are the ones kept), and VPERMT2W's: word i from word
- * 2i + 1 of the two sources */
 __attribute__((target("avx512f,avx512bw,vpclmulqdq,pclmul,sse4.1"), always_inline))
-static inline __m512i bf16_widen_idx(short first)
+static inline __m512i fuse_narrow512(enum fuse_kind k, __m512 lo, __m512 hi)
 {
-	return _mm512_add_epi16(_mm512_srli_epi16(_mm512_set_epi16(31, 30, 29, 28, 27, 26, 25, 24,
-								   23, 22, 21, 20, 19, 18, 17, 16,
-								   15, 14, 13, 12, 11, 10, 9, 8,
-								   7, 6, 5, 4, 3, 2, 1, 0), 1),
-				_mm512_set1_epi16(first));
-}
-
-__attribute__((target("avx512f,avx512bw,vpclmulqdq,pclmul,sse4.1"), always_inline))
-static inline __m512i bf16_narrow_idx(void)
-{
-	return _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33,
-				31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+	if (fuse_fp16(k))
+		return _mm512_inserti64x4(_mm512_castsi256_si512(fp16_round512(lo)),
+					  fp16_round512(hi), 1);
+	return _mm512_permutex2var_epi16(bf16_round512(lo), bf16_idx(1, 2), bf16_round512(hi));
 }
 
 /* The elements of n wire bytes at in (whole elements; n = 64 but in the
@@ -395,36 +403,13 @@ static inline void fuse_op512(enum fuse_kind k, uint8_t *o, const uint8_t *a,
 		__m512 lo, hi;
 		__mmask16 elo = (__mmask16)e, ehi = (__mmask16)(e >> 16);
 
-		if (fuse_fp16(k)) {
-			lo = fuse_widen512(k, _mm512_castsi512_si256(w));
-			hi = fuse_widen512(k, _mm512_extracti64x4_epi64(w, 1));
-		} else {
-			/* bf16: each element into the high half of its lane by
-			 * one VPERMW a vector (word i to word 2i + 1, the even
-			 * words zeroed): on AMD Zen 4 the zero-extension
-			 * (VPMOVZXWD) shares its pipe with VPCLMULQDQ and the
-			 * fold waited for it, VPERMW does not (issue 33) */
-			lo = _mm512_castsi512_ps(_mm512_maskz_permutexvar_epi16(0xaaaaaaaa,
-										bf16_widen_idx(0), w));
-			hi = _mm512_castsi512_ps(_mm512_maskz_permutexvar_epi16(0xaaaaaaaa,
-										bf16_widen_idx(16), w));
-		}
+		fuse_widen512(k, w, &lo, &hi);
 		if (fuse_adds(k)) {
 			lo = _mm512_add_ps(_mm512_maskz_loadu_ps(elo, a), lo);
 			hi = _mm512_add_ps(_mm512_maskz_loadu_ps(ehi, a + 64), hi);
 		}
-		if (k == FUSE_BF16_LAST) {
-			/* the rounded elements are the high words of their
-			 * lanes: one VPERMT2W gathers them in order */
-			__m512i h = _mm512_permutex2var_epi16(bf16_round512(lo), bf16_narrow_idx(),
-							      bf16_round512(hi));
-			_mm512_mask_storeu_epi16(o, e, h);
-			return;
-		}
 		if (fuse_last(k)) {
-			__m512i h = _mm512_inserti64x4(_mm512_castsi256_si512(fuse_narrow512(k, lo)),
-						       fuse_narrow512(k, hi), 1);
-			_mm512_mask_storeu_epi16(o, e, h);
+			_mm512_mask_storeu_epi16(o, e, fuse_narrow512(k, lo, hi));
 			return;
 		}
 		_mm512_mask_storeu_ps(o, elo, lo);
@@ -555,7 +540,7 @@ static inline __m256 fuse_widen256(enum fuse_kind k, __m128i h)
 	return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
 
-/* 8 fp32 to fp16 as fuse_narrow512 */
+/* 8 fp32 to fp16 as fp16_round512 */
 __attribute__((target("avx2,f16c"), always_inline))
 static inline __m128i fuse_fp16_narrow256(__m256 f)
 {
@@ -567,7 +552,7 @@ static inline __m128i fuse_fp16_narrow256(__m256 f)
 	return _mm_blendv_epi8(h, canon, nan);
 }
 
-/* 8 fp32 to bf16 as fuse_narrow512, left in the low 16 bits of each lane */
+/* 8 fp32 to bf16 as bf16_round512, left in the low 16 bits of each lane */
 __attribute__((target("avx2,f16c"), always_inline))
 static inline __m256i fuse_bf16_round256(__m256 f)
 {

@@ -133,6 +133,14 @@ static inline void prefetch_contribution(const struct dp_switch *sw,
 		rte_prefetch1(p + off);
 }
 
+/* Both lines of an mbuf: the first for its data's address and length,
+ * the second (next, pool) for freeing it */
+static inline void prefetch_mbuf(const struct rte_mbuf *m)
+{
+	rte_prefetch0(m);
+	rte_prefetch0(RTE_PTR_ADD(m, RTE_CACHE_LINE_SIZE));
+}
+
 /* The same, a few lines at a time as the packets before it are reduced */
 static inline void stream_contribution(const struct dp_switch *sw, const struct rte_mbuf *m)
 {
@@ -184,14 +192,14 @@ int dp_worker_main(void *arg)
 			 * turn (a whole burst of 4 KiB contributions would not
 			 * fit in L1 and the early ones would be evicted). */
 			for (uint16_t i = 0; i < n && i < MBUF_AHEAD; i++)
-				rte_prefetch0(pkts[i]);
+				prefetch_mbuf(pkts[i]);
 			for (uint16_t i = 0; i < n && i < HDR_AHEAD; i++)
 				rte_prefetch0(rte_pktmbuf_mtod(pkts[i], void *));
 			for (uint16_t i = 0; i < n && i < PREFETCH_AHEAD; i++)
 				prefetch_contribution(sw, pkts[i]);
 			for (uint16_t i = 0; i < n; i++) {
 				if (i + MBUF_AHEAD < n)
-					rte_prefetch0(pkts[i + MBUF_AHEAD]);
+					prefetch_mbuf(pkts[i + MBUF_AHEAD]);
 				if (i + HDR_AHEAD < n)
 					rte_prefetch0(rte_pktmbuf_mtod(pkts[i + HDR_AHEAD], void *));
 				if (i + PREFETCH_AHEAD < n)
