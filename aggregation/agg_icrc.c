@@ -29,15 +29,9 @@ void agg_prefetch_stream(const void *p, size_t len)
 
 	for (; c < e; c += AGG_CACHE_LINE)
 		__builtin_prefetch(c, 0, 2);
+	/* (as integers: p may be NULL, len 0, to end a stream) */
 	pf_cur = (const uint8_t *)((uintptr_t)p & ~(uintptr_t)(AGG_CACHE_LINE - 1));
-	pf_end = (const uint8_t *)p + len;
-}
-
-/* Up to n lines of the stream, from *c (a kernel's copy of pf_cur) */
-static inline void pf_step(const uint8_t **c, const uint8_t *e, unsigned n)
-{
-	for (unsigned i = 0; i < n && *c < e; i++, *c += AGG_CACHE_LINE)
-		__builtin_prefetch(*c, 0, 2);
+	pf_end = (const uint8_t *)((uintptr_t)p + len);
 }
 
 /* Tables are built once, before main(), so no caller has to remember. */
@@ -83,6 +77,13 @@ static uint32_t crc32_raw(uint32_t c, const uint8_t *p, size_t len)
 #if defined(__x86_64__)
 #include <cpuid.h>
 #include <immintrin.h>
+
+/* Up to n lines of the stream, from *c (a kernel's copy of pf_cur) */
+static inline void pf_step(const uint8_t **c, const uint8_t *e, unsigned n)
+{
+	for (unsigned i = 0; i < n && *c < e; i++, *c += AGG_CACHE_LINE)
+		__builtin_prefetch(*c, 0, 2);
+}
 
 /* x1 = x1 * x^128 mod P, the next 16 bytes added: one lane folded 16
  * bytes on */
@@ -329,8 +330,9 @@ static inline bool fuse_last(enum fuse_kind k)
 __attribute__((target("avx512f,avx512bw,vpclmulqdq,pclmul,sse4.1"), always_inline))
 static inline __m512i bf16_idx(short first, short step)
 {
-	/* word i from word first + i * step / 2 (step 1: the widening's, whose
-	 * even words are masked off; step 2, first 1: the narrowing's) */
+	/* word i from word first + i / 2 (step 1: the widening's, whose even
+	 * words are masked off) or first + 2i (step 2, first 1: the
+	 * narrowing's, from the two sources' 64 words) */
 	const __m512i i = _mm512_set_epi16(31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19,
 					   18, 17, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4,
 					   3, 2, 1, 0);

@@ -134,16 +134,25 @@ static inline void prefetch_contribution(const struct dp_switch *sw,
 }
 
 /* Both lines of an mbuf: the first for its data's address and length,
- * the second (next, pool) for freeing it */
+ * the second (next) for freeing it */
 static inline void prefetch_mbuf(const struct rte_mbuf *m)
 {
 	rte_prefetch0(m);
-	rte_prefetch0(RTE_PTR_ADD(m, RTE_CACHE_LINE_SIZE));
+	rte_prefetch0(&m->cacheline1);
 }
 
-/* The same, a few lines at a time as the packets before it are reduced */
-static inline void stream_contribution(const struct dp_switch *sw, const struct rte_mbuf *m)
+/* The same, a few lines at a time as the packets before it are reduced:
+ * the CRC foldings ask for them (agg_prefetch_stream). Where nothing folds
+ * (a CPU with no carry-less multiply: the ICRC from tables) or the packets
+ * before it are not contributions, what is left goes at once when the
+ * next is set, one packet ahead. */
+static inline void stream_contribution(const struct dp_switch *sw, const struct rte_mbuf *m,
+				       bool folds)
 {
+	if (!folds) {
+		prefetch_contribution(sw, m);
+		return;
+	}
 	if (!is_contribution(sw, m))
 		return;
 	const char *p = rte_pktmbuf_mtod(m, const char *);
@@ -158,6 +167,8 @@ int dp_worker_main(void *arg)
 	struct rte_mbuf *pkts[DP_BURST];
 	const uint32_t idle_us = sw->cfg->idle_sleep_us;
 	const uint64_t spin_tsc = (uint64_t)sw->cfg->idle_spin_us * sw->tsc_hz / 1000000;
+	/* the ICRC's CRC folds with carry-less multiplication (--crc) */
+	const bool folds = agg_crc32_impl_best() != AGG_CRC_TABLE;
 
 	w->rng = rte_rdtsc() ^ ((uint64_t)w->lcore << 32) ^ 0x9e3779b97f4a7c15ull;
 	rte_rcu_qsbr_thread_register(sw->rcu, w->index);
@@ -186,11 +197,14 @@ int dp_worker_main(void *arg)
 			uint16_t n = rte_eth_rx_burst(sw->port_ids[p], (uint16_t)w->index,
 						      pkts, DP_BURST);
 			got += n;
-			/* Headers of the whole burst first; the aggregation
-			 * path reads every byte of a contribution, so each is
-			 * pulled in whole PREFETCH_AHEAD packets before its
-			 * turn (a whole burst of 4 KiB contributions would not
-			 * fit in L1 and the early ones would be evicted). */
+			/* The mbufs MBUF_AHEAD packets before their turn, their
+			 * headers HDR_AHEAD, one a packet (a whole burst's at
+			 * once filled the core's miss buffers); the
+			 * aggregation path reads every byte of a contribution,
+			 * so each is brought into L2 PREFETCH_AHEAD packets
+			 * before its turn (the first of a burst at once), a
+			 * few lines at a time (stream_contribution; whole 4 KiB
+			 * contributions in L1 would evict one another). */
 			for (uint16_t i = 0; i < n && i < MBUF_AHEAD; i++)
 				prefetch_mbuf(pkts[i]);
 			for (uint16_t i = 0; i < n && i < HDR_AHEAD; i++)
@@ -203,7 +217,7 @@ int dp_worker_main(void *arg)
 				if (i + HDR_AHEAD < n)
 					rte_prefetch0(rte_pktmbuf_mtod(pkts[i + HDR_AHEAD], void *));
 				if (i + PREFETCH_AHEAD < n)
-					stream_contribution(sw, pkts[i + PREFETCH_AHEAD]);
+					stream_contribution(sw, pkts[i + PREFETCH_AHEAD], folds);
 				w->port[p].rx_pkts++;
 				w->port[p].rx_bytes += pkts[i]->pkt_len;
 				/* not every PMD sets it (net_ring does not); the

@@ -398,7 +398,8 @@ static void test_icrc_reduce(void **state)
 				/* with a prefetch stream being stepped (the
 				 * switch sets one for the frame two on), at
 				 * times longer than a kernel takes */
-				agg_prefetch_stream(payload + (c & 63), 512u * (unsigned)c);
+				agg_prefetch_stream(payload + (c & 7) * 64,
+						    sizeof(payload) - 512 - (size_t)(c & 7) * 64);
 				/* the first contribution: a load */
 				memset(out, 0xa5, sizeof(out));
 				agg_acc_load((enum agg_dtype)dt, ref, payload, n);
