@@ -589,7 +589,10 @@ def write_doc(out, st, proj, host):
     w("tried by hand against this run and not kept: the ranks' bursts drawn in random")
     w("order, and 30% of a rank's CPU charged when its results come in rather than")
     w("when its packets go; together they gave the model a spread at 4 KiB, where the lab")
-    w("has none, and not the lab's at 16-64 KiB. The projections time one call with")
+    w("has none, and not the lab's at 16-64 KiB. Nor are libinca's naps the cause: with")
+    w("`INCA_COALESCE=0` (a rank wakes for every result) 8 ranks at 200 Mbit/s from 16 to")
+    w("64 KiB took 1.25-1.30× their period, and 1.21-1.29× with the naps, in two runs back")
+    w("to back (docs/performance/nap-check). The projections time one call with")
     w("every host on cores of its own, where a call's time and the period are the same;")
     w("this spread is the lab's shared core.")
     ring_ok = {rt: (sum(abs(float(r["ring_cpu_err"])) <= LIMIT for r in calib if r["rate"] == rt),
