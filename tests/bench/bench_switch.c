@@ -14,8 +14,9 @@
  * the same packets, generated the same way into the same pool, read by one
  * worker lcore with nothing else to do (stream-read: every payload byte
  * once, the frame two packets on prefetched as it goes, as the switch's
- * kernels do theirs), and read with one result payload written per set into an mbuf of
- * a pool like the switch's (stream-rw: what aggregation cannot do without);
+ * kernels do theirs), and read with one result payload written per set
+ * into an mbuf of a pool like the switch's (stream-rw: what aggregation
+ * cannot do without);
  * the aggregation's payload bytes/s is printed as a fraction of both.
  * Frames out are freed on the worker once those waiting in the port's tx
  * ring would hold more than 1024 descriptors (-t: a NIC's driver with the
@@ -217,8 +218,9 @@ static int stream_main(void *arg)
 	uint64_t t0 = rte_rdtsc();
 
 	/* the frame two packets on comes in a line every 64 bytes read, as
-	 * the switch's kernels bring theirs (agg_prefetch_stream): without
-	 * it this loop was 10-15% slower, the hardware's prefetchers alone */
+	 * the switch's kernels bring theirs (agg_prefetch_stream): with the
+	 * hardware's prefetchers alone this loop took 10-25% longer (AMD
+	 * EPYC: 264-304 ns a 4 KiB packet against 227-242) */
 	const uint8_t *pc = NULL, *pe = NULL;
 	for (uint64_t i = 0; i < j->n; i++) {
 		const uint8_t *p = rte_pktmbuf_mtod(j->pkts[i], const uint8_t *) + j->off;
