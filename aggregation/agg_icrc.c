@@ -23,15 +23,23 @@ static uint32_t crc32_raw(uint32_t c, const uint8_t *p, size_t len);
 #define AGG_CACHE_LINE 64
 static __thread const uint8_t *pf_cur, *pf_end;
 
+/* Up to n lines of a stream, from *c (pf_cur, or a kernel's copy of it)
+ * to e */
+static inline void pf_lines(const uint8_t **c, const uint8_t *e, size_t n)
+{
+	for (size_t i = 0; i < n && *c < e; i++, *c += AGG_CACHE_LINE)
+		__builtin_prefetch(*c, 0, 2);
+}
+
 void agg_prefetch_stream(const void *p, size_t len)
 {
-	const uint8_t *c = pf_cur, *e = pf_end;
-
-	for (; c < e; c += AGG_CACHE_LINE)
-		__builtin_prefetch(c, 0, 2);
+	pf_lines(&pf_cur, pf_end, SIZE_MAX);
 	/* (as integers: p may be NULL, len 0, to end a stream) */
 	pf_cur = (const uint8_t *)((uintptr_t)p & ~(uintptr_t)(AGG_CACHE_LINE - 1));
 	pf_end = (const uint8_t *)((uintptr_t)p + len);
+	/* with the tables nothing folds, nothing would ask for it: now */
+	if (agg_crc32_impl_best() == AGG_CRC_TABLE)
+		pf_lines(&pf_cur, pf_end, SIZE_MAX);
 }
 
 /* Tables are built once, before main(), so no caller has to remember. */
@@ -77,13 +85,6 @@ static uint32_t crc32_raw(uint32_t c, const uint8_t *p, size_t len)
 #if defined(__x86_64__)
 #include <cpuid.h>
 #include <immintrin.h>
-
-/* Up to n lines of the stream, from *c (a kernel's copy of pf_cur) */
-static inline void pf_step(const uint8_t **c, const uint8_t *e, unsigned n)
-{
-	for (unsigned i = 0; i < n && *c < e; i++, *c += AGG_CACHE_LINE)
-		__builtin_prefetch(*c, 0, 2);
-}
 
 /* x1 = x1 * x^128 mod P, the next 16 bytes added: one lane folded 16
  * bytes on */
@@ -185,7 +186,7 @@ static uint32_t crc32_clmul(uint32_t c, const uint8_t *p, size_t len, const uint
 
 	const uint8_t *pc = pf_cur, *pe = pf_end;
 	while (len >= 64) {
-		pf_step(&pc, pe, 1);
+		pf_lines(&pc, pe, 1);
 		t1 = _mm_clmulepi64_si128(x1, k1k2, 0x00);
 		t2 = _mm_clmulepi64_si128(x2, k1k2, 0x00);
 		t3 = _mm_clmulepi64_si128(x3, k1k2, 0x00);
@@ -476,7 +477,7 @@ static inline uint32_t fold512(enum fuse_kind k, uint32_t c, const uint8_t *p, s
 	len -= 256;
 	const uint8_t *pc = pf_cur, *pe = pf_end;
 	while (len >= 256 && r + 256 <= nbytes) {
-		pf_step(&pc, pe, 4);
+		pf_lines(&pc, pe, 4);
 		z1 = ZFOLD(z1, k2048, _mm512_loadu_si512(p));
 		z2 = ZFOLD(z2, k2048, _mm512_loadu_si512(p + 64));
 		z3 = ZFOLD(z3, k2048, _mm512_loadu_si512(p + 128));
@@ -488,7 +489,7 @@ static inline uint32_t fold512(enum fuse_kind k, uint32_t c, const uint8_t *p, s
 		r += 256;
 	}
 	while (len >= 256) {
-		pf_step(&pc, pe, 4);
+		pf_lines(&pc, pe, 4);
 		z1 = ZFOLD(z1, k2048, _mm512_loadu_si512(p));
 		z2 = ZFOLD(z2, k2048, _mm512_loadu_si512(p + 64));
 		z3 = ZFOLD(z3, k2048, _mm512_loadu_si512(p + 128));
@@ -712,7 +713,7 @@ static inline uint32_t fold256(enum fuse_kind k, uint32_t c, const uint8_t *p, s
 	len -= 128;
 	const uint8_t *pc = pf_cur, *pe = pf_end;
 	while (len >= 128 && r + 128 <= nbytes) {
-		pf_step(&pc, pe, 2);
+		pf_lines(&pc, pe, 2);
 		y1 = YFOLD(y1, k1024, YLOAD(p));
 		y2 = YFOLD(y2, k1024, YLOAD(p + 32));
 		y3 = YFOLD(y3, k1024, YLOAD(p + 64));
@@ -724,7 +725,7 @@ static inline uint32_t fold256(enum fuse_kind k, uint32_t c, const uint8_t *p, s
 		r += 128;
 	}
 	while (len >= 128) {
-		pf_step(&pc, pe, 2);
+		pf_lines(&pc, pe, 2);
 		y1 = YFOLD(y1, k1024, YLOAD(p));
 		y2 = YFOLD(y2, k1024, YLOAD(p + 32));
 		y3 = YFOLD(y3, k1024, YLOAD(p + 64));
@@ -793,7 +794,7 @@ static inline uint32_t icrc_fused128(enum fuse_kind k, const uint8_t *ip, size_t
 	len -= 64;
 	const uint8_t *pc = pf_cur, *pe = pf_end;
 	while (len >= 64 && r + 64 <= nbytes) {
-		pf_step(&pc, pe, 1);
+		pf_lines(&pc, pe, 1);
 		x1 = XFOLD(x1, XLOAD(p));
 		x2 = XFOLD(x2, XLOAD(p + 16));
 		x3 = XFOLD(x3, XLOAD(p + 32));
@@ -805,7 +806,7 @@ static inline uint32_t icrc_fused128(enum fuse_kind k, const uint8_t *ip, size_t
 		r += 64;
 	}
 	while (len >= 64) {
-		pf_step(&pc, pe, 1);
+		pf_lines(&pc, pe, 1);
 		x1 = XFOLD(x1, XLOAD(p));
 		x2 = XFOLD(x2, XLOAD(p + 16));
 		x3 = XFOLD(x3, XLOAD(p + 32));

@@ -142,17 +142,12 @@ static inline void prefetch_mbuf(const struct rte_mbuf *m)
 }
 
 /* The same, a few lines at a time as the packets before it are reduced:
- * the CRC foldings ask for them (agg_prefetch_stream). Where nothing folds
- * (a CPU with no carry-less multiply: the ICRC from tables) or the packets
+ * the CRC foldings ask for them (agg_prefetch_stream). Where the packets
  * before it are not contributions, what is left goes at once when the
- * next is set, one packet ahead. */
-static inline void stream_contribution(const struct dp_switch *sw, const struct rte_mbuf *m,
-				       bool folds)
+ * next is set, one packet ahead; where the ICRC's CRC uses tables (nothing
+ * folds), all of it at once. */
+static inline void stream_contribution(const struct dp_switch *sw, const struct rte_mbuf *m)
 {
-	if (!folds) {
-		prefetch_contribution(sw, m);
-		return;
-	}
 	if (!is_contribution(sw, m))
 		return;
 	const char *p = rte_pktmbuf_mtod(m, const char *);
@@ -167,8 +162,6 @@ int dp_worker_main(void *arg)
 	struct rte_mbuf *pkts[DP_BURST];
 	const uint32_t idle_us = sw->cfg->idle_sleep_us;
 	const uint64_t spin_tsc = (uint64_t)sw->cfg->idle_spin_us * sw->tsc_hz / 1000000;
-	/* the ICRC's CRC folds with carry-less multiplication (--crc) */
-	const bool folds = agg_crc32_impl_best() != AGG_CRC_TABLE;
 
 	w->rng = rte_rdtsc() ^ ((uint64_t)w->lcore << 32) ^ 0x9e3779b97f4a7c15ull;
 	rte_rcu_qsbr_thread_register(sw->rcu, w->index);
@@ -217,7 +210,7 @@ int dp_worker_main(void *arg)
 				if (i + HDR_AHEAD < n)
 					rte_prefetch0(rte_pktmbuf_mtod(pkts[i + HDR_AHEAD], void *));
 				if (i + PREFETCH_AHEAD < n)
-					stream_contribution(sw, pkts[i + PREFETCH_AHEAD], folds);
+					stream_contribution(sw, pkts[i + PREFETCH_AHEAD]);
 				w->port[p].rx_pkts++;
 				w->port[p].rx_bytes += pkts[i]->pkt_len;
 				/* not every PMD sets it (net_ring does not); the

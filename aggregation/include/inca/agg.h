@@ -516,7 +516,8 @@ bool agg_icrc_reduce_store_available(enum agg_dtype dtype, enum agg_op op);
  * each step of the CRC foldings and one-pass kernels above, so that they
  * go out a few at a time while the core works, not all at once (which
  * fills the core's miss buffers and stalls it). What the last stream
- * still had is asked for at once first. A hint: nothing is read.
+ * still had is asked for at once first; where agg_crc32 uses the tables
+ * (nothing folds), all of it at once. A hint: nothing is read.
  */
 void agg_prefetch_stream(const void *p, size_t len);
 /* Store the ICRC little-endian at p / read it. */
